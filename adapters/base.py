@@ -1,0 +1,188 @@
+"""What every provider adapter shares: the per-run translator shape and event construction.
+
+An adapter is pure: ProviderFrames in, ModelEvents out, no I/O, no clock (``received_at`` comes
+from the frame). One instance follows one run; it is fed the run's frames in arrival order
+(``feed``) and told when the input ends (``close``). Its state is small and picklable, so the
+stream processor can keep it in a changelogged table between frames.
+
+What a subclass writes: ``handle(doc)`` for one decoded frame (usually a dispatch table keyed by
+the provider's event type, with ``self.unknown`` as the deliberate fall-through), and optionally
+``finish()`` for what the end of input means for open blocks. It emits through ``self.emit``.
+
+What the base guarantees:
+- a frame seen twice (same ``frame_id``) produces nothing the second time;
+- a frame whose body is not JSON becomes an ``error`` event (``malformed_frame``) and the stream
+  goes on — never an exception;
+- input that ends before the provider's terminal signal ends with an ``error`` event
+  (``stream_truncated``), never a ``run.finished``;
+- event ids are deterministic: ``blake2b(run_id, frame_id, index)``, so re-normalizing the same
+  frames gives the same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from typing import Any, ClassVar
+
+import orjson
+
+from modelevents.schemas.events import (
+    KIND_PAYLOAD,
+    Envelope,
+    Error,
+    EventSource,
+    ModelEvent,
+    Payload,
+    Unknown,
+)
+from modelevents.schemas.frames import ProviderFrame
+
+# Enough to catch a retried delivery or a reconnect overlap; bounded so state stays small.
+SEEN_FRAMES_WINDOW = 1024
+
+
+def event_id_for(run_id: str, frame_id: str, index: int) -> str:
+    return hashlib.blake2b(f"{run_id}\x1f{frame_id}\x1f{index}".encode(), digest_size=16).hexdigest()
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON text for arguments and evidence fields (orjson: sorted nothing, exact)."""
+    return orjson.dumps(value).decode()
+
+
+def json_valid(text: str) -> bool:
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+class Adapter:
+    """Base of the per-run translators. Subclasses set the class attributes below."""
+
+    name: ClassVar[str]  # module-level identity, e.g. "openai_responses"
+    revision: ClassVar[str]  # bump when the mapping changes: replay parity reports by it
+    api: ClassVar[str]  # openai-responses | openai-chat | anthropic-messages | ...
+    default_provider: ClassVar[str]  # openai | anthropic | google
+
+    def __init__(self, run_id: str, tenant: str = "default", provider: str | None = None,
+                 model: str | None = None) -> None:
+        self.run_id = run_id
+        self.tenant = tenant
+        self.provider = provider or self.default_provider
+        self.model = model
+        self.adapter_id = f"{self.name}@{self.revision}"
+        # Set by the subclass when the provider's own terminal signal arrived (message_stop,
+        # response.completed, [DONE] ...); a stream that closes without it was cut.
+        self.stream_complete = False
+        self._seen: set[str] = set()
+        self._seen_order: deque[str] = deque()
+        self._closed = False
+        # Per-frame emission context.
+        self._out: list[ModelEvent] = []
+        self._frame: ProviderFrame | None = None
+        self._envelope: Envelope | None = None
+
+    # --- what callers use ---------------------------------------------------------------------
+
+    def feed(self, frame: ProviderFrame) -> list[ModelEvent]:
+        """Translate one frame. Never raises for what the provider sent."""
+        if frame.frame_id in self._seen:
+            return []
+        self._remember(frame.frame_id)
+        self._begin(frame)
+        doc = self.decode(frame)
+        if doc is not _MALFORMED:
+            self.handle(doc)
+        return self._end()
+
+    def close(self) -> list[ModelEvent]:
+        """The input ended. Emits what the end means (truncation, unfinished blocks)."""
+        if self._closed:
+            return []
+        self._closed = True
+        frame = self._frame or ProviderFrame(
+            frame_id="(no frames)", run_key=self.run_id, provider=self.provider, api=self.api,
+            transport="sse", received_at=0, content_type="application/json", body=b"")
+        self._begin(frame, closing=True)
+        self.finish()
+        if not self.stream_complete:
+            self.emit("error", Error(
+                error_type="stream_truncated", retryable=True,
+                message="input ended before the provider's terminal event; the run's outcome "
+                        "is unknown"))
+        return self._end()
+
+    # --- what subclasses implement ------------------------------------------------------------
+
+    def decode(self, frame: ProviderFrame) -> Any:
+        """Frame body → JSON document. Override for sentinels such as Chat's ``[DONE]``."""
+        try:
+            return orjson.loads(frame.body)
+        except orjson.JSONDecodeError as exc:
+            self.emit("error", Error(
+                error_type="malformed_frame", retryable=False,
+                message=f"frame {frame.frame_id} is not JSON ({exc}); first bytes: "
+                        f"{bytes(frame.body[:80])!r}"))
+            return _MALFORMED
+
+    def handle(self, doc: Any) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Called once at close, before the truncation check. Default: nothing open to flush."""
+
+    @classmethod
+    def recognizes(cls, doc: Any) -> bool:
+        """True when a decoded frame or object is unmistakably this adapter's API (auto-detect)."""
+        return False
+
+    # --- emission helpers ---------------------------------------------------------------------
+
+    def emit(self, kind: str, payload: Payload) -> None:
+        frame = self._frame
+        assert frame is not None and type(payload) is KIND_PAYLOAD[kind], (kind, payload)
+        index = len(self._out)
+        source_frame_id = f"{frame.frame_id}#close" if self._closing else frame.frame_id
+        self._out.append(ModelEvent(
+            event_id=event_id_for(self.run_id, source_frame_id, index),
+            run_id=self.run_id, tenant=self.tenant, provider=self.provider, api=self.api,
+            model=self.model, kind=kind,
+            source=EventSource(source_frame_id, index, frame.transport, frame.cursor),
+            received_at=frame.received_at, adapter=self.adapter_id,
+            envelope=self._envelope, payload=payload))
+
+    def unknown(self, provider_type: str, detail: str | None = None) -> None:
+        """The deliberate path for what the reference does not name: keep it, never crash."""
+        self.emit("unknown", Unknown(provider_type=provider_type, detail=detail))
+
+    # --- internals ----------------------------------------------------------------------------
+
+    _closing = False
+
+    def _begin(self, frame: ProviderFrame, closing: bool = False) -> None:
+        self._frame = frame
+        self._closing = closing
+        self._envelope = Envelope(frame.content_type, b"" if closing else frame.body)
+        self._out = []
+
+    def _end(self) -> list[ModelEvent]:
+        out, self._out = self._out, []
+        return out
+
+    def _remember(self, frame_id: str) -> None:
+        self._seen.add(frame_id)
+        self._seen_order.append(frame_id)
+        if len(self._seen_order) > SEEN_FRAMES_WINDOW:
+            self._seen.discard(self._seen_order.popleft())
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_out"] = []
+        state["_envelope"] = None
+        return state
+
+
+_MALFORMED = object()

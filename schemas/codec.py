@@ -1,0 +1,185 @@
+"""Avro codec for the contract records: single-object encoding with fastavro.
+
+Wire form (Avro 1.x specification, "Single-object encoding"):
+
+    C3 01 | CRC-64-AVRO fingerprint of the writer schema's canonical form (8 bytes, LE) | body
+
+The fingerprint names the writer schema; the codec resolves it among the schema files shipped in
+``schemas/avro/`` (current) and ``schemas/avro/history/`` (every released earlier version), and
+reads with the current schema as reader, so a record written by any released version stays
+readable after the schema evolves.
+
+The Confluent wire form (magic 0 + 4-byte registry id) is the other common choice; it needs a
+registry service and is left to the Kafka layer to add when one is configured.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import fields
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+from modelevents.schemas.errors import SchemaError, UnknownSchemaError
+from modelevents.schemas.events import (
+    KIND_PAYLOAD,
+    PAYLOAD_TYPES,
+    EventSource,
+    Envelope,
+    ModelEvent,
+    Usage,
+    payload_dict,
+)
+from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.run_state import DeadLetter, RunState
+
+AVRO_DIR = Path(__file__).parent / "avro"
+HISTORY_DIR = AVRO_DIR / "history"
+MAGIC = b"\xc3\x01"
+NAMESPACE = "modelevents"
+
+# Files in dependency order: run_state refers to modelevents.Usage defined in model_event.
+CURRENT_FILES = ("model_event.avsc", "provider_frame.avsc", "run_state.avsc", "dead_letter.avsc")
+
+
+def _fingerprint(parsed: dict) -> bytes:
+    return bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
+
+
+class SchemaSet:
+    """The current reader schemas by record name and every known writer schema by fingerprint."""
+
+    def __init__(self, avro_dir: Path = AVRO_DIR) -> None:
+        self.current: dict[str, dict] = {}
+        self.current_fingerprint: dict[str, bytes] = {}
+        self.writers: dict[bytes, tuple[str, dict]] = {}
+        named: dict[str, Any] = {}
+        for name in CURRENT_FILES:
+            parsed = fastavro.parse_schema(json.loads((avro_dir / name).read_text()), named)
+            full_name = parsed["name"]
+            fp = _fingerprint(parsed)
+            self.current[full_name] = parsed
+            self.current_fingerprint[full_name] = fp
+            self.writers[fp] = (full_name, parsed)
+        history = avro_dir / "history"
+        for path in sorted(history.glob("*.avsc")) if history.is_dir() else ():
+            # Each historical file is self-contained; parse it in its own namespace of names.
+            parsed = fastavro.parse_schema(json.loads(path.read_text()), {})
+            self.writers.setdefault(_fingerprint(parsed), (parsed["name"], parsed))
+
+
+@cache
+def schemas() -> SchemaSet:
+    return SchemaSet()
+
+
+# --- encoding ----------------------------------------------------------------------------------
+
+
+def _event_record(event: ModelEvent) -> dict[str, Any]:
+    src = event.source
+    env = event.envelope
+    return {
+        "event_id": event.event_id,
+        "run_id": event.run_id,
+        "tenant": event.tenant,
+        "provider": event.provider,
+        "api": event.api,
+        "model": event.model,
+        "kind": event.kind,
+        "seq": event.seq,
+        "source": {"frame_id": src.frame_id, "index": src.index, "transport": src.transport,
+                   "cursor": src.cursor},
+        "received_at": event.received_at,
+        "adapter": event.adapter,
+        "envelope": {"content_type": env.content_type, "body": env.body},
+        # Tuple notation names the union branch, so fastavro need not try each record in turn.
+        "payload": (f"{NAMESPACE}.{type(event.payload).__name__}", payload_dict(event.payload)),
+    }
+
+
+def _plain_record(obj: Any) -> dict[str, Any]:
+    record = {f.name: getattr(obj, f.name) for f in fields(obj)}
+    if isinstance(record.get("usage"), Usage):
+        record["usage"] = payload_dict(record["usage"])
+    return record
+
+
+def _record_of(obj: Any) -> tuple[str, dict[str, Any]]:
+    if isinstance(obj, ModelEvent):
+        return f"{NAMESPACE}.ModelEvent", _event_record(obj)
+    for cls in (ProviderFrame, RunState, DeadLetter):
+        if isinstance(obj, cls):
+            return f"{NAMESPACE}.{cls.__name__}", _plain_record(obj)
+    raise SchemaError(f"no Avro schema for {type(obj).__name__}; expected ModelEvent, "
+                      "ProviderFrame, RunState or DeadLetter")
+
+
+def encode(obj: ModelEvent | ProviderFrame | RunState | DeadLetter) -> bytes:
+    """Single-object encoding of a contract record with the current schema."""
+    name, record = _record_of(obj)
+    schema_set = schemas()
+    buf = io.BytesIO()
+    buf.write(MAGIC)
+    buf.write(schema_set.current_fingerprint[name])
+    try:
+        fastavro.schemaless_writer(buf, schema_set.current[name], record)
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise SchemaError(f"{name} does not fit its Avro schema: {exc}") from exc
+    return buf.getvalue()
+
+
+# --- decoding ----------------------------------------------------------------------------------
+
+
+def decode(data: bytes) -> ModelEvent | ProviderFrame | RunState | DeadLetter:
+    """Decode a single-object-encoded record written by any known version of its schema."""
+    if len(data) < 10 or data[:2] != MAGIC:
+        raise SchemaError(
+            f"not an Avro single-object record: expected magic C3 01, got {data[:2].hex(' ') or 'nothing'}"
+            f" ({len(data)} bytes)")
+    fp = bytes(data[2:10])
+    schema_set = schemas()
+    known = schema_set.writers.get(fp)
+    if known is None:
+        raise UnknownSchemaError(
+            f"writer schema with fingerprint {fp.hex()} is not among the shipped schemas; "
+            "a newer modelevents wrote it — upgrade this reader")
+    name, writer = known
+    try:
+        record = fastavro.schemaless_reader(
+            io.BytesIO(data[10:]), writer, schema_set.current[name],
+            return_record_name=True, return_record_name_override=True)
+    except Exception as exc:  # fastavro raises bare exceptions of many types on corrupt bodies
+        raise SchemaError(f"corrupt {name} record ({len(data)} bytes): {exc}") from exc
+    return _from_record(name, record)
+
+
+def _from_record(name: str, record: dict[str, Any]):
+    if name == f"{NAMESPACE}.ModelEvent":
+        payload_name, payload = record["payload"]
+        cls = PAYLOAD_TYPES[payload_name.rsplit(".", 1)[-1]]
+        expected = KIND_PAYLOAD.get(record["kind"])
+        if expected is not None and expected is not cls:
+            raise SchemaError(f"event {record['event_id']}: kind {record['kind']} carries a "
+                              f"{cls.__name__} payload, expected {expected.__name__}")
+        return ModelEvent(
+            event_id=record["event_id"], run_id=record["run_id"], tenant=record["tenant"],
+            provider=record["provider"], api=record["api"], model=record["model"],
+            kind=record["kind"], seq=record["seq"], source=EventSource(**record["source"]),
+            received_at=record["received_at"], adapter=record["adapter"],
+            envelope=Envelope(**record["envelope"]), payload=cls(**payload))
+    if name == f"{NAMESPACE}.ProviderFrame":
+        return ProviderFrame(**record)
+    if name == f"{NAMESPACE}.RunState":
+        if record.get("usage") is not None:
+            record["usage"] = Usage(**record["usage"])
+        return RunState(**record)
+    if name == f"{NAMESPACE}.DeadLetter":
+        return DeadLetter(**record)
+    raise UnknownSchemaError(f"no Python type for record {name}")

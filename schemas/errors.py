@@ -1,0 +1,42 @@
+"""The error hierarchy of modelevents, in one place.
+
+    ModelEventsError                 every error this package raises on purpose
+    ├── SchemaError                  a record does not fit, or cannot be read as, its Avro schema
+    │   └── UnknownSchemaError       a fingerprint or record name this version does not ship
+    ├── InputError                   input the user gave cannot be read (file, framing, provider)
+    │   ├── FramingError             bytes are not SSE / JSON lines / a JSON array / a JSON object
+    │   └── DetectionError           no adapter recognises the input; name --provider
+    └── ConfigError                  a setting is missing or contradicts another
+
+Adapters never raise for what a provider sends: malformed or unknown frames become `error` and
+`unknown` events, because a stream processor must not die on one bad frame. These exceptions are
+for the caller's mistakes and for records that cannot be decoded at all.
+"""
+
+
+class ModelEventsError(Exception):
+    """Base of every error modelevents raises on purpose."""
+
+
+class SchemaError(ModelEventsError):
+    """A record does not fit, or cannot be read as, its Avro schema."""
+
+
+class UnknownSchemaError(SchemaError):
+    """The writer schema's fingerprint or record name is not among the shipped schemas."""
+
+
+class InputError(ModelEventsError):
+    """Input given by the user cannot be read."""
+
+
+class FramingError(InputError):
+    """The bytes are none of the framings modelevents reads."""
+
+
+class DetectionError(InputError):
+    """No adapter recognises the input."""
+
+
+class ConfigError(ModelEventsError):
+    """A setting is missing or contradicts another."""

@@ -1,0 +1,285 @@
+"""The ModelEvent contract as Python types.
+
+Mirrors ``schemas/avro/model_event.avsc`` field for field (a test keeps the two in step).
+Plain slotted dataclasses, not pydantic models: adapters build hundreds of thousands of these
+per second and validation belongs at the edges (decoding, the gateway), not in the hot path.
+
+Every kind of DESIGN.md's vocabulary maps to exactly one payload record (``KIND_PAYLOAD``);
+``ModelEvent.payload`` must be an instance of that record's class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+# --- payload records (one per family of kinds) ----------------------------------------------
+
+
+@dataclass(slots=True)
+class RunStarted:
+    status: str  # queued | in_progress
+    provider_object_id: str | None = None
+
+
+@dataclass(slots=True)
+class RunStatus:
+    status: str
+    raw_status: str | None = None
+
+
+@dataclass(slots=True)
+class RunAwaiting:
+    reason: str  # tool_results | approval | continuation
+    raw_reason: str | None = None
+
+
+@dataclass(slots=True)
+class RunFinished:
+    status: str  # completed | incomplete | failed | cancelled
+    reason: str
+    raw_reason: str | None = None
+
+
+@dataclass(slots=True)
+class Message:
+    output_index: int
+    role: str
+    item_id: str | None = None
+    phase: str | None = None
+
+
+@dataclass(slots=True)
+class Text:
+    output_index: int
+    part_index: int
+    text: str
+    item_id: str | None = None
+
+
+@dataclass(slots=True)
+class Reasoning:
+    output_index: int
+    part_index: int
+    form: str  # summary | raw | redacted
+    text: str
+    item_id: str | None = None
+    signature: str | None = None
+    encrypted_content: str | None = None
+    # "provider/model": opaque signatures and encrypted content are only valid there.
+    valid_for: str | None = None
+
+
+@dataclass(slots=True)
+class Media:
+    output_index: int
+    mime_type: str
+    item_id: str | None = None
+    data: bytes | None = None
+    uri: str | None = None
+    partial: bool = False
+
+
+@dataclass(slots=True)
+class Structured:
+    output_index: int
+    json: str
+    valid: bool
+    schema_name: str | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class ToolCall:
+    output_index: int
+    tool_name: str
+    tool_call_id: str
+    arguments: str  # the fragment on tool.call.delta, the whole JSON text on tool.call
+    item_id: str | None = None
+    arguments_valid: bool | None = None
+
+
+@dataclass(slots=True)
+class ToolResult:
+    tool_name: str
+    tool_call_id: str
+    output: str
+    is_error: bool = False
+
+
+@dataclass(slots=True)
+class Hosted:
+    output_index: int
+    call_id: str
+    tool_type: str
+    authority: str  # provider | mcp:<server>
+    name: str | None = None
+    executor: str = "provider"
+    status: str | None = None
+    billable_unit: str | None = None
+    quantity: float | None = None
+    arguments: str | None = None  # JSON text
+    evidence: str | None = None  # JSON text
+    is_error: bool = False
+
+
+@dataclass(slots=True)
+class Citation:
+    output_index: int
+    source_type: str
+    part_index: int | None = None
+    start: int | None = None
+    end: int | None = None
+    url: str | None = None
+    file_id: str | None = None
+    title: str | None = None
+    cited_text: str | None = None
+
+
+@dataclass(slots=True)
+class Refusal:
+    text: str
+    category: str | None = None
+    explanation: str | None = None
+    output_index: int | None = None
+
+
+@dataclass(slots=True)
+class Approval:
+    approval_id: str
+    tool_name: str | None = None
+    server: str | None = None
+    arguments: str | None = None
+    decision: str | None = None
+    decider: str | None = None
+
+
+@dataclass(slots=True)
+class Usage:
+    """Always an absolute snapshot for the step, whatever the provider's own semantics."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    total_tokens: int | None = None
+    server_tool_units: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Error:
+    error_type: str
+    message: str
+    code: str | None = None
+    http_status: int | None = None
+    retryable: bool = False
+
+
+@dataclass(slots=True)
+class Unknown:
+    provider_type: str
+    detail: str | None = None
+
+
+Payload = (
+    RunStarted | RunStatus | RunAwaiting | RunFinished | Message | Text | Reasoning | Media
+    | Structured | ToolCall | ToolResult | Hosted | Citation | Refusal | Approval | Usage | Error
+    | Unknown
+)
+
+# kind -> payload record. The vocabulary of DESIGN.md, nothing more.
+KIND_PAYLOAD: dict[str, type] = {
+    "run.started": RunStarted,
+    "run.status": RunStatus,
+    "run.awaiting": RunAwaiting,
+    "run.finished": RunFinished,
+    "message.started": Message,
+    "message.finished": Message,
+    "text.delta": Text,
+    "text.done": Text,
+    "reasoning.delta": Reasoning,
+    "reasoning.done": Reasoning,
+    "media.done": Media,
+    "structured.done": Structured,
+    "tool.call.started": ToolCall,
+    "tool.call.delta": ToolCall,
+    "tool.call": ToolCall,
+    "tool.result": ToolResult,
+    "hosted.call": Hosted,
+    "hosted.result": Hosted,
+    "citation": Citation,
+    "refusal": Refusal,
+    "approval.requested": Approval,
+    "approval.resolved": Approval,
+    "usage": Usage,
+    "error": Error,
+    "unknown": Unknown,
+}
+KINDS = frozenset(KIND_PAYLOAD)
+PAYLOAD_TYPES: dict[str, type] = {cls.__name__: cls for cls in set(KIND_PAYLOAD.values())}
+
+RUN_STATUSES = ("queued", "in_progress", "requires_action")
+TERMINAL_STATUSES = ("completed", "incomplete", "failed", "cancelled")
+AWAITING_REASONS = ("tool_results", "approval", "continuation")
+TRANSPORTS = ("sse", "webhook", "poll", "executor")
+
+
+# --- the event ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class EventSource:
+    frame_id: str
+    index: int  # position among the events of its frame
+    transport: str  # sse | webhook | poll | executor
+    cursor: str | None = None  # provider sequence number / event id
+
+
+@dataclass(slots=True)
+class Envelope:
+    content_type: str
+    body: bytes  # the provider frame, verbatim
+
+
+@dataclass(slots=True)
+class ModelEvent:
+    event_id: str
+    run_id: str
+    tenant: str
+    provider: str
+    api: str
+    model: str | None
+    kind: str
+    source: EventSource
+    received_at: int  # epoch milliseconds
+    adapter: str
+    envelope: Envelope
+    payload: Payload
+    seq: int = -1  # assigned by the sequencer
+
+    def projection(self) -> dict[str, Any]:
+        """The flat JSON shape printed by `modelevents normalize` and `tail`: kind, seq, the
+        payload fields at top level, and where the event came from (no envelope bytes)."""
+        out: dict[str, Any] = {"kind": self.kind, "seq": self.seq}
+        out.update(payload_dict(self.payload))
+        out["run_id"] = self.run_id
+        out["provider"] = self.provider
+        out["api"] = self.api
+        out["model"] = self.model
+        out["event_id"] = self.event_id
+        out["frame_id"] = self.source.frame_id
+        out["transport"] = self.source.transport
+        if self.source.cursor is not None:
+            out["cursor"] = self.source.cursor
+        return out
+
+
+_PAYLOAD_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in fields(cls)) for cls in set(KIND_PAYLOAD.values())
+}
+
+
+def payload_dict(payload: Payload) -> dict[str, Any]:
+    return {name: getattr(payload, name) for name in _PAYLOAD_FIELDS[type(payload)]}

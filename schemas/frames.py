@@ -1,0 +1,24 @@
+"""ProviderFrame: one verbatim delivery from a provider (mirrors avro/provider_frame.avsc)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class ProviderFrame:
+    frame_id: str  # deterministic: stream id + index, webhook-id, poll id
+    run_key: str
+    provider: str
+    api: str
+    transport: str  # sse | webhook | poll
+    received_at: int  # epoch milliseconds
+    content_type: str
+    body: bytes  # SSE data field, webhook body or poll response body, verbatim
+    tenant: str = "default"
+    stream_id: str | None = None
+    index: int = 0
+    sse_event: str | None = None
+    cursor: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    http_status: int | None = None
