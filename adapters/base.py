@@ -9,6 +9,13 @@ What a subclass writes: ``handle(doc)`` for one decoded frame (usually a dispatc
 the provider's event type, with ``self.unknown`` as the deliberate fall-through), and optionally
 ``finish()`` for what the end of input means for open blocks. It emits through ``self.emit``.
 
+The contract every adapter keeps (the run state machine relies on it):
+- every provider call of the run opens with ``run.started`` (carrying the provider's object id),
+  also the second and later calls of a tool loop: usage is reported per call, and the state
+  machine banks the previous call's usage there;
+- every provider call ends with ``run.awaiting`` (tool results, approval, continuation) or
+  ``run.finished`` — only on the provider's own terminal signal.
+
 What the base guarantees:
 - a frame seen twice (same ``frame_id``) produces nothing the second time;
 - a frame whose body is not JSON becomes an ``error`` event (``malformed_frame``) and the stream

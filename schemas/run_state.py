@@ -33,7 +33,8 @@ class RunState:
     started_at: int | None = None
     updated_at: int | None = None
     finished_at: int | None = None
-    usage: Usage | None = None
+    usage: Usage | None = None  # total over the run's provider calls
+    prior_calls_usage: Usage | None = None  # total of the calls before the current one
     last_error: str | None = None
 
     @property

@@ -1,2 +1,44 @@
-def main():
-    print("ok")
+"""The `modelevents` command line: one subcommand per module in services/commands/."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from modelevents.schemas.errors import ModelEventsError
+
+# Each module exposes register(subparsers); the order here is the order in --help.
+COMMAND_MODULES = ("normalize",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="modelevents",
+        description="Normalize LLM provider output (OpenAI Responses and Chat Completions, Claude "
+                    "Messages, Gemini Interactions and generateContent) into one event vocabulary, "
+                    "and run the Kafka pipeline around it.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"modelevents.services.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except ModelEventsError as exc:
+        print(f"modelevents: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("modelevents: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `modelevents normalize big.sse | head`: the reader left; that is not an error.
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

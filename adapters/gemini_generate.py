@@ -1,0 +1,1054 @@
+"""Gemini ``generateContent`` / ``streamGenerateContent`` (Gemini API ``v1beta`` and Vertex AI
+``v1``/``v1beta1``) → ModelEvents.
+
+Follows ``reference/gemini.md`` Part B: B1 framing (SSE with ``alt=sse``, a streamed JSON array
+without it — both cut into one frame per ``GenerateContentResponse`` by ``adapters/framing.py``),
+B2 chunks and parts, finishReason, promptFeedback, usageMetadata, groundingMetadata, B3 function
+call keys, B4 the checklist. One adapter instance follows one run, which may span several
+provider calls (a tool loop): a chunk with a new ``responseId`` after a terminal one starts the
+next call.
+
+What the events mean here:
+- A chunk has no event type; what varies is the *part* (``text``, ``functionCall``,
+  ``executableCode`` ...), so the dispatch table is keyed by the part's kind. Parts of one kind
+  that follow each other form one block; a block gets the next ``output_index`` of the response
+  (restarting at 0 for every provider call) and carries the ``responseId`` as ``item_id``
+  (``responseId/candidate`` for candidates other than 0). ``message.started``/``message.finished``
+  carry the message's ordinal in the run.
+- There is no terminal event: a candidate's ``finishReason`` (or a blocked prompt) ends the
+  response. A ``STOP`` after function calls is ``run.awaiting`` ``tool_results``.
+- ``thoughtSignature`` may sit on any part. On a thought part it completes that reasoning block;
+  on any other part it becomes a ``reasoning.done`` (form ``redacted``, empty text) with the
+  signature, the ``output_index`` of the part that carried it and, for a call, the call's id as
+  ``item_id`` — Gemini 3 rejects a replayed function call whose signature moved.
+- Function calls have no id on the Gemini API: ``tool_call_id`` is derived from run id,
+  responseId, the call's position and its name (same input → same id). Vertex streams arguments
+  as ``partialArgs`` (JSONPath + value fragments): they are reassembled into the whole argument
+  object and streamed as JSON text fragments whose concatenation is that object's JSON text.
+- ``usage`` is an absolute snapshot, emitted once per provider call when it ends (the last
+  ``usageMetadata``: a running snapshot, never a delta, whose mid-stream values are not
+  monotonic; every chunk's own snapshot stays in its envelope). ``input_tokens`` = prompt +
+  tool-use prompt tokens (both billed as input, cached ones included); ``output_tokens`` =
+  candidates + thoughts, so input + output = ``totalTokenCount``.
+- A complete ``GenerateContentResponse`` (unary call, transport ``poll``) and a Google error body
+  translate through the same handlers as the stream.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from functools import lru_cache
+from typing import Any, Callable
+
+import orjson
+
+from modelevents.adapters.base import Adapter, json_text
+from modelevents.schemas.events import (
+    Citation,
+    Error,
+    Hosted,
+    Media,
+    Message,
+    Reasoning,
+    Refusal,
+    RunAwaiting,
+    RunFinished,
+    RunStarted,
+    RunStatus,
+    Text,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+
+# --- mappings (check against the reference in one glance) --------------------------------------
+
+# finishReason -> (status, normalized reason, the model refused). B2 "finishReason"; SDK
+# FinishReason. STOP after function calls is not here: it is run.awaiting (B2, B3).
+FINISH_REASONS: dict[str, tuple[str, str, bool]] = {
+    "STOP": ("completed", "end_turn", False),
+    "MAX_TOKENS": ("incomplete", "max_tokens", False),
+    "SAFETY": ("incomplete", "content_filter", True),
+    "RECITATION": ("incomplete", "content_filter", False),
+    "LANGUAGE": ("incomplete", "unsupported_language", False),
+    "OTHER": ("incomplete", "other", False),
+    "BLOCKLIST": ("incomplete", "content_filter", True),
+    "PROHIBITED_CONTENT": ("incomplete", "content_filter", True),
+    "SPII": ("incomplete", "content_filter", True),
+    "MALFORMED_FUNCTION_CALL": ("failed", "error", False),
+    "UNEXPECTED_TOOL_CALL": ("failed", "error", False),
+    "TOO_MANY_TOOL_CALLS": ("failed", "error", False),
+    "IMAGE_SAFETY": ("incomplete", "content_filter", True),
+    "IMAGE_PROHIBITED_CONTENT": ("incomplete", "content_filter", True),
+    "IMAGE_RECITATION": ("incomplete", "content_filter", False),
+    "NO_IMAGE": ("incomplete", "no_image", False),
+    "IMAGE_OTHER": ("incomplete", "other", False),
+    "FINISH_REASON_UNSPECIFIED": ("incomplete", "unspecified", False),
+}
+
+# Server-side tool invocation toolType -> (tool_type, billable unit). B2 "Parts" (SDK ToolType).
+# Google Search grounding is billed per search query (Gemini 3 pricing); the others have no
+# per-call unit.
+HOSTED_TOOL_TYPES: dict[str, tuple[str, str | None]] = {
+    "GOOGLE_SEARCH_WEB": ("web_search", "search_query"),
+    "GOOGLE_SEARCH_IMAGE": ("image_search", "search_query"),
+    "URL_CONTEXT": ("web_fetch", None),
+    "GOOGLE_MAPS": ("maps", None),
+    "FILE_SEARCH": ("file_search", None),
+}
+
+# codeExecutionResult.outcome -> (hosted status, is_error). SDK Outcome.
+CODE_OUTCOMES: dict[str, tuple[str, bool]] = {
+    "OUTCOME_OK": ("completed", False),
+    "OUTCOME_FAILED": ("failed", True),
+    "OUTCOME_DEADLINE_EXCEEDED": ("failed", True),
+}
+
+# groundingChunks[] member -> neutral citation source type. B2 "groundingMetadata".
+GROUNDING_SOURCES: dict[str, str] = {
+    "web": "url",
+    "retrievedContext": "document",
+    "maps": "maps",
+    "image": "image",
+}
+
+# google.rpc statuses of transient failures, worth a retry (429 RESOURCE_EXHAUSTED carries
+# RetryInfo.retryDelay, B1).
+RETRYABLE_STATUSES = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED",
+                                "INTERNAL", "ABORTED"})
+
+# Part members that qualify a part instead of being its content.
+PART_MODIFIERS = frozenset({"thought", "thoughtSignature", "partMetadata", "videoMetadata",
+                            "mediaResolution"})
+
+# Top-level members of a GenerateContentResponse (SDK GenerateContentResponse).
+RESPONSE_KEYS = ("candidates", "promptFeedback", "usageMetadata", "responseId", "modelVersion")
+
+# Kinds of an open block. Ints compared with ==: identity of strings does not survive pickling
+# (adapter state is pickled between frames).
+_TEXT, _THOUGHT, _CALL = 1, 2, 3
+
+
+def stable_id(*parts: Any) -> str:
+    """A deterministic id for what the provider left unnamed: same input → same id."""
+    key = "\x1f".join(str(p) for p in parts).encode()
+    return "mev_" + hashlib.blake2b(key, digest_size=12).hexdigest()
+
+
+# --- streamed function call arguments (Vertex partialArgs) -------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def parse_json_path(path: str) -> tuple[str | int, ...] | None:
+    """``$.a.b[0]['c d']`` → ``("a", "b", 0, "c d")``; None for what is not a plain member path
+    (wildcards, slices, filters never name one value to set)."""
+    if not path.startswith("$"):
+        return None
+    segments: list[str | int] = []
+    i, n = 1, len(path)
+    while i < n:
+        c = path[i]
+        if c == ".":
+            j = i + 1
+            while j < n and path[j] not in ".[":
+                j += 1
+            if j == i + 1 or path[i + 1:j] == "*":
+                return None
+            segments.append(path[i + 1:j])
+            i = j
+        elif c == "[" and i + 1 < n and path[i + 1] in "'\"":
+            quote, j, chars = path[i + 1], i + 2, []
+            while j < n and path[j] != quote:
+                if path[j] == "\\" and j + 1 < n:
+                    j += 1
+                chars.append(path[j])
+                j += 1
+            if j + 1 >= n or path[j + 1] != "]":
+                return None
+            segments.append("".join(chars))
+            i = j + 2
+        elif c == "[":
+            j = path.find("]", i)
+            if j < 0 or not path[i + 1:j].isdigit():
+                return None
+            segments.append(int(path[i + 1:j]))
+            i = j + 1
+        else:
+            return None
+    return tuple(segments) if segments else None
+
+
+def _escaped(text: str) -> str:
+    return orjson.dumps(text).decode()[1:-1]
+
+
+class StreamedArguments:
+    """Reassembles ``partialArgs`` into the argument object and, as long as the paths arrive in
+    document order (they do in every recording), streams its JSON text: the concatenation of the
+    fragments ``put`` and ``close`` return equals ``json_text(self.tree)``. Out-of-order paths
+    still land in the tree; only the text stream stops (``in_order`` turns False)."""
+
+    __slots__ = ("tree", "in_order", "_stack", "_open_string")
+
+    def __init__(self, initial: dict | None = None) -> None:
+        self.tree: dict = dict(initial) if initial else {}
+        self.in_order = not initial  # a starting object was not streamed as text
+        # Open containers: [segment in its parent, is_array, members written, keys written].
+        self._stack: list[list] = []
+        self._open_string: tuple | None = None  # path of a string value still growing
+
+    def put(self, segments: tuple, value: Any, more: bool) -> str | None:
+        """Apply one partial argument. Returns the JSON text fragment ("" once the text stream
+        stopped), or None when the value cannot be placed (the path contradicts the tree)."""
+        was_open = self._open_string
+        growing = was_open == segments and type(value) is str
+        if not _place(self.tree, segments, value, growing):
+            self.in_order = False
+            return None
+        self._open_string = segments if (more and type(value) is str) else None
+        if not self.in_order:
+            return ""
+        if growing:
+            return _escaped(value) if more else _escaped(value) + '"'
+        out = self._write(segments, value, more, was_open is not None)
+        if out is None:
+            self.in_order = False
+            return ""
+        return out
+
+    def close(self) -> str:
+        """The closing text: an open string's quote, then every open container's bracket."""
+        if not self.in_order:
+            return ""
+        if not self._stack:
+            return "{}"  # nothing was streamed: no arguments
+        out = ['"'] if self._open_string is not None else []
+        self._open_string = None
+        while self._stack:
+            out.append("]" if self._stack.pop()[1] else "}")
+        return "".join(out)
+
+    def _write(self, segments: tuple, value: Any, more: bool, string_open: bool) -> str | None:
+        out: list[str] = []
+        stack = self._stack
+        if not stack:
+            out.append("{")
+            stack.append([None, False, 0, set()])
+        elif string_open:
+            out.append('"')
+        # Keep the open containers on this path's way; close the others.
+        depth = 1
+        while (depth < len(stack) and depth < len(segments)
+               and stack[depth][0] == segments[depth - 1]):
+            depth += 1
+        while len(stack) > depth:
+            out.append("]" if stack.pop()[1] else "}")
+        for position in range(depth - 1, len(segments)):
+            segment = segments[position]
+            container = stack[-1]
+            if container[1]:
+                if type(segment) is not int or segment < container[2]:
+                    return None  # an element already written: not document order
+                while container[2] < segment:  # a gap: JSON null, as in the tree
+                    out.append(",null" if container[2] else "null")
+                    container[2] += 1
+                if container[2]:
+                    out.append(",")
+            else:
+                if type(segment) is not str or segment in container[3]:
+                    return None  # a member already written: not document order
+                container[3].add(segment)
+                if container[2]:
+                    out.append(",")
+                out.append(json_text(segment) + ":")
+            container[2] += 1
+            if position < len(segments) - 1:
+                is_array = type(segments[position + 1]) is int
+                out.append("[" if is_array else "{")
+                stack.append([segment, is_array, 0, None if is_array else set()])
+            elif type(value) is str:
+                out.append('"' + _escaped(value) + ("" if more else '"'))
+            else:
+                out.append(json_text(value))
+        return "".join(out)
+
+
+def _place(tree: dict, segments: tuple, value: Any, growing: bool) -> bool:
+    node: Any = tree
+    last = len(segments) - 1
+    for position, segment in enumerate(segments):
+        is_list = type(node) is list
+        if is_list != (type(segment) is int):
+            return False
+        if position == last:
+            if growing:
+                value = _get(node, segment) + value
+            _set(node, segment, value)
+            return True
+        child = _get(node, segment)
+        if child is None:
+            child = [] if type(segments[position + 1]) is int else {}
+            _set(node, segment, child)
+        elif type(child) not in (list, dict):
+            return False
+        node = child
+    return True
+
+
+def _get(node: Any, segment: Any) -> Any:
+    if type(node) is list:
+        return node[segment] if segment < len(node) else None
+    return node.get(segment)
+
+
+def _set(node: Any, segment: Any, value: Any) -> None:
+    if type(node) is list:
+        while len(node) < segment:
+            node.append(None)
+        if segment < len(node):
+            node[segment] = value
+        else:
+            node.append(value)
+    else:
+        node[segment] = value
+
+
+def _partial_value(arg: dict) -> tuple[Any, bool]:
+    """A PartialArg's value: stringValue | numberValue | boolValue | nullValue (SDK PartialArg)."""
+    for key in ("stringValue", "numberValue", "boolValue"):
+        if key in arg:
+            return arg[key], True
+    if "nullValue" in arg:
+        return None, True
+    return None, False
+
+
+# --- per-stream state --------------------------------------------------------------------------
+
+
+class _Call:
+    """A function call whose arguments are still streaming (Vertex ``willContinue``)."""
+
+    __slots__ = ("name", "call_id", "index", "args", "valid")
+
+    def __init__(self, name: str, call_id: str, index: int, args: StreamedArguments) -> None:
+        self.name = name
+        self.call_id = call_id
+        self.index = index
+        self.args = args
+        self.valid = True  # False once a partial argument could not be placed
+
+
+class _Candidate:
+    """One candidate of the current provider response: one model message."""
+
+    __slots__ = ("index", "item_id", "message", "kind", "block", "parts", "signature", "texts",
+                 "call", "calls", "names", "finish", "code_calls", "server_calls",
+                 "hosted_types", "searched", "cited", "url_context")
+
+    def __init__(self, index: int, item_id: str | None) -> None:
+        self.index = index
+        self.item_id = item_id
+        self.message: int | None = None  # the message's ordinal in the run, once started
+        self.kind: int | None = None  # the open block: _TEXT | _THOUGHT | _CALL | None
+        self.block = -1  # output_index of the open block
+        self.parts: list[str] = []  # fragments of the open text / thought block
+        self.signature: str | None = None  # thoughtSignature of the open thought block
+        self.texts: list[tuple[int, list[str]]] = []  # every text block, for citation offsets
+        self.call: _Call | None = None  # the open streamed function call
+        self.calls = 0  # function calls in this response
+        self.names: dict[str, str] = {}  # function name -> its last tool_call_id
+        self.finish: str | None = None  # finishReason, once seen
+        self.code_calls: dict[str, tuple[str, str]] = {}  # open executableCode: key -> (id, args)
+        # Open server-side toolCall parts: id -> (tool_type, billable unit, arguments).
+        self.server_calls: dict[str, tuple[str, str | None, str]] = {}
+        self.hosted_types: set[str] = set()  # tool types reported by toolCall parts
+        self.searched = False  # grounding's web search already reported
+        self.cited: set[tuple] = set()  # citations already emitted (metadata may repeat)
+        self.url_context: Any = None  # urlContextMetadata already reported
+
+
+# --- the adapter -------------------------------------------------------------------------------
+
+
+class GeminiGenerateAdapter(Adapter):
+    name = "gemini_generate"
+    revision = "1"
+    api = "gemini-generate"
+    default_provider = "google"
+
+    def __init__(self, run_id: str, tenant: str = "default", provider: str | None = None,
+                 model: str | None = None) -> None:
+        super().__init__(run_id, tenant, provider, model)
+        self._run_started = False
+        self._messages = 0  # messages started in the run
+        self._response_id: str | None = None
+        self._reset_response()
+
+    def _reset_response(self) -> None:
+        self._response_open = False  # run.started / run.status emitted for this response
+        self._terminal = False
+        self._cands: dict[int, _Candidate] = {}
+        self._unfinished = 0  # candidates without a finishReason yet
+        self._finishing = False  # a finishReason or a prompt block arrived in this frame
+        self._blocked: str | None = None  # promptFeedback.blockReason
+        self._outputs = 0  # next output_index of this response
+        self._usage_seen: Any = None  # the latest usageMetadata
+        self._usage_sent: Any = None  # the usageMetadata last emitted as `usage`
+
+    @classmethod
+    def recognizes(cls, doc: Any) -> bool:
+        if type(doc) is list:  # a whole streamed array
+            return bool(doc) and cls.recognizes(doc[0])
+        # `candidates`, `promptFeedback` and `usageMetadata` are generateContent's alone (the
+        # Interactions API says `usage`, Chat Completions `choices`). Google error bodies are
+        # shared with other Google APIs: not claimed.
+        return type(doc) is dict and (
+            "candidates" in doc or "promptFeedback" in doc or "usageMetadata" in doc)
+
+    # --- dispatch ---------------------------------------------------------------------------------
+
+    def handle(self, doc: Any) -> None:
+        if type(doc) is not dict:
+            self._not_an_object(doc)
+            return
+        try:
+            if "error" in doc:
+                self._on_error(doc["error"])
+            else:
+                self._on_response(doc)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            # A chunk without the shape the protocol promises: report it, go on with the stream.
+            self._malformed(f"a GenerateContentResponse member is missing or mistyped ({exc!r})")
+
+    def _not_an_object(self, doc: Any) -> None:
+        if type(doc) is list:
+            # The whole streamed array as one body (framing "json"): one response per element.
+            for element in doc:
+                if type(element) is dict:
+                    self.handle(element)
+                else:
+                    self._malformed(
+                        f"array element is JSON {type(element).__name__}, not an object")
+        else:
+            self._malformed(f"body is JSON {type(doc).__name__}, not an object")
+
+    def finish(self) -> None:
+        # Input ended. Blocks still open were cut by the transport: a partial streamed call must
+        # never become an executable tool.call, so nothing is flushed; the base reports
+        # stream_truncated when no finishReason came.
+        for cand in self._cands.values():
+            cand.kind = None
+            cand.call = None
+        if not self.stream_complete:
+            self._emit_usage()  # the last snapshot the provider sent before the cut
+
+    # --- the response ----------------------------------------------------------------------------
+
+    def _on_response(self, doc: dict) -> None:
+        candidates = doc.get("candidates")
+        if candidates is None and not any(key in doc for key in RESPONSE_KEYS):
+            self.unknown("response:" + ",".join(sorted(doc)),
+                         "object is not a GenerateContentResponse (no candidates, promptFeedback, "
+                         "usageMetadata)")
+            return
+        response_id = doc.get("responseId")
+        if self._terminal and response_id != self._response_id:
+            # The next provider call of the run (after tool results were sent).
+            self._reset_response()
+            self.stream_complete = False
+        model = doc.get("modelVersion")
+        if model and model != self.model:
+            self.model = model
+        if not self._response_open:
+            self._open_response(response_id)
+        if candidates:
+            for candidate in candidates:
+                self._on_candidate(candidate)
+        else:
+            feedback = doc.get("promptFeedback")
+            if feedback and feedback.get("blockReason"):
+                self._on_blocked(feedback)
+        usage = doc.get("usageMetadata")
+        if usage is not None:
+            self._usage_seen = usage
+        if self._finishing:
+            self._finishing = False
+            if not self._unfinished and not self._terminal:
+                self._emit_usage()
+                self._terminate()
+        elif self._terminal and usage is not None:
+            self._emit_usage()  # a late chunk of a finished response corrects its usage
+
+    def _open_response(self, response_id: str | None) -> None:
+        self._response_open = True
+        self._response_id = response_id
+        if not self._run_started:
+            self._run_started = True
+            self.emit("run.started", RunStarted(status="in_progress",
+                                                provider_object_id=response_id))
+        else:
+            self.emit("run.status", RunStatus(status="in_progress", raw_status=None))
+
+    def _terminate(self) -> None:
+        self._terminal = True
+        self.stream_complete = True
+        if self._blocked is not None:
+            # Blocked prompt: the provider answered, with no output at all (B2 promptFeedback).
+            self.emit("run.finished", RunFinished("incomplete", "content_filter", self._blocked))
+            return
+        first = self._cands[min(self._cands)]
+        raw = first.finish
+        status, reason, _ = FINISH_REASONS.get(raw) or ("incomplete", str(raw).lower(), False)
+        if status == "completed" and first.calls:
+            # No TOOL_CALLS reason exists: a function-call turn ends STOP (B2, B3).
+            self.emit("run.awaiting", RunAwaiting(reason="tool_results", raw_reason=raw))
+        else:
+            self.emit("run.finished", RunFinished(status, reason, raw))
+
+    def _on_blocked(self, feedback: dict) -> None:
+        reason = feedback["blockReason"]
+        explanation = feedback.get("blockReasonMessage")  # Vertex only
+        self.emit("refusal", Refusal(text=explanation or "", category=reason,
+                                     explanation=explanation))
+        self._blocked = str(reason)
+        self._finishing = True
+
+    def _emit_usage(self) -> None:
+        # Once per response, when it ends: usageMetadata is a running snapshot whose mid-stream
+        # values are not even monotonic (promptTokenCount 169 then 79, totalTokenCount 102 → 9
+        # → 165; B2 usageMetadata), so the last one is the step's usage. Every chunk's own
+        # snapshot stays in its envelope.
+        usage = self._usage_seen
+        if usage is None or usage == self._usage_sent:
+            return
+        self._usage_sent = usage
+        prompt = usage.get("promptTokenCount")
+        total = usage.get("totalTokenCount")
+        if prompt is None and total is None:
+            return  # Vertex partial-args chunks carry only {trafficType} (B2 usageMetadata)
+        thoughts = usage.get("thoughtsTokenCount")
+        self.emit("usage", Usage(
+            input_tokens=(prompt or 0) + (usage.get("toolUsePromptTokenCount") or 0),
+            output_tokens=(usage.get("candidatesTokenCount") or 0) + (thoughts or 0),
+            cache_read_tokens=usage.get("cachedContentTokenCount"),
+            reasoning_tokens=thoughts,
+            total_tokens=total))
+
+    def _on_error(self, error: Any) -> None:
+        # An HTTP error body, or an error chunk after partial content on HTTP 200 (B1).
+        if type(error) is not dict:
+            error = {"message": str(error)}
+        status = error.get("status")
+        code = error.get("code")
+        http_status = self._frame.http_status or (code if type(code) is int else None)
+        notes = []
+        for detail in error.get("details") or ():
+            if type(detail) is not dict:
+                continue
+            detail_type = str(detail.get("@type", ""))
+            if detail_type.endswith("RetryInfo") and detail.get("retryDelay"):
+                notes.append(f"retry after {detail['retryDelay']}")
+            elif detail_type.endswith("QuotaFailure"):
+                quotas = [v.get("quotaId") or v.get("quotaMetric") for v in
+                          detail.get("violations") or () if type(v) is dict]
+                if quotas:
+                    notes.append("quota " + ", ".join(str(q) for q in quotas))
+            elif detail_type.endswith("ErrorInfo") and detail.get("reason"):
+                notes.append(f"reason {detail['reason']}")
+        message = str(error.get("message") or status or "error")
+        if notes:
+            message += " (" + "; ".join(notes) + ")"
+        retryable = status in RETRYABLE_STATUSES or http_status in (408, 429) or (
+            http_status is not None and http_status >= 500)
+        for cand in self._cands.values():  # what was open stays partial: no tool.call from it
+            cand.kind = None
+            cand.call = None
+        self.emit("error", Error(error_type=str(status or "error"), message=message,
+                                 code=None if code is None else str(code),
+                                 http_status=http_status, retryable=retryable))
+        self._emit_usage()  # what the failed call consumed, as last reported
+        self.emit("run.finished", RunFinished("failed", "error", status))
+        self._terminal = True
+        self.stream_complete = True  # the provider told us the outcome
+
+    # --- candidates ------------------------------------------------------------------------------
+
+    def _on_candidate(self, doc: dict) -> None:
+        index = doc.get("index") or 0
+        cand = self._cands.get(index)
+        if cand is None:
+            cand = self._new_candidate(index)
+        url_context = doc.get("urlContextMetadata")
+        if url_context and url_context != cand.url_context:
+            self._on_url_context(cand, url_context)
+        content = doc.get("content")
+        if content:
+            parts = content.get("parts")
+            if parts:
+                if cand.message is None:
+                    self._start_message(cand)
+                for part in parts:
+                    text = part.get("text")
+                    if type(text) is str and len(part) == 1:  # the hot path: a plain text part
+                        if text:
+                            if cand.kind != _TEXT:
+                                self._open_block(cand, _TEXT)
+                            cand.parts.append(text)
+                            self.emit("text.delta", Text(cand.block, 0, text, cand.item_id))
+                    else:
+                        self._on_part(cand, part)
+        grounding = doc.get("groundingMetadata")
+        if grounding:
+            self._on_grounding(cand, grounding)
+        citations = doc.get("citationMetadata")
+        if citations:
+            self._on_citation_metadata(cand, citations)
+        finish = doc.get("finishReason")
+        if finish is not None and cand.finish is None:
+            self._finish_candidate(cand, finish, doc)
+
+    def _new_candidate(self, index: int) -> _Candidate:
+        if index == 0:
+            item_id = self._response_id
+        else:
+            item_id = f"{self._response_id or ''}/{index}"
+        cand = self._cands[index] = _Candidate(index, item_id)
+        self._unfinished += 1
+        return cand
+
+    def _start_message(self, cand: _Candidate) -> None:
+        cand.message = self._messages
+        self._messages += 1
+        # Gemini's role "model" is the neutral "assistant".
+        self.emit("message.started", Message(cand.message, "assistant", cand.item_id))
+
+    def _finish_candidate(self, cand: _Candidate, raw: str, doc: dict) -> None:
+        cand.finish = raw
+        self._unfinished -= 1
+        self._finishing = True
+        self._close_block(cand)
+        if cand.message is not None:
+            self.emit("message.finished", Message(cand.message, "assistant", cand.item_id))
+        outcome = FINISH_REASONS.get(raw)
+        explanation = doc.get("finishMessage")
+        if outcome is None:
+            self.unknown(f"finishReason:{raw}", "finishReason not in the reference")
+        elif outcome[2]:
+            # SAFETY and kin: the output was withheld; the blocked rating names the category.
+            blocked = [r.get("category") for r in doc.get("safetyRatings") or ()
+                       if type(r) is dict and r.get("blocked")]
+            self.emit("refusal", Refusal(text=explanation or "", category=blocked[0] if blocked
+                                         else raw, explanation=explanation))
+        elif outcome[0] == "failed":
+            self.emit("error", Error(error_type=raw.lower(), retryable=False,
+                                     message=explanation or f"the model stopped with {raw}"))
+
+    # --- blocks ----------------------------------------------------------------------------------
+
+    def _next_output(self) -> int:
+        index = self._outputs
+        self._outputs += 1
+        return index
+
+    def _open_block(self, cand: _Candidate, kind: int) -> None:
+        self._close_block(cand)
+        cand.kind = kind
+        cand.block = self._next_output()
+        cand.parts = []
+        cand.signature = None
+        if kind == _TEXT:
+            cand.texts.append((cand.block, cand.parts))
+
+    def _close_block(self, cand: _Candidate) -> None:
+        kind = cand.kind
+        if kind is None:
+            return
+        cand.kind = None
+        if kind == _TEXT:
+            self.emit("text.done", Text(cand.block, 0, "".join(cand.parts), cand.item_id))
+        elif kind == _THOUGHT:
+            self.emit("reasoning.done", Reasoning(
+                cand.block, 0, "summary", "".join(cand.parts), cand.item_id,
+                signature=cand.signature, valid_for=self._valid_for()))
+        else:
+            self._end_call(cand)
+
+    def _valid_for(self) -> str:
+        return f"{self.provider}/{self.model}"
+
+    # --- parts -----------------------------------------------------------------------------------
+
+    def _on_part(self, cand: _Candidate, part: dict) -> None:
+        handler = None
+        stranger = None
+        for key in part:
+            handler = _ON_PART.get(key)
+            if handler is not None:
+                break
+            if key not in PART_MODIFIERS:
+                stranger = key
+        signature = part.get("thoughtSignature")
+        if handler is None:
+            if stranger is not None:
+                self._close_block(cand)  # whatever it is, it is a part of its own
+                self.unknown(f"part:{stranger}", "part kind not in the generateContent reference")
+            if signature:  # a part that carries nothing but a signature
+                self._signature(cand, signature, None, None)
+            return
+        where = handler(self, cand, part)
+        if signature and where is not None:
+            self._signature(cand, signature, *where)
+
+    def _signature(self, cand: _Candidate, signature: str, output_index: int | None,
+                   item_id: str | None) -> None:
+        # The signature stays with the part that carried it: output_index, and the call id for a
+        # call (Gemini 3 rejects a replayed call whose signature moved; B3).
+        self.emit("reasoning.done", Reasoning(
+            self._next_output() if output_index is None else output_index, 0, "redacted", "",
+            item_id or cand.item_id, signature=signature, valid_for=self._valid_for()))
+
+    def _on_text_part(self, cand: _Candidate, part: dict) -> tuple | None:
+        text = part["text"]
+        if type(text) is not str:
+            raise TypeError(f"text part holds {type(text).__name__}")
+        if part.get("thought") is True:  # a thought summary (includeThoughts)
+            if text:
+                if cand.kind != _THOUGHT:
+                    self._open_block(cand, _THOUGHT)
+                cand.parts.append(text)
+                self.emit("reasoning.delta", Reasoning(cand.block, 0, "summary", text,
+                                                       cand.item_id))
+            if cand.kind == _THOUGHT:
+                if cand.signature is None:
+                    cand.signature = part.get("thoughtSignature")
+                    return None
+                return (cand.block, None)  # a second signature in one block: keep both
+            return (None, None)
+        if text:
+            if cand.kind != _TEXT:
+                self._open_block(cand, _TEXT)
+            cand.parts.append(text)
+            self.emit("text.delta", Text(cand.block, 0, text, cand.item_id))
+        if cand.kind == _TEXT:
+            return (cand.block, None)
+        # An empty text part (the last chunk's signature carrier, B2): no text block of its own.
+        return (None, None)
+
+    def _on_function_call(self, cand: _Candidate, part: dict) -> tuple | None:
+        call = part["functionCall"]
+        name = call.get("name")
+        more = call.get("willContinue") is True
+        if name is None:
+            # A Vertex argument fragment, or the terminal {} (B3), of the open streamed call.
+            open_call = cand.call if cand.kind == _CALL else None
+            if open_call is None:
+                if call.get("partialArgs") or call.get("args"):
+                    self.emit("error", Error(
+                        error_type="protocol_violation", retryable=False,
+                        message=f"functionCall fragment without a name and no streamed call "
+                                f"open (frame {self._frame.frame_id}); ignored"))
+                return (None, None)
+            self._feed_call(cand, open_call, call)
+            if not more:
+                self._close_block(cand)
+            return (open_call.index, open_call.call_id)
+        self._close_block(cand)  # a name starts a new call, even without the terminal {}
+        # Gemini API calls have no id (B3): derive one that replays and retries reproduce.
+        call_id = call.get("id") or stable_id(self.run_id, self._response_id, cand.index,
+                                              cand.calls, name)
+        cand.calls += 1
+        cand.names[name] = call_id
+        args = call.get("args")
+        index = self._next_output()
+        self.emit("tool.call.started", ToolCall(index, name, call_id, "", cand.item_id))
+        if more or call.get("partialArgs"):
+            streamed = _Call(name, call_id, index,
+                             StreamedArguments(args if type(args) is dict else None))
+            cand.kind, cand.block, cand.call = _CALL, index, streamed
+            self._feed_call(cand, streamed, call)
+            if not more:
+                self._close_block(cand)
+        else:
+            self.emit("tool.call", ToolCall(index, name, call_id,
+                                            json_text(args if args is not None else {}),
+                                            cand.item_id, arguments_valid=args is None or
+                                            type(args) is dict))
+        return (index, call_id)
+
+    def _feed_call(self, cand: _Candidate, call: _Call, doc: dict) -> None:
+        for arg in doc.get("partialArgs") or ():
+            value, present = _partial_value(arg)
+            if not present:
+                continue
+            segments = parse_json_path(str(arg.get("jsonPath") or ""))
+            fragment = None if segments is None else call.args.put(
+                segments, value, arg.get("willContinue") is True)
+            if fragment is None:
+                call.valid = False
+                self.emit("error", Error(
+                    error_type="malformed_tool_arguments", retryable=False,
+                    message=f"partial argument {json_text(arg)} of call {call.name} "
+                            f"({call.call_id}) cannot be placed in the arguments built so far "
+                            f"(frame {self._frame.frame_id}); tool.call reports "
+                            f"arguments_valid=false"))
+            elif fragment:
+                self.emit("tool.call.delta", ToolCall(call.index, call.name, call.call_id,
+                                                      fragment, cand.item_id))
+
+    def _end_call(self, cand: _Candidate) -> None:
+        call, cand.call = cand.call, None
+        tail = call.args.close()
+        if tail:
+            self.emit("tool.call.delta", ToolCall(call.index, call.name, call.call_id, tail,
+                                                  cand.item_id))
+        self.emit("tool.call", ToolCall(call.index, call.name, call.call_id,
+                                        json_text(call.args.tree), cand.item_id,
+                                        arguments_valid=call.valid))
+
+    def _on_function_response(self, cand: _Candidate, part: dict) -> tuple | None:
+        # Not expected in model output (it is how results go *to* the model); if a server echoes
+        # one, it is a result keyed by name (B3).
+        response = part["functionResponse"]
+        self._close_block(cand)
+        name = str(response.get("name") or "")
+        body = response.get("response")
+        call_id = response.get("id") or cand.names.get(name) or stable_id(
+            self.run_id, self._response_id, cand.index, "function_response", name)
+        self.emit("tool.result", ToolResult(name, call_id, json_text(body),
+                                            is_error=type(body) is dict and "error" in body))
+        return (None, call_id)
+
+    def _on_executable_code(self, cand: _Candidate, part: dict) -> tuple | None:
+        code = part["executableCode"]
+        self._close_block(cand)
+        index = self._next_output()
+        provider_id = code.get("id")
+        call_id = provider_id or stable_id(self.run_id, self._response_id, cand.index,
+                                           "code_execution", index)
+        arguments = json_text({"language": code.get("language"), "code": code.get("code")})
+        cand.code_calls[provider_id or call_id] = (call_id, arguments)
+        self.emit("hosted.call", Hosted(index, call_id, "code_execution", "provider",
+                                        name="code_execution", status="in_progress",
+                                        arguments=arguments))
+        return (index, call_id)
+
+    def _on_code_result(self, cand: _Candidate, part: dict) -> tuple | None:
+        result = part["codeExecutionResult"]
+        self._close_block(cand)
+        index = self._next_output()
+        key = result.get("id")
+        entry = cand.code_calls.pop(key, None) if key else None
+        if entry is None and not key and cand.code_calls:
+            # Results without ids follow their code part in order (Gemini API before 2026).
+            entry = cand.code_calls.pop(next(iter(cand.code_calls)))
+        call_id, arguments = entry or (key or stable_id(
+            self.run_id, self._response_id, cand.index, "code_execution_result", index), None)
+        outcome = result.get("outcome")
+        status, is_error = CODE_OUTCOMES.get(outcome, ("failed", True))
+        self.emit("hosted.result", Hosted(
+            index, call_id, "code_execution", "provider", name="code_execution", status=status,
+            arguments=arguments, is_error=is_error,
+            evidence=json_text({"outcome": outcome, "output": result.get("output")})))
+        return (index, call_id)
+
+    def _on_tool_call(self, cand: _Candidate, part: dict) -> tuple | None:
+        # A server-side tool invocation (includeServerSideToolInvocations, B2).
+        call = part["toolCall"]
+        self._close_block(cand)
+        index = self._next_output()
+        raw_type = str(call.get("toolType"))
+        tool_type, unit = HOSTED_TOOL_TYPES.get(raw_type, (raw_type.lower(), None))
+        cand.hosted_types.add(tool_type)
+        call_id = call.get("id") or stable_id(self.run_id, self._response_id, cand.index,
+                                              raw_type, index)
+        args = call.get("args")
+        arguments = json_text(args if args is not None else {})
+        cand.server_calls[call_id] = (tool_type, unit, arguments)
+        self.emit("hosted.call", Hosted(index, call_id, tool_type, "provider", name=raw_type,
+                                        status="in_progress", billable_unit=unit,
+                                        arguments=arguments))
+        return (index, call_id)
+
+    def _on_tool_response(self, cand: _Candidate, part: dict) -> tuple | None:
+        response = part["toolResponse"]
+        self._close_block(cand)
+        index = self._next_output()
+        raw_type = str(response.get("toolType"))
+        call_id = response.get("id") or stable_id(self.run_id, self._response_id, cand.index,
+                                                  raw_type, index)
+        tool_type, unit, arguments = cand.server_calls.pop(
+            call_id, HOSTED_TOOL_TYPES.get(raw_type, (raw_type.lower(), None)) + (None,))
+        quantity = None
+        if unit == "search_query" and arguments:
+            queries = orjson.loads(arguments).get("queries")
+            quantity = len(queries) if type(queries) is list else None
+        self.emit("hosted.result", Hosted(
+            index, call_id, tool_type, "provider", name=raw_type, status="completed",
+            billable_unit=unit, quantity=quantity, arguments=arguments,
+            evidence=json_text(response.get("response"))))
+        return (index, call_id)
+
+    def _on_inline_data(self, cand: _Candidate, part: dict) -> tuple | None:
+        blob = part["inlineData"]
+        self._close_block(cand)
+        index = self._next_output()
+        encoded = blob.get("data") or ""
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            try:
+                data = base64.urlsafe_b64decode(encoded)
+            except (binascii.Error, ValueError):
+                data = None
+                self.emit("error", Error(
+                    error_type="malformed_media", retryable=False,
+                    message=f"inlineData of frame {self._frame.frame_id} is not base64; the "
+                            "envelope keeps it"))
+        # Image models stream draft images as thought parts: those are partial.
+        self.emit("media.done", Media(index, str(blob.get("mimeType") or ""), cand.item_id,
+                                      data=data, partial=part.get("thought") is True))
+        return (index, None)
+
+    def _on_file_data(self, cand: _Candidate, part: dict) -> tuple | None:
+        file = part["fileData"]
+        self._close_block(cand)
+        index = self._next_output()
+        self.emit("media.done", Media(index, str(file.get("mimeType") or ""), cand.item_id,
+                                      uri=file.get("fileUri"),
+                                      partial=part.get("thought") is True))
+        return (index, None)
+
+    # --- grounding, URL context, recitation ------------------------------------------------------
+
+    def _on_url_context(self, cand: _Candidate, metadata: dict) -> None:
+        # The URL-context tool reports its fetches on the first chunk (B2 groundingMetadata).
+        cand.url_context = metadata
+        if "web_fetch" in cand.hosted_types:
+            return  # already reported by toolCall/toolResponse parts
+        entries = [e for e in metadata.get("urlMetadata") or () if type(e) is dict]
+        urls = [e.get("retrievedUrl") for e in entries]
+        fetched = [e for e in entries
+                   if e.get("urlRetrievalStatus") == "URL_RETRIEVAL_STATUS_SUCCESS"]
+        index = self._next_output()
+        call_id = stable_id(self.run_id, self._response_id, cand.index, "url_context", *urls)
+        arguments = json_text({"urls": urls})
+        self.emit("hosted.call", Hosted(index, call_id, "web_fetch", "provider",
+                                        name="url_context", status="in_progress",
+                                        arguments=arguments))
+        self.emit("hosted.result", Hosted(
+            index, call_id, "web_fetch", "provider", name="url_context",
+            status="completed" if fetched else "failed", arguments=arguments,
+            is_error=not fetched,
+            evidence=json_text({"urls": [{"url": e.get("retrievedUrl"),
+                                          "status": e.get("urlRetrievalStatus")}
+                                         for e in entries]})))
+
+    def _on_grounding(self, cand: _Candidate, grounding: dict) -> None:
+        sources = grounding.get("groundingChunks") or []
+        queries = [q for q in grounding.get("webSearchQueries") or () if q]
+        if queries and not cand.searched and "web_search" not in cand.hosted_types:
+            # Google Search grounding ran server-side; without toolCall parts this metadata is
+            # the only evidence of it (B4 "hosted tool").
+            cand.searched = True
+            index = self._next_output()
+            call_id = stable_id(self.run_id, self._response_id, cand.index, "google_search")
+            arguments = json_text({"queries": queries})
+            self.emit("hosted.call", Hosted(index, call_id, "web_search", "provider",
+                                            name="google_search", status="in_progress",
+                                            billable_unit="search_query", arguments=arguments))
+            evidence = {"queries": queries,
+                        "sources": [_grounding_source(s)[1] for s in sources if type(s) is dict]}
+            self.emit("hosted.result", Hosted(
+                index, call_id, "web_search", "provider", name="google_search",
+                status="completed", billable_unit="search_query", quantity=len(queries),
+                arguments=arguments, evidence=json_text(evidence)))
+        supports = grounding.get("groundingSupports")
+        if supports:
+            self._ground_citations(cand, supports, sources)
+
+    def _ground_citations(self, cand: _Candidate, supports: list, sources: list) -> None:
+        for support in supports:
+            segment = support.get("segment") or {}
+            start_byte = segment.get("startIndex") or 0
+            end_byte = segment.get("endIndex") or start_byte
+            located = None
+            for chunk_index in support.get("groundingChunkIndices") or ():
+                key = ("grounding", start_byte, end_byte, segment.get("partIndex"), chunk_index)
+                if key in cand.cited:
+                    continue
+                cand.cited.add(key)
+                if located is None:
+                    located = _locate(cand.texts, start_byte, end_byte)
+                source = sources[chunk_index] if (type(chunk_index) is int
+                                                  and 0 <= chunk_index < len(sources)) else {}
+                source_type, fields = _grounding_source(source)
+                output_index, start, end = located
+                self.emit("citation", Citation(
+                    output_index, source_type, part_index=segment.get("partIndex"), start=start,
+                    end=end, url=fields.get("uri"), file_id=fields.get("documentName"),
+                    title=fields.get("title"), cited_text=segment.get("text")))
+
+    def _on_citation_metadata(self, cand: _Candidate, metadata: dict) -> None:
+        # Recitation sources: Vertex says `citations`, the Gemini API `citationSources`.
+        for item in metadata.get("citations") or metadata.get("citationSources") or ():
+            start_byte = item.get("startIndex") or 0
+            end_byte = item.get("endIndex") or start_byte
+            key = ("recitation", start_byte, end_byte, item.get("uri"))
+            if key in cand.cited:
+                continue
+            cand.cited.add(key)
+            output_index, start, end = _locate(cand.texts, start_byte, end_byte)
+            self.emit("citation", Citation(
+                output_index, "url" if item.get("uri") else "document", start=start, end=end,
+                url=item.get("uri"), title=item.get("title")))
+
+    # --- small helpers ----------------------------------------------------------------------------
+
+    def _malformed(self, why: str) -> None:
+        self.emit("error", Error(error_type="malformed_frame", retryable=False,
+                                 message=f"frame {self._frame.frame_id}: {why}"))
+
+
+def _grounding_source(chunk: dict) -> tuple[str, dict]:
+    """A groundingChunks member → (neutral source type, its fields)."""
+    for key, source_type in GROUNDING_SOURCES.items():
+        fields = chunk.get(key)
+        if type(fields) is dict:
+            return source_type, fields
+    return "unknown", {}
+
+
+def _locate(texts: list[tuple[int, list[str]]], start_byte: int,
+            end_byte: int) -> tuple[int, int, int]:
+    """Byte offsets into the candidate's whole text (B2: segment indices are bytes, over the
+    concatenated text of all chunks) → (output_index of the text block where the span starts,
+    start and end in characters from that block's start). A span may run on into the next block."""
+    offset = 0
+    blocks = [(index, "".join(parts).encode()) for index, parts in texts]
+    for position, (index, raw) in enumerate(blocks):
+        if start_byte < offset + len(raw) or position == len(blocks) - 1:
+            rest = b"".join(raw for _, raw in blocks[position:])
+            start = len(rest[:max(start_byte - offset, 0)].decode("utf-8", "ignore"))
+            end = len(rest[:max(end_byte - offset, 0)].decode("utf-8", "ignore"))
+            return index, start, end
+        offset += len(raw)
+    return 0, start_byte, end_byte  # no text at all: the provider's offsets as they are
+
+
+# Part kind -> handler. A handler returns where a thoughtSignature on the part belongs
+# (output_index or None for a new one, item_id), or None when it took the signature itself.
+# The fall-through (`unknown`) is in `_on_part`.
+_ON_PART: dict[str, Callable[[GeminiGenerateAdapter, _Candidate, dict], tuple | None]] = {
+    "text": GeminiGenerateAdapter._on_text_part,
+    "functionCall": GeminiGenerateAdapter._on_function_call,
+    "functionResponse": GeminiGenerateAdapter._on_function_response,
+    "executableCode": GeminiGenerateAdapter._on_executable_code,
+    "codeExecutionResult": GeminiGenerateAdapter._on_code_result,
+    "toolCall": GeminiGenerateAdapter._on_tool_call,
+    "toolResponse": GeminiGenerateAdapter._on_tool_response,
+    "inlineData": GeminiGenerateAdapter._on_inline_data,
+    "fileData": GeminiGenerateAdapter._on_file_data,
+}

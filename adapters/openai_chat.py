@@ -1,0 +1,634 @@
+"""OpenAI Chat Completions (``POST /v1/chat/completions``) and the servers that imitate it.
+
+Speaks the ``stream: true`` chunk stream (``chat.completion.chunk`` frames ending in
+``data: [DONE]``), the complete ``chat.completion`` object (non-streaming, transport ``poll``)
+and error bodies, as OpenAI (API version 2020-10-01, SDK types of openai-python 3.57), Azure,
+xAI, Groq, DeepSeek, vLLM, OpenRouter and Anthropic's compatible endpoint send them. Follows
+``reference/openai.md`` §1.2 (framing), §6 (terminal states), §7 (usage), §8 (errors) and §12.
+
+What maps to what (``output_index`` is the choice index; one choice is one assistant message):
+
+    first chunk with choices       run.started (provider_object_id = the chatcmpl id)
+    first delta of a choice        message.started (role)
+    delta.content                  text.delta; text.done when other output starts or the
+                                     choice finishes (text after that is the next part_index)
+    delta.reasoning_content        reasoning.delta (form raw); reasoning.done likewise
+      / delta.reasoning
+    delta.refusal                  gathered; one ``refusal`` when the choice finishes
+    delta.tool_calls[index]        tool.call.started + tool.call.delta; tool.call (whole argument
+      / delta.function_call          JSON, arguments_valid) when the choice finishes
+    delta.annotations              citation (url_citation of the search models)
+    content_filter_results         refusal (category content_filter) for a filtered choice (Azure)
+    finish_reason                  message.finished; the choice's outcome (FINISH_REASONS)
+    usage / x_groq.usage           usage
+    {"error": …} / object "error"  error, then run.finished failed
+    [DONE] (or close after every   run.finished, or run.awaiting tool_results when the turn asks
+      choice finished)               for tool results
+
+The run's terminal event waits for ``[DONE]`` because the usage chunk (``choices: []``) comes
+after the last finish_reason. Streams without ``[DONE]`` (vercel-ai's chunk files, servers that
+just close) are complete when every choice has its finish_reason; otherwise they were cut.
+
+Usage is normalized so that ``output_tokens`` always includes reasoning tokens and
+``total_tokens = input_tokens + output_tokens`` (the provider's own total): OpenAI counts
+``reasoning_tokens`` inside ``completion_tokens``, xAI adds them on top (§7).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from modelevents.adapters.base import Adapter, json_valid
+from modelevents.schemas.events import (
+    Citation,
+    Error,
+    Message,
+    Reasoning,
+    Refusal,
+    RunAwaiting,
+    RunFinished,
+    RunStarted,
+    Text,
+    ToolCall,
+    Usage,
+)
+from modelevents.schemas.frames import ProviderFrame
+
+# --- mappings ----------------------------------------------------------------------------------
+
+# finish_reason → (status, reason). "awaiting" becomes run.awaiting; any other literal keeps its
+# raw value as the reason and counts as incomplete: an ending we cannot name is not a success.
+FINISH_REASONS: dict[str, tuple[str, str]] = {
+    "stop": ("completed", "end_turn"),
+    "length": ("incomplete", "max_tokens"),
+    "content_filter": ("incomplete", "content_filter"),
+    "tool_calls": ("awaiting", "tool_results"),
+    "function_call": ("awaiting", "tool_results"),  # the deprecated `functions` API
+    "error": ("failed", "error"),  # OpenRouter ends a choice that failed mid-stream this way
+}
+# When n>1 choices end differently the run reports the most consequential ending.
+OUTCOME_RANK = {"failed": 0, "awaiting": 1, "incomplete": 2, "completed": 3}
+
+# Error type or code → retryable. Neither known: the SDK's policy by HTTP status (§8.3).
+RETRYABLE_ERRORS: dict[str, bool] = {
+    "rate_limit_exceeded": True,
+    "server_error": True,
+    "overloaded_error": True,
+    "insufficient_quota": False,  # a 429 that no retry fixes (§8.3)
+    "credit_balance_exhausted": False,
+    "invalid_request_error": False,
+    "tool_use_failed": False,  # Groq: the model's tool call failed validation
+}
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+_DONE = object()  # the `data: [DONE]` sentinel, decoded
+
+
+# --- per-stream state --------------------------------------------------------------------------
+
+
+class _Tool:
+    """One tool call of a choice, assembled from argument fragments."""
+
+    __slots__ = ("slot", "call_id", "name", "arguments", "started")
+
+    def __init__(self, slot: int, call_id: str | None) -> None:
+        self.slot = slot  # arrival position within the choice: names synthesized ids
+        self.call_id = call_id
+        self.name: str | None = None
+        self.arguments: list[str] = []
+        self.started = False
+
+
+class _Choice:
+    """One choice (``choices[].index``): its open parts and what its finish needs."""
+
+    __slots__ = ("index", "text", "text_part", "reasoning", "reasoning_part", "refusal", "tools",
+                 "tool_order", "filtered", "finish_reason", "finished")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        # The open text / reasoning part, empty when none is open. A part closes when other
+        # output begins; output of its kind after that opens the next part_index.
+        self.text: list[str] = []
+        self.text_part = 0
+        self.reasoning: list[str] = []
+        self.reasoning_part = 0
+        self.refusal: list[str] = []
+        self.tools: dict[Any, _Tool] = {}  # provider tool-call index → current call
+        self.tool_order: list[_Tool] = []
+        self.filtered = False
+        self.finish_reason: str | None = None
+        self.finished = False
+
+
+class OpenAIChatAdapter(Adapter):
+    name = "openai_chat"
+    revision = "1"
+    api = "openai-chat"
+    default_provider = "openai"
+
+    def __init__(self, run_id: str, tenant: str = "default", provider: str | None = None,
+                 model: str | None = None) -> None:
+        super().__init__(run_id, tenant, provider, model)
+        self._reported: set[str] = set()  # unknown fields already reported once
+        self._reset_call()
+
+    def _reset_call(self) -> None:
+        """State of one provider call; a run may hold several (a tool loop on one adapter)."""
+        self._started = False
+        self._object_id: str | None = None
+        self._call_key = ""  # what synthesized tool-call ids hash besides the run id
+        self._choices: dict[int, _Choice] = {}
+        self._open = 0  # choices without their finish_reason yet
+        self._prompt_filtered = False
+        self._terminal = False
+
+    # --- decoding and dispatch ----------------------------------------------------------------
+
+    def decode(self, frame: ProviderFrame) -> Any:
+        # The SDK stops on any data starting with [DONE] (sdk:src/openai/_streaming.py).
+        body = frame.body
+        if body.startswith(b"[DONE]"):
+            return _DONE
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return super().decode(frame)  # reports the malformed frame
+
+    def handle(self, doc: Any) -> None:
+        if doc is _DONE:
+            self._on_done()
+            return
+        if type(doc) is dict:
+            handler = _OBJECTS.get(doc.get("object"))
+            if handler is not None:
+                handler(self, doc)
+            elif "choices" in doc:
+                # Azure's first chunk has object "" (fx:vercel-ai/azure-model-router.1.chunks.txt).
+                self._on_chunk(doc)
+            elif "error" in doc:
+                self._on_error(doc["error"])
+            else:
+                self.unknown(str(doc.get("object") or "(no object)"),
+                             detail="keys: " + ", ".join(sorted(doc)[:20]))
+        else:
+            self.unknown(f"(json {type(doc).__name__})")
+
+    @classmethod
+    def recognizes(cls, doc: Any) -> bool:
+        if type(doc) is not dict:
+            return False
+        if doc.get("object") in ("chat.completion.chunk", "chat.completion"):
+            return True
+        choices = doc.get("choices")
+        if "prompt_filter_results" in doc and choices == []:
+            return True
+        return (type(choices) is list and bool(choices) and type(choices[0]) is dict
+                and ("delta" in choices[0] or "message" in choices[0]))
+
+    # --- frames -------------------------------------------------------------------------------
+
+    def _on_chunk(self, doc: dict) -> None:
+        if self._terminal:
+            self._reset_call()  # the next provider call of the same run
+        model = doc.get("model")
+        if model and model != self.model:
+            self.model = model
+        choices = doc.get("choices")
+        if choices:
+            if not self._started:
+                self._start(doc)
+            elif not self._open:
+                self._on_next_call(doc)
+            for choice in choices:
+                self._on_choice(choice)
+            if self._open and doc.get("usage") is None and "error" not in doc:
+                return  # the common delta chunk: nothing more to read in it
+        self._on_chunk_facts(doc)
+
+    def _on_next_call(self, doc: dict) -> None:
+        # Calls concatenated without [DONE] between them (a recorder's file, a proxy): a new id
+        # after every choice finished starts the next call.
+        object_id = doc.get("id")
+        if object_id and self._object_id and object_id != self._object_id:
+            self._terminate()
+            self._reset_call()
+            self._start(doc)
+
+    def _on_chunk_facts(self, doc: dict) -> None:
+        """What a chunk may carry besides deltas: in the usage chunk, finish chunks, filters."""
+        filters = doc.get("prompt_filter_results")
+        if filters:
+            self._on_prompt_filter(filters)
+        usage = doc.get("usage")
+        if usage is None:
+            groq = doc.get("x_groq")
+            # Groq reports usage under x_groq.usage (fx:vercel-ai/groq-tool-call.chunks.txt).
+            usage = groq.get("usage") if type(groq) is dict else None
+        if usage:
+            self._on_usage(usage)
+        moderation = doc.get("moderation")
+        if moderation:
+            self._on_moderation(moderation)
+        error = doc.get("error")
+        if error:
+            # OpenRouter reports a mid-stream failure inside an ordinary chunk.
+            self._on_error(error)
+
+    def _on_completion(self, doc: dict) -> None:
+        """A whole ``chat.completion`` object: the same path as a stream that ends at once."""
+        if self._terminal:
+            self._reset_call()
+        model = doc.get("model")
+        if model:
+            self.model = model
+        self._start(doc)
+        for choice in doc.get("choices") or ():
+            if type(choice) is not dict:
+                continue
+            message = dict(choice.get("message") or {})
+            calls = message.get("tool_calls")
+            if type(calls) is list:
+                # Complete calls carry no index; their position is their identity.
+                message["tool_calls"] = [dict(call, index=i) for i, call in enumerate(calls)
+                                         if type(call) is dict]
+            self._on_choice({"index": choice.get("index", 0), "delta": message,
+                             "finish_reason": choice.get("finish_reason"),
+                             "content_filter_results": choice.get("content_filter_results")})
+        filters = doc.get("prompt_filter_results")
+        if filters:
+            self._on_prompt_filter(filters)
+        usage = doc.get("usage")
+        if usage:
+            self._on_usage(usage)
+        self._terminate()
+
+    def _on_done(self) -> None:
+        if not self._terminal:
+            self._terminate()
+        self.stream_complete = True
+
+    def finish(self) -> None:
+        # No [DONE] (vercel-ai chunk files, servers that close after the finish chunk): the
+        # stream is whole when every choice said how it ended.
+        if not self._terminal and self._choices and not self._open:
+            self._terminate()
+
+    # --- choices ------------------------------------------------------------------------------
+
+    def _on_choice(self, raw: Any) -> None:
+        if type(raw) is not dict:
+            self._unknown_once("choice", f"a choice that is a {type(raw).__name__}")
+            return
+        index = raw.get("index") or 0
+        choice = self._choices.get(index)
+        delta = raw.get("delta")
+        if choice is None:
+            choice = self._choices[index] = _Choice(index)
+            self._open += 1
+            role = delta.get("role") if type(delta) is dict else None
+            self.emit("message.started", Message(index, role or "assistant"))
+        if delta:
+            for key, value in delta.items():
+                if value is not None:
+                    handler = _DELTA_FIELDS.get(key)
+                    if handler is None:
+                        self._unknown_once("delta." + key, f"choice {index}")
+                    else:
+                        handler(self, choice, value, delta)
+        filters = raw.get("content_filter_results")
+        if filters:
+            self._on_content_filter(choice, filters)
+        finish_reason = raw.get("finish_reason")
+        if finish_reason:
+            self._finish_choice(choice, finish_reason)
+
+    def _on_content(self, choice: _Choice, text: Any, delta: dict) -> None:
+        if type(text) is not str:
+            self._unknown_once("delta.content", f"content that is a {type(text).__name__}")
+        elif text:  # OpenAI's role chunk carries content "" (fx:openai-python/e2aad469….bin)
+            if choice.reasoning:
+                self._close_reasoning(choice)
+            choice.text.append(text)
+            self.emit("text.delta", Text(choice.index, choice.text_part, text))
+
+    def _on_reasoning(self, choice: _Choice, text: Any, delta: dict) -> None:
+        if type(text) is not str:
+            self._unknown_once("delta.reasoning", f"reasoning that is a {type(text).__name__}")
+        elif text:
+            if choice.text:
+                self._close_text(choice)
+            choice.reasoning.append(text)
+            self.emit("reasoning.delta",
+                      Reasoning(choice.index, choice.reasoning_part, "raw", text))
+
+    def _on_reasoning_alias(self, choice: _Choice, text: Any, delta: dict) -> None:
+        # Groq (fx:pydantic-ai/test_tool_use_failed_error_streaming.yaml), OpenRouter and vLLM
+        # >= 0.19.1 name it `reasoning`; a server sending both names means one text, and
+        # clients prefer reasoning_content (strands-agents/harness-sdk#2191).
+        if delta.get("reasoning_content") is None:
+            self._on_reasoning(choice, text, delta)
+
+    def _on_refusal(self, choice: _Choice, text: Any, delta: dict) -> None:
+        # The refusal's first chunk carries refusal "" (reference §12); it ends with
+        # finish_reason stop (fx:openai-python/569c877e….bin).
+        if type(text) is str and text:
+            self._close_parts(choice)
+            choice.refusal.append(text)
+
+    def _on_tool_calls(self, choice: _Choice, calls: Any, delta: dict) -> None:
+        if type(calls) is not list:
+            self._unknown_once("delta.tool_calls", f"tool_calls that is a {type(calls).__name__}")
+            return
+        self._close_parts(choice)
+        for call in calls:
+            if type(call) is dict:
+                function = call.get("function")
+                if type(function) is not dict:
+                    function = {}
+                self._on_tool_fragment(choice, call.get("index"), call.get("id"),
+                                       function.get("name"), function.get("arguments"))
+
+    def _on_function_call(self, choice: _Choice, call: Any, delta: dict) -> None:
+        # The deprecated `functions` API: one call per choice, no id.
+        if type(call) is dict:
+            self._close_parts(choice)
+            self._on_tool_fragment(choice, "function_call", None, call.get("name"),
+                                   call.get("arguments"))
+
+    def _on_tool_fragment(self, choice: _Choice, key: Any, call_id: Any, name: Any,
+                          arguments: Any) -> None:
+        # Accumulate by the provider's index, which need not start at 0: Anthropic's compatible
+        # endpoint starts at 1 after text (fx:vercel-ai/anthropic-fallback-tool-call.sse). A new
+        # id under a known index is a new call (servers that send no index at all).
+        call_id = call_id if type(call_id) is str and call_id else None
+        tool = choice.tools.get(key)
+        if tool is None or (call_id and tool.call_id and call_id != tool.call_id):
+            tool = _Tool(len(choice.tool_order), call_id)
+            choice.tools[key] = tool
+            choice.tool_order.append(tool)
+        elif call_id and tool.call_id is None:
+            tool.call_id = call_id
+        if type(name) is str and name and tool.name is None:
+            tool.name = name
+        fragment = arguments if type(arguments) is str else ""
+        if tool.started:
+            if fragment:
+                tool.arguments.append(fragment)
+                self.emit("tool.call.delta", ToolCall(choice.index, tool.name, tool.call_id,
+                                                      fragment))
+            return
+        if fragment:
+            tool.arguments.append(fragment)
+        if tool.name is not None:
+            # Fragments that came before the name are flushed as one delta.
+            self._start_tool(choice, tool)
+
+    def _start_tool(self, choice: _Choice, tool: _Tool) -> None:
+        tool.started = True
+        if tool.name is None:
+            tool.name = ""  # the provider never named it; kept, never dropped
+        if tool.call_id is None:
+            tool.call_id = self._synthesize_call_id(choice, tool)
+        self.emit("tool.call.started", ToolCall(choice.index, tool.name, tool.call_id, ""))
+        if tool.arguments:
+            self.emit("tool.call.delta", ToolCall(choice.index, tool.name, tool.call_id,
+                                                  "".join(tool.arguments)))
+
+    def _synthesize_call_id(self, choice: _Choice, tool: _Tool) -> str:
+        # Stable: the same frames give the same id. The call key (completion id, else the call's
+        # first frame) keeps calls of later provider calls in the same run apart.
+        seed = f"{self.run_id}\x1f{self._call_key}\x1f{choice.index}\x1f{tool.slot}\x1f{tool.name}"
+        return "synth_" + hashlib.blake2b(seed.encode(), digest_size=12).hexdigest()
+
+    def _on_annotations(self, choice: _Choice, annotations: Any, delta: dict) -> None:
+        for note in annotations if type(annotations) is list else ():
+            citation = note.get("url_citation") if type(note) is dict else None
+            if type(citation) is dict:
+                self.emit("citation", Citation(
+                    output_index=choice.index, source_type="url", part_index=0,
+                    start=citation.get("start_index"), end=citation.get("end_index"),
+                    url=citation.get("url"), title=citation.get("title")))
+            else:
+                self._unknown_once("annotation", str(note)[:200])
+
+    def _ignore(self, choice: _Choice, value: Any, delta: dict) -> None:
+        pass
+
+    def _on_content_filter(self, choice: _Choice, results: Any) -> None:
+        # Azure annotates every choice chunk; a filtered category means the output was cut
+        # (fx:vercel-ai/azure-model-router.1.chunks.txt shows the unfiltered shape).
+        if choice.filtered or type(results) is not dict:
+            return
+        hits = _filtered_categories(results)
+        if hits:
+            choice.filtered = True
+            self.emit("refusal", Refusal(
+                text="", category="content_filter", output_index=choice.index,
+                explanation="Azure content filter: " + ", ".join(hits)))
+
+    def _on_prompt_filter(self, filters: Any) -> None:
+        hits: list[str] = []
+        for entry in filters if type(filters) is list else ():
+            if type(entry) is dict and type(entry.get("content_filter_results")) is dict:
+                hits.extend(_filtered_categories(entry["content_filter_results"]))
+        if hits and not self._prompt_filtered:
+            self._prompt_filtered = True
+            self.emit("refusal", Refusal(
+                text="", category="content_filter",
+                explanation="Azure prompt filter: " + ", ".join(hits)))
+
+    def _on_moderation(self, moderation: Any) -> None:
+        # The moderation chunk of moderated completions (openai-python 3.57 ChatCompletionChunk):
+        # a flag is reported; the finish_reason says what became of the output.
+        if type(moderation) is not dict:
+            return
+        for side in ("input", "output"):
+            report = moderation.get(side)
+            results = report.get("results") if type(report) is dict else None
+            for result in results if type(results) is list else ():
+                if type(result) is dict and result.get("flagged"):
+                    flagged = [name for name, hit in (result.get("categories") or {}).items()
+                               if hit]
+                    self.emit("refusal", Refusal(
+                        text="", category="moderation",
+                        explanation=f"{side} flagged: " + ", ".join(flagged)))
+
+    # --- ends ---------------------------------------------------------------------------------
+
+    def _close_parts(self, choice: _Choice) -> None:
+        if choice.reasoning:
+            self._close_reasoning(choice)
+        if choice.text:
+            self._close_text(choice)
+
+    def _close_text(self, choice: _Choice) -> None:
+        self.emit("text.done", Text(choice.index, choice.text_part, "".join(choice.text)))
+        choice.text = []
+        choice.text_part += 1
+
+    def _close_reasoning(self, choice: _Choice) -> None:
+        self.emit("reasoning.done", Reasoning(choice.index, choice.reasoning_part, "raw",
+                                              "".join(choice.reasoning)))
+        choice.reasoning = []
+        choice.reasoning_part += 1
+
+    def _finish_choice(self, choice: _Choice, finish_reason: Any) -> None:
+        if choice.finished:
+            return  # some servers repeat the finish chunk
+        choice.finished = True
+        self._open -= 1
+        choice.finish_reason = finish_reason if type(finish_reason) is str else None
+        self._close_parts(choice)
+        if choice.refusal:
+            self.emit("refusal", Refusal(text="".join(choice.refusal),
+                                         output_index=choice.index))
+        for tool in choice.tool_order:
+            if not tool.started:
+                self._start_tool(choice, tool)
+            arguments = "".join(tool.arguments)
+            self.emit("tool.call", ToolCall(choice.index, tool.name, tool.call_id, arguments,
+                                            arguments_valid=json_valid(arguments)))
+        self.emit("message.finished", Message(choice.index, "assistant"))
+
+    def _outcome(self, choice: _Choice) -> tuple[str, str, str | None]:
+        raw = choice.finish_reason
+        if choice.filtered:
+            return "incomplete", "content_filter", raw
+        if raw is None:
+            return "incomplete", "unknown", None
+        status, reason = FINISH_REASONS.get(raw, ("incomplete", raw))
+        if status == "completed":
+            if choice.tool_order:
+                # A turn that asks for tools awaits their results whatever the literal says
+                # (DESIGN.md, run state); compatible servers end such turns with `stop`.
+                return "awaiting", "tool_results", raw
+            if choice.refusal:
+                return "completed", "refusal", raw
+        return status, reason, raw
+
+    def _terminate(self) -> None:
+        """The call's terminal event: every open choice is flushed, then one run-level ending."""
+        self._terminal = True
+        self.stream_complete = True
+        for choice in self._choices.values():
+            if not choice.finished:
+                self._finish_choice(choice, None)
+        outcomes = [self._outcome(choice) for choice in self._choices.values()]
+        if self._prompt_filtered:
+            outcomes.append(("incomplete", "content_filter", None))
+        if not outcomes:
+            outcomes.append(("incomplete", "unknown", None))  # [DONE] with nothing before it
+        status, reason, raw = min(outcomes, key=lambda outcome: OUTCOME_RANK[outcome[0]])
+        if status == "awaiting":
+            self.emit("run.awaiting", RunAwaiting(reason, raw))
+        else:
+            self.emit("run.finished", RunFinished(status, reason, raw))
+
+    def _on_error(self, error: Any) -> None:
+        """An error body: HTTP error (before any chunk), mid-stream error frame, vLLM object."""
+        if type(error) is not dict:
+            error = {"message": str(error)}  # e.g. Ollama: {"error": "model not found"}
+        code = error.get("code")
+        # Groq's mid-stream error names its status in the body; the frame's own status is 200
+        # for any error inside a stream.
+        http_status = error.get("status_code")
+        frame_status = self._frame.http_status if self._frame is not None else None
+        if http_status is None and type(frame_status) is int and frame_status >= 400:
+            http_status = frame_status
+        if type(code) is int:
+            http_status = http_status or code  # vLLM: {"object": "error", "code": 400}
+            code = None
+        error_type = error.get("type") or code or "provider_error"
+        retryable = RETRYABLE_ERRORS.get(code) if code else None
+        if retryable is None:
+            retryable = RETRYABLE_ERRORS.get(error_type)
+        if retryable is None:
+            retryable = type(http_status) is int and (
+                http_status in RETRYABLE_STATUS or http_status >= 500)
+        self.emit("error", Error(
+            error_type=str(error_type), message=str(error.get("message") or ""),
+            code=str(code) if code is not None else None,
+            http_status=http_status if type(http_status) is int else None,
+            retryable=retryable))
+        self._terminal = True
+        self.stream_complete = True
+        self.emit("run.finished", RunFinished("failed", "error", str(code or error_type)))
+
+    # --- run-level facts ----------------------------------------------------------------------
+
+    def _start(self, doc: dict) -> None:
+        object_id = doc.get("id") or None
+        self._started = True
+        self._object_id = object_id
+        self._call_key = object_id or (self._frame.frame_id if self._frame else "")
+        self.emit("run.started", RunStarted("in_progress", object_id))
+
+    def _on_usage(self, usage: Any) -> None:
+        if type(usage) is not dict:
+            return
+        prompt = usage.get("prompt_tokens")
+        completion = usage.get("completion_tokens")
+        total = usage.get("total_tokens")
+        prompt_details = usage.get("prompt_tokens_details") or {}
+        completion_details = usage.get("completion_tokens_details") or {}
+        reasoning = completion_details.get("reasoning_tokens")
+        output = completion
+        if reasoning and prompt is not None and completion is not None \
+                and total == prompt + completion + reasoning:
+            # xAI counts reasoning outside completion_tokens: 307+26+227=560
+            # (fx:vercel-ai/xai-tool-call.chunks.txt); output includes it everywhere.
+            output = completion + reasoning
+        if total is None and prompt is not None and output is not None:
+            total = prompt + output
+        cache_read = prompt_details.get("cached_tokens")
+        if cache_read is None:
+            cache_read = usage.get("prompt_cache_hit_tokens")  # DeepSeek
+        units: dict[str, int] = {}
+        sources = usage.get("num_sources_used")  # xAI live search, billed per source
+        if type(sources) is int and sources:
+            units["search_sources"] = sources
+        self.emit("usage", Usage(
+            input_tokens=prompt, output_tokens=output, cache_read_tokens=cache_read,
+            cache_write_tokens=prompt_details.get("cache_write_tokens"),
+            reasoning_tokens=reasoning, total_tokens=total, server_tool_units=units))
+
+    def _unknown_once(self, provider_type: str, detail: str | None = None) -> None:
+        # Compatible servers repeat their extra fields on every chunk: report each once.
+        if provider_type not in self._reported:
+            self._reported.add(provider_type)
+            self.unknown(provider_type, detail)
+
+
+def _filtered_categories(results: dict) -> list[str]:
+    return [name for name, result in results.items()
+            if type(result) is dict and result.get("filtered")]
+
+
+# Top-level `object` → handler. Anything else with `choices` is a chunk (Azure sends object "").
+_OBJECTS = {
+    "chat.completion.chunk": OpenAIChatAdapter._on_chunk,
+    "chat.completion": OpenAIChatAdapter._on_completion,
+    # vLLM's error body: {"object": "error", "message", "type", "param", "code": 400}.
+    "error": OpenAIChatAdapter._on_error,
+}
+
+# Delta field → handler(self, choice, value, delta). Null values never reach a handler. A field
+# not listed is reported once as `unknown`.
+_DELTA_FIELDS = {
+    "content": OpenAIChatAdapter._on_content,
+    "refusal": OpenAIChatAdapter._on_refusal,
+    "reasoning_content": OpenAIChatAdapter._on_reasoning,  # xAI, DeepSeek (§12)
+    "reasoning": OpenAIChatAdapter._on_reasoning_alias,
+    "tool_calls": OpenAIChatAdapter._on_tool_calls,
+    "function_call": OpenAIChatAdapter._on_function_call,
+    "annotations": OpenAIChatAdapter._on_annotations,
+    "role": OpenAIChatAdapter._ignore,  # read when the choice opens (message.started)
+    # Groq gpt-oss names the harmony channel beside `reasoning`
+    # (fx:pydantic-ai/test_tool_use_failed_error_streaming.yaml).
+    "channel": OpenAIChatAdapter._ignore,
+}

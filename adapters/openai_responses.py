@@ -1,0 +1,1074 @@
+"""OpenAI Responses API → ModelEvents.
+
+Speaks ``POST /v1/responses``: the streamed SSE events, the ``Response`` object itself (a
+non-streaming create, a background poll ``GET /v1/responses/{id}``, a cancel) and the HTTP error
+body ``{"error": {...}}``, as of the OpenAPI spec @ f85dbe22 / openai-python @ e43b4224 (Aug 2026).
+It follows shared/reference/openai.md: §1 framing, §2 event catalogue, §3 output items, §4 the
+Response object, §5 annotations, §6 terminal states, §7 usage, §8 errors, §9 background mode.
+Compatible servers (Azure, LM Studio, OpenRouter, DeepSeek) speak the same events; their quirks
+are handled where they occur.
+
+One adapter follows one run, which may take several provider calls: every ``response.created``
+(or a polled object with a new id) starts the next call of the same run. Within a call, items are
+keyed by ``output_index`` (item ids are not stable behind some proxies, §3), and every item is
+translated by one "sync" function that is given the item as the provider last described it and
+emits only what was not emitted yet. Streams, successive polls and the final ``Response.output``
+all go through it, which is how polls dedupe and how a terminal object fills in whatever a stream
+left out.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+from typing import Any, Callable
+
+import orjson
+
+from modelevents.adapters.base import Adapter, json_text, json_valid
+from modelevents.schemas.events import (
+    Approval,
+    Citation,
+    Error,
+    Hosted,
+    Media,
+    Message,
+    Reasoning,
+    Refusal,
+    RunAwaiting,
+    RunFinished,
+    RunStarted,
+    RunStatus,
+    Structured,
+    Text,
+    ToolCall,
+    Usage,
+)
+from modelevents.schemas.frames import ProviderFrame
+
+# --- mappings (checked against reference/openai.md in one glance) ------------------------------
+
+# Response.status values that keep the run going (§6).
+LIVE_STATUSES = ("queued", "in_progress")
+
+# Terminal Response.status → (run.finished status, normalized reason). "completed" may instead
+# become run.awaiting (tool calls or an MCP approval pending), or reason "refusal"; "incomplete"
+# takes its reason from incomplete_details (INCOMPLETE_REASONS); "failed" keeps error.code raw.
+TERMINAL_STATUSES = {
+    "completed": ("completed", "end_turn"),
+    "incomplete": ("incomplete", "other"),
+    "failed": ("failed", "error"),
+    "cancelled": ("cancelled", "cancelled"),
+}
+
+# incomplete_details.reason → normalized reason (§6).
+INCOMPLETE_REASONS = {
+    "max_output_tokens": "max_tokens",
+    "max_tokens": "max_tokens",  # the spec's own example says this, against its enum (§6)
+    "content_filter": "content_filter",
+}
+
+# Terminal stream event → the status it announces. There is no response.cancelled stream event
+# in the spec (§6); it is accepted in case a server sends one.
+TERMINAL_EVENTS = {
+    "response.completed": "completed",
+    "response.incomplete": "incomplete",
+    "response.failed": "failed",
+    "response.cancelled": "cancelled",
+}
+
+# Error codes/types whose retry is pointless or helps (§8.2, §8.3). A 429 means either.
+NOT_RETRYABLE = frozenset({"insufficient_quota", "credit_balance_exhausted", "invalid_request_error",
+                           "invalid_prompt", "content_filter"})
+RETRYABLE = frozenset({"rate_limit_exceeded", "too_many_requests", "server_error", "overloaded",
+                       "timeout", "vector_store_timeout"})
+
+# Output items that are tools run outside the application's own function calls (§3):
+# item type → (tool_type, billable unit, quantity per call, executor, argument fields).
+# Whatever else the item carries (minus bookkeeping) is the evidence. Executor "client" means the
+# provider only asks: the application runs it, and the response then awaits tool results.
+HOSTED_ITEMS: dict[str, tuple[str, str | None, float | None, str, tuple[str, ...]]] = {
+    "web_search_call": ("web_search", "call", 1, "provider", ()),
+    "file_search_call": ("file_search", "call", 1, "provider", ()),
+    "code_interpreter_call": ("code_execution", "container", None, "provider", ("code",)),
+    "image_generation_call": ("image_generation", "image", 1, "provider", ()),
+    "mcp_call": ("mcp", None, None, "provider", ("arguments",)),
+    "mcp_list_tools": ("mcp", None, None, "provider", ()),
+    "tool_search_call": ("tool_search", None, None, "provider", ("arguments",)),
+    # shell_call is the provider's when its environment is a container, else the client's.
+    "shell_call": ("shell", "container", None, "provider", ("action", "environment")),
+    "local_shell_call": ("shell", None, None, "client", ("action",)),
+    "apply_patch_call": ("apply_patch", None, None, "client", ("operation",)),
+    "computer_call": ("computer", None, None, "client", ("action", "actions",
+                                                         "pending_safety_checks")),
+}
+# Output items carrying the outcome of an earlier hosted call item (matched by call_id).
+HOSTED_RESULT_ITEMS = frozenset({"shell_call_output", "tool_search_output",
+                                 "local_shell_call_output", "apply_patch_call_output",
+                                 "computer_call_output"})
+# Item fields that identify or stage an item rather than describe the tool's work.
+_BOOKKEEPING = frozenset({"id", "type", "status", "call_id", "name", "server_label", "result",
+                          "approval_request_id", "created_by", "caller"})
+
+IMAGE_MIME = {"png": "image/png", "webp": "image/webp", "jpeg": "image/jpeg", "jpg": "image/jpeg"}
+
+_DONE = object()  # a `data: [DONE]` sentinel
+
+
+# --- per-call state ----------------------------------------------------------------------------
+
+
+class _Part:
+    """One content part (message text / refusal, reasoning text) or reasoning summary part."""
+
+    __slots__ = ("chunks", "done", "citations")
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+        self.done = False
+        self.citations = 0  # annotations emitted so far (annotation_index is dense)
+
+    def text(self) -> str:
+        if len(self.chunks) > 1:
+            self.chunks = ["".join(self.chunks)]
+        return self.chunks[0] if self.chunks else ""
+
+
+class _Item:
+    """One output item of the current call, keyed by output_index."""
+
+    __slots__ = ("index", "type", "id", "announced", "done", "parts", "summaries", "args", "name",
+                 "call_id", "encrypted_done", "hosted_args", "executor", "extra")
+
+    def __init__(self, index: int, item_type: str | None, item_id: str | None) -> None:
+        self.index = index
+        self.type = item_type
+        self.id = item_id
+        self.announced = False  # message.started / tool.call.started / hosted.call emitted
+        self.done = False
+        self.parts: dict[int, _Part] = {}
+        self.summaries: dict[int, _Part] = {}
+        self.args: list[str] = []  # streamed argument / input / code / diff fragments
+        self.name: str | None = None
+        self.call_id: str | None = None
+        self.encrypted_done = False
+        self.hosted_args: str | None = None
+        self.executor: str | None = None
+        self.extra: dict[str, Any] = {}  # audio fragments, approval flag
+
+
+class _Call:
+    """One provider call (one Response) within the run."""
+
+    __slots__ = ("response_id", "status", "items", "by_id", "last_seq", "finished", "errored",
+                 "refused", "awaits_tools", "approvals", "text_format", "calls", "tool_units")
+
+    def __init__(self, response_id: str | None) -> None:
+        self.response_id = response_id
+        self.status: str | None = None
+        self.items: dict[int, _Item] = {}
+        self.by_id: dict[str, int] = {}
+        self.last_seq = -1
+        self.finished = False
+        self.errored = False  # an `error` event was already emitted for this call
+        self.refused = False
+        self.awaits_tools = False
+        self.approvals: set[str] = set()  # pending mcp_approval_request ids
+        self.text_format: dict[str, Any] | None = None
+        self.calls: dict[str, _Item] = {}  # hosted call items by call_id, for result items
+        self.tool_units: dict[str, int] = {}
+
+
+def _retryable(code: Any, error_type: Any, http_status: int | None) -> bool:
+    if code in NOT_RETRYABLE or error_type in NOT_RETRYABLE:
+        return False
+    if code in RETRYABLE or error_type in RETRYABLE:
+        return True
+    return http_status is not None and (http_status in (408, 409, 429) or http_status >= 500)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+class OpenAIResponsesAdapter(Adapter):
+    name = "openai_responses"
+    revision = "1"
+    api = "openai-responses"
+    default_provider = "openai"
+
+    def __init__(self, run_id: str, tenant: str = "default", provider: str | None = None,
+                 model: str | None = None) -> None:
+        super().__init__(run_id, tenant, provider, model)
+        self._call = _Call(None)
+        self._finished_ids: set[str] = set()
+
+    @classmethod
+    def recognizes(cls, doc: Any) -> bool:
+        if not isinstance(doc, dict):
+            return False
+        event_type = doc.get("type")
+        if isinstance(event_type, str):
+            # The nested `error` event looks like Anthropic's; only OpenAI's is sequenced.
+            return event_type.startswith("response.") or (
+                event_type == "error" and "sequence_number" in doc)
+        return doc.get("object") == "response"
+
+    # --- decoding ---------------------------------------------------------------------------
+
+    def decode(self, frame: ProviderFrame) -> Any:
+        body = frame.body
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
+        if body[:6] == b"[DONE]":
+            # OpenRouter ends its Responses stream so (§12); OpenAI itself never does (§1.1).
+            return _DONE
+        try:
+            bytes(body).decode("utf-8")
+        except UnicodeDecodeError:
+            # Broken bytes inside an otherwise whole frame: keep the frame (with U+FFFD in place
+            # of the bytes) rather than lose a delta, and say so.
+            try:
+                doc = orjson.loads(bytes(body).decode("utf-8", "replace"))
+            except orjson.JSONDecodeError:
+                return super().decode(frame)
+            self.emit("error", Error(
+                error_type="invalid_utf8", retryable=False,
+                message=f"frame {frame.frame_id} is not valid UTF-8; undecodable bytes were "
+                        "replaced by U+FFFD"))
+            return doc
+        return super().decode(frame)
+
+    # --- dispatch ---------------------------------------------------------------------------
+
+    def handle(self, doc: Any) -> None:
+        if doc is _DONE:
+            return
+        if type(doc) is not dict:
+            self.unknown("(not a JSON object)", detail=type(doc).__name__)
+            return
+        event_type = doc.get("type")
+        handler = self._DISPATCH.get(event_type)
+        if handler is None:
+            self._fall_through(doc, event_type)
+            return
+        seq = doc.get("sequence_number")
+        if seq is not None and event_type != "response.created":
+            call = self._call
+            # Replays after a resume are re-serialised, so bytes differ: dedupe on the
+            # sequence number within the response (§9).
+            if type(seq) is int:
+                if seq <= call.last_seq and not self._other_response(doc, call):
+                    return
+                call.last_seq = seq
+        try:
+            handler(self, doc)
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+            # A field of an unexpected shape: report it, never kill the stream.
+            self.emit("error", Error(
+                error_type="unexpected_shape", retryable=False,
+                message=f"{event_type} could not be read ({type(exc).__name__}: {exc})"))
+
+    @staticmethod
+    def _other_response(doc: dict[str, Any], call: _Call) -> bool:
+        """A lifecycle event of another response (its response.created was not delivered):
+        its sequence numbers start afresh."""
+        response = doc.get("response")
+        return isinstance(response, dict) and response.get("id") != call.response_id
+
+    def _fall_through(self, doc: dict[str, Any], event_type: Any) -> None:
+        if event_type is None:
+            if isinstance(doc.get("error"), dict):
+                self._http_error(doc["error"])
+                return
+            if doc.get("object") == "response" or ("output" in doc and "status" in doc):
+                self._on_response(doc, None)
+                return
+        self.unknown(str(event_type), detail=None)
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def _on_lifecycle(self, doc: dict[str, Any]) -> None:
+        event_type = doc["type"]
+        response = doc.get("response")
+        if not isinstance(response, dict):
+            if doc.get("object") == "event":
+                # A webhook notification names the same event but carries only the response id
+                # (§11.1); the gateway fetches the object, which is what gets translated.
+                self.unknown(f"webhook:{event_type}", detail="fetch GET /v1/responses/{id}")
+            else:
+                self.unknown(event_type, detail="lifecycle event without a response object")
+            return
+        if event_type == "response.created":
+            call = self._call
+            rid = response.get("id")
+            if rid is not None and rid == call.response_id:
+                return  # the same response created twice: a replay
+            self._on_response(response, None)
+            seq = doc.get("sequence_number")
+            if type(seq) is int:
+                self._call.last_seq = seq
+            return
+        status = TERMINAL_EVENTS.get(event_type) or event_type.rpartition(".")[2]
+        self._on_response(response, status)
+
+    def _on_response(self, response: dict[str, Any], status: str | None) -> None:
+        """A Response object: from a lifecycle event, a poll or a non-streaming create."""
+        call = self._adopt(response)
+        if call is None:
+            return
+        status = status or response.get("status")
+        if status in LIVE_STATUSES:
+            if call.status != status:
+                call.status = status
+                self.emit("run.status", RunStatus(status=status, raw_status=status))
+        elif status not in TERMINAL_STATUSES:
+            self.unknown(f"response.status:{status}", detail=_str(response.get("id")))
+        output = response.get("output")
+        if isinstance(output, list) and output:
+            self._sync_output(output, status in TERMINAL_STATUSES)
+        if status in TERMINAL_STATUSES:
+            self._terminate(call, response, status)
+
+    def _adopt(self, response: dict[str, Any]) -> _Call | None:
+        """The call this Response belongs to; starts the next call of the run when it is new."""
+        rid = response.get("id")
+        call = self._call
+        model = response.get("model")
+        if isinstance(model, str) and model:
+            self.model = model
+        if rid is not None and rid == call.response_id:
+            return call
+        if rid in self._finished_ids:
+            return None  # a late poll of a call already finished
+        status = response.get("status")
+        live = status if status in LIVE_STATUSES else "in_progress"
+        if call.response_id is None and not call.finished:
+            call.response_id = rid  # events of this response arrived before its object
+        else:
+            if not call.finished:
+                # The previous call never reached its terminal event: say so where it happened.
+                self.emit("error", Error(
+                    error_type="stream_truncated", retryable=True,
+                    message=f"response {call.response_id} ended without its terminal event "
+                            f"before response {rid} started; its outcome is unknown"))
+            call = self._call = _Call(rid)
+        self.stream_complete = False
+        call.status = live
+        text = response.get("text")
+        if isinstance(text, dict) and isinstance(text.get("format"), dict):
+            call.text_format = text["format"]
+        # Also the next provider call of the same run (after tool results, an approval, ...):
+        # the run machine banks the previous call's usage on it.
+        self.emit("run.started", RunStarted(status=live, provider_object_id=_str(rid)))
+        return call
+
+    def _sync_output(self, output: list[Any], terminal: bool) -> None:
+        call = self._call
+        last = len(output) - 1
+        for position, item in enumerate(output):
+            if not isinstance(item, dict):
+                continue
+            item_id = item.get("id")
+            index = call.by_id.get(item_id) if item_id is not None else None
+            if index is None:
+                known = call.items.get(position)
+                if known is None or known.type == item.get("type"):
+                    # Same slot: OpenRouter renames items between .done and completed (§3).
+                    index = position
+                else:
+                    index = max(call.items) + 1
+            state = call.items.get(index)
+            if state is not None and state.done:
+                continue
+            status = item.get("status")
+            final = terminal or status in ("completed", "failed", "incomplete") or (
+                status is None and position < last)
+            self._sync_item(index, item, final)
+
+    def _terminate(self, call: _Call, response: dict[str, Any], status: str) -> None:
+        if call.finished:
+            return
+        call.finished = True
+        if call.response_id is not None:
+            self._finished_ids.add(call.response_id)
+        self.stream_complete = True
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            self._usage(usage, call)
+        final_status, reason = TERMINAL_STATUSES[status]
+        raw: str | None = status
+        if status == "failed":
+            error = response.get("error") if isinstance(response.get("error"), dict) else {}
+            if not call.errored:  # the `error` event before response.failed said it already
+                self._error(error, None)
+            raw = _str(error.get("code")) or _str(error.get("type"))
+        elif status == "incomplete":
+            details = response.get("incomplete_details")
+            raw = _str(details.get("reason")) if isinstance(details, dict) else None
+            reason = INCOMPLETE_REASONS.get(raw, reason)
+        elif status == "completed":
+            # A response that ends asking for something is not the end of the run (DESIGN).
+            if call.approvals:
+                self.emit("run.awaiting", RunAwaiting(reason="approval",
+                                                      raw_reason="mcp_approval_request"))
+                return
+            if call.awaits_tools:
+                self.emit("run.awaiting", RunAwaiting(reason="tool_results",
+                                                      raw_reason="completed"))
+                return
+            if call.refused:
+                reason = "refusal"
+        self.emit("run.finished", RunFinished(status=final_status, reason=reason, raw_reason=raw))
+
+    def _usage(self, usage: dict[str, Any], call: _Call) -> None:
+        # §7: cached ⊂ input and reasoning ⊂ output; total = input + output. Per response.
+        inputs = usage.get("input_tokens_details")
+        outputs = usage.get("output_tokens_details")
+        inputs = inputs if isinstance(inputs, dict) else {}
+        outputs = outputs if isinstance(outputs, dict) else {}
+        self.emit("usage", Usage(
+            input_tokens=_int(usage.get("input_tokens")),
+            output_tokens=_int(usage.get("output_tokens")),
+            cache_read_tokens=_int(inputs.get("cached_tokens")),
+            cache_write_tokens=_int(inputs.get("cache_write_tokens")),
+            reasoning_tokens=_int(outputs.get("reasoning_tokens")),
+            total_tokens=_int(usage.get("total_tokens")),
+            server_tool_units=dict(call.tool_units)))
+
+    # --- errors -----------------------------------------------------------------------------
+
+    def _error(self, error: dict[str, Any], http_status: int | None) -> None:
+        code = _str(error.get("code"))
+        error_type = _str(error.get("type")) or code or "error"
+        self.emit("error", Error(
+            error_type=error_type, message=_str(error.get("message")) or "", code=code,
+            http_status=http_status, retryable=_retryable(code, error_type, http_status)))
+
+    def _on_error_event(self, doc: dict[str, Any]) -> None:
+        # §8.1: the wire nests the fields under "error"; the spec has them flat. Read both.
+        nested = doc.get("error")
+        if not isinstance(nested, dict):
+            nested = {"code": doc.get("code"), "message": doc.get("message")}  # `type` is "error"
+        self._error(nested, None)
+        self._call.errored = True
+
+    def _http_error(self, error: dict[str, Any]) -> None:
+        """An HTTP error body (§8.2), or a mid-stream `{"error":...}` the SDK raises on (§1.1):
+        either way the provider call is over."""
+        frame = self._frame
+        self._error(error, frame.http_status if frame is not None else None)
+        call = self._call
+        if call.finished:
+            # A later request of the run failed (e.g. the POST carrying the tool results).
+            call = self._call = _Call(None)
+        call.finished = True
+        self.stream_complete = True
+        self.emit("run.finished", RunFinished(
+            status="failed", reason="error",
+            raw_reason=_str(error.get("code")) or _str(error.get("type"))))
+
+    # --- items ------------------------------------------------------------------------------
+
+    def _item_state(self, index: int, item_id: Any, item_type: Any) -> _Item:
+        call = self._call
+        state = call.items.get(index)
+        if state is None:
+            state = call.items[index] = _Item(index, item_type, _str(item_id))
+        elif state.type is None:
+            state.type = item_type
+        if isinstance(item_id, str):
+            call.by_id[item_id] = index
+            if state.id is None:
+                state.id = item_id
+        return state
+
+    def _state_for(self, doc: dict[str, Any]) -> _Item:
+        """The item an item-level event is about: by output_index, else by item_id."""
+        index = doc.get("output_index")
+        call = self._call
+        if type(index) is not int:
+            index = call.by_id.get(doc.get("item_id"), -1)
+        state = call.items.get(index)
+        if state is None:
+            state = self._item_state(index, doc.get("item_id"), None)
+        return state
+
+    def _on_item_added(self, doc: dict[str, Any]) -> None:
+        item = doc.get("item")
+        if isinstance(item, dict):
+            self._sync_item(self._index_of(doc, item), item, False)
+
+    def _on_item_done(self, doc: dict[str, Any]) -> None:
+        item = doc.get("item")
+        if isinstance(item, dict):
+            self._sync_item(self._index_of(doc, item), item, True)
+
+    def _index_of(self, doc: dict[str, Any], item: dict[str, Any]) -> int:
+        index = doc.get("output_index")
+        if type(index) is int:
+            return index
+        return self._call.by_id.get(item.get("id"), len(self._call.items))
+
+    def _sync_item(self, index: int, item: dict[str, Any], final: bool) -> None:
+        item_type = item.get("type")
+        state = self._item_state(index, item.get("id"), item_type)
+        if state.done:
+            return
+        sync = self._ITEM_SYNC.get(item_type)
+        if sync is not None:
+            sync(self, state, item, final)
+        elif item_type in HOSTED_ITEMS:
+            self._sync_hosted(state, item, final)
+        elif item_type in HOSTED_RESULT_ITEMS:
+            self._sync_hosted_result(state, item, final)
+        elif not state.announced:
+            state.announced = True
+            self.unknown(f"output_item:{item_type}", detail=_str(item.get("id")))
+        if final:
+            state.done = True
+
+    # message ---------------------------------------------------------------------------------
+
+    def _announce_message(self, state: _Item, item: dict[str, Any] | None = None) -> None:
+        state.announced = True
+        if state.type is None:
+            state.type = "message"  # a stream resumed after the item was added
+        item = item or {}
+        self.emit("message.started", Message(
+            output_index=state.index, role=_str(item.get("role")) or "assistant",
+            item_id=state.id, phase=_str(item.get("phase"))))
+
+    def _sync_message(self, state: _Item, item: dict[str, Any], final: bool) -> None:
+        if not state.announced:
+            self._announce_message(state, item)
+        content = item.get("content")
+        texts = []
+        if isinstance(content, list):
+            for content_index, part in enumerate(content):
+                if isinstance(part, dict):
+                    self._sync_content_part(state, content_index, part, final)
+                    if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                        texts.append(part["text"])
+        if not final:
+            return
+        text_format = self._call.text_format
+        if texts and text_format and text_format.get("type") == "json_schema":
+            payload = "".join(texts)
+            self.emit("structured.done", Structured(
+                output_index=state.index, json=payload, valid=json_valid(payload),
+                schema_name=_str(text_format.get("name"))))
+        self.emit("message.finished", Message(
+            output_index=state.index, role=_str(item.get("role")) or "assistant",
+            item_id=state.id, phase=_str(item.get("phase"))))
+
+    def _sync_content_part(self, state: _Item, content_index: int, part: dict[str, Any],
+                           final: bool) -> None:
+        part_type = part.get("type")
+        if part_type == "output_text":
+            self._sync_text(state, content_index, _str(part.get("text")) or "",
+                            part.get("annotations"), final)
+        elif part_type == "refusal":
+            self._sync_refusal(state, content_index, _str(part.get("refusal")) or "", final)
+        elif part_type == "reasoning_text":
+            # LM Studio, OpenRouter and DeepSeek put raw reasoning in content parts (§2.5).
+            self._sync_reasoning(state, state.parts, content_index, "raw",
+                                 _str(part.get("text")) or "", final)
+        elif part_type == "summary_text":
+            self._sync_reasoning(state, state.summaries, content_index, "summary",
+                                 _str(part.get("text")) or "", final)
+        else:
+            part_state = self._part(state.parts, content_index)
+            if not part_state.done:  # said once, not on every snapshot of the part
+                part_state.done = True
+                self.unknown(f"content_part:{part_type}", detail=state.id)
+
+    def _part(self, table: dict[int, _Part], index: int) -> _Part:
+        part = table.get(index)
+        if part is None:
+            part = table[index] = _Part()
+        return part
+
+    def _sync_text(self, state: _Item, content_index: int, text: str, annotations: Any,
+                   final: bool) -> None:
+        part = self._part(state.parts, content_index)
+        if not part.done:
+            self._catch_up(part, text, "text.delta", state, content_index)
+        if isinstance(annotations, list):
+            for annotation_index in range(part.citations, len(annotations)):
+                self._citation(state, content_index, annotations[annotation_index])
+            part.citations = max(part.citations, len(annotations))
+        if final and not part.done:
+            part.done = True
+            self.emit("text.done", Text(state.index, content_index, text, state.id))
+
+    def _catch_up(self, part: _Part, text: str, kind: str, state: _Item, index: int,
+                  form: str | None = None) -> None:
+        """Emit the part of `text` not yet streamed, when what was streamed is its prefix."""
+        sofar = part.text()
+        if len(text) <= len(sofar) or not text.startswith(sofar):
+            return
+        rest = text[len(sofar):]
+        part.chunks.append(rest)
+        if form is None:
+            self.emit(kind, Text(state.index, index, rest, state.id))
+        else:
+            self.emit(kind, Reasoning(state.index, index, form, rest, state.id))
+
+    def _on_text_delta(self, doc: dict[str, Any]) -> None:
+        delta = doc.get("delta")
+        if not delta or type(delta) is not str:
+            return  # an empty delta says nothing
+        # The hot path: one lookup by output_index in the common case.
+        state = self._call.items.get(doc.get("output_index"))
+        if state is None or not state.announced:
+            state = self._state_for(doc)
+            if not state.announced:
+                self._announce_message(state)
+        content_index = doc.get("content_index", 0)
+        part = state.parts.get(content_index)
+        if part is None:
+            part = state.parts[content_index] = _Part()
+        part.chunks.append(delta)
+        self.emit("text.delta", Text(state.index, content_index, delta, state.id))
+
+    def _on_text_done(self, doc: dict[str, Any]) -> None:
+        state = self._state_for(doc)
+        if not state.announced:
+            self._announce_message(state)
+        self._sync_text(state, doc.get("content_index", 0), _str(doc.get("text")) or "", None,
+                        True)
+
+    def _on_content_part(self, doc: dict[str, Any]) -> None:
+        part = doc.get("part")
+        if not isinstance(part, dict):
+            return
+        state = self._state_for(doc)
+        if state.type is None and part.get("type") in ("output_text", "refusal"):
+            self._announce_message(state)
+        self._sync_content_part(state, doc.get("content_index", 0), part,
+                                doc["type"] == "response.content_part.done")
+
+    def _on_annotation(self, doc: dict[str, Any]) -> None:
+        state = self._state_for(doc)
+        part = self._part(state.parts, doc.get("content_index", 0))
+        annotation_index = doc.get("annotation_index")
+        if type(annotation_index) is int:
+            if annotation_index < part.citations:
+                return  # already emitted (from a part snapshot)
+            part.citations = annotation_index + 1
+        else:
+            part.citations += 1
+        self._citation(state, doc.get("content_index", 0), doc.get("annotation"))
+
+    def _citation(self, state: _Item, content_index: int, annotation: Any) -> None:
+        if not isinstance(annotation, dict):
+            return
+        kind = annotation.get("type")
+        index = state.index
+        if kind == "url_citation":
+            citation = Citation(
+                index, "url", content_index, _int(annotation.get("start_index")),
+                _int(annotation.get("end_index")), url=_str(annotation.get("url")),
+                title=_str(annotation.get("title")))
+        elif kind in ("file_citation", "file_path"):
+            # A single position `index`, not a span (§5).
+            citation = Citation(
+                index, "file" if kind == "file_citation" else "file_path", content_index,
+                _int(annotation.get("index")), None, file_id=_str(annotation.get("file_id")),
+                title=_str(annotation.get("filename")))
+        elif kind == "container_file_citation":
+            citation = Citation(
+                index, "container_file", content_index, _int(annotation.get("start_index")),
+                _int(annotation.get("end_index")), file_id=_str(annotation.get("file_id")),
+                title=_str(annotation.get("filename")))
+        else:
+            self.unknown(f"annotation:{kind}", detail=state.id)
+            return
+        self.emit("citation", citation)
+
+    # refusal ---------------------------------------------------------------------------------
+
+    def _sync_refusal(self, state: _Item, content_index: int, text: str, final: bool) -> None:
+        part = self._part(state.parts, content_index)
+        if final and not part.done:
+            part.done = True
+            self._call.refused = True
+            self.emit("refusal", Refusal(text=text or part.text(), output_index=state.index))
+
+    def _on_refusal_delta(self, doc: dict[str, Any]) -> None:
+        # The vocabulary has no refusal delta: gather it, the refusal is emitted whole.
+        delta = doc.get("delta")
+        if isinstance(delta, str):
+            state = self._state_for(doc)
+            if not state.announced:
+                self._announce_message(state)
+            self._part(state.parts, doc.get("content_index", 0)).chunks.append(delta)
+
+    def _on_refusal_done(self, doc: dict[str, Any]) -> None:
+        state = self._state_for(doc)
+        self._sync_refusal(state, doc.get("content_index", 0), _str(doc.get("refusal")) or "",
+                           True)
+
+    # reasoning -------------------------------------------------------------------------------
+
+    def _sync_reasoning(self, state: _Item, table: dict[int, _Part], index: int, form: str,
+                        text: str, final: bool) -> None:
+        part = self._part(table, index)
+        if part.done:
+            return
+        self._catch_up(part, text, "reasoning.delta", state, index, form)
+        if final:
+            part.done = True
+            self.emit("reasoning.done", Reasoning(state.index, index, form, text or part.text(),
+                                                  state.id))
+
+    def _sync_reasoning_item(self, state: _Item, item: dict[str, Any], final: bool) -> None:
+        for key, table, form in (("summary", state.summaries, "summary"),
+                                 ("content", state.parts, "raw")):
+            parts = item.get(key)
+            if isinstance(parts, list):
+                for index, part in enumerate(parts):
+                    if isinstance(part, dict):
+                        self._sync_reasoning(state, table, index, form,
+                                             _str(part.get("text")) or "", final)
+        encrypted = item.get("encrypted_content")
+        # The blob in output_item.added may be incomplete; only the final one is kept (§10).
+        if final and isinstance(encrypted, str) and encrypted and not state.encrypted_done:
+            state.encrypted_done = True
+            self.emit("reasoning.done", Reasoning(
+                state.index, 0, "redacted", "", state.id, encrypted_content=encrypted,
+                valid_for=f"{self.provider}/{self.model}"))
+
+    def _on_reasoning_delta(self, doc: dict[str, Any]) -> None:
+        delta = doc.get("delta")
+        if not delta or type(delta) is not str:
+            return
+        state = self._state_for(doc)
+        if state.type is None:
+            state.type = "reasoning"
+        if doc["type"] == "response.reasoning_summary_text.delta":
+            index, table, form = doc.get("summary_index", 0), state.summaries, "summary"
+        else:
+            index, table, form = doc.get("content_index", 0), state.parts, "raw"
+        part = table.get(index)
+        if part is None:
+            part = table[index] = _Part()
+        part.chunks.append(delta)
+        self.emit("reasoning.delta", Reasoning(state.index, index, form, delta, state.id))
+
+    def _on_reasoning_done(self, doc: dict[str, Any]) -> None:
+        state = self._state_for(doc)
+        event_type = doc["type"]
+        if event_type.startswith("response.reasoning_summary_"):
+            table, form, index = state.summaries, "summary", doc.get("summary_index", 0)
+            if event_type == "response.reasoning_summary_part.added":
+                self._part(table, index)
+                return
+            text = doc.get("text")
+            if event_type == "response.reasoning_summary_part.done":
+                part = doc.get("part")
+                text = part.get("text") if isinstance(part, dict) else None
+        else:
+            table, form, index = state.parts, "raw", doc.get("content_index", 0)
+            text = doc.get("text")
+        self._sync_reasoning(state, table, index, form, _str(text) or "", True)
+
+    # function and custom tool calls ----------------------------------------------------------
+
+    def _synth_id(self, *parts: Any) -> str:
+        key = "\x1f".join(str(p) for p in (self.run_id, self._call.response_id, *parts))
+        return "call_" + hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
+
+    def _sync_function(self, state: _Item, item: dict[str, Any], final: bool) -> None:
+        if state.name is None and isinstance(item.get("name"), str):
+            state.name = item["name"]
+        if state.call_id is None and state.name is not None:
+            state.call_id = _str(item.get("call_id")) or self._synth_id(state.index, state.name)
+        if not state.announced and state.name is not None:
+            state.announced = True
+            self.emit("tool.call.started", ToolCall(
+                state.index, state.name, state.call_id, "", state.id))
+        if not final:
+            return
+        custom = state.type == "custom_tool_call"
+        arguments = item.get("input" if custom else "arguments")
+        if not isinstance(arguments, str) or (not arguments and state.args):
+            arguments = "".join(state.args)
+        self._call.awaits_tools = True
+        name = state.name or "unknown"
+        call_id = state.call_id or self._synth_id(state.index, name)
+        if not custom and name == "parallel" and self._expand_parallel(state, call_id, arguments):
+            return
+        self.emit("tool.call", ToolCall(
+            state.index, name, call_id, arguments, state.id,
+            # Custom tools take free text by contract (a grammar, not a JSON schema).
+            None if custom else json_valid(arguments)))
+
+    def _expand_parallel(self, state: _Item, call_id: str, arguments: str) -> bool:
+        """Azure leaks its internal parallel-dispatch wrapper as one function_call named
+        `parallel` with {"tool_uses":[{recipient_name, parameters}]} (§3; vercel/ai 6be0f51d)."""
+        try:
+            wrapper = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return False
+        uses = wrapper.get("tool_uses") if isinstance(wrapper, dict) else None
+        if not isinstance(uses, list) or not uses or not all(
+                isinstance(u, dict) and isinstance(u.get("recipient_name"), str) for u in uses):
+            return False
+        for position, use in enumerate(uses):
+            name = use["recipient_name"].removeprefix("functions.")
+            self.emit("tool.call", ToolCall(
+                state.index, name, f"{call_id}:{position}", json_text(use.get("parameters", {})),
+                state.id, True))
+        return True
+
+    def _on_arguments_delta(self, doc: dict[str, Any]) -> None:
+        delta = doc.get("delta")
+        if not delta or type(delta) is not str:
+            return
+        state = self._state_for(doc)
+        state.args.append(delta)
+        if state.announced and state.type in ("function_call", "custom_tool_call"):
+            self.emit("tool.call.delta", ToolCall(
+                state.index, state.name, state.call_id, delta, state.id))
+
+    def _on_arguments_done(self, doc: dict[str, Any]) -> None:
+        # Azure and OpenAI leave `name` out of .done (§2.4): it came with output_item.added.
+        # The whole text is kept; tool.call is emitted with the item's own .done.
+        state = self._state_for(doc)
+        for key in ("arguments", "input"):
+            value = doc.get(key)
+            if isinstance(value, str):
+                state.args = [value]
+                return
+
+    # hosted tools ----------------------------------------------------------------------------
+
+    def _hosted_payload(self, state: _Item, item: dict[str, Any]) -> tuple[str | None, str | None]:
+        """(arguments, evidence) JSON texts for a hosted item as it stands."""
+        fields = HOSTED_ITEMS.get(state.type or "", ("", None, None, "", ()))[4]
+        if fields == ("arguments",) and isinstance(item.get("arguments"), str):
+            arguments = item["arguments"] or None  # already JSON text (mcp_call)
+        else:
+            given = {k: item[k] for k in fields if k in item}
+            arguments = json_text(given) if given else None
+        evidence = {k: v for k, v in item.items() if k not in _BOOKKEEPING and k not in fields}
+        return arguments, json_text(evidence) if evidence else None
+
+    def _sync_hosted(self, state: _Item, item: dict[str, Any], final: bool) -> None:
+        item_type = state.type or ""
+        tool_type, unit, quantity, executor, _ = HOSTED_ITEMS[item_type]
+        if item_type == "shell_call":
+            environment = item.get("environment")
+            kind = environment.get("type") if isinstance(environment, dict) else None
+            if kind is None or kind == "local":
+                executor, unit = "client", None
+        server = _str(item.get("server_label"))
+        authority = f"mcp:{server}" if server else ("provider" if executor == "provider"
+                                                     else "client")
+        if state.call_id is None:
+            state.call_id = _str(item.get("call_id")) or state.id or self._synth_id(
+                state.index, item_type)
+            state.executor = executor
+            self._call.calls[state.call_id] = state
+        name = _str(item.get("name")) or ("tools/list" if item_type == "mcp_list_tools" else None)
+        approval_id = _str(item.get("approval_request_id"))
+        if approval_id and not state.extra.get("approval"):
+            # The provider runs an approved MCP call under the approval's id.
+            state.extra["approval"] = True
+            self._call.approvals.discard(approval_id)
+            self.emit("approval.resolved", Approval(
+                approval_id, tool_name=name, server=server, decision="approved"))
+        status = _str(item.get("status"))
+        arguments, evidence = self._hosted_payload(state, item)
+        state.hosted_args = arguments
+        if executor == "client":
+            if final:
+                # Only a request: the application runs it and sends the output back.
+                self._call.awaits_tools = True
+                self.emit("hosted.call", Hosted(
+                    state.index, state.call_id, tool_type, authority, name, executor, status,
+                    unit, None, arguments, evidence))
+            return
+        if not state.announced:
+            state.announced = True
+            self.emit("hosted.call", Hosted(
+                state.index, state.call_id, tool_type, authority, name, executor,
+                status or "in_progress", unit, None, arguments, None))
+        if not final or item_type == "shell_call":
+            return  # a hosted shell call's outcome is the shell_call_output item that follows
+        if item_type == "image_generation_call":
+            self._image(state, item.get("result"), item.get("output_format"), False)
+        failed = status == "failed" or bool(item.get("error"))
+        counted = quantity if quantity is not None and not failed else None
+        if counted:
+            units = self._call.tool_units
+            units[tool_type] = units.get(tool_type, 0) + int(counted)
+        self.emit("hosted.result", Hosted(
+            state.index, state.call_id, tool_type, authority, name, executor,
+            status or ("failed" if failed else "completed"), unit, counted, arguments, evidence,
+            failed))
+
+    def _sync_hosted_result(self, state: _Item, item: dict[str, Any], final: bool) -> None:
+        if not final:
+            return
+        call_id = _str(item.get("call_id")) or state.id or self._synth_id(state.index, state.type)
+        origin = self._call.calls.get(call_id)
+        if origin is not None:
+            tool_type, unit = HOSTED_ITEMS[origin.type or ""][:2]
+            executor, arguments, index = origin.executor or "provider", origin.hosted_args, \
+                origin.index
+        else:
+            tool_type = (state.type or "").removesuffix("_output").removesuffix("_call")
+            unit, executor, arguments, index = None, "provider", None, state.index
+        if executor != "provider":
+            unit = None
+        evidence = {k: v for k, v in item.items() if k not in _BOOKKEEPING}
+        status = _str(item.get("status")) or "completed"
+        self.emit("hosted.result", Hosted(
+            index, call_id, tool_type, "provider" if executor == "provider" else "client", None,
+            executor, status, unit, None, arguments, json_text(evidence) if evidence else None,
+            status == "failed"))
+
+    def _image(self, state: _Item, b64: Any, output_format: Any, partial: bool) -> None:
+        if not isinstance(b64, str) or not b64:
+            return
+        try:
+            data = binascii.a2b_base64(b64)
+        except (binascii.Error, ValueError):
+            self.emit("error", Error(
+                error_type="malformed_media", retryable=False,
+                message=f"image of item {state.id} is not valid base64"))
+            return
+        mime = IMAGE_MIME.get(output_format, "image/png")  # png is the tool's default format
+        self.emit("media.done", Media(state.index, mime, state.id, data, None, partial))
+
+    def _on_partial_image(self, doc: dict[str, Any]) -> None:
+        state = self._state_for(doc)
+        self._image(state, doc.get("partial_image_b64"), doc.get("output_format"), True)
+
+    def _on_progress(self, doc: dict[str, Any]) -> None:
+        """Progress of an item (searching, interpreting, code / diff / command / argument / output
+        fragments of hosted tools, audio transcript): the item's output_item.done carries the
+        whole outcome, which is what the hosted events report, so nothing is emitted here."""
+
+    # approvals -------------------------------------------------------------------------------
+
+    def _sync_approval_request(self, state: _Item, item: dict[str, Any], final: bool) -> None:
+        if not final:
+            return
+        approval_id = state.id or self._synth_id(state.index, "approval")
+        self._call.approvals.add(approval_id)
+        self.emit("approval.requested", Approval(
+            approval_id, tool_name=_str(item.get("name")), server=_str(item.get("server_label")),
+            arguments=_str(item.get("arguments"))))
+
+    def _sync_approval_response(self, state: _Item, item: dict[str, Any], final: bool) -> None:
+        if not final:
+            return
+        approval_id = _str(item.get("approval_request_id")) or ""
+        self._call.approvals.discard(approval_id)
+        self.emit("approval.resolved", Approval(
+            approval_id, decision="approved" if item.get("approve") else "denied"))
+
+    def _on_audio(self, doc: dict[str, Any]) -> None:
+        """response.audio.* (§2.6): audio output is gathered and emitted whole on .done."""
+        event_type = doc["type"]
+        state = self._state_for(doc)
+        if event_type == "response.audio.delta" and isinstance(doc.get("delta"), str):
+            state.extra.setdefault("audio", []).append(doc["delta"])
+        elif event_type == "response.audio.done":
+            b64 = "".join(state.extra.pop("audio", []))
+            if b64:
+                try:
+                    data = binascii.a2b_base64(b64)
+                except (binascii.Error, ValueError):
+                    return
+                self.emit("media.done", Media(state.index, "audio/pcm", state.id, data))
+
+    _DISPATCH: dict[str, Callable[[OpenAIResponsesAdapter, dict[str, Any]], None]] = {
+        # §2.1 lifecycle
+        "response.created": _on_lifecycle,
+        "response.queued": _on_lifecycle,
+        "response.in_progress": _on_lifecycle,
+        "response.completed": _on_lifecycle,
+        "response.incomplete": _on_lifecycle,
+        "response.failed": _on_lifecycle,
+        "response.cancelled": _on_lifecycle,
+        "error": _on_error_event,
+        # §2.2 items and parts
+        "response.output_item.added": _on_item_added,
+        "response.output_item.done": _on_item_done,
+        "response.content_part.added": _on_content_part,
+        "response.content_part.done": _on_content_part,
+        # §2.3 text, refusal, annotations
+        "response.output_text.delta": _on_text_delta,
+        "response.output_text.done": _on_text_done,
+        "response.output_text.annotation.added": _on_annotation,
+        "response.refusal.delta": _on_refusal_delta,
+        "response.refusal.done": _on_refusal_done,
+        # §2.4 function and custom tool calls
+        "response.function_call_arguments.delta": _on_arguments_delta,
+        "response.function_call_arguments.done": _on_arguments_done,
+        "response.custom_tool_call_input.delta": _on_arguments_delta,
+        "response.custom_tool_call_input.done": _on_arguments_done,
+        # §2.5 reasoning
+        "response.reasoning_summary_part.added": _on_reasoning_done,
+        "response.reasoning_summary_part.done": _on_reasoning_done,
+        "response.reasoning_summary_text.delta": _on_reasoning_delta,
+        "response.reasoning_summary_text.done": _on_reasoning_done,
+        "response.reasoning_text.delta": _on_reasoning_delta,
+        "response.reasoning_text.done": _on_reasoning_done,
+        # §2.6 hosted tool progress
+        "response.web_search_call.in_progress": _on_progress,
+        "response.web_search_call.searching": _on_progress,
+        "response.web_search_call.completed": _on_progress,
+        "response.file_search_call.in_progress": _on_progress,
+        "response.file_search_call.searching": _on_progress,
+        "response.file_search_call.completed": _on_progress,
+        "response.code_interpreter_call.in_progress": _on_progress,
+        "response.code_interpreter_call.interpreting": _on_progress,
+        "response.code_interpreter_call.completed": _on_progress,
+        "response.code_interpreter_call_code.delta": _on_progress,
+        "response.code_interpreter_call_code.done": _on_progress,
+        "response.image_generation_call.in_progress": _on_progress,
+        "response.image_generation_call.generating": _on_progress,
+        "response.image_generation_call.completed": _on_progress,
+        "response.image_generation_call.partial_image": _on_partial_image,
+        "response.mcp_list_tools.in_progress": _on_progress,
+        "response.mcp_list_tools.completed": _on_progress,
+        "response.mcp_list_tools.failed": _on_progress,
+        "response.mcp_call.in_progress": _on_progress,
+        "response.mcp_call.completed": _on_progress,
+        "response.mcp_call.failed": _on_progress,
+        "response.mcp_call_arguments.delta": _on_progress,
+        "response.mcp_call_arguments.done": _on_progress,
+        "response.shell_call_command.added": _on_progress,
+        "response.shell_call_command.delta": _on_progress,
+        "response.shell_call_command.done": _on_progress,
+        "response.shell_call_output_content.delta": _on_progress,
+        "response.shell_call_output_content.done": _on_progress,
+        "response.audio.delta": _on_audio,
+        "response.audio.done": _on_audio,
+        "response.audio.transcript.delta": _on_progress,
+        "response.audio.transcript.done": _on_progress,
+        # §2.7 seen on the wire, absent from spec and SDK (OpenAI apply_patch tool)
+        "response.apply_patch_call_operation_diff.delta": _on_progress,
+        "response.apply_patch_call_operation_diff.done": _on_progress,
+    }
+
+    _ITEM_SYNC: dict[str, Callable[[OpenAIResponsesAdapter, _Item, dict[str, Any], bool], None]] = {
+        "message": _sync_message,
+        "function_call": _sync_function,
+        "custom_tool_call": _sync_function,
+        "reasoning": _sync_reasoning_item,
+        "mcp_approval_request": _sync_approval_request,
+        "mcp_approval_response": _sync_approval_response,
+    }

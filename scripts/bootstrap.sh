@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Creates .venv and installs modelevents with its test and benchmark extras. Idempotent and
+# cheap when nothing changed (a stamp keyed by pyproject.toml's hash). Needs python3 >= 3.11.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv="$root/.venv"
+py=${PYTHON:-python3}
+if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "modelevents needs Python >= 3.11 (found: $("$py" --version 2>&1 || echo none)); set PYTHON=" >&2
+  exit 1
+fi
+[[ -x "$venv/bin/python" ]] || { echo "creating $venv" >&2; "$py" -m venv "$venv"; }
+stamp="$venv/.modelevents-installed"
+want=$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "installing modelevents and its dependencies into $venv (first run takes a minute)" >&2
+  "$venv/bin/python" -m pip install -q --upgrade pip setuptools wheel
+  "$venv/bin/python" -m pip install -q -e "$root[test,bench]"
+  echo "$want" > "$stamp"
+fi
