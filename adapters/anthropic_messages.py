@@ -50,10 +50,9 @@ What the events mean here:
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Callable
 
-from modelevents.adapters.base import Adapter, json_text, json_valid
+from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
 from modelevents.schemas.events import (
     Citation,
     Error,
@@ -192,11 +191,6 @@ HOSTED_RESULTS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 }
 
 
-def stable_id(*parts: Any) -> str:
-    """A deterministic id for what the provider left unnamed: same input → same id."""
-    key = "\x1f".join(str(p) for p in parts).encode()
-    return "mev_" + hashlib.blake2b(key, digest_size=12).hexdigest()
-
 
 # --- per-stream state --------------------------------------------------------------------------
 
@@ -257,9 +251,9 @@ class AnthropicMessagesAdapter(Adapter):
 
     def handle(self, doc: Any) -> None:
         if type(doc) is not dict:
-            self._malformed(f"body is JSON {type(doc).__name__}, not an object")
+            self.malformed(f"body is JSON {type(doc).__name__}, not an object")
             return
-        event_type = doc.get("type") or self._frame.sse_event
+        event_type = doc.get("type") or self.frame.sse_event
         handler = _ON_EVENT.get(event_type)
         if handler is None:
             self.unknown(str(event_type), "event type not in the Messages stream reference")
@@ -268,7 +262,7 @@ class AnthropicMessagesAdapter(Adapter):
             handler(self, doc)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             # A frame of a known type without the fields the protocol promises: report, go on.
-            self._malformed(f"{event_type} lacks or mistypes a required field ({exc!r})")
+            self.malformed(f"{event_type} lacks or mistypes a required field ({exc!r})")
 
     def finish(self) -> None:
         # Input ended. Blocks still open were cut by the transport, not by the provider: their
@@ -399,7 +393,7 @@ class AnthropicMessagesAdapter(Adapter):
         error = doc.get("error") or {}
         error_type = error.get("type") or "error"
         status, retryable = ERROR_TYPES.get(error_type, (None, None))
-        http_status = self._frame.http_status or status
+        http_status = self.frame.http_status or status
         if retryable is None:
             retryable = http_status is not None and (http_status == 429 or http_status >= 500)
         self._blocks.clear()  # what was open stays partial: no tool.call from a failed message
@@ -451,7 +445,7 @@ class AnthropicMessagesAdapter(Adapter):
             self.emit("error", Error(
                 error_type="protocol_violation", retryable=False,
                 message=f"{delta['type']} for index {block.index}, a {block.kind} block "
-                        f"(frame {self._frame.frame_id}); ignored"))
+                        f"(frame {self.frame.frame_id}); ignored"))
             return
         handler(self, block, delta)
 
@@ -683,11 +677,8 @@ class AnthropicMessagesAdapter(Adapter):
         self.emit("error", Error(
             error_type="protocol_violation", retryable=False,
             message=f"{what} for index {index}, which no content_block_start opened "
-                    f"(frame {self._frame.frame_id})"))
+                    f"(frame {self.frame.frame_id})"))
 
-    def _malformed(self, why: str) -> None:
-        self.emit("error", Error(error_type="malformed_frame", retryable=False,
-                                 message=f"frame {self._frame.frame_id}: {why}"))
 
 
 # Provider event type -> handler. The fall-through (`unknown`) is in `handle`.

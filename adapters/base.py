@@ -53,6 +53,13 @@ def event_id_for(run_id: str, frame_id: str, index: int) -> str:
     return hashlib.blake2b(f"{run_id}\x1f{frame_id}\x1f{index}".encode(), digest_size=16).hexdigest()
 
 
+def stable_id(*parts: Any) -> str:
+    """A deterministic id for what the provider left unnamed (a Gemini functionCall without id,
+    a compatible server's call without id): same input → same id, so replays dedupe."""
+    key = "\x1f".join(str(p) for p in parts).encode()
+    return "mev_" + hashlib.blake2b(key, digest_size=12).hexdigest()
+
+
 def json_text(value: Any) -> str:
     """Compact JSON text for arguments and evidence fields (orjson: sorted nothing, exact)."""
     return orjson.dumps(value).decode()
@@ -129,10 +136,7 @@ class Adapter:
         try:
             return orjson.loads(frame.body)
         except orjson.JSONDecodeError as exc:
-            self.emit("error", Error(
-                error_type="malformed_frame", retryable=False,
-                message=f"frame {frame.frame_id} is not JSON ({exc}); first bytes: "
-                        f"{bytes(frame.body[:80])!r}"))
+            self.malformed(f"not JSON ({exc}); first bytes: {bytes(frame.body[:80])!r}")
             return _MALFORMED
 
     def handle(self, doc: Any) -> None:
@@ -148,6 +152,12 @@ class Adapter:
 
     # --- emission helpers ---------------------------------------------------------------------
 
+    @property
+    def frame(self) -> ProviderFrame:
+        """The frame being translated (during ``close``: the last one fed)."""
+        assert self._frame is not None
+        return self._frame
+
     def emit(self, kind: str, payload: Payload) -> None:
         frame = self._frame
         assert frame is not None and type(payload) is KIND_PAYLOAD[kind], (kind, payload)
@@ -160,6 +170,11 @@ class Adapter:
             source=EventSource(source_frame_id, index, frame.transport, frame.cursor),
             received_at=frame.received_at, adapter=self.adapter_id,
             envelope=self._envelope, payload=payload))
+
+    def malformed(self, why: str) -> None:
+        """A frame the adapter cannot use: say so in the log of events, and go on."""
+        self.emit("error", Error(error_type="malformed_frame", retryable=False,
+                                 message=f"frame {self.frame.frame_id}: {why}"))
 
     def unknown(self, provider_type: str, detail: str | None = None) -> None:
         """The deliberate path for what the reference does not name: keep it, never crash."""

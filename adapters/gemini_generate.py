@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from functools import lru_cache
 from typing import Any, Callable
 
 import orjson
 
-from modelevents.adapters.base import Adapter, json_text
+from modelevents.adapters.base import Adapter, json_text, stable_id
 from modelevents.schemas.events import (
     Citation,
     Error,
@@ -56,7 +55,6 @@ from modelevents.schemas.events import (
     RunAwaiting,
     RunFinished,
     RunStarted,
-    RunStatus,
     Text,
     ToolCall,
     ToolResult,
@@ -130,11 +128,6 @@ RESPONSE_KEYS = ("candidates", "promptFeedback", "usageMetadata", "responseId", 
 # (adapter state is pickled between frames).
 _TEXT, _THOUGHT, _CALL = 1, 2, 3
 
-
-def stable_id(*parts: Any) -> str:
-    """A deterministic id for what the provider left unnamed: same input → same id."""
-    key = "\x1f".join(str(p) for p in parts).encode()
-    return "mev_" + hashlib.blake2b(key, digest_size=12).hexdigest()
 
 
 # --- streamed function call arguments (Vertex partialArgs) -------------------------------------
@@ -382,7 +375,6 @@ class GeminiGenerateAdapter(Adapter):
     def __init__(self, run_id: str, tenant: str = "default", provider: str | None = None,
                  model: str | None = None) -> None:
         super().__init__(run_id, tenant, provider, model)
-        self._run_started = False
         self._messages = 0  # messages started in the run
         self._response_id: str | None = None
         self._reset_response()
@@ -421,7 +413,7 @@ class GeminiGenerateAdapter(Adapter):
                 self._on_response(doc)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             # A chunk without the shape the protocol promises: report it, go on with the stream.
-            self._malformed(f"a GenerateContentResponse member is missing or mistyped ({exc!r})")
+            self.malformed(f"a GenerateContentResponse member is missing or mistyped ({exc!r})")
 
     def _not_an_object(self, doc: Any) -> None:
         if type(doc) is list:
@@ -430,10 +422,10 @@ class GeminiGenerateAdapter(Adapter):
                 if type(element) is dict:
                     self.handle(element)
                 else:
-                    self._malformed(
+                    self.malformed(
                         f"array element is JSON {type(element).__name__}, not an object")
         else:
-            self._malformed(f"body is JSON {type(doc).__name__}, not an object")
+            self.malformed(f"body is JSON {type(doc).__name__}, not an object")
 
     def finish(self) -> None:
         # Input ended. Blocks still open were cut by the transport: a partial streamed call must
@@ -483,14 +475,10 @@ class GeminiGenerateAdapter(Adapter):
             self._emit_usage()  # a late chunk of a finished response corrects its usage
 
     def _open_response(self, response_id: str | None) -> None:
+        # Every provider call of the run opens with run.started (the base's contract).
         self._response_open = True
         self._response_id = response_id
-        if not self._run_started:
-            self._run_started = True
-            self.emit("run.started", RunStarted(status="in_progress",
-                                                provider_object_id=response_id))
-        else:
-            self.emit("run.status", RunStatus(status="in_progress", raw_status=None))
+        self.emit("run.started", RunStarted(status="in_progress", provider_object_id=response_id))
 
     def _terminate(self) -> None:
         self._terminal = True
@@ -543,7 +531,7 @@ class GeminiGenerateAdapter(Adapter):
             error = {"message": str(error)}
         status = error.get("status")
         code = error.get("code")
-        http_status = self._frame.http_status or (code if type(code) is int else None)
+        http_status = self.frame.http_status or (code if type(code) is int else None)
         notes = []
         for detail in error.get("details") or ():
             if type(detail) is not dict:
@@ -749,7 +737,7 @@ class GeminiGenerateAdapter(Adapter):
                     self.emit("error", Error(
                         error_type="protocol_violation", retryable=False,
                         message=f"functionCall fragment without a name and no streamed call "
-                                f"open (frame {self._frame.frame_id}); ignored"))
+                                f"open (frame {self.frame.frame_id}); ignored"))
                 return (None, None)
             self._feed_call(cand, open_call, call)
             if not more:
@@ -792,7 +780,7 @@ class GeminiGenerateAdapter(Adapter):
                     error_type="malformed_tool_arguments", retryable=False,
                     message=f"partial argument {json_text(arg)} of call {call.name} "
                             f"({call.call_id}) cannot be placed in the arguments built so far "
-                            f"(frame {self._frame.frame_id}); tool.call reports "
+                            f"(frame {self.frame.frame_id}); tool.call reports "
                             f"arguments_valid=false"))
             elif fragment:
                 self.emit("tool.call.delta", ToolCall(call.index, call.name, call.call_id,
@@ -905,7 +893,7 @@ class GeminiGenerateAdapter(Adapter):
                 data = None
                 self.emit("error", Error(
                     error_type="malformed_media", retryable=False,
-                    message=f"inlineData of frame {self._frame.frame_id} is not base64; the "
+                    message=f"inlineData of frame {self.frame.frame_id} is not base64; the "
                             "envelope keeps it"))
         # Image models stream draft images as thought parts: those are partial.
         self.emit("media.done", Media(index, str(blob.get("mimeType") or ""), cand.item_id,
@@ -1007,9 +995,6 @@ class GeminiGenerateAdapter(Adapter):
 
     # --- small helpers ----------------------------------------------------------------------------
 
-    def _malformed(self, why: str) -> None:
-        self.emit("error", Error(error_type="malformed_frame", retryable=False,
-                                 message=f"frame {self._frame.frame_id}: {why}"))
 
 
 def _grounding_source(chunk: dict) -> tuple[str, dict]:

@@ -49,14 +49,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from collections import deque
 from dataclasses import replace
 from typing import Any, Callable
 
 import orjson
 
-from modelevents.adapters.base import Adapter, json_text, json_valid
+from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
 from modelevents.schemas.events import (
     Citation,
     Error,
@@ -160,11 +159,6 @@ _NOT_EVIDENCE = frozenset({"type", "id", "call_id", "signature", "is_error"})
 SEEN_EVENT_IDS_WINDOW = 4096
 
 
-def stable_id(*parts: Any) -> str:
-    """A deterministic id for what the provider left unnamed: same input → same id."""
-    key = "\x1f".join(str(p) for p in parts).encode()
-    return "mev_" + hashlib.blake2b(key, digest_size=12).hexdigest()
-
 
 # --- per-interaction state ----------------------------------------------------------------------
 
@@ -242,9 +236,9 @@ class GeminiInteractionsAdapter(Adapter):
         if doc is _DONE:
             return  # the sentinel ends the transport; interaction.completed ends the run
         if type(doc) is not dict:
-            self._malformed(f"body is JSON {type(doc).__name__}, not an object")
+            self.malformed(f"body is JSON {type(doc).__name__}, not an object")
             return
-        event_type = doc.get("event_type") or self._frame.sse_event
+        event_type = doc.get("event_type") or self.frame.sse_event
         try:
             if event_type is None:
                 self._on_object(doc)
@@ -259,7 +253,7 @@ class GeminiInteractionsAdapter(Adapter):
             handler(self, doc)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             # A frame of a known type without the fields the protocol promises: report, go on.
-            self._malformed(f"{event_type} lacks or mistypes a field ({exc!r})")
+            self.malformed(f"{event_type} lacks or mistypes a field ({exc!r})")
 
     def finish(self) -> None:
         # Open steps were cut by the transport: nothing is flushed (partial arguments must never
@@ -278,7 +272,7 @@ class GeminiInteractionsAdapter(Adapter):
         self._seen_events_order.append(event_id)
         if len(self._seen_events_order) > SEEN_EVENT_IDS_WINDOW:
             self._seen_events.discard(self._seen_events_order.popleft())
-        if self._frame.cursor != event_id:
+        if self.frame.cursor != event_id:
             # The id is the provider's cursor even when the SSE `id:` line is absent.
             self._frame = replace(self._frame, cursor=event_id)
         return True
@@ -501,7 +495,7 @@ class GeminiInteractionsAdapter(Adapter):
                 self.emit("error", Error(
                     error_type="protocol_violation", retryable=False,
                     message=f"{delta_type} delta for index {index}, a {step.ptype} step "
-                            f"(frame {self._frame.frame_id}); ignored"))
+                            f"(frame {self.frame.frame_id}); ignored"))
             return
         handler(self, step, delta)
         metadata = doc.get("metadata")
@@ -799,7 +793,7 @@ class GeminiInteractionsAdapter(Adapter):
     def _emit_error(self, error: dict, default_type: str) -> None:
         code = error.get("code")
         status = error.get("status")
-        http_status = self._frame.http_status
+        http_status = self.frame.http_status
         number = code if type(code) is int else int(code) if isinstance(code, str) and \
             code.isdigit() else None
         if http_status is None and number is not None and 100 <= number < 600:
@@ -821,9 +815,6 @@ class GeminiInteractionsAdapter(Adapter):
             code=None if code is None else str(code), http_status=http_status,
             retryable=retryable))
 
-    def _malformed(self, why: str) -> None:
-        self.emit("error", Error(error_type="malformed_frame", retryable=False,
-                                 message=f"frame {self._frame.frame_id}: {why}"))
 
 
 def _evidence(body: dict) -> str:

@@ -36,12 +36,11 @@ Usage is normalized so that ``output_tokens`` always includes reasoning tokens a
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import orjson
 
-from modelevents.adapters.base import Adapter, json_valid
+from modelevents.adapters.base import Adapter, json_valid, stable_id
 from modelevents.schemas.events import (
     Citation,
     Error,
@@ -402,8 +401,7 @@ class OpenAIChatAdapter(Adapter):
     def _synthesize_call_id(self, choice: _Choice, tool: _Tool) -> str:
         # Stable: the same frames give the same id. The call key (completion id, else the call's
         # first frame) keeps calls of later provider calls in the same run apart.
-        seed = f"{self.run_id}\x1f{self._call_key}\x1f{choice.index}\x1f{tool.slot}\x1f{tool.name}"
-        return "synth_" + hashlib.blake2b(seed.encode(), digest_size=12).hexdigest()
+        return stable_id(self.run_id, self._call_key, choice.index, tool.slot, tool.name)
 
     def _on_annotations(self, choice: _Choice, annotations: Any, delta: dict) -> None:
         for note in annotations if type(annotations) is list else ():
@@ -537,7 +535,7 @@ class OpenAIChatAdapter(Adapter):
         # Groq's mid-stream error names its status in the body; the frame's own status is 200
         # for any error inside a stream.
         http_status = error.get("status_code")
-        frame_status = self._frame.http_status if self._frame is not None else None
+        frame_status = self.frame.http_status if self._frame is not None else None
         if http_status is None and type(frame_status) is int and frame_status >= 400:
             http_status = frame_status
         if type(code) is int:
@@ -565,7 +563,7 @@ class OpenAIChatAdapter(Adapter):
         object_id = doc.get("id") or None
         self._started = True
         self._object_id = object_id
-        self._call_key = object_id or (self._frame.frame_id if self._frame else "")
+        self._call_key = object_id or (self.frame.frame_id if self._frame else "")
         self.emit("run.started", RunStarted("in_progress", object_id))
 
     def _on_usage(self, usage: Any) -> None:

@@ -20,12 +20,11 @@ left out.
 from __future__ import annotations
 
 import binascii
-import hashlib
 from typing import Any, Callable
 
 import orjson
 
-from modelevents.adapters.base import Adapter, json_text, json_valid
+from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
 from modelevents.schemas.events import (
     Approval,
     Citation,
@@ -783,8 +782,7 @@ class OpenAIResponsesAdapter(Adapter):
     # function and custom tool calls ----------------------------------------------------------
 
     def _synth_id(self, *parts: Any) -> str:
-        key = "\x1f".join(str(p) for p in (self.run_id, self._call.response_id, *parts))
-        return "call_" + hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
+        return stable_id(self.run_id, self._call.response_id, *parts)
 
     def _sync_function(self, state: _Item, item: dict[str, Any], final: bool) -> None:
         if state.name is None and isinstance(item.get("name"), str):

@@ -397,7 +397,7 @@ def test_next_provider_call_of_the_run_continues_it() -> None:
         events += adapter.feed(raw_frame(body, index))
     events += adapter.close()
     assert [e.kind for e in events if e.kind.startswith("run.")] == [
-        "run.started", "run.awaiting", "run.status", "run.finished"]
+        "run.started", "run.awaiting", "run.started", "run.finished"]
     started = of(events, "message.started")
     assert [(m.output_index, m.item_id) for m in started] == [(0, "r1"), (1, "r2")]
     assert of(events, "text.done")[0].output_index == 0  # output indexes restart per call
