@@ -22,8 +22,9 @@ What the base guarantees:
   goes on — never an exception;
 - input that ends before the provider's terminal signal ends with an ``error`` event
   (``stream_truncated``), never a ``run.finished``;
-- event ids are deterministic: ``blake2b(run_id, frame_id, index)``, so re-normalizing the same
-  frames gives the same ids.
+- event ids are deterministic: ``<run hash>:<frame_id>:<index>`` (the run hash is 16 hex digits
+  of blake2b over the run id), so re-normalizing the same frames gives the same ids, and an id
+  says at a glance which frame it came from.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from typing import Any, ClassVar
 import orjson
 
 from modelevents.schemas.events import (
-    KIND_PAYLOAD,
     Envelope,
     Error,
     EventSource,
@@ -49,8 +49,13 @@ from modelevents.schemas.frames import ProviderFrame
 SEEN_FRAMES_WINDOW = 1024
 
 
+def run_hash(run_id: str) -> str:
+    return hashlib.blake2b(run_id.encode(), digest_size=8).hexdigest()
+
+
 def event_id_for(run_id: str, frame_id: str, index: int) -> str:
-    return hashlib.blake2b(f"{run_id}\x1f{frame_id}\x1f{index}".encode(), digest_size=16).hexdigest()
+    """The deterministic event id (``Adapter.emit`` builds the same string inline)."""
+    return f"{run_hash(run_id)}:{frame_id}:{index}"
 
 
 def stable_id(*parts: Any) -> str:
@@ -88,6 +93,7 @@ class Adapter:
         self.provider = provider or self.default_provider
         self.model = model
         self.adapter_id = f"{self.name}@{self.revision}"
+        self._run_hash = run_hash(run_id)
         # Set by the subclass when the provider's own terminal signal arrived (message_stop,
         # response.completed, [DONE] ...); a stream that closes without it was cut.
         self.stream_complete = False
@@ -97,20 +103,32 @@ class Adapter:
         # Per-frame emission context.
         self._out: list[ModelEvent] = []
         self._frame: ProviderFrame | None = None
+        self._source_id = ""
+        self._cursor: str | None = None
         self._envelope: Envelope | None = None
 
     # --- what callers use ---------------------------------------------------------------------
 
     def feed(self, frame: ProviderFrame) -> list[ModelEvent]:
         """Translate one frame. Never raises for what the provider sent."""
-        if frame.frame_id in self._seen:
+        # The hot path of every adapter: kept flat on purpose (no helper calls per frame).
+        frame_id = frame.frame_id
+        if frame_id in self._seen:
             return []
-        self._remember(frame.frame_id)
-        self._begin(frame)
+        self._seen.add(frame_id)
+        self._seen_order.append(frame_id)
+        if len(self._seen_order) > SEEN_FRAMES_WINDOW:
+            self._seen.discard(self._seen_order.popleft())
+        self._frame = frame
+        self._source_id = frame_id
+        self._cursor = frame.cursor
+        self._envelope = Envelope(frame.content_type, frame.body)
+        out = self._out = []
         doc = self.decode(frame)
         if doc is not _MALFORMED:
             self.handle(doc)
-        return self._end()
+        self._out = []
+        return out
 
     def close(self) -> list[ModelEvent]:
         """The input ended. Emits what the end means (truncation, unfinished blocks)."""
@@ -120,7 +138,7 @@ class Adapter:
         frame = self._frame or ProviderFrame(
             frame_id="(no frames)", run_key=self.run_id, provider=self.provider, api=self.api,
             transport="sse", received_at=0, content_type="application/json", body=b"")
-        self._begin(frame, closing=True)
+        self._begin_close(frame)
         self.finish()
         if not self.stream_complete:
             self.emit("error", Error(
@@ -159,17 +177,23 @@ class Adapter:
         return self._frame
 
     def emit(self, kind: str, payload: Payload) -> None:
+        """Append an event of ``kind`` (its payload must be ``KIND_PAYLOAD[kind]``: the
+        contract tests check every event the corpus produces)."""
+        out = self._out
+        index = len(out)
         frame = self._frame
-        assert frame is not None and type(payload) is KIND_PAYLOAD[kind], (kind, payload)
-        index = len(self._out)
-        source_frame_id = f"{frame.frame_id}#close" if self._closing else frame.frame_id
-        self._out.append(ModelEvent(
-            event_id=event_id_for(self.run_id, source_frame_id, index),
-            run_id=self.run_id, tenant=self.tenant, provider=self.provider, api=self.api,
-            model=self.model, kind=kind,
-            source=EventSource(source_frame_id, index, frame.transport, frame.cursor),
-            received_at=frame.received_at, adapter=self.adapter_id,
-            envelope=self._envelope, payload=payload))
+        source_id = self._source_id
+        # Positional arguments and an inlined event_id_for: this runs once per event.
+        out.append(ModelEvent(
+            f"{self._run_hash}:{source_id}:{index}",
+            self.run_id, self.tenant, self.provider, self.api, self.model, kind,
+            EventSource(source_id, index, frame.transport, self._cursor),
+            frame.received_at, self.adapter_id, self._envelope, payload))
+
+    def use_cursor(self, cursor: str) -> None:
+        """The provider's cursor for this frame when the body, not the transport, carries it
+        (Interactions ``event_id``); events of the frame record it as ``source.cursor``."""
+        self._cursor = cursor
 
     def malformed(self, why: str) -> None:
         """A frame the adapter cannot use: say so in the log of events, and go on."""
@@ -182,23 +206,17 @@ class Adapter:
 
     # --- internals ----------------------------------------------------------------------------
 
-    _closing = False
-
-    def _begin(self, frame: ProviderFrame, closing: bool = False) -> None:
+    def _begin_close(self, frame: ProviderFrame) -> None:
+        # What the end of input emits belongs to no frame: ids of its own, no envelope bytes.
         self._frame = frame
-        self._closing = closing
-        self._envelope = Envelope(frame.content_type, b"" if closing else frame.body)
+        self._source_id = f"{frame.frame_id}#close"
+        self._cursor = frame.cursor
+        self._envelope = Envelope(frame.content_type, b"")
         self._out = []
 
     def _end(self) -> list[ModelEvent]:
         out, self._out = self._out, []
         return out
-
-    def _remember(self, frame_id: str) -> None:
-        self._seen.add(frame_id)
-        self._seen_order.append(frame_id)
-        if len(self._seen_order) > SEEN_FRAMES_WINDOW:
-            self._seen.discard(self._seen_order.popleft())
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

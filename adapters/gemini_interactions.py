@@ -50,7 +50,6 @@ from __future__ import annotations
 import base64
 import binascii
 from collections import deque
-from dataclasses import replace
 from typing import Any, Callable
 
 import orjson
@@ -272,9 +271,8 @@ class GeminiInteractionsAdapter(Adapter):
         self._seen_events_order.append(event_id)
         if len(self._seen_events_order) > SEEN_EVENT_IDS_WINDOW:
             self._seen_events.discard(self._seen_events_order.popleft())
-        if self.frame.cursor != event_id:
-            # The id is the provider's cursor even when the SSE `id:` line is absent.
-            self._frame = replace(self._frame, cursor=event_id)
+        # The id is the provider's cursor even when the SSE `id:` line is absent.
+        self.use_cursor(event_id)
         return True
 
     # --- interaction lifecycle ----------------------------------------------------------------

@@ -183,6 +183,8 @@ class OpenAIChatAdapter(Adapter):
             return False
         if doc.get("object") in ("chat.completion.chunk", "chat.completion"):
             return True
+        if doc.get("object") == "error" and "message" in doc:
+            return True  # vLLM's OpenAI-compatible server answers errors in its own shape
         choices = doc.get("choices")
         if "prompt_filter_results" in doc and choices == []:
             return True

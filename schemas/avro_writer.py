@@ -81,13 +81,20 @@ class _Compiler:
         kind = schema["type"] if isinstance(schema, dict) else schema
         if isinstance(kind, str) and _short_name(kind) in self.named:
             schema, kind = self.named[_short_name(kind)], "record"
+        # Lengths and small numbers come from the table inline: a call per field costs more
+        # than the rest of the field's encoding.
         if kind == "string":
-            b = self.var()
-            out += [f"{pad}{b} = {expr}.encode()", f"{pad}buf += _long(len({b}))", f"{pad}buf += {b}"]
+            b, n = self.var(), self.var()
+            out += [f"{pad}{b} = {expr}.encode()", f"{pad}{n} = len({b})",
+                    f"{pad}buf += _SMALL[{n}] if {n} < 16384 else _encode_long({n})",
+                    f"{pad}buf += {b}"]
         elif kind == "bytes":
-            out += [f"{pad}buf += _long(len({expr}))", f"{pad}buf += {expr}"]
+            n = self.var()
+            out += [f"{pad}{n} = len({expr})",
+                    f"{pad}buf += _SMALL[{n}] if {n} < 16384 else _encode_long({n})",
+                    f"{pad}buf += {expr}"]
         elif kind in ("int", "long"):
-            out.append(f"{pad}buf += _long({expr})")
+            out.append(f"{pad}buf += _SMALL[{expr}] if 0 <= {expr} < 16384 else _encode_long({expr})")
         elif kind == "boolean":
             out.append(f"{pad}buf += b'\\x01' if {expr} else b'\\x00'")
         elif kind == "double":
@@ -147,6 +154,7 @@ def compile_writer(schema: dict, named: dict[str, dict] | None = None
     entry = compiler.record_function(schema)
     source = "\n\n".join("\n".join(lines) for lines in compiler.functions.values())
     source += "\n\n" + "\n".join(compiler.tables)
-    namespace: dict[str, Any] = {"_long": _long, "_PACK_DOUBLE": _PACK_DOUBLE}
+    namespace: dict[str, Any] = {"_long": _long, "_SMALL": _SMALL, "_encode_long": _encode_long,
+                                 "_PACK_DOUBLE": _PACK_DOUBLE}
     exec(compile(source, f"<avro writer {schema['name']}>", "exec"), namespace)
     return namespace[entry]

@@ -6,7 +6,14 @@
     ├── InputError                   input the user gave cannot be read (file, framing, provider)
     │   ├── FramingError             bytes are not SSE / JSON lines / a JSON array / a JSON object
     │   └── DetectionError           no adapter recognises the input; name --provider
-    └── ConfigError                  a setting is missing or contradicts another
+    ├── ConfigError                  a setting is missing or contradicts another
+    └── KafkaSetupError              the local broker cannot be obtained or started
+        ├── MissingToolError         java or mvn is not installed          (services/kafka_local.py)
+        ├── JarDownloadError         Maven could not fetch the broker's jars
+        ├── PortInUseError           the broker's port is taken by another program
+        ├── StorageFormatError       the data directory could not be formatted
+        └── BrokerStartError         the JVM exited or never became ready (with the log tail)
+            └── BrokerStartTimeout
 
 Adapters never raise for what a provider sends: malformed or unknown frames become `error` and
 `unknown` events, because a stream processor must not die on one bad frame. These exceptions are

@@ -14,7 +14,12 @@ stamp="$venv/.modelevents-installed"
 want=$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   echo "installing modelevents and its dependencies into $venv (first run takes a minute)" >&2
-  "$venv/bin/python" -m pip install -q --upgrade pip setuptools wheel
-  "$venv/bin/python" -m pip install -q -e "$root[test,bench]"
+  log="$venv/install.log"
+  if ! { "$venv/bin/python" -m pip install --upgrade pip setuptools wheel &&
+         "$venv/bin/python" -m pip install -e "$root[test,bench]"; } >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "installing modelevents failed; the whole pip log is in $log" >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
 fi

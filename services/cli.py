@@ -9,7 +9,7 @@ import sys
 from modelevents.schemas.errors import ModelEventsError
 
 # Each module exposes register(subparsers); the order here is the order in --help.
-COMMAND_MODULES = ("normalize",)
+COMMAND_MODULES = ("normalize", "kafka")
 
 
 def build_parser() -> argparse.ArgumentParser:

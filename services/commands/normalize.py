@@ -14,7 +14,7 @@ from modelevents.schemas.errors import InputError
 from modelevents.services.digest import digest, render
 from modelevents.services.run_machine import run_state_of
 
-FORMATS = ("auto", "sse", "jsonl", "json-array", "json")
+FORMATS = ("auto", "sse", "jsonl", "json-array", "json", "cassette")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -72,4 +72,6 @@ def run(args: argparse.Namespace) -> int:
     out.flush()
     print(f"{name}: {result.api}, {result.framing}, {result.frame_count} frames → "
           f"{len(result.events)} events", file=sys.stderr)
+    for skipped in result.skipped:
+        print(f"  skipped {skipped}", file=sys.stderr)
     return 0

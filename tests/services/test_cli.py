@@ -1,0 +1,88 @@
+"""The `modelevents` command line, run as a user runs it: a subprocess of the installed script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.corpus import corpus_files, corpus_id, require_corpus
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+CLI = [sys.executable, "-m", "modelevents.services.cli"]
+
+
+def cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, timeout=120)
+
+
+def events_of(stdout: bytes) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def test_normalize_prints_one_json_object_per_event_with_the_payload_fields():
+    result = cli("normalize", str(FIXTURES / "anthropic-messages" / "pause-turn-then-continuation.sse"))
+    assert result.returncode == 0, result.stderr
+    events = events_of(result.stdout)
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    kinds = [e["kind"] for e in events]
+    assert "run.awaiting" in kinds and kinds[-1] == "run.finished"
+    awaiting = next(e for e in events if e["kind"] == "run.awaiting")
+    assert awaiting["reason"] == "continuation"
+    assert b"anthropic-messages" in result.stderr
+
+
+def test_tool_calls_carry_name_id_and_arguments():
+    result = cli("normalize", "--provider", "openai-chat",
+                 str(FIXTURES / "openai-chat" / "tool-call-no-ids.sse"))
+    assert result.returncode == 0, result.stderr
+    calls = [e for e in events_of(result.stdout) if e["kind"] == "tool.call"]
+    assert calls and all(c["tool_name"] and c["tool_call_id"] for c in calls)
+    assert all(json.loads(c["arguments"]) is not None for c in calls)
+
+
+def test_summary_and_state():
+    path = str(FIXTURES / "anthropic-messages" / "pause-turn-then-continuation.sse")
+    summary = cli("normalize", "--summary", path)
+    assert summary.returncode == 0, summary.stderr
+    assert b"status    completed" in summary.stdout
+    state = cli("normalize", "--state", path)
+    assert json.loads(state.stdout)["status"] == "completed"
+
+
+def test_standard_input_and_explicit_format():
+    body = (FIXTURES / "anthropic-messages" / "pause-turn-then-continuation.sse").read_bytes()
+    result = cli("normalize", "--format", "sse", "-", stdin=body)
+    assert result.returncode == 0, result.stderr
+    assert events_of(result.stdout)[0]["kind"] == "run.started"
+
+
+@pytest.mark.parametrize("args, stdin, message", [
+    (["normalize", "/no/such/file"], None, b"cannot read /no/such/file"),
+    (["normalize", "-"], b"<html>502 Bad Gateway</html>", b"none of the framings"),
+    (["normalize", "-"], b'{"hello": "world"}', b"--provider"),
+])
+def test_unreadable_input_is_one_clear_line_and_a_nonzero_exit(args, stdin, message):
+    result = cli(*args, stdin=stdin)
+    assert result.returncode == 2
+    assert result.stdout == b""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(b"modelevents: error:") and message in lines[0]
+
+
+def test_bad_option_is_a_usage_error():
+    result = cli("normalize", "--provider", "nope", "x")
+    assert result.returncode == 2 and b"invalid choice" in result.stderr
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("path", [p for p in corpus_files("") if p.name != "webhook-test-vector.json"],
+                         ids=corpus_id)
+def test_every_corpus_file_normalizes_with_auto_detection(path):
+    require_corpus()
+    result = cli("normalize", "--summary", str(path))
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"status" in result.stdout
