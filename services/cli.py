@@ -1,4 +1,8 @@
-"""The `modelevents` command line: one subcommand per module in services/commands/."""
+"""The `modelevents` command line: one subcommand per module, each exposing ``register``.
+
+The CLI is the composition root: it may load commands of any layer (consumers' replay too);
+nothing else imports upward.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,10 @@ import sys
 from modelevents.schemas.errors import ModelEventsError
 
 # Each module exposes register(subparsers); the order here is the order in --help.
-COMMAND_MODULES = ("normalize", "kafka")
+COMMAND_MODULES = (
+    "modelevents.services.commands.normalize",
+    "modelevents.services.commands.kafka",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "and run the Kafka pipeline around it.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
-        importlib.import_module(f"modelevents.services.commands.{name}").register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 
