@@ -15,6 +15,18 @@ translated by one "sync" function that is given the item as the provider last de
 emits only what was not emitted yet. Streams, successive polls and the final ``Response.output``
 all go through it, which is how polls dedupe and how a terminal object fills in whatever a stream
 left out.
+
+Frames are put back in ``sequence_number`` order (§1.1: it starts at 0 on ``response.created`` and
+rises by one per event) before they are translated: a frame that arrives early is held until the
+numbers before it arrived, one already seen is a duplicate (a resumed stream replays events
+re-serialised, §9). The wait is bounded: when more than ``REORDER_WINDOW`` frames are held, at the
+end of input, and when another response begins, the held frames are translated in order and every
+gap that never closed becomes one ``error`` event (``sequence_gap``); a frame that comes after its
+gap was reported is dropped like a duplicate (the frames after it were translated without it).
+Frames without a sequence number (polls, error bodies, synthetic fixtures, some compatible servers)
+pass straight through. Only lifecycle events name their response, so a frame that arrives before
+any frame of its response said which one it is (after another response was followed) is taken
+for the previous response's: reordering is repaired within a response, not across two.
 """
 
 from __future__ import annotations
@@ -28,10 +40,12 @@ from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
 from modelevents.schemas.events import (
     Approval,
     Citation,
+    Envelope,
     Error,
     Hosted,
     Media,
     Message,
+    ModelEvent,
     Reasoning,
     Refusal,
     RunAwaiting,
@@ -109,9 +123,17 @@ HOSTED_RESULT_ITEMS = frozenset({"shell_call_output", "tool_search_output",
 _BOOKKEEPING = frozenset({"id", "type", "status", "call_id", "name", "server_label", "result",
                           "approval_request_id", "created_by", "caller"})
 
+# Frames of a response held while an earlier sequence_number is missing: enough for a log replayed
+# out of order or a resumed stream interleaved with the original; bounded so state stays small
+# (a held frame keeps its body) and a gap that never closes is reported soon.
+REORDER_WINDOW = 16
+
 IMAGE_MIME = {"png": "image/png", "webp": "image/webp", "jpeg": "image/jpeg", "jpg": "image/jpeg"}
 
 _DONE = object()  # a `data: [DONE]` sentinel
+
+# What reading a field of an unexpected shape raises: reported as `unexpected_shape`.
+_SHAPE_ERRORS = (AttributeError, KeyError, TypeError, ValueError, IndexError)
 
 
 # --- per-call state ----------------------------------------------------------------------------
@@ -159,7 +181,7 @@ class _Item:
 class _Call:
     """One provider call (one Response) within the run."""
 
-    __slots__ = ("response_id", "status", "items", "by_id", "last_seq", "finished", "errored",
+    __slots__ = ("response_id", "status", "items", "by_id", "finished", "errored",
                  "refused", "awaits_tools", "approvals", "text_format", "calls", "tool_units")
 
     def __init__(self, response_id: str | None) -> None:
@@ -167,7 +189,6 @@ class _Call:
         self.status: str | None = None
         self.items: dict[int, _Item] = {}
         self.by_id: dict[str, int] = {}
-        self.last_seq = -1
         self.finished = False
         self.errored = False  # an `error` event was already emitted for this call
         self.refused = False
@@ -186,6 +207,10 @@ def _retryable(code: Any, error_type: Any, http_status: int | None) -> bool:
     return http_status is not None and (http_status in (408, 409, 429) or http_status >= 500)
 
 
+# A held frame: the frame, its decoded document, and what decoding already said about it.
+_Held = tuple[ProviderFrame, dict[str, Any], list[ModelEvent]]
+
+
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -196,7 +221,7 @@ def _int(value: Any) -> int | None:
 
 class OpenAIResponsesAdapter(Adapter):
     name = "openai_responses"
-    revision = "1"
+    revision = "2"  # 2: frames put back in sequence_number order; sequence_gap errors
     api = "openai-responses"
     default_provider = "openai"
 
@@ -205,6 +230,17 @@ class OpenAIResponsesAdapter(Adapter):
         super().__init__(run_id, tenant, provider, model)
         self._call = _Call(None)
         self._finished_ids: set[str] = set()
+        # Sequencing (see the module docstring). `_next_seq` is the number expected next in the
+        # current response, None when unknown (a call adopted from a poll: the next frame sets
+        # it). `_fast_seq` is what the hot path compares against: `_next_seq` while nothing is
+        # held, None while frames are held, so that every frame (also the one that closes the
+        # gap, which must drain the held ones) takes the slow path.
+        self._next_seq: int | None = 0
+        self._fast_seq: int | None = 0
+        self._held: dict[int, _Held] = {}
+        # The response whose numbering `_next_seq` follows, when its frames are held before the
+        # call adopted it (its response.created is late); else None: the current call's.
+        self._seq_rid: str | None = None
 
     @classmethod
     def recognizes(cls, doc: Any) -> bool:
@@ -252,34 +288,181 @@ class OpenAIResponsesAdapter(Adapter):
         if type(doc) is not dict:
             self.unknown("(not a JSON object)", detail=type(doc).__name__)
             return
+        seq = doc.get("sequence_number")
+        if type(seq) is not int:
+            self._unsequenced(doc)
+            return
+        if seq != self._fast_seq:
+            self._resequence(doc, seq)
+            return
+        # The hot path: the next frame in order, nothing held. Kept flat (`_dispatch` inlined).
+        self._fast_seq = self._next_seq = seq + 1
         event_type = doc.get("type")
         handler = self._DISPATCH.get(event_type)
         if handler is None:
             self._fall_through(doc, event_type)
             return
-        seq = doc.get("sequence_number")
-        if seq is not None and event_type != "response.created":
-            call = self._call
-            # Replays after a resume are re-serialised, so bytes differ: dedupe on the
-            # sequence number within the response (§9).
-            if type(seq) is int:
-                if seq <= call.last_seq and not self._other_response(doc, call):
-                    return
-                call.last_seq = seq
         try:
             handler(self, doc)
-        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
-            # A field of an unexpected shape: report it, never kill the stream.
-            self.emit("error", Error(
-                error_type="unexpected_shape", retryable=False,
-                message=f"{event_type} could not be read ({type(exc).__name__}: {exc})"))
+        except _SHAPE_ERRORS as exc:
+            self._unexpected_shape(event_type, exc)
 
-    @staticmethod
-    def _other_response(doc: dict[str, Any], call: _Call) -> bool:
-        """A lifecycle event of another response (its response.created was not delivered):
-        its sequence numbers start afresh."""
+    def _dispatch(self, doc: dict[str, Any]) -> None:
+        """Translate a decoded event (what the hot path of ``handle`` does inline)."""
+        event_type = doc.get("type")
+        handler = self._DISPATCH.get(event_type)
+        if handler is None:
+            self._fall_through(doc, event_type)
+            return
+        try:
+            handler(self, doc)
+        except _SHAPE_ERRORS as exc:
+            self._unexpected_shape(event_type, exc)
+
+    def _unexpected_shape(self, event_type: Any, exc: Exception) -> None:
+        # A field of an unexpected shape: report it, never kill the stream.
+        self.emit("error", Error(
+            error_type="unexpected_shape", retryable=False,
+            message=f"{event_type} could not be read ({type(exc).__name__}: {exc})"))
+
+    def _unsequenced(self, doc: dict[str, Any]) -> None:
+        """A document without a sequence number: translated as it comes."""
+        call = self._call
+        if self._held and (rid := self._other_response(doc)) and rid not in self._finished_ids:
+            self._release_before(doc, rid, None)
+        else:
+            self._dispatch(doc)
+        if self._call is not call:
+            # A poll or an error body began the next call: whatever is streamed for it next
+            # (a resumed stream starts anywhere) sets the expectation.
+            self._next_seq = None
+            self._fast_seq = None
+            self._seq_rid = None
+
+    # --- sequencing (§1.1, §9) ----------------------------------------------------------------
+
+    def _resequence(self, doc: dict[str, Any], seq: int) -> None:
+        """The slow path: a frame out of order, a duplicate, the first frame of another response,
+        or any frame while others are held."""
+        expected = self._next_seq
+        rid = self._other_response(doc)
+        if rid is not None:
+            if rid in self._finished_ids:
+                return  # a late replay of a response already finished
+            # The next response (§2.8: a log may hold several): numbering starts afresh at 0,
+            # and nothing more of the current one can come.
+            if self._held:
+                self._release_before(doc, rid, seq)
+                return
+            expected = self._next_seq = 0
+            self._seq_rid = rid
+        elif expected is None:
+            expected = self._next_seq = seq
+        elif seq < expected or seq in self._held:
+            # Seen already: a resumed stream replays events re-serialised (other bytes, so
+            # another frame id), or a frame arrived after its gap was reported (by then the
+            # frames after it were translated without it; the sequence_gap error stands).
+            return
+        out = self._out  # what feed() returns for this frame
+        held: _Held = (self.frame, doc, out[:])  # with what decode() already said of it
+        out.clear()
+        if seq == expected:
+            self._translate(held, out)
+            self._drain(out)
+        else:
+            self._held[seq] = held
+            while len(self._held) > REORDER_WINDOW:
+                self._skip_gap(out)
+        self._fast_seq = None if self._held else self._next_seq
+
+    def _other_response(self, doc: dict[str, Any]) -> str | None:
+        """The id of the response a lifecycle event (or a polled object) is about, when it is
+        not the one whose numbering is followed; else None."""
         response = doc.get("response")
-        return isinstance(response, dict) and response.get("id") != call.response_id
+        if type(response) is not dict:
+            if doc.get("object") != "response":
+                return None
+            response = doc
+        rid = response.get("id")
+        current = self._seq_rid or self._call.response_id
+        if type(rid) is not str or current is None or rid == current:
+            return None
+        return rid
+
+    def _release_before(self, doc: dict[str, Any], rid: str, seq: int | None) -> None:
+        """Response `rid` begins while frames of the current one are held: those can only be
+        translated now, with their gaps reported, before this frame."""
+        out = self._out
+        this: _Held = (self.frame, doc, out[:])
+        out.clear()
+        self._release(out)
+        self._next_seq = 0 if seq is not None else None
+        self._seq_rid = rid
+        if seq is None or seq == 0:
+            self._translate(this, out)
+        else:
+            self._held[seq] = this
+        self._fast_seq = None if self._held else self._next_seq
+
+    def _release(self, out: list[ModelEvent]) -> None:
+        """Translate every held frame in order, reporting each gap once."""
+        while self._held:
+            self._skip_gap(out)
+
+    def _skip_gap(self, out: list[ModelEvent]) -> None:
+        """Give up waiting for the lowest gap: report it, translate what follows it."""
+        first = min(self._held)
+        self._translate(self._held.pop(first), out, gap_from=self._next_seq)
+        self._drain(out)
+
+    def _drain(self, out: list[ModelEvent]) -> None:
+        """Translate the held frames that follow on in order."""
+        held = self._held
+        while held:
+            entry = held.pop(self._next_seq, None)  # type: ignore[arg-type]
+            if entry is None:
+                return
+            self._translate(entry, out)
+
+    def _translate(self, held: _Held, out: list[ModelEvent], gap_from: int | None = None
+                   ) -> None:
+        """Translate a frame as feed() would, in its own context (envelope, frame id, cursor,
+        event index), appending its events to `out`."""
+        frame, doc, events = held
+        self._frame = frame
+        self._source_id = frame.frame_id
+        self._cursor = frame.cursor
+        self._envelope = Envelope(frame.content_type, frame.body)
+        self._out = events
+        seq = doc.get("sequence_number")
+        if type(seq) is int:
+            if gap_from is not None and gap_from < seq:
+                self._gap(doc, gap_from, seq - 1)
+            self._next_seq = seq + 1
+        self._dispatch(doc)
+        out += events
+
+    def _gap(self, doc: dict[str, Any], first: int, last: int) -> None:
+        """One error for the numbers first..last, emitted with the frame that follows them."""
+        response = doc.get("response")
+        rid = response.get("id") if type(response) is dict else None
+        rid = rid or self._seq_rid or self._call.response_id or "(not yet identified)"
+        numbers = str(first) if first == last else f"{first}..{last}"
+        count = last - first + 1
+        self.emit("error", Error(
+            error_type="sequence_gap", retryable=False,
+            message=f"response {rid}: the event{'s' if count > 1 else ''} with sequence_number "
+                    f"{numbers} never arrived; the stream was translated without "
+                    f"{'them' if count > 1 else 'it'}"))
+
+    def close(self) -> list[ModelEvent]:
+        if not self._held or self._closed:
+            return super().close()
+        # The input ended: nothing held can be completed any more.
+        out: list[ModelEvent] = []
+        self._release(out)
+        self._fast_seq = self._next_seq
+        return out + super().close()
 
     def _fall_through(self, doc: dict[str, Any], event_type: Any) -> None:
         if event_type is None:
@@ -310,9 +493,6 @@ class OpenAIResponsesAdapter(Adapter):
             if rid is not None and rid == call.response_id:
                 return  # the same response created twice: a replay
             self._on_response(response, None)
-            seq = doc.get("sequence_number")
-            if type(seq) is int:
-                self._call.last_seq = seq
             return
         status = TERMINAL_EVENTS.get(event_type) or event_type.rpartition(".")[2]
         self._on_response(response, status)

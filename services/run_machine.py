@@ -161,6 +161,8 @@ class RunMachine:
         self.state.last_error = f"{payload.error_type}: {payload.message}"
         if payload.error_type == "stream_truncated" and self.state.status in LIVE_STATES:
             self._flag("stream ended before the provider's terminal event")
+        elif payload.error_type == "sequence_gap":
+            self._flag(f"provider frames missing: {payload.message}")
         return True
 
     def _on_unknown(self, event: ModelEvent) -> bool:

@@ -4,17 +4,21 @@ tests/conformance/test_openai_responses_corpus.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
+import random
 from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modelevents.adapters.framing import frames_from_bytes
-from modelevents.adapters.openai_responses import OpenAIResponsesAdapter
+from modelevents.adapters.openai_responses import REORDER_WINDOW, OpenAIResponsesAdapter
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
-from tests.snapshots import assert_matches_snapshot
+from tests.snapshots import assert_matches_snapshot, event_projection
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "openai-responses"
 RUN = "run-responses"
@@ -303,6 +307,9 @@ def test_next_response_without_its_created_event_is_still_a_new_call():
     assert [p.provider_object_id for p in of_kind(events, "run.started")] == [
         "resp_h", "resp_next"]
     assert [p.text for p in of_kind(events, "text.delta")] == ["a", "b", "c"]
+    # Its numbering starts at 1: response.created (0) is missing, and that is said once.
+    (gap,) = [e for e in of_kind(events, "error") if e.error_type == "sequence_gap"]
+    assert "resp_next" in gap.message and "sequence_number 0 never" in gap.message
 
 
 def test_non_utf8_bytes_are_replaced_and_reported():
@@ -374,3 +381,231 @@ def test_recognizes_responses_documents_only():
     assert not OpenAIResponsesAdapter.recognizes({"type": "error", "error": {}})  # Anthropic's
     assert not OpenAIResponsesAdapter.recognizes({"object": "chat.completion.chunk"})
     assert not OpenAIResponsesAdapter.recognizes({"type": "message_start"})
+
+
+# --- frames out of order (§1.1: sequence_number rises by one per event of a response) -------
+
+SEQUENCED_FIXTURES = [name for name in FIXTURE_STREAMS
+                      if b'"sequence_number"' in (FIXTURES / name).read_bytes()]
+
+
+def bounded_shuffle(frames: list, displacement: int, rng: random.Random) -> list:
+    """A permutation in which no frame moves `displacement` places or more: sort by position
+    plus a random offset below `displacement`."""
+    keyed = [(n + rng.random() * displacement, n) for n in range(len(frames))]
+    return [frames[n] for _, n in sorted(keyed)]
+
+
+def shuffled_parts(bodies: list[bytes], displacement: int, rng: random.Random
+                   ) -> list[list[int]]:
+    """An arrival order (frame indices) per response, split at each response.created: each
+    response's frames shuffled within it (reordering is repaired within a response). From the
+    second response on, one of its lifecycle frames (they carry its id) is made to come first:
+    a delta that arrives before any frame of its response said which response it is cannot be
+    told from a late replay of the previous response, and is dropped (its loss is then reported
+    as a gap)."""
+    parts: list[list[int]] = []
+    for n, body in enumerate(bodies):
+        if not parts or b'"type":"response.created"' in body:
+            parts.append([])
+        parts[-1].append(n)
+    for n, part in enumerate(parts):
+        part[:] = bounded_shuffle(part, displacement, rng)
+        if n:
+            first = next(i for i, f in enumerate(part) if b'"response":{' in bodies[f])
+            part.insert(0, part.pop(first))
+    return parts
+
+
+def shuffled(frames: list[ProviderFrame], displacement: int, rng: random.Random
+             ) -> list[ProviderFrame]:
+    parts = shuffled_parts([f.body for f in frames], displacement, rng)
+    return [frames[n] for part in parts for n in part]
+
+
+def replayed(f: ProviderFrame) -> ProviderFrame:
+    """The same event re-serialised under another frame id, as a resumed stream replays it."""
+    doc = orjson.loads(f.body)
+    if not isinstance(doc, dict):
+        return f
+    return dataclasses.replace(f, frame_id=f"replay:{f.frame_id}",
+                               body=orjson.dumps(dict(reversed(list(doc.items())))))
+
+
+def projections(events: list[ModelEvent]) -> list[dict]:
+    return [event_projection(e) for e in events]
+
+
+def gaps(events: list[ModelEvent]) -> list:
+    return [e for e in events if e.kind == "error" and e.payload.error_type == "sequence_gap"]
+
+
+@pytest.mark.parametrize("name", [n for n in SEQUENCED_FIXTURES if n != "resume-replay.sse"])
+@pytest.mark.parametrize("seed", range(5))
+def test_frames_shuffled_within_the_window_give_the_same_events(name, seed):
+    frames = frames_of(name)
+    in_order = normalize(frames)
+    again = normalize(shuffled(frames, REORDER_WINDOW, random.Random(seed)))
+    # The very same events: kinds and payloads, and also ids, sources and envelopes (each
+    # event of a held frame is made in that frame's own context).
+    assert projections(again) == projections(in_order)
+    assert again == in_order
+    assert not gaps(again)
+
+
+def test_events_of_a_held_frame_carry_its_own_frame_id_cursor_envelope_and_time():
+    docs = [CREATED, ADDED, delta("a", 2), delta("b", 3), delta("c", 4), completed(5, "abc")]
+    frames = [dataclasses.replace(frame(doc, n), cursor=f"cur{n}", received_at=1000 + n)
+              for n, doc in enumerate(docs)]
+    by_id = {f.frame_id: f for f in frames}
+    adapter = OpenAIResponsesAdapter(RUN)
+    early = adapter.feed(frames[0]) + adapter.feed(frames[1])
+    assert adapter.feed(frames[4]) == [] and adapter.feed(frames[3]) == []  # held
+    assert adapter.feed(replayed(frames[3])) == []  # a second copy: the first one stays held
+    released = adapter.feed(frames[2])  # closes the gap: 2, then the held 3 and 4
+    assert [e.payload.text for e in released if e.kind == "text.delta"] == ["a", "b", "c"]
+    assert {e.source.frame_id for e in released} == {"s0:2", "s0:3", "s0:4"}
+    events = early + released + adapter.feed(frames[5]) + adapter.close()
+    for e in events:
+        f = by_id[e.source.frame_id]
+        assert (e.source.cursor, e.received_at, e.envelope.body) == (
+            f.cursor, f.received_at, f.body)
+    assert events == normalize(frames)
+    assert text_of(events) == "abc" and events[-1].kind == "run.finished"
+
+
+def test_a_frame_early_before_response_created_waits_for_it():
+    frames = stream(CREATED, ADDED, delta("a", 2), completed(3, "a"))
+    events = normalize([frames[1], frames[0], frames[3], frames[2]])
+    assert events == normalize(frames)
+
+
+def test_a_gap_is_reported_once_at_the_end_of_input_and_the_stream_goes_on():
+    # seq 3 never comes; the terminal event is held behind it until the input ends.
+    frames = stream(CREATED, ADDED, delta("a", 2), delta("c", 4), completed(5, "abc"))
+    adapter = OpenAIResponsesAdapter(RUN)
+    fed = [adapter.feed(f) for f in frames]
+    assert [kinds(out) for out in fed[3:]] == [[], []]  # held, waiting for 3
+    closing = adapter.close()
+    (gap,) = gaps(closing)
+    assert (gap.payload.retryable, gap.source.frame_id) == (False, "s0:3")  # frame after it
+    assert "resp_h" in gap.payload.message and "sequence_number 3 never" in gap.payload.message
+    assert kinds(closing) == ["error", "text.delta", "text.done", "message.finished", "usage",
+                              "run.finished"]  # no stream_truncated: the terminal event came
+    assert [p.text for p in of_kind(closing, "text.delta")] == ["c"]
+    assert of_kind(closing, "text.done")[0].text == "abc"  # the provider's own final text
+
+
+def test_a_gap_is_reported_when_the_next_response_begins():
+    second = {"type": "response.created", "sequence_number": 0,
+              "response": {"id": "resp_next", "status": "in_progress", "model": "gpt-5",
+                           "output": []}}
+    adapter = OpenAIResponsesAdapter(RUN)
+    for f in stream(CREATED, ADDED, delta("a", 2), delta("c", 4), completed(5, "ac")):
+        adapter.feed(f)
+    out = adapter.feed(frame(second, 9))
+    # Nothing more of resp_h can come: its held frames first, gap reported, then resp_next.
+    assert kinds(out) == ["error", "text.delta", "text.done", "message.finished", "usage",
+                          "run.finished", "run.started"]
+    assert "resp_h" in out[0].payload.message and out[-1].payload.provider_object_id == "resp_next"
+    assert [e.source.frame_id for e in out] == ["s0:3"] * 2 + ["s0:4"] * 4 + ["s0:9"]
+    assert gaps(adapter.close()) == []
+
+
+def test_window_overflow_reports_the_gap_and_a_late_frame_after_it_is_dropped():
+    texts = [f"<{n}>" for n in range(REORDER_WINDOW + 1)]
+    early = [delta(t, 4 + n) for n, t in enumerate(texts)]  # seq 3 is late
+    adapter = OpenAIResponsesAdapter(RUN)
+    events = adapter.feed(frame(CREATED, 0)) + adapter.feed(frame(ADDED, 1))
+    events += adapter.feed(frame(delta("a", 2), 2))
+    for n, doc in enumerate(early[:REORDER_WINDOW]):
+        assert adapter.feed(frame(doc, 10 + n)) == []  # up to REORDER_WINDOW frames wait
+    overflow = adapter.feed(frame(early[-1], 99))  # one more: the wait is over
+    (gap,) = gaps(overflow)
+    assert "sequence_number 3 never" in gap.payload.message
+    assert [p.text for p in of_kind(overflow, "text.delta")] == texts
+    # Decided: a frame whose gap was already reported is dropped like a duplicate. Its events
+    # would come after those of the frames that followed it, so the deltas would no longer
+    # reassemble; the sequence_gap error stands as the record (the frame itself stays in the
+    # frame log).
+    assert adapter.feed(frame(delta("b", 3), 50)) == []
+    events += overflow + adapter.feed(frame(completed(4 + len(texts), "whatever"), 60))
+    events += adapter.close()
+    assert text_of(events) == "a" + "".join(texts)
+    assert len(gaps(events)) == 1 and events[-1].kind == "run.finished"
+
+
+def test_a_gap_never_closing_does_not_hold_the_stream_beyond_the_window():
+    adapter = OpenAIResponsesAdapter(RUN)
+    adapter.feed(frame(CREATED, 0))
+    adapter.feed(frame(ADDED, 1))
+    outs = [adapter.feed(frame(delta(".", seq), seq))  # seq 2 never comes
+            for seq in range(3, 3 + 3 * REORDER_WINDOW)]
+    assert not any(outs[:REORDER_WINDOW])  # held while the gap may still close
+    assert all(outs[REORDER_WINDOW:])  # then reported, and from there on in order at once
+    out = sum(outs, [])
+    assert len(gaps(out)) == 1 and len(of_kind(out, "text.delta")) == 3 * REORDER_WINDOW
+
+
+def test_frames_without_sequence_numbers_pass_straight_through():
+    bare = [{k: v for k, v in d.items() if k != "sequence_number"}
+            for d in (CREATED, ADDED, delta("b", 0), delta("a", 0))]
+    adapter = OpenAIResponsesAdapter(RUN)
+    outs = [adapter.feed(f) for f in stream(*bare)]
+    assert [p.text for out in outs for p in of_kind(out, "text.delta")] == ["b", "a"]
+    assert all(outs) and not gaps(sum(outs, []))
+
+
+def test_adapter_state_pickles_while_frames_are_held():
+    frames = stream(CREATED, ADDED, delta("a", 2), delta("b", 3), completed(4, "ab"))
+    adapter = OpenAIResponsesAdapter(RUN)
+    first = adapter.feed(frames[0]) + adapter.feed(frames[1]) + adapter.feed(frames[3])
+    restored = pickle.loads(pickle.dumps(adapter))
+    rest = restored.feed(frames[4]) + restored.feed(frames[2]) + restored.close()
+    assert first + rest == normalize(frames)
+
+
+def test_a_late_replay_of_a_finished_response_changes_nothing():
+    frames = frames_of("tool-loop-two-responses.sse")
+    in_order = normalize(frames)
+    first_created = frames[0]
+    second_start = next(n for n, f in enumerate(frames) if n and b"response.created" in f.body)
+    stale = dataclasses.replace(frames[second_start - 1], frame_id="late:1")  # resp 1 completed
+    stale_created = dataclasses.replace(first_created, frame_id="late:0")
+    mixed = frames[:second_start + 3] + [stale_created, stale] + frames[second_start + 3:]
+    assert projections(normalize(mixed)) == projections(in_order)
+
+
+FIXTURE_BODIES = {name: [f.body for f in frames_of(name)] for name in SEQUENCED_FIXTURES}
+
+
+@st.composite
+def disorderly(draw):
+    """A fixture and an arrival order of its frames (index, re-serialised?): shuffled within
+    each response with a bounded displacement, with frames delivered again at random later
+    moments — the same frame (a retried delivery: anywhere later), or the same event
+    re-serialised (a resumed stream's replay, §9: later within its own response, which is all a
+    resume replays)."""
+    name = draw(st.sampled_from(SEQUENCED_FIXTURES))
+    rng = draw(st.randoms(use_true_random=False))
+    displacement = draw(st.integers(0, REORDER_WINDOW))
+    parts = [[(n, False) for n in part]
+             for part in shuffled_parts(FIXTURE_BODIES[name], displacement, rng)]
+    for _ in range(draw(st.integers(0, 6))):
+        part = parts[rng.randrange(len(parts))]
+        at = rng.randrange(len(part))
+        part.insert(rng.randint(at + 1, len(part)), (part[at][0], True))
+    order = [entry for part in parts for entry in part]
+    for _ in range(draw(st.integers(0, 6))):
+        at = rng.randrange(len(order))
+        order.insert(rng.randint(at + 1, len(order)), order[at])
+    return name, order
+
+
+@settings(max_examples=300, deadline=None)
+@given(disorderly())
+def test_reordered_and_duplicated_frames_give_the_events_of_the_stream_in_order(case):
+    name, order = case
+    frames = frames_of(name)
+    arrivals = [replayed(frames[n]) if replay else frames[n] for n, replay in order]
+    assert projections(normalize(arrivals)) == projections(normalize(frames))

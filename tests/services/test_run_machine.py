@@ -118,6 +118,13 @@ def test_truncated_stream_flags_the_live_run():
     assert st.last_error.startswith("stream_truncated")
 
 
+def test_missing_provider_frames_flag_the_run():
+    st = run_state_of([started(), event("error", ev.Error("sequence_gap", "sequence_number 6..40 never arrived")),
+                       finished()])
+    assert st.status == "completed" and st.needs_reconciliation
+    assert "6..40" in st.reconciliation_notes[0]
+
+
 def test_unknown_event_fails_safe():
     st = run_state_of([started(), tool_call(), event("unknown", ev.Unknown("response.new_thing")), awaiting()])
     assert st.needs_reconciliation
