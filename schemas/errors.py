@@ -7,6 +7,7 @@
     │   ├── FramingError             bytes are not SSE / JSON lines / a JSON array / a JSON object
     │   └── DetectionError           no adapter recognises the input; name --provider
     ├── ConfigError                  a setting is missing or contradicts another
+    ├── KafkaUnavailable             the broker cannot be reached           (services/kafka_io.py)
     └── KafkaSetupError              the local broker cannot be obtained or started
         ├── MissingToolError         java or mvn is not installed          (services/kafka_local.py)
         ├── JarDownloadError         Maven could not fetch the broker's jars

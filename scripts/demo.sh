@@ -1,21 +1,11 @@
 #!/usr/bin/env bash
-# The main job: normalizes the project's own recorded sessions for every provider API and prints
-# a digest of each run.
+# The main job: sets up .venv, starts the local Kafka broker if needed (Java >= 17 and Maven
+# fetch and run it; nothing to install by hand), creates the topics, runs a worker, plays
+# recorded sessions of every provider API through the pipeline with duplicated frames, and checks
+# every run against `modelevents normalize`. Extra arguments go to `modelevents demo`
+# (e.g. --stop-broker).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/bootstrap.sh"
 cd "$root"
-# One recorded session per provider API from the project's own fixtures.
-sessions=(
-  tests/fixtures/openai-responses/tool-call-parallel.sse
-  tests/fixtures/openai-chat/reasoning-then-text.sse
-  tests/fixtures/anthropic-messages/pause-turn-then-continuation.sse
-  tests/fixtures/gemini-interactions/google-search-cited-event-ids.sse
-  tests/fixtures/gemini-generate/grounding-citations.sse
-  tests/fixtures/cassettes/anthropic-tool-loop.yaml
-)
-for f in "${sessions[@]}"; do
-  echo "=== $f"
-  "$root/.venv/bin/modelevents" normalize --summary "$f"
-  echo
-done
+exec "$root/.venv/bin/modelevents" demo "$@"

@@ -14,8 +14,14 @@ from modelevents.schemas.errors import ModelEventsError
 
 # Each module exposes register(subparsers); the order here is the order in --help.
 COMMAND_MODULES = (
+    "modelevents.services.commands.demo",
     "modelevents.services.commands.normalize",
     "modelevents.services.commands.kafka",
+    "modelevents.services.commands.topics",
+    "modelevents.services.commands.worker",
+    "modelevents.services.commands.feed",
+    "modelevents.services.commands.tail",
+    "modelevents.consumers.replay_cli",
 )
 
 

@@ -1,0 +1,360 @@
+"""The pipeline's figures, on a broker of its own, in one run.
+
+    .venv/bin/python bench/pipeline.py [--frames 20000] [--rate 2000] [--latency-seconds 15]
+                                       [--rss-runs 100000]
+
+  (a) limit   a raw aiokafka consume→produce passthrough of the same frame records (consumer
+              group, batches of up to 2,000, idempotent acks=all producer, commit per batch): what
+              this box does with Kafka and Python and no work at all;
+  (b) ours    the worker (`modelevents worker`, a subprocess) turning pre-produced frames into
+              ModelEvents on `events`: sustained frames/s and events/s, from the first event to
+              the last; reported as a ratio to (a);
+  (c) latency frame produced → its events readable on `events`, p50/p99, at a steady offered
+              load of --rate frames/s;
+  (d) memory  the worker's RSS while it holds the state of --rss-runs small runs (default
+              retention, so every run's state is still held), sampled as the runs go through.
+
+Frames are the project's own fixtures (tests/fixtures), each copied under many run ids, with the
+end-of-input markers the feeder adds. Prints a Markdown table (the one in README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from modelevents.adapters.registry import normalize_bytes
+from modelevents.schemas import codec
+from modelevents.schemas.errors import ModelEventsError
+from modelevents.schemas.frames import ProviderFrame
+from modelevents.services import kafka_local, processor
+from modelevents.services.feeder import frames_for_file, with_end_markers
+from modelevents.services.kafka_io import make_consumer, start_client, start_producer
+from modelevents.services.settings import PipelineSettings
+from modelevents.services.topics import ensure_topics
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+TINY_RUN = FIXTURES / "openai-chat" / "reasoning-then-text.sse"
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def fixture_runs() -> list[tuple[Path, int, list[str]]]:
+    """(fixture, events normalize gives for it, its provider object ids) for every own fixture."""
+    runs = []
+    for path in sorted(p for p in FIXTURES.rglob("*") if p.is_file()):
+        try:
+            events = normalize_bytes(path.read_bytes(), source_name=path.name).events
+        except ModelEventsError:
+            continue
+        ids = {e.payload.provider_object_id for e in events
+               if e.kind == "run.started" and e.payload.provider_object_id}
+        runs.append((path, len(events), sorted(ids, key=len, reverse=True)))
+    return runs
+
+
+def unique_copy(frames: list[ProviderFrame], object_ids: list[str], copy: str,
+                ) -> list[ProviderFrame]:
+    """The frames with every provider object id made unique to this copy: real providers never
+    reuse an id, and the processor joins frames of one object id into one run."""
+    out = []
+    for frame in frames:
+        body = frame.body
+        for object_id in object_ids:
+            body = body.replace(object_id.encode(), f"{object_id}x{copy}".encode())
+        out.append(replace(frame, body=body))
+    return out
+
+
+def make_workload(target_frames: int, tag: str) -> tuple[list[ProviderFrame], int]:
+    """Copies of the fixtures under distinct run ids until ``target_frames``: (frames, events)."""
+    frames: list[ProviderFrame] = []
+    events = 0
+    fixtures = fixture_runs()
+    copy = 0
+    while len(frames) < target_frames:
+        for path, count, object_ids in fixtures:
+            fed = frames_for_file(path, run_id=f"{tag}-{copy}-{path.parent.name}-{path.stem}")
+            frames += with_end_markers(unique_copy(fed.frames, object_ids, f"{tag}{copy}"))
+            events += count
+        copy += 1
+    return frames, events
+
+
+async def produce_all(settings: PipelineSettings, topic: str, frames: list[ProviderFrame]) -> None:
+    producer = await start_producer(settings)
+    try:
+        futures = [await producer.send(topic, key=f.run_key.encode(), value=codec.encode(f))
+                   for f in frames]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+# --- (a) the raw passthrough ------------------------------------------------------------------
+
+
+async def passthrough(settings: PipelineSettings, frames: list[ProviderFrame]) -> float:
+    src, dst = f"{settings.topic_prefix}pass-src", f"{settings.topic_prefix}pass-dst"
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
+    await admin.start()
+    await admin.create_topics([NewTopic(t, settings.partitions, 1) for t in (src, dst)])
+    await admin.close()
+    await produce_all(settings, src, frames)
+    consumer = make_consumer(settings, src, group_id=f"{settings.app_id}-pass",
+                             max_poll_records=2000)
+    await start_client(consumer, settings)
+    producer = await start_producer(settings)
+    moved, first = 0, None
+    try:
+        while moved < len(frames):
+            batches = await consumer.getmany(timeout_ms=500, max_records=2000)
+            if first is None and batches:
+                first = time.perf_counter()
+            futures = [await producer.send(dst, key=m.key, value=m.value)
+                       for messages in batches.values() for m in messages]
+            await asyncio.gather(*futures)
+            await consumer.commit()
+            moved += len(futures)
+        return moved / (time.perf_counter() - first)
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+# --- the worker ---------------------------------------------------------------------------------
+
+
+def start_worker(settings: PipelineSettings, workdir: Path) -> subprocess.Popen:
+    log = (workdir / f"{settings.app_id}.log").open("ab")
+    return subprocess.Popen(
+        [sys.executable, "-m", "modelevents.services.cli", "worker", "--bootstrap-servers",
+         settings.bootstrap_servers, "--prefix", settings.topic_prefix, "--app-id", settings.app_id,
+         "--workdir", str(workdir), "--loglevel", "warning"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop_worker(worker: subprocess.Popen) -> None:
+    if worker.poll() is None:
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def prepared(settings: PipelineSettings) -> PipelineSettings:
+    await ensure_topics(settings)
+    await processor.prepare_topics(settings)
+    return settings
+
+
+# --- (b) sustained throughput -------------------------------------------------------------------
+
+
+async def sustained(settings: PipelineSettings, frames: list[ProviderFrame], expected: int,
+                    workdir: Path) -> tuple[float, float]:
+    await prepared(settings)
+    await produce_all(settings, settings.topic("frames"), frames)
+    consumer = make_consumer(settings, "events")
+    await start_client(consumer, settings)
+    worker = start_worker(settings, workdir)
+    seen, first, last = set(), None, None
+    try:
+        deadline = time.monotonic() + 900
+        while len(seen) < expected:
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"worker stopped or too slow: {len(seen)}/{expected} events")
+            if last is not None and time.perf_counter() - last > 10:
+                raise SystemExit(f"events stopped at {len(seen)} of the {expected} expected")
+            for messages in (await consumer.getmany(timeout_ms=500, max_records=5000)).values():
+                for m in messages:
+                    if first is None:
+                        first = time.perf_counter()
+                    # (run_id, seq): what a consumer of events dedupes by
+                    seen.add((m.key, codec.decode(m.value).seq))
+                    last = time.perf_counter()
+        seconds = last - first
+        return len(frames) / seconds, expected / seconds
+    finally:
+        stop_worker(worker)
+        await consumer.stop()
+
+
+# --- (c) latency at a steady offered load -------------------------------------------------------
+
+
+async def latency(settings: PipelineSettings, rate: float, seconds: float,
+                  workdir: Path) -> tuple[float, float, int]:
+    await prepared(settings)
+    frames, _ = make_workload(int(rate * seconds), "lat")
+    frames = frames[: int(rate * seconds)]
+    consumer = make_consumer(settings, "events", from_beginning=False)
+    await start_client(consumer, settings)
+    worker = start_worker(settings, workdir)
+    producer = await start_producer(settings)
+    samples: list[float] = []
+    try:
+        # Warm-up: the worker has joined its group and recovered when a first run comes through.
+        warm, _ = make_workload(1, "warm")
+        warm_keys = {f.run_key.encode() for f in warm}
+        await asyncio.gather(*[await producer.send(settings.topic("frames"), key=f.run_key.encode(),
+                                                   value=codec.encode(f)) for f in warm])
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            got = await consumer.getmany(timeout_ms=500)
+            if any(m.key in warm_keys for ms in got.values() for m in ms):
+                break
+
+        async def offer() -> None:
+            start = time.monotonic()
+            for n, frame in enumerate(frames):
+                delay = start + n / rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                frame.received_at = int(time.time() * 1000)  # produced now: latency starts here
+                await producer.send(settings.topic("frames"), key=frame.run_key.encode(),
+                                    value=codec.encode(frame))
+            await producer.flush()
+
+        sender = asyncio.create_task(offer())
+        quiet_since = None
+        while True:
+            got = await consumer.getmany(timeout_ms=200)
+            now = time.time() * 1000
+            for messages in got.values():
+                for m in messages:
+                    event = codec.decode(m.value)
+                    if not event.run_id.startswith("lat-"):
+                        continue
+                    samples.append(now - event.received_at)
+            if got:
+                quiet_since = None
+            elif sender.done():
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since > 5:
+                    break
+        samples.sort()
+        return (statistics.median(samples), samples[int(0.99 * (len(samples) - 1))], len(samples))
+    finally:
+        stop_worker(worker)
+        await producer.stop()
+        await consumer.stop()
+
+
+# --- (d) memory with many runs ------------------------------------------------------------------
+
+
+async def memory(settings: PipelineSettings, runs: int, workdir: Path) -> list[tuple[int, float]]:
+    await prepared(settings)
+    template = with_end_markers(frames_for_file(TINY_RUN, run_id="x").frames)
+    events_per_run = len(normalize_bytes(TINY_RUN.read_bytes()).events)
+    object_ids = next(ids for path, _, ids in fixture_runs() if path == TINY_RUN)
+    worker = start_worker(settings, workdir)
+    consumer = make_consumer(settings, "runs")
+    await start_client(consumer, settings)
+    producer = await start_producer(settings)
+    curve: list[tuple[int, float]] = [(0, float("nan"))]
+    try:
+        futures = []
+        for n in range(runs):
+            for frame in unique_copy(template, object_ids, str(n)):
+                frame = replace(frame, run_key=f"mem-{n}")
+                futures.append(await producer.send(settings.topic("frames"),
+                                                   key=frame.run_key.encode(),
+                                                   value=codec.encode(frame)))
+            if len(futures) > 20000:
+                await asyncio.gather(*futures)
+                futures.clear()
+        await asyncio.gather(*futures)
+        say(f"  (d) {runs} runs ({runs * len(template)} frames) produced; waiting for the worker")
+        finished: set[bytes] = set()
+        step = max(runs // 10, 1)
+        deadline = time.monotonic() + 3600
+        while len(finished) < runs and time.monotonic() < deadline:
+            for messages in (await consumer.getmany(timeout_ms=1000, max_records=10000)).values():
+                for m in messages:
+                    state = codec.decode(m.value)
+                    if state.last_seq + 1 >= events_per_run:
+                        finished.add(m.key)
+            if len(finished) >= len(curve) * step:
+                curve.append((len(finished), rss_mb(worker.pid)))
+                say(f"  (d) {len(finished)} runs done, worker RSS {curve[-1][1]:.0f} MB")
+        curve.append((len(finished), rss_mb(worker.pid)))
+        return curve[1:]
+    finally:
+        stop_worker(worker)
+        await producer.stop()
+        await consumer.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=20000, help="frames for (a) and (b)")
+    parser.add_argument("--rate", type=float, default=2000.0, help="offered load for (c)")
+    parser.add_argument("--latency-seconds", type=float, default=15.0, help="duration of (c)")
+    parser.add_argument("--rss-runs", type=int, default=100_000, help="runs for (d); 0 skips it")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--port", type=int, default=19950, help="port of the bench's own broker")
+    args = parser.parse_args()
+    import logging
+
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-"))
+    kafka = kafka_local.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="1g")
+    broker = kafka_local.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
+
+    def settings(tag: str) -> PipelineSettings:
+        return PipelineSettings(bootstrap_servers=broker.bootstrap_servers,
+                                topic_prefix=f"bench-{tag}.", partitions=args.partitions,
+                                app_id=f"bench-{tag}")
+
+    try:
+        frames, expected = make_workload(args.frames, "thr")
+        say(f"workload: {len(frames)} frames → {expected} events, {args.partitions} partitions")
+        a = asyncio.run(passthrough(settings("a"), frames))
+        say(f"(a) passthrough {a:,.0f} records/s")
+        b_frames, b_events = asyncio.run(sustained(settings("b"), frames, expected, workdir))
+        say(f"(b) pipeline {b_frames:,.0f} frames/s, {b_events:,.0f} events/s")
+        p50, p99, n = asyncio.run(latency(settings("c"), args.rate, args.latency_seconds, workdir))
+        say(f"(c) latency p50 {p50:.0f} ms, p99 {p99:.0f} ms over {n} events")
+        curve = asyncio.run(memory(settings("d"), args.rss_runs, workdir)) if args.rss_runs else []
+    finally:
+        if broker.started:
+            kafka_local.stop(kafka)
+    print("| figure | value |")
+    print("|---|---:|")
+    print(f"| (a) raw aiokafka consume→produce passthrough | {a:,.0f} frames/s |")
+    print(f"| (b) pipeline, frames → `events` | {b_frames:,.0f} frames/s = {b_events:,.0f} "
+          f"ModelEvents/s ({b_frames / a:.0%} of (a)) |")
+    print(f"| (c) latency frame → event at {args.rate:,.0f} frames/s | p50 {p50:.0f} ms, "
+          f"p99 {p99:.0f} ms ({n} events) |")
+    for runs, mb in curve:
+        print(f"| (d) worker RSS with {runs:,} runs held | {mb:,.0f} MB |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""``modelevents worker``: run the stream processor (the Faust app of services/processor.py).
+
+Before anything starts, the pipeline's topics are verified (missing or mismatched topics stop the
+command with the fix) and the processor's internal topics are created if needed; then the Faust
+worker runs until SIGTERM or Ctrl-C, lets the batch in flight finish, commits and leaves its
+consumer group, so another worker takes over its partitions at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+from pathlib import Path
+
+from modelevents.schemas.errors import ConfigError
+from modelevents.services.commands.kafka_options import ENV_HELP, add_kafka_options, run_async, settings_from_args
+
+log = logging.getLogger("modelevents.worker")
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "worker",
+        help="run the stream processor: frames → events and run state",
+        description="Run one worker of the stream processor (faust-streaming): it normalizes the "
+                    "frames topic into candidate events (ingest), dedupes them, numbers each run's "
+                    "events 0, 1, 2, … and advances the run state machine, publishing to events, "
+                    "runs and dlq. Start several workers with the same app id to share the "
+                    "partitions; stop one with Ctrl-C or SIGTERM (it finishes its batch and "
+                    "commits). The pipeline's topics must exist (`modelevents topics create`).",
+        epilog=ENV_HELP + " MODELEVENTS_APP_ID (default modelevents) names the consumer group and "
+                          "the tables; MODELEVENTS_RUN_RETENTION (seconds, default 3600).")
+    add_kafka_options(p, partitions=True)
+    p.add_argument("--app-id", default=None,
+                   help="Faust app id: consumer group and table names (default: "
+                        "$MODELEVENTS_APP_ID or modelevents)")
+    p.add_argument("--workdir", type=Path, default=None, metavar="DIR",
+                   help="directory for the worker's data (default: "
+                        "$XDG_STATE_HOME/modelevents/worker, i.e. ~/.local/state/modelevents/worker)")
+    p.add_argument("--retention", type=_positive_float, default=None, metavar="SECONDS",
+                   help="release a run's working state this long after it ended (or went idle); "
+                        "later events for it start it afresh (default: $MODELEVENTS_RUN_RETENTION "
+                        "or 3600)")
+    p.add_argument("--batch-size", type=_positive_int, default=None, metavar="N",
+                   help="records processed per batch (default 1000)")
+    p.add_argument("--session-timeout", type=_positive_float, default=None, metavar="SECONDS",
+                   help="how long the group waits for a worker that died without leaving before "
+                        "its partitions move to the others (default 30; at least 6)")
+    p.add_argument("--loglevel", choices=LOG_LEVELS, default="info",
+                   help="log level (default info)")
+    p.set_defaults(run=run)
+
+
+def _default_workdir() -> Path:
+    root = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(root) / "modelevents" / "worker"
+
+
+def _retention(args: argparse.Namespace) -> float | None:
+    if args.retention is not None:
+        return args.retention
+    raw = os.environ.get("MODELEVENTS_RUN_RETENTION")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"MODELEVENTS_RUN_RETENTION={raw!r} is not a number of seconds") from None
+    if value <= 0:
+        raise ConfigError(f"MODELEVENTS_RUN_RETENTION={raw!r} must be greater than 0")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    # Faust is imported here, not at module level: `modelevents --help` and the other commands
+    # should not pay for it.
+    import faust
+
+    from modelevents.services import processor
+
+    settings = settings_from_args(args, app_id=args.app_id)
+    tuning = processor.ProcessorTuning()
+    overrides: dict[str, object] = {}
+    if (retention := _retention(args)) is not None:
+        overrides["retention"] = retention
+    if args.batch_size is not None:
+        overrides["batch_size"] = args.batch_size
+    if args.session_timeout is not None:
+        overrides["session_timeout"] = args.session_timeout
+    try:
+        tuning = dataclasses.replace(tuning, **overrides)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    workdir = args.workdir or _default_workdir()
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the work directory {workdir}: {exc.strerror or exc}; "
+                          "choose another with --workdir") from exc
+
+    checked = run_async(processor.prepare_topics(settings))
+    created = sorted(name for name, what in checked.items() if what == "created")
+
+    app = processor.create_app(settings, workdir=workdir, tuning=tuning)
+    announce = _announcement(settings, tuning, workdir, created)
+    worker = _worker_class(faust.Worker, announce)(
+        app, loglevel=args.loglevel.upper(), quiet=True, redirect_stdouts=False, workdir=str(workdir))
+    try:
+        worker.execute_from_commandline()  # returns by SystemExit once the worker stopped
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        log.info("worker %s stopped (exit status %d)", settings.app_id, code)
+        return code
+    return 0
+
+
+# Faust, mode and aiokafka narrate every service start and stop at INFO; at --loglevel info the
+# worker's own lines are what a user wants to read, the rest only from warnings up.
+_CHATTY_LOGGERS = ("faust", "mode", "aiokafka")
+
+
+def _worker_class(base: type, announce: list[str]) -> type:
+    class Worker(base):  # type: ignore[misc, valid-type]
+        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+            super().on_setup_root_logger(logger, level)
+            if level > logging.DEBUG:
+                for name in _CHATTY_LOGGERS:
+                    logging.getLogger(name).setLevel(max(level, logging.WARNING))
+
+        async def on_execute(self) -> None:
+            await super().on_execute()
+            log.info("worker %s starting: joining the consumer group, recovering the tables from "
+                     "their changelogs ...", self.app.conf.id)
+
+        async def on_startup_finished(self) -> None:
+            await super().on_startup_finished()
+            for line in announce:
+                log.info("%s", line)
+
+        def on_worker_shutdown(self) -> None:
+            super().on_worker_shutdown()
+            log.info("worker %s stopping: finishing the batch in flight, committing, leaving the "
+                     "consumer group ...", self.app.conf.id)
+
+    return Worker
+
+
+def _announcement(settings, tuning, workdir: Path, created: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+    lines = [
+        f"worker {settings.app_id} ready: Kafka {settings.bootstrap_servers}, topics "
+        f"{settings.topic_prefix}{{frames,ingest,events,runs,dlq}} with {settings.partitions} "
+        f"partitions, tables in memory (recovered from their changelogs), run state released "
+        f"{tuning.retention:.0f} s after a run ends, batches of up to {tuning.batch_size} records, "
+        f"data in {workdir}",
+    ]
+    if created:
+        lines.append(f"created the worker's internal topics: {', '.join(created)}")
+    lines.append("stop with Ctrl-C or SIGTERM: the batch in flight finishes and is committed")
+    return lines

@@ -1,0 +1,117 @@
+"""Fixtures for tests against a real Kafka broker (the project's own, services/kafka_local).
+
+    kafka_broker       session: starts a broker for this pytest(-xdist) worker on
+                       19400 + 10 * worker index (controller on port + 1), state in a temp dir;
+                       yields its bootstrap string; stops it at the end of the session.
+    pipeline_settings  function: PipelineSettings on that broker with a fresh topic prefix and
+                       Faust app id, its five topics created; they are deleted afterwards.
+    make_settings      function: a factory for more such settings in one test
+                       (``make_settings(partitions=2, create_topics=False)``).
+
+A test module that wants a broker of its own (because it stops or restarts it, or to keep its
+load apart) overrides ``kafka_broker`` with :func:`broker_fixture`; ``pipeline_settings`` then
+uses that broker::
+
+    kafka_broker = broker_fixture(base_port=19300, scope="module")
+
+With KAFKA_BOOTSTRAP_SERVERS set, every fixture uses that cluster and starts nothing.
+Environment: MODELEVENTS_TEST_KAFKA_HEAP (default 256m) is the heap of each test broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from modelevents.services import kafka_local, topics
+from modelevents.services.settings import PipelineSettings
+
+SHARED_BASE_PORT = 19400
+
+
+def worker_index() -> int:
+    """0 for gw0 or a run without xdist, 1 for gw1, ..."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+
+
+def worker_port(base_port: int) -> int:
+    return base_port + 10 * worker_index()
+
+
+def start_test_broker(tmp_path_factory: pytest.TempPathFactory, base_port: int,
+                      ) -> tuple[str, Callable[[], None]]:
+    """Start a broker on this worker's port with a throw-away state dir: (bootstrap, stop)."""
+    settings = kafka_local.KafkaSettings(
+        port=worker_port(base_port),
+        state_root=tmp_path_factory.mktemp(f"kafka-{base_port}"),
+        heap=os.environ.get("MODELEVENTS_TEST_KAFKA_HEAP", "256m"),
+    )
+    result = kafka_local.start(settings, fresh=True)
+
+    def stop() -> None:
+        if not result.external:
+            kafka_local.stop(settings)
+
+    return result.bootstrap_servers, stop
+
+
+def broker_fixture(base_port: int, scope: str = "module"):
+    """A ``kafka_broker`` fixture of its own for a test module (see the module docstring)."""
+
+    @pytest.fixture(scope=scope)
+    def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+        bootstrap, stop = start_test_broker(tmp_path_factory, base_port)
+        try:
+            yield bootstrap
+        finally:
+            stop()
+
+    return kafka_broker
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    bootstrap, stop = start_test_broker(tmp_path_factory, SHARED_BASE_PORT)
+    try:
+        yield bootstrap
+    finally:
+        stop()
+
+
+def unique_settings(bootstrap: str, **overrides: object) -> PipelineSettings:
+    """Settings with a topic prefix and app id no other test uses."""
+    tag = uuid.uuid4().hex[:10]
+    values: dict[str, object] = {"bootstrap_servers": bootstrap, "topic_prefix": f"t{tag}.",
+                                 "app_id": f"app-{tag}"}
+    values.update(overrides)
+    return dataclasses.replace(PipelineSettings(bootstrap_servers=bootstrap), **values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def make_settings(kafka_broker: str) -> Iterator[Callable[..., PipelineSettings]]:
+    made: list[PipelineSettings] = []
+
+    def make(create_topics: bool = True, **overrides: object) -> PipelineSettings:
+        settings = unique_settings(kafka_broker, **overrides)
+        if create_topics:
+            asyncio.run(topics.ensure_topics(settings))
+        made.append(settings)
+        return settings
+
+    yield make
+    for settings in made:
+        # Keep the broker light over a long session; a broker that is already gone is fine.
+        try:
+            asyncio.run(topics.delete_topics(settings))
+        except Exception:  # noqa: BLE001 - cleanup only; the test's own result stands
+            pass
+
+
+@pytest.fixture
+def pipeline_settings(make_settings: Callable[..., PipelineSettings]) -> PipelineSettings:
+    return make_settings()
