@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +39,7 @@ from modelevents.services import kafka_local, processor
 from modelevents.services.feeder import frames_for_file, with_end_markers
 from modelevents.services.kafka_io import make_consumer, start_client, start_producer
 from modelevents.services.settings import PipelineSettings
+from modelevents.services.worker_process import start_worker_process, stop_worker_process
 from modelevents.services.topics import ensure_topics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,23 +137,6 @@ async def passthrough(settings: PipelineSettings, frames: list[ProviderFrame]) -
 # --- the worker ---------------------------------------------------------------------------------
 
 
-def start_worker(settings: PipelineSettings, workdir: Path) -> subprocess.Popen:
-    log = (workdir / f"{settings.app_id}.log").open("ab")
-    return subprocess.Popen(
-        [sys.executable, "-m", "modelevents.services.cli", "worker", "--bootstrap-servers",
-         settings.bootstrap_servers, "--prefix", settings.topic_prefix, "--app-id", settings.app_id,
-         "--workdir", str(workdir), "--loglevel", "warning"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def stop_worker(worker: subprocess.Popen) -> None:
-    if worker.poll() is None:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
 
 
 def rss_mb(pid: int) -> float:
@@ -180,7 +161,7 @@ async def sustained(settings: PipelineSettings, frames: list[ProviderFrame], exp
     await produce_all(settings, settings.topic("frames"), frames)
     consumer = make_consumer(settings, "events")
     await start_client(consumer, settings)
-    worker = start_worker(settings, workdir)
+    worker = start_worker_process(settings, workdir, workdir / f"{settings.app_id}.log")
     seen, first, last = set(), None, None
     try:
         deadline = time.monotonic() + 900
@@ -199,7 +180,7 @@ async def sustained(settings: PipelineSettings, frames: list[ProviderFrame], exp
         seconds = last - first
         return len(frames) / seconds, expected / seconds
     finally:
-        stop_worker(worker)
+        stop_worker_process(worker)
         await consumer.stop()
 
 
@@ -213,7 +194,7 @@ async def latency(settings: PipelineSettings, rate: float, seconds: float,
     frames = frames[: int(rate * seconds)]
     consumer = make_consumer(settings, "events", from_beginning=False)
     await start_client(consumer, settings)
-    worker = start_worker(settings, workdir)
+    worker = start_worker_process(settings, workdir, workdir / f"{settings.app_id}.log")
     producer = await start_producer(settings)
     samples: list[float] = []
     try:
@@ -259,7 +240,7 @@ async def latency(settings: PipelineSettings, rate: float, seconds: float,
         samples.sort()
         return (statistics.median(samples), samples[int(0.99 * (len(samples) - 1))], len(samples))
     finally:
-        stop_worker(worker)
+        stop_worker_process(worker)
         await producer.stop()
         await consumer.stop()
 
@@ -272,7 +253,7 @@ async def memory(settings: PipelineSettings, runs: int, workdir: Path) -> list[t
     template = with_end_markers(frames_for_file(TINY_RUN, run_id="x").frames)
     events_per_run = len(normalize_bytes(TINY_RUN.read_bytes()).events)
     object_ids = next(ids for path, _, ids in fixture_runs() if path == TINY_RUN)
-    worker = start_worker(settings, workdir)
+    worker = start_worker_process(settings, workdir, workdir / f"{settings.app_id}.log")
     consumer = make_consumer(settings, "runs")
     await start_client(consumer, settings)
     producer = await start_producer(settings)
@@ -305,7 +286,7 @@ async def memory(settings: PipelineSettings, runs: int, workdir: Path) -> list[t
         curve.append((len(finished), rss_mb(worker.pid)))
         return curve[1:]
     finally:
-        stop_worker(worker)
+        stop_worker_process(worker)
         await producer.stop()
         await consumer.stop()
 

@@ -74,7 +74,6 @@ from typing import Any
 
 import faust
 import mode
-from faust.transport.drivers import aiokafka as faust_aiokafka
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, KafkaTimeoutError
@@ -205,7 +204,7 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
     """
     tuning = tuning or ProcessorTuning()
     datadir = Path(workdir or ".") / f"{settings.app_id}-data"
-    app = _ProcessorApp(
+    app = faust.App(
         settings.app_id,
         broker=[f"kafka://{server}" for server in settings.bootstrap_servers.split(",")],
         store="memory://",
@@ -229,36 +228,6 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
     )
     _Processor(app, settings, tuning)
     return app
-
-
-class _Consumer(faust_aiokafka.Consumer):
-    """Faust's aiokafka consumer, made to re-read what a rebalance dropped on a partition that
-    was never committed.
-
-    During a rebalance Faust discards the records it had fetched but not yet processed, and
-    relies on seeking every partition back to its committed offset afterwards. aiokafka's
-    ``seek_to_committed`` skips a partition without a committed offset (it seeks only to
-    offsets > 0), so on a partition that got records but no commit yet — a second worker
-    joining within the first commit interval — the discarded records were never delivered
-    again: a silent loss that also blocks every later commit of the partition. Seeking such a
-    partition to its beginning is what a fresh consumer does anyway (auto offset reset
-    earliest); what was processed already is skipped by the run state's applied offsets.
-    """
-
-    async def perform_seek(self) -> None:
-        await super().perform_seek()
-        for tp in self.assignment():
-            if not self._is_changelog_tp(tp) and not self._committed_offset.get(tp):
-                await self.seek(tp, 0)
-
-
-class _Transport(faust_aiokafka.Transport):
-    Consumer = _Consumer
-
-
-class _ProcessorApp(faust.App):
-    def _new_transport(self) -> Any:
-        return _Transport(self.conf.broker_consumer, self)
 
 
 class _RunTable(faust.Table):
@@ -352,6 +321,128 @@ def _transient(exc: BaseException | None) -> bool:
     return isinstance(exc, KafkaTimeoutError) or bool(getattr(exc, "retriable", False))
 
 
+# --- processing each partition in order ---------------------------------------------------
+
+
+class _PartitionOrder:
+    """Hands an agent the records of each source partition strictly in offset order, and gets
+    Faust to deliver again what it lost.
+
+    Everything that makes outputs idempotent (a run's applied offset, the normalizer's event
+    positions) rests on processing a partition in order without holes. faust-streaming 0.15.3
+    does not guarantee that around rebalances: it can drop records it fetched (they are meant to
+    be fetched again by a seek to the committed offsets, but a partition never committed is not
+    sought, and a stale record can move the consumer's read offset past the ones fetched again;
+    upstream issue faust-streaming#596). Dropped records are neither processed nor acked, and
+    no offset of their partition can be committed after them.
+
+    So per partition the next offset due is kept (from the committed offset where a session
+    starts, or the log start if nothing was ever committed). A record below it was processed in
+    this session already (delivered again after a seek): it is only acked. A record above it
+    means records were dropped: it and everything after it in the batch are held back — not
+    processed, not acked — and the partition is sought back to the offset due, so they come
+    again, in order. A partition whose log goes beyond the offset due while nothing arrives for
+    a few seconds (the dropped records were the last ones) is sought back likewise.
+    """
+
+    RESEEK_AFTER_S = 2.0  # a seek still unanswered after this long is repeated
+    STALL_CHECK_S = 1.0  # how often partitions are checked for a stall
+    STALL_CHECKS = 3  # this many checks without progress while records wait: a stall
+
+    def __init__(self, app: faust.App, topics: Iterable[str]) -> None:
+        self.app = app
+        self.topics = frozenset(topics)
+        self.due: dict[Any, int] = {}
+        self.gaps: dict[Any, int] = {}
+        self.sought: dict[Any, tuple[int, float]] = {}
+        self.progress: dict[Any, list[int]] = {}
+
+    async def split(self, batch: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        """(records to process, records processed before) of a batch; the rest is held."""
+        unknown = {event.message.tp for event in batch} - self.due.keys()
+        if unknown:
+            if self.app.rebalancing:
+                # No calls into the consumer while it rebalances (they can stall its recovery):
+                # these records come again in the partition's next session.
+                self.gaps.update(dict.fromkeys(unknown, -1))
+            else:
+                await self._start(unknown)
+        fresh: list[Any] = []
+        again: list[Any] = []
+        for event in batch:
+            message = event.message
+            tp = message.tp
+            if tp in self.gaps:
+                continue
+            due = self.due[tp]
+            if message.offset < due:
+                again.append(event)
+            elif message.offset == due:
+                fresh.append(event)
+                self.due[tp] = due + 1
+            else:
+                self.gaps[tp] = due
+        return fresh, again
+
+    async def seek_gaps(self) -> None:
+        if self.app.rebalancing:
+            # The next session of each partition starts at its committed offset anyway.
+            self.gaps.clear()
+            return
+        now = time.monotonic()
+        for tp, due in self.gaps.items():
+            last = self.sought.get(tp)
+            if last is not None and last[0] == due and now - last[1] < self.RESEEK_AFTER_S:
+                continue
+            self.sought[tp] = (due, now)
+            await self._seek(tp, due, "the records from there came with a hole")
+        self.gaps.clear()
+
+    async def check_stalled(self) -> None:
+        app = self.app
+        if app.rebalancing or app.tables.recovery.in_recovery:
+            self.progress.clear()
+            return
+        consumer = app.consumer
+        assigned = {tp for tp in consumer.assignment() if tp.topic in self.topics}
+        missing = assigned - self.due.keys()
+        if missing:
+            await self._start(missing)
+        for tp in assigned:
+            due = self.due[tp]
+            end = consumer.highwater(tp)
+            seen = self.progress.setdefault(tp, [])
+            if end is None or end <= due:
+                seen.clear()
+                continue
+            seen.append(due)
+            if len(seen) >= self.STALL_CHECKS and len(set(seen[-self.STALL_CHECKS:])) == 1:
+                seen.clear()
+                await self._seek(tp, due, f"nothing arrives although the log ends at {end}")
+
+    def forget(self, tps: Iterable[Any]) -> None:
+        for tp in tps:
+            self.due.pop(tp, None)
+            self.sought.pop(tp, None)
+            self.progress.pop(tp, None)
+
+    async def _seek(self, tp: Any, offset: int, why: str) -> None:
+        log.warning("%s[%d]: record %d was dropped by the consumer (%s; faust-streaming#596): "
+                    "reading the partition again from it", tp.topic, tp.partition, offset, why)
+        try:
+            await self.app.consumer.seek(tp, offset)
+        except Exception as exc:  # noqa: BLE001 - revoked meanwhile: its next owner reads it
+            log.info("could not seek %s[%d]: %r", tp.topic, tp.partition, exc)
+
+    async def _start(self, tps: set[Any]) -> None:
+        consumer = self.app.consumer
+        committed = consumer._committed_offset  # set by Faust's seek to the committed offsets
+        never = [tp for tp in tps if not committed.get(tp)]
+        earliest = await consumer.earliest_offsets(*never) if never else {}
+        for tp in tps:
+            self.due[tp] = committed.get(tp) or earliest.get(tp) or 0
+
+
 # --- the agents -------------------------------------------------------------------------------
 
 
@@ -378,6 +469,7 @@ class _Processor:
         self.settings = settings
         self.tuning = tuning
         self.stats = _Stats()
+        self.orders: list[_PartitionOrder] = []
         names = settings.topic_names
         internal = internal_topics(settings)
         self.frames_topic = names["frames"]
@@ -403,28 +495,43 @@ class _Processor:
         app.agent(app.topic(self.ingest_topic), name="sequencer")(self._sequencer_agent)
         app.agent(app.topic(self.aliases_topic), name="aliases")(self._aliases_agent)
         app.on_partitions_assigned.connect(self._on_partitions_assigned)
+        app.on_partitions_revoked.connect(self._on_partitions_revoked)
+        app.timer(_PartitionOrder.STALL_CHECK_S)(self._check_stalled)
         app.timer(tuning.sweep_every)(self._release_expired)
         if tuning.stats_interval:
             app.timer(tuning.stats_interval)(self._log_stats)
 
     # --- shared batch machinery -------------------------------------------------------------
 
-    async def _batches(self, stream: Any, handle: Any, with_producer: bool = True) -> None:
+    async def _batches(self, stream: Any, handle: Any, topics: Iterable[str],
+                       with_producer: bool = True) -> None:
         producer = await start_producer(self.settings) if with_producer else None
+        order = _PartitionOrder(self.app, topics)
+        self.orders.append(order)
         try:
             async for batch in stream.noack_take(self.tuning.batch_size, self.tuning.batch_within):
-                outbox = _Outbox(producer) if producer is not None else None
-                writes = handle(batch, outbox)
-                if outbox is not None:
-                    await outbox.send_all()
-                self._write_states(writes)
-                # The changelog records must be durable before the offsets can be committed.
-                await self.app.producer.flush()
-                for event in batch:
-                    await stream.ack(event)
+                await self._process(stream, order, batch, handle, producer)
+                # Held records must not stay referenced: Faust waits for every unacked record
+                # it handed out (a weak set) before a rebalance or a stop can go on.
+                del batch
         finally:
+            self.orders.remove(order)
             if producer is not None:
                 await producer.stop()
+
+    async def _process(self, stream: Any, order: _PartitionOrder, batch: list[Any], handle: Any,
+                       producer: AIOKafkaProducer | None) -> None:
+        fresh, again = await order.split(batch)
+        outbox = _Outbox(producer) if producer is not None else None
+        writes = handle(fresh, outbox)
+        if outbox is not None:
+            await outbox.send_all()
+        self._write_states(writes)
+        # The changelog records must be durable before the offsets can be committed.
+        await self.app.producer.flush()
+        for event in fresh + again:
+            await stream.ack(event)
+        await order.seek_gaps()
 
     @staticmethod
     def _write_states(writes: Iterable[tuple[Any, bytes, bytes]]) -> None:
@@ -444,7 +551,7 @@ class _Processor:
     # --- normalizer -------------------------------------------------------------------------
 
     async def _normalizer_agent(self, stream: Any) -> None:
-        await self._batches(stream, self._normalize_batch)
+        await self._batches(stream, self._normalize_batch, (self.frames_topic, self.rerouted_topic))
 
     def _normalize_batch(self, batch: Sequence[Any], outbox: _Outbox) -> list[tuple[Any, bytes, bytes]]:
         now = time.time()
@@ -511,7 +618,7 @@ class _Processor:
     # --- sequencer --------------------------------------------------------------------------
 
     async def _sequencer_agent(self, stream: Any) -> None:
-        await self._batches(stream, self._sequence_batch)
+        await self._batches(stream, self._sequence_batch, (self.ingest_topic,))
 
     def _sequence_batch(self, batch: Sequence[Any], outbox: _Outbox) -> list[tuple[Any, bytes, bytes]]:
         now = time.time()
@@ -568,7 +675,7 @@ class _Processor:
     # --- aliases ----------------------------------------------------------------------------
 
     async def _aliases_agent(self, stream: Any) -> None:
-        await self._batches(stream, self._alias_batch, with_producer=False)
+        await self._batches(stream, self._alias_batch, (self.aliases_topic,), with_producer=False)
 
     def _alias_batch(self, batch: Sequence[Any], _outbox: None) -> list[tuple[Any, bytes, bytes]]:
         now = time.time()
@@ -610,6 +717,30 @@ class _Processor:
         if released:
             await self.app.producer.flush()
             log.info("released the state of %d runs/aliases past their retention", released)
+
+    async def _check_stalled(self) -> None:
+        import os
+        if os.environ.get("ME_DEBUG"):
+            c = self.app.consumer
+            r = self.app.tables.recovery
+            try:
+                ak = c._thread._ensure_consumer()
+                assign = ak._subscription.subscription.assignment
+                st = {f"{tp.topic[-12:]}:{tp.partition}": (assign.state_value(tp).position if assign.state_value(tp).has_valid_position else "nopos", assign.state_value(tp).paused) for tp in assign.tps}
+            except Exception as exc:
+                st = repr(exc)
+            log.warning("DBG flow_active=%s can_resume=%s suspend=%s appflow=%s rebal=%s in_rec=%s need=%s fetcher=%s states=%s active=%s",
+                        c.flow_active, c.can_resume_flow.is_set(), c.suspend_flow.is_set(), self.app.flow_control.is_active(),
+                        self.app.rebalancing, r.in_recovery, r.need_recovery(), self.app._fetcher.state, st,
+                        sorted(f"{tp.topic[-12:]}:{tp.partition}" for tp in (c._active_partitions or ())))
+        for order in list(self.orders):
+            await order.check_stalled()
+
+    async def _on_partitions_revoked(self, _sender: Any, revoked: Iterable[Any],
+                                     **_kwargs: Any) -> None:
+        # A partition's next session starts at its committed offset, wherever it is assigned.
+        for order in self.orders:
+            order.forget(revoked)
 
     async def _on_partitions_assigned(self, _sender: Any, assigned: Iterable[Any],
                                       **_kwargs: Any) -> None:

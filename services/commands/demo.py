@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from modelevents.services.feeder import feed_frames, frames_for_file, with_end_m
 from modelevents.services.kafka_io import make_consumer, start_client, start_producer
 from modelevents.services.run_machine import run_state_of
 from modelevents.services.settings import PipelineSettings
+from modelevents.services.worker_process import start_worker_process, stop_worker_process
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
 # One recorded session per provider API, plus a two-call tool loop and a cut stream.
@@ -175,22 +175,6 @@ def _report(runs: list[DemoRun], feed_stats) -> bool:
     return ok
 
 
-def _start_worker(settings: PipelineSettings, workdir: Path) -> subprocess.Popen:
-    log = (workdir / "worker.log").open("ab")
-    command = [sys.executable, "-m", "modelevents.services.cli", "worker",
-               "--bootstrap-servers", settings.bootstrap_servers, "--prefix", settings.topic_prefix,
-               "--app-id", settings.app_id, "--workdir", str(workdir), "--loglevel", "warning"]
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop_worker(worker: subprocess.Popen) -> None:
-    if worker.poll() is None:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
 
 
 async def _feed_and_watch(settings, runs, worker, deadline, args):
@@ -232,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
     workdir = workdir / "modelevents" / "demo"
     workdir.mkdir(parents=True, exist_ok=True)
     runs = _prepare_runs(secrets.token_hex(3))
-    worker = _start_worker(settings, workdir)
+    worker = start_worker_process(settings, workdir, workdir / "worker.log")
     _say(f"  worker pid {worker.pid} (log: {workdir / 'worker.log'})")
     _say(f"  feeding {sum(len(r.frames) for r in runs)} frames of {len(runs)} runs, "
          f"interleaved, {args.duplicate:.0%} duplicated:")
@@ -247,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
         tail = (workdir / "worker.log").read_text(errors="replace").splitlines()[-20:]
         raise DemoError(f"{exc}; last worker log lines:\n" + "\n".join(tail)) from None
     finally:
-        _stop_worker(worker)
+        stop_worker_process(worker)
         if args.stop_broker:
             kafka_local.stop()
             _say("broker stopped")
