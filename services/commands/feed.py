@@ -8,7 +8,13 @@ import sys
 from modelevents.adapters.registry import CLI_CHOICES
 from modelevents.schemas.errors import ConfigError, InputError
 from modelevents.services import feeder, kafka_io, topics
-from modelevents.services.commands.kafka_options import ENV_HELP, add_kafka_options, run_async, settings_from_args
+from modelevents.services.commands.kafka_options import (
+    ENV_HELP,
+    add_kafka_options,
+    positive_float,
+    run_async,
+    settings_from_args,
+)
 from modelevents.services.settings import PipelineSettings
 
 FORMATS = ("auto", "sse", "jsonl", "json-array", "json", "cassette")
@@ -23,15 +29,6 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
     return value
 
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -60,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--duplicate", type=_fraction, default=0.0, metavar="RATE",
                    help="probability (0..1) that a frame is sent a second time, right after or a "
                         "few frames later, with the same frame id and bytes (default 0)")
-    p.add_argument("--rate", type=_positive, default=None, metavar="FRAMES_PER_S",
+    p.add_argument("--rate", type=positive_float, default=None, metavar="FRAMES_PER_S",
                    help="send at most this many records per second, duplicates included "
                         "(default: as fast as Kafka takes them)")
     p.add_argument("--seed", type=int, default=0, help="seed of the duplicate choice (default 0)")

@@ -1,4 +1,4 @@
-"""Options shared by the commands that talk to the pipeline's Kafka topics (topics, feed, tail).
+"""Options and argument types shared by the commands that talk to the pipeline's Kafka topics.
 
 Not a command itself (services/cli.py loads only the modules in COMMAND_MODULES).
 """
@@ -48,6 +48,28 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> PipelineSet
             raise ConfigError(f"--partitions {args.partitions}: a topic needs at least 1 partition")
         overrides["partitions"] = args.partitions
     return dataclasses.replace(PipelineSettings(), **overrides)  # type: ignore[arg-type]
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a number greater than 0 (rates, seconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1 (batch sizes, counts)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return value
 
 
 def run_async(coro: Awaitable[T]) -> T:

@@ -15,31 +15,19 @@ import os
 from pathlib import Path
 
 from modelevents.schemas.errors import ConfigError
-from modelevents.services.commands.kafka_options import ENV_HELP, add_kafka_options, run_async, settings_from_args
+from modelevents.services.commands.kafka_options import (
+    ENV_HELP,
+    add_kafka_options,
+    positive_float,
+    positive_int,
+    run_async,
+    settings_from_args,
+)
 
 log = logging.getLogger("modelevents.worker")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -61,13 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--workdir", type=Path, default=None, metavar="DIR",
                    help="directory for the worker's data (default: "
                         "$XDG_STATE_HOME/modelevents/worker, i.e. ~/.local/state/modelevents/worker)")
-    p.add_argument("--retention", type=_positive_float, default=None, metavar="SECONDS",
+    p.add_argument("--retention", type=positive_float, default=None, metavar="SECONDS",
                    help="release a run's working state this long after it ended (or went idle); "
                         "later events for it start it afresh (default: $MODELEVENTS_RUN_RETENTION "
                         "or 3600)")
-    p.add_argument("--batch-size", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--batch-size", type=positive_int, default=None, metavar="N",
                    help="records processed per batch (default 1000)")
-    p.add_argument("--session-timeout", type=_positive_float, default=None, metavar="SECONDS",
+    p.add_argument("--session-timeout", type=positive_float, default=None, metavar="SECONDS",
                    help="how long the group waits for a worker that died without leaving before "
                         "its partitions move to the others (default 30; at least 6)")
     p.add_argument("--loglevel", choices=LOG_LEVELS, default="info",
