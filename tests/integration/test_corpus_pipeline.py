@@ -54,4 +54,5 @@ def test_every_recording_through_the_pipeline_equals_normalize(source, settings,
                             worker.log_text))
     for path in paths:
         assert_run_as_normalized(published, path)
-    assert worker.terminate() == 0
+    # How the worker stops (SIGTERM → clean exit) is test_processor's subject; here the fixture
+    # kills it once the pipeline's output is checked.
