@@ -30,20 +30,25 @@ to the worker that reads those frames. A frame whose key is a claimed object id 
 record goes, unchanged, to ``<app>-frames-rerouted`` keyed by the run id, which puts it on the
 run's partition, where the normalizer feeds it to the run's own adapters — the adapter then
 dedupes across paths (a webhook repeating what the stream said adds nothing). The first claim
-of an object id wins. A frame keyed by an object id that no run has claimed yet starts a run of
-that name: a webhook that overtakes the stream announcing the id is not merged afterwards.
+of an object id wins, and a claim lasts ``retention`` seconds. A frame keyed by an object id that
+no run has claimed (yet, or any more) starts a run of that name: a webhook that overtakes the
+stream announcing the id is not merged afterwards.
 
 Delivery: at-least-once with idempotent outputs (Faust's exactly_once has open duplicate bugs).
 Each agent takes records in batches (``stream.noack_take``) and, per batch: computes; sends the
 outputs through an idempotent producer (acks=all) and waits for every acknowledgement; then
 writes each touched run's state to its table once (one changelog record per run and batch) and
-waits for the changelog; only then acks the batch's records, so Faust commits their offsets. A
+acks the batch's records. Faust commits acked offsets only after flushing the changelog
+records queued before them, so a committed record's state is durable, and its outputs were. A
 crash or SIGKILL anywhere leaves each run's state at the end of some batch whose outputs are
 durable; the uncommitted records are delivered again and processed again from that state,
 which yields the same events with the same ``seq`` (duplicates a consumer drops by
 ``(run_id, seq)``), never a new number and never a gap. A stop (SIGTERM, Ctrl-C) or a rebalance
 lets the batch in flight finish: Faust waits for the acks before it commits and hands a
-partition over.
+partition over (``modelevents worker`` leaves without the final commit if that hangs, which
+loses nothing). All this assumes each source partition is processed in offset order without
+holes, which faust-streaming 0.15.3 does not quite guarantee around rebalances and at start-up;
+``services/faust_support.py`` restores it (and says how), ``services/outbox.py`` sends outputs.
 
 State. The store is ``memory://``: RocksDB (rocksdict) is not installed with this project, and
 the changelogs recover the tables when a worker starts or takes over a partition. Recovery reads
@@ -54,7 +59,7 @@ pickles prefixed with the time at which the key may be released; a timer release
 partitions this worker owns: a run's normalizer state and an alias after ``retention`` seconds
 without activity, and a run's sequencer state ``retention`` seconds after the run became
 terminal. State is thus bounded by the runs active (or terminal) within one retention period
-times a per-run bound (see the two logic modules). An event for a run whose terminal state was
+times a per-run bound (``services/normalizer.py``, ``services/sequencer.py``). An event for a run whose terminal state was
 released starts the run afresh at ``seq`` 0: choose a retention longer than the latest webhook
 or poll you expect after a run ends.
 """
@@ -62,12 +67,13 @@ or poll you expect after a run ends.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import pickle
 import struct
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,7 +82,6 @@ import faust
 import mode
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, KafkaTimeoutError
 
 from modelevents.schemas import codec
 from modelevents.schemas.errors import ConfigError, SchemaError
@@ -84,7 +89,9 @@ from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import DeadLetter
 from modelevents.services import topics
+from modelevents.services.faust_support import LogStarts, PartitionOrder, RecoveryWatch, RunTable
 from modelevents.services.kafka_io import partition_for_key, start_client, start_producer
+from modelevents.services.outbox import Outbox
 from modelevents.services.normalizer import RunNormalizer
 from modelevents.services.sequencer import Origin, RunSequence
 from modelevents.services.settings import PipelineSettings
@@ -102,9 +109,7 @@ CHANGELOG_CONFIG = {
     "delete.retention.ms": str(60 * 60 * 1000),
 }
 _EXPIRY = struct.Struct("<d")  # table values: expiry (epoch seconds, inf = never) + pickle
-_RETRY_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 _TOPIC_ALREADY_EXISTS = 36
-_RECOVERY_STALL_S = 5.0  # table recovery without progress this long is helped along
 
 
 @dataclass(frozen=True)
@@ -231,22 +236,6 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
     return app
 
 
-class _RunTable(faust.Table):
-    """A table whose changelog partition for a key is the partition the default partitioner
-    gives that key — the partition of the source records keyed by it.
-
-    Faust's own choice is the partition of the record being processed (wrong for a batch that
-    spans partitions) or, with ``use_partitioner``, the producer's partitioner, which fails on a
-    changelog whose metadata the producer has not fetched yet. The hash needs neither.
-    """
-
-    # Faust narrates table starts under its own logger name; keep this subclass with them.
-    logger = logging.getLogger("faust.tables.table")
-
-    def partition_for_key(self, key: Any) -> int:
-        return partition_for_key(key, self.partitions or self.app.conf.topic_partitions)
-
-
 # --- table values ------------------------------------------------------------------------------
 
 
@@ -265,183 +254,6 @@ def _expires_at(value: bytes) -> float:
 def _headers(message: Any) -> dict[str, bytes]:
     headers = message.headers or ()
     return dict(headers.items() if isinstance(headers, dict) else headers)
-
-
-# --- sending -------------------------------------------------------------------------------
-
-
-class _Outbox:
-    """The outputs of one batch, sent in order and acknowledged before the batch is committed."""
-
-    def __init__(self, producer: AIOKafkaProducer) -> None:
-        self.producer = producer
-        self.records: list[tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]] = []
-
-    def add(self, topic: str, key: bytes | None, value: bytes,
-            headers: list[tuple[str, bytes]] | None = None) -> None:
-        self.records.append((topic, key, value, headers))
-
-    async def send_all(self) -> None:
-        """Send every record and wait for the broker's acks. Transient failures are retried
-        (resending is safe: every output is idempotent); anything else raises."""
-        pending = self.records
-        attempt = 0
-        while pending:
-            futures: list[Any] = []
-            for position, (topic, key, value, headers) in enumerate(pending):
-                try:
-                    futures.append(await self.producer.send(topic, value, key=key, headers=headers))
-                except KafkaError as exc:
-                    # Not queued: this record and the rest are retried in order.
-                    futures += [exc] * (len(pending) - position)
-                    break
-            results = await asyncio.gather(
-                *(f for f in futures if not isinstance(f, BaseException)), return_exceptions=True)
-            outcomes = iter(results)
-            failed = []
-            first_error: BaseException | None = None
-            for record, future in zip(pending, futures):
-                outcome = future if isinstance(future, BaseException) else next(outcomes)
-                if isinstance(outcome, BaseException):
-                    failed.append(record)
-                    first_error = first_error or outcome
-            if not failed:
-                break
-            if not _transient(first_error):
-                raise first_error  # type: ignore[misc]
-            delay = _RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)]
-            log.warning("%d of %d outputs not acknowledged (%r); resending in %.1f s",
-                        len(failed), len(pending), first_error, delay)
-            attempt += 1
-            await asyncio.sleep(delay)
-            pending = failed
-        self.records = []
-
-
-def _transient(exc: BaseException | None) -> bool:
-    return isinstance(exc, KafkaTimeoutError) or bool(getattr(exc, "retriable", False))
-
-
-# --- processing each partition in order ---------------------------------------------------
-
-
-class _PartitionOrder:
-    """Hands an agent the records of each source partition strictly in offset order, and gets
-    Faust to deliver again what it lost.
-
-    Everything that makes outputs idempotent (a run's applied offset, the normalizer's event
-    positions) rests on processing a partition in order without holes. faust-streaming 0.15.3
-    does not guarantee that around rebalances: it can drop records it fetched (they are meant to
-    be fetched again by a seek to the committed offsets, but a partition never committed is not
-    sought, and a stale record can move the consumer's read offset past the ones fetched again;
-    upstream issue faust-streaming#596). Dropped records are neither processed nor acked, and
-    no offset of their partition can be committed after them.
-
-    So per partition the next offset due is kept (from the committed offset where a session
-    starts, or the log start if nothing was ever committed). A record below it was processed in
-    this session already (delivered again after a seek): it is only acked. A record above it
-    means records were dropped: it and everything after it in the batch are held back — not
-    processed, not acked — and the partition is sought back to the offset due, so they come
-    again, in order. A partition whose log goes beyond the offset due while nothing arrives for
-    a few seconds (the dropped records were the last ones) is sought back likewise.
-    """
-
-    RESEEK_AFTER_S = 2.0  # a seek still unanswered after this long is repeated
-    STALL_CHECK_S = 1.0  # how often partitions are checked for a stall
-    STALL_CHECKS = 3  # this many checks without progress while records wait: a stall
-
-    def __init__(self, app: faust.App, topics: Iterable[str]) -> None:
-        self.app = app
-        self.topics = frozenset(topics)
-        self.due: dict[Any, int] = {}
-        self.gaps: dict[Any, int] = {}
-        self.sought: dict[Any, tuple[int, float]] = {}
-        self.progress: dict[Any, list[int]] = {}
-
-    async def split(self, batch: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-        """(records to process, records processed before) of a batch; the rest is held."""
-        unknown = {event.message.tp for event in batch} - self.due.keys()
-        if unknown:
-            if self.app.rebalancing:
-                # No calls into the consumer while it rebalances (they can stall its recovery):
-                # these records come again in the partition's next session.
-                self.gaps.update(dict.fromkeys(unknown, -1))
-            else:
-                await self._start(unknown)
-        fresh: list[Any] = []
-        again: list[Any] = []
-        for event in batch:
-            message = event.message
-            tp = message.tp
-            if tp in self.gaps:
-                continue
-            due = self.due[tp]
-            if message.offset < due:
-                again.append(event)
-            elif message.offset == due:
-                fresh.append(event)
-                self.due[tp] = due + 1
-            else:
-                self.gaps[tp] = due
-        return fresh, again
-
-    async def seek_gaps(self) -> None:
-        if self.app.rebalancing:
-            # The next session of each partition starts at its committed offset anyway.
-            self.gaps.clear()
-            return
-        now = time.monotonic()
-        for tp, due in self.gaps.items():
-            last = self.sought.get(tp)
-            if last is not None and last[0] == due and now - last[1] < self.RESEEK_AFTER_S:
-                continue
-            self.sought[tp] = (due, now)
-            await self._seek(tp, due, "the records from there came with a hole")
-        self.gaps.clear()
-
-    async def check_stalled(self) -> None:
-        app = self.app
-        if app.rebalancing or app.tables.recovery.in_recovery:
-            self.progress.clear()
-            return
-        consumer = app.consumer
-        assigned = {tp for tp in consumer.assignment() if tp.topic in self.topics}
-        missing = assigned - self.due.keys()
-        if missing:
-            await self._start(missing)
-        for tp in assigned:
-            due = self.due[tp]
-            end = consumer.highwater(tp)
-            seen = self.progress.setdefault(tp, [])
-            if end is None or end <= due:
-                seen.clear()
-                continue
-            seen.append(due)
-            if len(seen) >= self.STALL_CHECKS and len(set(seen[-self.STALL_CHECKS:])) == 1:
-                seen.clear()
-                await self._seek(tp, due, f"nothing arrives although the log ends at {end}")
-
-    def forget(self, tps: Iterable[Any]) -> None:
-        for tp in tps:
-            self.due.pop(tp, None)
-            self.sought.pop(tp, None)
-            self.progress.pop(tp, None)
-
-    async def _seek(self, tp: Any, offset: int, why: str) -> None:
-        log.warning("%s[%d]: record %d was dropped by the consumer (%s; faust-streaming#596): "
-                    "reading the partition again from it", tp.topic, tp.partition, offset, why)
-        try:
-            await self.app.consumer.seek(tp, offset)
-        except Exception as exc:  # noqa: BLE001 - revoked meanwhile: its next owner reads it
-            log.info("could not seek %s[%d]: %r", tp.topic, tp.partition, exc)
-
-    async def _start(self, tps: set[Any]) -> None:
-        consumer = self.app.consumer
-        committed = consumer._committed_offset  # set by Faust's seek to the committed offsets
-        never = [tp for tp in tps if not committed.get(tp)]
-        earliest = await consumer.earliest_offsets(*never) if never else {}
-        for tp in tps:
-            self.due[tp] = committed.get(tp) or earliest.get(tp) or 0
 
 
 # --- the agents -------------------------------------------------------------------------------
@@ -470,7 +282,8 @@ class _Processor:
         self.settings = settings
         self.tuning = tuning
         self.stats = _Stats()
-        self.orders: list[_PartitionOrder] = []
+        self.orders: list[PartitionOrder] = []
+        self.log_starts = LogStarts(settings)
         names = settings.topic_names
         internal = internal_topics(settings)
         self.frames_topic = names["frames"]
@@ -482,7 +295,7 @@ class _Processor:
         self.dlq_topic = names["dlq"]
 
         def table(name: str, help_text: str) -> Any:
-            return app.tables.add(_RunTable(
+            return app.tables.add(RunTable(
                 app, name=name, beacon=app.tables.beacon, key_type=bytes, value_type=bytes,
                 partitions=settings.partitions, use_partitioner=True,
                 extra_topic_configs=CHANGELOG_CONFIG, help=help_text))
@@ -497,41 +310,40 @@ class _Processor:
         app.agent(app.topic(self.aliases_topic), name="aliases")(self._aliases_agent)
         app.on_partitions_assigned.connect(self._on_partitions_assigned)
         app.on_partitions_revoked.connect(self._on_partitions_revoked)
-        app.timer(_PartitionOrder.STALL_CHECK_S)(self._check_stalled)
-        self._recovery_watch: tuple[dict[Any, int], float] | None = None
-        app.timer(1.0)(self._check_recovery)
-        app.timer(tuning.sweep_every)(self._release_expired)
+        app.timer(PartitionOrder.STALL_CHECK_S)(_guarded(self._check_stalled))
+        app.timer(RecoveryWatch.CHECK_S)(_guarded(RecoveryWatch(app).check))
+        app.timer(tuning.sweep_every)(_guarded(self._release_expired))
         if tuning.stats_interval:
-            app.timer(tuning.stats_interval)(self._log_stats)
+            app.timer(tuning.stats_interval)(_guarded(self._log_stats))
 
     # --- shared batch machinery -------------------------------------------------------------
 
     async def _batches(self, stream: Any, handle: Any, topics: Iterable[str],
                        with_producer: bool = True) -> None:
         producer = await start_producer(self.settings) if with_producer else None
-        order = _PartitionOrder(self.app, topics)
+        order = PartitionOrder(self.app, topics, self.log_starts)
         self.orders.append(order)
         try:
             async for batch in stream.noack_take(self.tuning.batch_size, self.tuning.batch_within):
                 await self._process(stream, order, batch, handle, producer)
-                # Held records must not stay referenced: Faust waits for every unacked record
-                # it handed out (a weak set) before a rebalance or a stop can go on.
-                del batch
         finally:
             self.orders.remove(order)
             if producer is not None:
                 await producer.stop()
+            if not self.orders:
+                await self.log_starts.close()
 
-    async def _process(self, stream: Any, order: _PartitionOrder, batch: list[Any], handle: Any,
+    async def _process(self, stream: Any, order: PartitionOrder, batch: list[Any], handle: Any,
                        producer: AIOKafkaProducer | None) -> None:
-        fresh, again = await order.split(batch)
-        outbox = _Outbox(producer) if producer is not None else None
+        fresh, again, held = await order.split(batch)
+        order.abandon(held)
+        outbox = Outbox(producer) if producer is not None else None
         writes = handle(fresh, outbox)
         if outbox is not None:
             await outbox.send_all()
+        # Queued on Faust's producer; every commit flushes that producer before it commits
+        # offsets, so a committed record's state is always durable.
         self._write_states(writes)
-        # The changelog records must be durable before the offsets can be committed.
-        await self.app.producer.flush()
         for event in fresh + again:
             await stream.ack(event)
         await order.seek_gaps()
@@ -541,7 +353,7 @@ class _Processor:
         for table, key, value in writes:
             table[key] = value
 
-    def _dead(self, outbox: _Outbox, stage: str, reason: str, error_type: str, message: Any,
+    def _dead(self, outbox: Outbox, stage: str, reason: str, error_type: str, message: Any,
               run_key: str | None, record: bytes | None) -> None:
         self.stats.dead += 1
         letter = DeadLetter(stage=stage, reason=reason, error_type=error_type,
@@ -556,7 +368,7 @@ class _Processor:
     async def _normalizer_agent(self, stream: Any) -> None:
         await self._batches(stream, self._normalize_batch, (self.frames_topic, self.rerouted_topic))
 
-    def _normalize_batch(self, batch: Sequence[Any], outbox: _Outbox) -> list[tuple[Any, bytes, bytes]]:
+    def _normalize_batch(self, batch: Sequence[Any], outbox: Outbox) -> list[tuple[Any, bytes, bytes]]:
         now = time.time()
         retention = self.tuning.retention
         runs: dict[bytes, RunNormalizer] = {}
@@ -600,7 +412,7 @@ class _Processor:
         return [(self.normalizer_table, key, _pack(run, run.last_active + retention))
                 for key, run in runs.items()]
 
-    def _run_key(self, message: Any, frame: ProviderFrame, outbox: _Outbox) -> bytes | None:
+    def _run_key(self, message: Any, frame: ProviderFrame, outbox: Outbox) -> bytes | None:
         """The run id (as key bytes) a frame belongs to, or None when it was sent to that run's
         partition instead (a claimed object id, or a record without key)."""
         if message.topic != self.frames_topic:
@@ -623,7 +435,7 @@ class _Processor:
     async def _sequencer_agent(self, stream: Any) -> None:
         await self._batches(stream, self._sequence_batch, (self.ingest_topic,))
 
-    def _sequence_batch(self, batch: Sequence[Any], outbox: _Outbox) -> list[tuple[Any, bytes, bytes]]:
+    def _sequence_batch(self, batch: Sequence[Any], outbox: Outbox) -> list[tuple[Any, bytes, bytes]]:
         now = time.time()
         runs: dict[bytes, RunSequence] = {}
         changed: set[bytes] = set()
@@ -721,51 +533,7 @@ class _Processor:
             await self.app.producer.flush()
             log.info("released the state of %d runs/aliases past their retention", released)
 
-    async def _check_recovery(self) -> None:
-        """Work around table recovery that stops receiving its changelog records.
-
-        Now and then (about one rebalance in ten here) faust-streaming 0.15.3's recovery after a
-        rebalance waits for ever: the consumer fetched the changelog records (its positions are
-        at the end) but they never reached the recovery, which keeps logging "No event received
-        for active tp". When recovery has made no progress for a while, the changelog partitions
-        it still needs are sought back to where it is, which delivers the records again (the
-        recovery applies each offset once).
-        """
-        recovery = self.app.tables.recovery
-        if not recovery.in_recovery or not recovery.need_recovery():
-            self._recovery_watch = None
-            return
-        now = time.monotonic()
-        offsets = dict(recovery.active_offsets)
-        if self._recovery_watch is None or self._recovery_watch[0] != offsets:
-            self._recovery_watch = (offsets, now)
-            return
-        if now - self._recovery_watch[1] < _RECOVERY_STALL_S:
-            return
-        self._recovery_watch = (offsets, now)
-        for tp, remaining in recovery.active_remaining().items():
-            if remaining > 0:
-                position = max(offsets.get(tp, -1), -1) + 1
-                log.warning("table recovery has not progressed for %.0f s on %s[%d] (%d records "
-                            "to go): reading the changelog again from offset %d",
-                            _RECOVERY_STALL_S, tp.topic, tp.partition, remaining, position)
-                await self.app.consumer.seek(tp, position)
-
     async def _check_stalled(self) -> None:
-        import os
-        if os.environ.get("ME_DEBUG"):
-            c = self.app.consumer
-            r = self.app.tables.recovery
-            try:
-                ak = c._thread._ensure_consumer()
-                assign = ak._subscription.subscription.assignment
-                st = {f"{tp.topic[-12:]}:{tp.partition}": (assign.state_value(tp).position if assign.state_value(tp).has_valid_position else "nopos", assign.state_value(tp).paused) for tp in assign.tps}
-            except Exception as exc:
-                st = repr(exc)
-            log.warning("DBG flow_active=%s can_resume=%s suspend=%s appflow=%s rebal=%s in_rec=%s need=%s fetcher=%s states=%s active=%s",
-                        c.flow_active, c.can_resume_flow.is_set(), c.suspend_flow.is_set(), self.app.flow_control.is_active(),
-                        self.app.rebalancing, r.in_recovery, r.need_recovery(), self.app._fetcher.state, st,
-                        sorted(f"{tp.topic[-12:]}:{tp.partition}" for tp in (c._active_partitions or ())))
         for order in list(self.orders):
             await order.check_stalled()
 
@@ -785,6 +553,20 @@ class _Processor:
         line = self.stats.line()
         if line:
             log.info("%s", line)
+
+
+def _guarded(check: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+    """A timer body that logs what it raises: an exception in a Faust timer stops the worker,
+    and these checks are housekeeping that the next tick does again."""
+
+    @functools.wraps(check)
+    async def guarded() -> None:
+        try:
+            await check()
+        except Exception:  # noqa: BLE001 - logged; the next tick tries again
+            log.warning("%s failed; trying again at the next tick", check.__name__, exc_info=True)
+
+    return guarded
 
 
 def _source_tag(topic: str, frames_topic: str) -> str:

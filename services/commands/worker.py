@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import threading
 from pathlib import Path
 
 from modelevents.schemas.errors import ConfigError
@@ -58,6 +59,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--session-timeout", type=positive_float, default=None, metavar="SECONDS",
                    help="how long the group waits for a worker that died without leaving before "
                         "its partitions move to the others (default 30; at least 6)")
+    p.add_argument("--stop-timeout", type=positive_float, default=30.0, metavar="SECONDS",
+                   help="after SIGTERM or Ctrl-C, exit anyway (status 1) if the orderly stop has "
+                        "not finished after this long — e.g. the broker went away; nothing is "
+                        "lost, uncommitted records are processed again on the next start "
+                        "(default 30)")
     p.add_argument("--loglevel", choices=LOG_LEVELS, default="info",
                    help="log level (default info)")
     p.set_defaults(run=run)
@@ -115,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
 
     app = processor.create_app(settings, workdir=workdir, tuning=tuning)
     announce = _announcement(settings, tuning, workdir, created)
-    worker = _worker_class(faust.Worker, announce)(
+    worker = _worker_class(faust.Worker, announce, args.stop_timeout)(
         app, loglevel=args.loglevel.upper(), quiet=True, redirect_stdouts=False, workdir=str(workdir))
     try:
         worker.execute_from_commandline()  # returns by SystemExit once the worker stopped
@@ -131,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
 _CHATTY_LOGGERS = ("faust", "mode", "aiokafka")
 
 
-def _worker_class(base: type, announce: list[str]) -> type:
+def _worker_class(base: type, announce: list[str], stop_timeout: float) -> type:
     class Worker(base):  # type: ignore[misc, valid-type]
         def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
             super().on_setup_root_logger(logger, level)
@@ -153,8 +159,26 @@ def _worker_class(base: type, announce: list[str]) -> type:
             super().on_worker_shutdown()
             log.info("worker %s stopping: finishing the batch in flight, committing, leaving the "
                      "consumer group ...", self.app.conf.id)
+            _exit_if_stop_hangs(self.app.conf.id, stop_timeout)
 
     return Worker
+
+
+def _exit_if_stop_hangs(app_id: str, timeout: float) -> None:
+    """Faust's orderly stop waits without a limit (for a batch whose outputs the broker does not
+    acknowledge, for a group coordinator that went away). Processing is at-least-once with
+    idempotent outputs, so leaving without the final commit loses nothing: the next start
+    processes the uncommitted records again. A daemon thread, so a timely stop is not held up."""
+
+    def force_exit() -> None:
+        log.warning("worker %s did not stop within %.0f s; exiting without the final commit "
+                    "(the next start processes the uncommitted records again)", app_id, timeout)
+        logging.shutdown()
+        os._exit(1)
+
+    timer = threading.Timer(timeout, force_exit)
+    timer.daemon = True
+    timer.start()
 
 
 def _announcement(settings, tuning, workdir: Path, created: list[str]) -> list[str]:  # type: ignore[no-untyped-def]

@@ -66,7 +66,8 @@ PARTITIONS = 3
 class Worker:
     """One `modelevents worker` subprocess (own process group), its log in a file."""
 
-    def __init__(self, settings: PipelineSettings, workdir: Path, name: str) -> None:
+    def __init__(self, settings: PipelineSettings, workdir: Path, name: str,
+                 extra: tuple[str, ...] = ()) -> None:
         self.log_path = workdir / f"{name}.log"
         workdir.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
@@ -78,7 +79,7 @@ class Worker:
              "--partitions", str(settings.partitions), "--app-id", settings.app_id,
              "--workdir", str(workdir / name), "--batch-size", "200",
              # A SIGKILLed worker's partitions move after this; the default 30 s only slows tests.
-             "--session-timeout", "10"],
+             "--session-timeout", "10", *extra],
             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
 
     def log_text(self) -> str:
@@ -124,8 +125,8 @@ def settings(make_settings: Callable[..., PipelineSettings]) -> PipelineSettings
 def start_worker(settings: PipelineSettings, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
     workers: list[Worker] = []
 
-    def start(name: str = "worker", wait: bool = True) -> Worker:
-        worker = Worker(settings, tmp_path, f"{name}-{len(workers)}")
+    def start(name: str = "worker", wait: bool = True, extra: tuple[str, ...] = ()) -> Worker:
+        worker = Worker(settings, tmp_path, f"{name}-{len(workers)}", extra)
         workers.append(worker)
         if wait:
             worker.wait_ready()
@@ -286,6 +287,31 @@ def test_sigkill_mid_feed_then_restart_loses_nothing(settings: PipelineSettings,
         assert_run_as_normalized(published, path)
 
 
+def test_sigterm_mid_feed_stops_cleanly_and_a_restart_loses_nothing(settings: PipelineSettings,
+                                                                   start_worker) -> None:
+    paths = sorted((FIXTURES / "gemini-generate").glob("*")) + sorted(
+        (FIXTURES / "openai-chat").glob("*"))
+    before, after = halves(paths)
+    counts = expected_counts(paths)
+    first = start_worker("first")
+
+    async def scenario() -> Published:
+        feeding = asyncio.ensure_future(feed(settings, before, duplicate=0.2, rate=200, seed=8))
+        await collect(settings, lambda p: sum(len(v) for v in p.events.values()) >= 30)
+        # Stopped as a service manager stops it, with batches in flight.
+        status = await asyncio.to_thread(first.terminate)
+        assert status == 0, first.log_text()[-3000:]
+        await feeding
+        await asyncio.to_thread(start_worker, "second")
+        await feed(settings, after, duplicate=0.2, seed=9)
+        return await collect(settings, lambda p: all(p.complete(r, n) for r, n in counts.items()))
+
+    published = run(scenario())
+    for path in paths:
+        assert_run_as_normalized(published, path)
+    assert "stopped (exit status 0)" in first.log_text()
+
+
 def test_a_second_worker_joining_takes_over_partitions(settings: PipelineSettings,
                                                        start_worker) -> None:
     paths = sorted((FIXTURES / "openai-responses").glob("*.sse")) + sorted(
@@ -415,3 +441,51 @@ async def _claim_recorded(settings: PipelineSettings, object_id: str) -> None:
             pass
         await asyncio.sleep(0.2)
     raise AssertionError(f"no claim of {object_id} recorded in {topic}")
+
+
+def test_a_terminal_runs_state_is_released_after_the_retention_period(
+        settings: PipelineSettings, start_worker) -> None:
+    start_worker(extra=("--retention", "1"))
+    path = FIXTURES / "openai-responses" / "text-with-usage.sse"
+    run_id, frames = fixture_frames(path)
+    count = len(normalize_file(path).events)
+
+    async def scenario() -> None:
+        await feed(settings, frames)
+        await collect(settings, lambda p: p.complete(run_id, count))
+        # Released = deleted from the table: a tombstone for the run on each changelog.
+        for table in ("normalizer", "sequencer"):
+            await _tombstone(settings, changelog_topics(settings)[table], run_id)
+
+    run(scenario())
+
+
+def test_the_worker_refuses_missing_or_mismatched_topics(
+        make_settings: Callable[..., PipelineSettings], tmp_path: Path) -> None:
+    missing = make_settings(create_topics=False)
+    mismatched = make_settings(partitions=2)
+
+    def worker(settings: PipelineSettings, partitions: int) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "modelevents.services.cli", "worker",
+             "--bootstrap-servers", settings.bootstrap_servers, "--prefix", settings.topic_prefix,
+             "--partitions", str(partitions), "--app-id", settings.app_id,
+             "--workdir", str(tmp_path)],
+            capture_output=True, text=True, timeout=HANG_GUARD_S)
+
+    refused = worker(missing, 2)
+    assert refused.returncode == 2, refused.stderr
+    assert "topics missing" in refused.stderr and "modelevents topics create" in refused.stderr
+    refused = worker(mismatched, 3)
+    assert refused.returncode == 2, refused.stderr
+    assert "has 2 partitions, expected 3" in refused.stderr
+
+
+async def _tombstone(settings: PipelineSettings, topic: str, key: str) -> None:
+    deadline = time.monotonic() + HANG_GUARD_S / 2
+    while time.monotonic() < deadline:
+        async for record in kafka_io.read_records(settings, topic, timeout=0.5):
+            if record.key == key.encode() and record.raw is None:
+                return
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"no tombstone for {key} on {topic}")
