@@ -15,7 +15,9 @@ uses that broker::
     kafka_broker = broker_fixture(base_port=19300, scope="module")
 
 With KAFKA_BOOTSTRAP_SERVERS set, every fixture uses that cluster and starts nothing.
-Environment: MODELEVENTS_TEST_KAFKA_HEAP (default 256m) is the heap of each test broker.
+Environment: MODELEVENTS_TEST_KAFKA_HEAP (default 256m) is the heap of each test broker;
+MODELEVENTS_TEST_PORT_OFFSET (default 0) shifts every test broker's port, so that two test runs
+on one machine (two checkouts) do not collide.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def worker_index() -> int:
 
 
 def worker_port(base_port: int) -> int:
-    return base_port + 10 * worker_index()
+    return base_port + 10 * worker_index() + int(os.environ.get("MODELEVENTS_TEST_PORT_OFFSET", "0"))
 
 
 def start_test_broker(tmp_path_factory: pytest.TempPathFactory, base_port: int,
