@@ -17,7 +17,8 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -298,33 +299,40 @@ def _sequence(events: list[ModelEvent]) -> None:
         event.seq = seq
 
 
-def _normalize_cassette(interactions: list[Interaction], candidates: tuple[str, ...],
-                        run_id: str, tenant: str) -> NormalizeResult:
-    events: list[ModelEvent] = []
-    streams: list[str] = []
-    skipped: list[str] = []
-    apis: list[str] = []
-    frame_count = 0
-    # One adapter per API follows the whole run (see Adapter: "one instance follows one run"):
-    # a tool-loop continuation resumes the run, a poll re-reading a finished object adds
-    # nothing, successive poll snapshots are diffed — none of which a fresh adapter could know.
-    open_adapters: dict[str, Adapter] = {}
+@dataclass
+class CassetteStream:
+    """One model API call of a cassette, cut into frames that name their API and provider."""
+
+    stream_id: str
+    label: str
+    api: str
+    framing: str
+    frames: list[ProviderFrame]
+
+
+def cassette_streams(interactions: list[Interaction], candidates: tuple[str, ...], run_id: str,
+                     on_skip: Callable[[str], None]) -> Iterator[CassetteStream]:
+    """The model API calls of a cassette, in order; each call is its own stream of the run.
+
+    Calls that are no model call (files, vector stores, tokens, an empty body) are left out, each
+    with a line to ``on_skip`` that says why.
+    """
     for number, interaction in enumerate(interactions, 1):
         label = f"#{number} {interaction.method} {interaction.uri}"
         api = api_for_uri(interaction.uri)
         if api is not None and api not in candidates:
             if len(candidates) != 1:
-                skipped.append(f"{label}: {api}, not among {', '.join(candidates)}")
+                on_skip(f"{label}: {api}, not among {', '.join(candidates)}")
                 continue
             api = candidates[0]  # the caller named the API: trust it over the uri
         if not interaction.body.strip():
-            skipped.append(f"{label}: empty response body")
+            on_skip(f"{label}: empty response body")
             continue
         try:
             framing = ("sse" if interaction.content_type.startswith("text/event-stream")
                        else detect_framing(interaction.body))
         except InputError as exc:
-            skipped.append(f"{label}: {exc}")
+            on_skip(f"{label}: {exc}")
             continue
         stream_id = f"i{number}"
         frames = frames_from_bytes(interaction.body, run_key=run_id, provider="", api="",
@@ -336,14 +344,33 @@ def _normalize_cassette(interactions: list[Interaction], candidates: tuple[str, 
             try:
                 api = detect_api(decoded_docs(frames), candidates=candidates)
             except DetectionError:
-                skipped.append(f"{label}: not a model API call")
+                on_skip(f"{label}: not a model API call")
                 continue
         provider = provider_for_uri(interaction.uri) or ADAPTERS[api].default_provider
+        for frame in frames:
+            frame.api, frame.provider = api, provider
+        yield CassetteStream(stream_id, label, api, framing, frames)
+
+
+def _normalize_cassette(interactions: list[Interaction], candidates: tuple[str, ...],
+                        run_id: str, tenant: str) -> NormalizeResult:
+    events: list[ModelEvent] = []
+    streams: list[str] = []
+    skipped: list[str] = []
+    apis: list[str] = []
+    frame_count = 0
+    # One adapter per API follows the whole run (see Adapter: "one instance follows one run"):
+    # a tool-loop continuation resumes the run, a poll re-reading a finished object adds
+    # nothing, successive poll snapshots are diffed — none of which a fresh adapter could know.
+    open_adapters: dict[str, Adapter] = {}
+    for stream in cassette_streams(interactions, candidates, run_id, skipped.append):
+        api, frames = stream.api, stream.frames
         adapter = open_adapters.get(api)
         if adapter is None:
-            adapter = open_adapters[api] = ADAPTERS[api](run_id, tenant=tenant, provider=provider)
+            adapter = open_adapters[api] = ADAPTERS[api](run_id, tenant=tenant,
+                                                         provider=frames[0].provider)
         for frame in frames:
-            frame.api, frame.provider, frame.tenant = api, provider, tenant
+            frame.tenant = tenant
             events += adapter.feed(frame)
         if frames[0].transport != "poll" and not adapter.stream_complete:
             # A stream cut short: report it here, where it happened; a later call of the run
@@ -352,7 +379,8 @@ def _normalize_cassette(interactions: list[Interaction], candidates: tuple[str, 
             events += adapter.close()
             del open_adapters[api]
         frame_count += len(frames)
-        streams.append(f"{stream_id}: {label} → {api}, {framing}, {len(frames)} frames")
+        streams.append(f"{stream.stream_id}: {stream.label} → {api}, {stream.framing}, "
+                       f"{len(frames)} frames")
         apis.append(api)
     if not streams:
         raise DetectionError(

@@ -36,11 +36,10 @@ from modelevents.adapters.cassette import Interaction, looks_like_cassette, read
 from modelevents.adapters.framing import detect_framing, frames_from_bytes
 from modelevents.adapters.registry import (
     ADAPTERS,
-    api_for_uri,
+    cassette_streams,
     decoded_docs,
     default_run_id,
     detect_api,
-    provider_for_uri,
     resolve_api,
 )
 from modelevents.schemas.errors import DetectionError, InputError
@@ -132,42 +131,11 @@ def frames_for_bytes(body: bytes, *, source_name: str | None = None, api: str = 
 
 def _cassette_frames(interactions: list[Interaction], candidates: tuple[str, ...], run_id: str,
                      on_skip: Callable[[str], None] | None) -> tuple[str, list[ProviderFrame]]:
-    # The same choices as registry._normalize_cassette: each model call is its own stream of the
-    # run; calls that are no model call (files, tokens, ...) are left out.
-    skip = on_skip or (lambda _msg: None)
     frames: list[ProviderFrame] = []
     apis: list[str] = []
-    for number, interaction in enumerate(interactions, 1):
-        label = f"#{number} {interaction.method} {interaction.uri}"
-        api = api_for_uri(interaction.uri)
-        if api is not None and api not in candidates:
-            if len(candidates) != 1:
-                skip(f"{label}: {api}, not among {', '.join(candidates)}")
-                continue
-            api = candidates[0]
-        if not interaction.body.strip():
-            skip(f"{label}: empty response body")
-            continue
-        try:
-            framing = ("sse" if interaction.content_type.startswith("text/event-stream")
-                       else detect_framing(interaction.body))
-        except InputError as exc:
-            skip(f"{label}: {exc}")
-            continue
-        stream = frames_from_bytes(interaction.body, run_key=run_id, provider="", api="",
-                                   framing=framing, stream_id=f"i{number}",
-                                   http_status=interaction.status)
-        if api is None:
-            try:
-                api = detect_api(decoded_docs(stream), candidates=candidates)
-            except DetectionError:
-                skip(f"{label}: not a model API call")
-                continue
-        provider = provider_for_uri(interaction.uri) or ADAPTERS[api].default_provider
-        for frame in stream:
-            frame.api, frame.provider = api, provider
-        frames += stream
-        apis.append(api)
+    for stream in cassette_streams(interactions, candidates, run_id, on_skip or (lambda _m: None)):
+        frames += stream.frames
+        apis.append(stream.api)
     if not frames:
         raise DetectionError("the cassette holds no model API call that modelevents can read")
     return "+".join(dict.fromkeys(apis)), frames
