@@ -5,8 +5,14 @@
     │   └── UnknownSchemaError       a fingerprint or record name this version does not ship
     ├── InputError                   input the user gave cannot be read (file, framing, provider)
     │   ├── FramingError             bytes are not SSE / JSON lines / a JSON array / a JSON object
-    │   └── DetectionError           no adapter recognises the input; name --provider
+    │   ├── DetectionError           no adapter recognises the input; name --provider
+    │   ├── RenderError              a neutral request holds what the target API cannot carry
+    │   │                                                        (adapters/requests/base.py)
+    │   └── CapabilityRejected       no target offers what a request requires: the gateway's 422
+    │                                                          (services/gateway/router.py)
     ├── ConfigError                  a setting is missing or contradicts another
+    │   └── ManifestError            the capability manifest is unreadable or off its schema
+    │                                                    (services/gateway/capabilities.py)
     ├── KafkaUnavailable             the broker cannot be reached           (services/kafka_io.py)
     └── KafkaSetupError              the local broker cannot be obtained or started
         ├── MissingToolError         java or mvn is not installed          (services/kafka_local.py)

@@ -1,1 +1,49 @@
-"""Pure renderers of the neutral request into each provider API's wire request (the reverse of the adapters)."""
+"""Pure renderers of the neutral request into each provider API's wire request (the reverse of the adapters).
+
+One module per provider API (``openai_responses``, ``openai_chat``, ``anthropic_messages``,
+``gemini_interactions``, ``gemini_generate``), each with ``render`` (the JSON body) and
+``endpoint`` (method, path, query, headers); ``base`` holds the shared shape. ``build`` renders
+a whole ``WireRequest`` for an API name (``ModelEvent.api`` names).
+
+Opaque reasoning (signatures, encrypted content) goes back only to the provider, API and model
+that produced it; from anywhere else it is dropped together with its readable text
+(``base.replayable`` says why).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from modelevents.adapters.requests import (anthropic_messages, gemini_generate,
+                                           gemini_interactions, openai_chat, openai_responses)
+from modelevents.adapters.requests.base import Endpoint, RenderError, WireRequest
+from modelevents.schemas.transcript import NeutralRequest
+
+RENDERERS: dict[str, ModuleType] = {
+    module.API: module
+    for module in (openai_responses, openai_chat, anthropic_messages, gemini_interactions,
+                   gemini_generate)
+}
+
+__all__ = ["RENDERERS", "Endpoint", "RenderError", "WireRequest", "build", "render"]
+
+
+def build(request: NeutralRequest, api: str, model: str, *, stream: bool,
+          provider: str | None = None) -> WireRequest:
+    """The wire request of ``request`` for ``api``/``model`` (provider: the API's own unless an
+    OpenAI-compatible host is named)."""
+    try:
+        module = RENDERERS[api]
+    except KeyError:
+        raise RenderError(f"no request renderer for api {api!r}; "
+                          f"known: {', '.join(RENDERERS)}") from None
+    provider = provider or module.PROVIDER
+    return WireRequest(api=api, provider=provider, model=model,
+                       endpoint=module.endpoint(model, stream=stream),
+                       body=module.render(request, model, stream=stream, provider=provider))
+
+
+def render(api: str, request: NeutralRequest, model: str, *, stream: bool,
+           provider: str | None = None) -> dict:
+    """Only the JSON body of ``build(...)`` (what services/gateway/runs.py sends)."""
+    return build(request, api, model, stream=stream, provider=provider).body

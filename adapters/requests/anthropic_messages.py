@@ -1,0 +1,132 @@
+"""Neutral request → Claude Messages API request (``POST /v1/messages``).
+
+Follows reference/anthropic.md §1 (request headers), §4 (content blocks), §7 (tool results,
+statelessness, ordering); field names from the SDK's ``MessageCreateParams``.
+
+| neutral | Messages |
+|---|---|
+| instructions / opening system messages | top-level ``system`` |
+| user text / image / file | ``text`` / ``image`` {source base64 or url} / ``document``
+  {source base64 PDF, plain text, url, or file id} |
+| assistant text / tool_call | ``text`` / ``tool_use`` {id, name, input} |
+| tool_result | ``tool_result`` {tool_use_id, content, is_error} in a **user** message, before
+  any text of that message (§7: results first, right after their tool_use turn) |
+| reasoning | ``thinking`` {thinking, signature} or ``redacted_thinking`` {data} — only back to
+  Anthropic and the model that produced it (§4, §7) |
+
+Consecutive messages of one role are merged: a tool message and the user message after it
+become one user message, as §7 requires.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from modelevents.adapters.requests.base import Endpoint, RenderError, decoded_text, replayable
+from modelevents.schemas.transcript import (FilePart, ImagePart, NeutralRequest, ReasoningPart,
+                                            TextPart, ToolCallPart, ToolResultPart)
+
+API = "anthropic-messages"
+PROVIDER = "anthropic"
+
+# max_tokens is required by the Messages API; used when the request names no limit.
+DEFAULT_MAX_TOKENS = 4096
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+def endpoint(model: str, *, stream: bool) -> Endpoint:
+    headers = {"anthropic-version": ANTHROPIC_VERSION}
+    if stream:
+        headers["accept"] = "text/event-stream"
+    return Endpoint("POST", "/v1/messages", headers=headers)
+
+
+def render(request: NeutralRequest, model: str, *, stream: bool,
+           provider: str = PROVIDER) -> dict[str, Any]:
+    if request.background:
+        raise RenderError("the Messages API has no background mode (only Message Batches, "
+                          "anthropic.md §8); set background to false or pick another target")
+    if request.temperature is not None and request.temperature > 1:
+        raise RenderError(f"Claude takes temperature 0..1 (got {request.temperature}); lower it")
+    messages: list[dict[str, Any]] = []
+    for m_index, message in enumerate(request.transcript):
+        if message.role == "system":
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = [block for p_index, part in enumerate(message.parts)
+                  if (block := _block(part, f"transcript[{m_index}].parts[{p_index}]",
+                                      provider, model)) is not None]
+        if not blocks:
+            continue
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+    body: dict[str, Any] = {"model": model,
+                            "max_tokens": request.max_output_tokens or DEFAULT_MAX_TOKENS,
+                            "messages": messages}
+    system = request.system_text()
+    if system:
+        body["system"] = system
+    if request.tools:
+        body["tools"] = [{"name": t.name, "description": t.description or "",
+                          "input_schema": t.parameters} for t in request.tools]
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.structured_output is not None:
+        body["output_config"] = {"format": {"type": "json_schema",
+                                            "schema": request.structured_output.json_schema}}
+    body["stream"] = stream
+    return body
+
+
+def _block(part: Any, where: str, provider: str, model: str) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        # Claude rejects empty text blocks; an empty part says nothing.
+        return {"type": "text", "text": part.text} if part.text else None
+    if isinstance(part, ImagePart):
+        source = ({"type": "url", "url": part.url} if part.url is not None else
+                  {"type": "base64", "media_type": part.media_type, "data": part.data})
+        return {"type": "image", "source": source}
+    if isinstance(part, FilePart):
+        return _document(part, where)
+    if isinstance(part, ToolCallPart):
+        if part.raw_arguments is not None:
+            raise RenderError(f"{where}: tool call {part.tool_call_id!r} has arguments that are "
+                              "not a JSON object, which tool_use.input cannot carry; answer it "
+                              "with an error tool_result and drop the call, or fix arguments")
+        return {"type": "tool_use", "id": part.tool_call_id, "name": part.tool_name,
+                "input": part.arguments}
+    if isinstance(part, ToolResultPart):
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.tool_call_id,
+                                 "content": part.output}
+        if part.is_error:
+            block["is_error"] = True
+        return block
+    if isinstance(part, ReasoningPart):
+        if not replayable(part.origin, provider, API, model):
+            return None
+        if part.signature:
+            return {"type": "thinking", "thinking": part.readable, "signature": part.signature}
+        if part.encrypted_content:
+            return {"type": "redacted_thinking", "data": part.encrypted_content}
+        return None  # unsigned thinking cannot be sent back (ThinkingBlockParam needs one)
+    raise RenderError(f"{where}: a {part.type} part has no Messages API form")
+
+
+def _document(part: FilePart, where: str) -> dict[str, Any]:
+    if part.url is not None:
+        source: dict[str, Any] = {"type": "url", "url": part.url}
+    elif part.file_id is not None:
+        source = {"type": "file", "file_id": part.file_id}
+    elif part.media_type == "application/pdf":
+        source = {"type": "base64", "media_type": "application/pdf", "data": part.data}
+    elif part.media_type == "text/plain":
+        source = {"type": "text", "media_type": "text/plain", "data": decoded_text(part.data or "")}
+    else:
+        raise RenderError(f"{where}: Claude documents take PDF or plain text data (got "
+                          f"{part.media_type}); convert it, or upload it and give file_id")
+    block: dict[str, Any] = {"type": "document", "source": source}
+    if part.filename:
+        block["title"] = part.filename
+    return block

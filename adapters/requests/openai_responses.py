@@ -1,0 +1,137 @@
+"""Neutral request → OpenAI Responses API request (``POST /v1/responses``).
+
+Follows reference/openai.md §3 (item types), §9 (background), §10 (server-side state,
+reasoning items), the SDK's ``ResponseCreateParams`` for field names.
+
+| neutral | Responses ``input`` item |
+|---|---|
+| user text / image / file | ``message`` role user: ``input_text`` / ``input_image`` / ``input_file`` |
+| assistant text | ``message`` role assistant, content a string (the SDK's input content list has no
+  ``output_text``; a string is accepted) |
+| tool_call | ``function_call`` {call_id, name, arguments (JSON text)} |
+| tool_result | ``function_call_output`` {call_id, output}; Responses has no error flag |
+| reasoning | ``reasoning`` {id, summary, encrypted_content} — only back to OpenAI Responses and
+  the model that produced it (§10), and only with its ``rs_`` id |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from modelevents.adapters.requests.base import (Endpoint, RenderError, arguments_text, data_url,
+                                                replayable)
+from modelevents.schemas.transcript import (FilePart, ImagePart, NeutralRequest, ReasoningPart,
+                                            TextPart, ToolCallPart, ToolResultPart)
+
+API = "openai-responses"
+PROVIDER = "openai"
+
+# spec:CreateResponse.max_output_tokens has minimum 16 (openai.md §6).
+MIN_OUTPUT_TOKENS = 16
+
+
+def endpoint(model: str, *, stream: bool) -> Endpoint:
+    headers = {"accept": "text/event-stream"} if stream else {}
+    return Endpoint("POST", "/v1/responses", headers=headers)
+
+
+def render(request: NeutralRequest, model: str, *, stream: bool,
+           provider: str = PROVIDER) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "input": _input(request, provider, model)}
+    system = request.system_text()
+    if system:
+        body["instructions"] = system
+    if request.tools:
+        body["tools"] = [{"type": "function", "name": t.name, "description": t.description or "",
+                          "parameters": t.parameters, "strict": False} for t in request.tools]
+    if request.max_output_tokens is not None:
+        if request.max_output_tokens < MIN_OUTPUT_TOKENS:
+            raise RenderError(f"OpenAI Responses rejects max_output_tokens below "
+                              f"{MIN_OUTPUT_TOKENS}; raise it (got {request.max_output_tokens})")
+        body["max_output_tokens"] = request.max_output_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.structured_output is not None:
+        so = request.structured_output
+        body["text"] = {"format": {"type": "json_schema", "name": so.name,
+                                   "schema": so.json_schema, "strict": so.strict}}
+    if request.background:
+        # Background responses must be stored to be polled (openai.md §9).
+        body["background"] = True
+        body["store"] = True
+    body["stream"] = stream
+    return body
+
+
+def _input(request: NeutralRequest, provider: str, model: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for m_index, message in enumerate(request.transcript):
+        if message.role == "system":
+            continue  # in instructions
+        if message.role == "user":
+            content = [_user_part(part, f"transcript[{m_index}].parts[{p_index}]")
+                       for p_index, part in enumerate(message.parts)]
+            items.append({"type": "message", "role": "user", "content": content})
+            continue
+        texts: list[str] = []
+
+        def flush_text() -> None:
+            if texts:
+                items.append({"type": "message", "role": "assistant", "content": "".join(texts)})
+                texts.clear()
+
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                texts.append(part.text)
+                continue
+            flush_text()
+            if isinstance(part, ToolCallPart):
+                items.append({"type": "function_call", "call_id": part.tool_call_id,
+                              "name": part.tool_name, "arguments": arguments_text(part)})
+            elif isinstance(part, ToolResultPart):
+                items.append({"type": "function_call_output", "call_id": part.tool_call_id,
+                              "output": part.output})
+            elif isinstance(part, ReasoningPart):
+                item = _reasoning(part, provider, model)
+                if item is not None:
+                    items.append(item)
+        flush_text()
+    return items
+
+
+def _user_part(part: Any, where: str) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "input_text", "text": part.text}
+    if isinstance(part, ImagePart):
+        url = part.url if part.url is not None else data_url(part.media_type or "", part.data or "")
+        return {"type": "input_image", "image_url": url, "detail": part.detail or "auto"}
+    if isinstance(part, FilePart):
+        if part.modality == "audio":
+            raise RenderError(f"{where}: OpenAI Responses takes no audio input; send the audio "
+                              "to a target with input.audio (e.g. openai-chat or Gemini)")
+        item: dict[str, Any] = {"type": "input_file"}
+        if part.url is not None:
+            item["file_url"] = part.url
+        elif part.file_id is not None:
+            item["file_id"] = part.file_id
+        else:
+            item["file_data"] = data_url(part.media_type or "", part.data or "")
+            item["filename"] = part.filename or "file"
+        if part.filename and "filename" not in item:
+            item["filename"] = part.filename
+        return item
+    raise RenderError(f"{where}: a {part.type} part cannot be user input")
+
+
+def _reasoning(part: ReasoningPart, provider: str, model: str) -> dict[str, Any] | None:
+    # A reasoning item goes back only where it was made, and needs its rs_ id (ReasoningItem).
+    if not part.item_id or not replayable(part.origin, provider, API, model):
+        return None
+    item: dict[str, Any] = {"type": "reasoning", "id": part.item_id,
+                            "summary": [{"type": "summary_text", "text": s}
+                                        for s in part.summary]}
+    if part.text:
+        item["content"] = [{"type": "reasoning_text", "text": part.text}]
+    if part.encrypted_content:
+        item["encrypted_content"] = part.encrypted_content
+    return item
