@@ -122,7 +122,7 @@ class Adapter:
         self._frame = frame
         self._source_id = frame_id
         self._cursor = frame.cursor
-        self._envelope = Envelope(frame.content_type, frame.body)
+        self._envelope = None  # built by emit on the frame's first event: many frames have none
         out = self._out = []
         doc = self.decode(frame)
         if doc is not _MALFORMED:
@@ -183,12 +183,15 @@ class Adapter:
         index = len(out)
         frame = self._frame
         source_id = self._source_id
+        envelope = self._envelope
+        if envelope is None:  # the frame's first event; its other events share the envelope
+            envelope = self._envelope = Envelope(frame.content_type, frame.body)
         # Positional arguments and an inlined event_id_for: this runs once per event.
         out.append(ModelEvent(
             f"{self._run_hash}:{source_id}:{index}",
             self.run_id, self.tenant, self.provider, self.api, self.model, kind,
             EventSource(source_id, index, frame.transport, self._cursor),
-            frame.received_at, self.adapter_id, self._envelope, payload))
+            frame.received_at, self.adapter_id, envelope, payload))
 
     def use_cursor(self, cursor: str) -> None:
         """The provider's cursor for this frame when the body, not the transport, carries it

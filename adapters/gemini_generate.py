@@ -197,7 +197,11 @@ class StreamedArguments:
         stopped), or None when the value cannot be placed (the path contradicts the tree)."""
         was_open = self._open_string
         growing = was_open == segments and type(value) is str
-        if not _place(self.tree, segments, value, growing):
+        if len(segments) == 1 and type(segments[0]) is str:
+            # A top-level member (most streamed arguments): what _place does, without the walk.
+            tree, key = self.tree, segments[0]
+            tree[key] = tree.get(key) + value if growing else value
+        elif not _place(self.tree, segments, value, growing):
             self.in_order = False
             return None
         self._open_string = segments if (more and type(value) is str) else None
@@ -569,9 +573,13 @@ class GeminiGenerateAdapter(Adapter):
         cand = self._cands.get(index)
         if cand is None:
             cand = self._new_candidate(index)
-        url_context = doc.get("urlContextMetadata")
-        if url_context and url_context != cand.url_context:
-            self._on_url_context(cand, url_context)
+        # A candidate of content alone (every Vertex argument fragment) skips the lookups of
+        # the members that qualify a candidate.
+        qualified = len(doc) > 1 or "content" not in doc
+        if qualified:
+            url_context = doc.get("urlContextMetadata")
+            if url_context and url_context != cand.url_context:
+                self._on_url_context(cand, url_context)
         content = doc.get("content")
         if content:
             parts = content.get("parts")
@@ -588,6 +596,8 @@ class GeminiGenerateAdapter(Adapter):
                             self.emit("text.delta", Text(cand.block, 0, text, cand.item_id))
                     else:
                         self._on_part(cand, part)
+        if not qualified:
+            return
         grounding = doc.get("groundingMetadata")
         if grounding:
             self._on_grounding(cand, grounding)
@@ -768,9 +778,12 @@ class GeminiGenerateAdapter(Adapter):
 
     def _feed_call(self, cand: _Candidate, call: _Call, doc: dict) -> None:
         for arg in doc.get("partialArgs") or ():
-            value, present = _partial_value(arg)
-            if not present:
-                continue
+            if "stringValue" in arg:  # the common case, ahead of _partial_value's search
+                value = arg["stringValue"]
+            else:
+                value, present = _partial_value(arg)
+                if not present:
+                    continue
             segments = parse_json_path(str(arg.get("jsonPath") or ""))
             fragment = None if segments is None else call.args.put(
                 segments, value, arg.get("willContinue") is True)

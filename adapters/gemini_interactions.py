@@ -208,7 +208,8 @@ class GeminiInteractionsAdapter(Adapter):
         self._hosted: dict[str, tuple[str, str, str | None]] = {}
         self._last_hosted: dict[str, str] = {}  # tool type -> last call id (results without one)
         self._seen_events: set[str] = set()
-        self._seen_events_order: deque[str] = deque()
+        # Made on the first event id: most streams carry none (A5 `event_id` is optional).
+        self._seen_events_order: deque[str] | None = None
 
     @classmethod
     def recognizes(cls, doc: Any) -> bool:
@@ -268,9 +269,12 @@ class GeminiInteractionsAdapter(Adapter):
         if event_id in self._seen_events:
             return False
         self._seen_events.add(event_id)
-        self._seen_events_order.append(event_id)
-        if len(self._seen_events_order) > SEEN_EVENT_IDS_WINDOW:
-            self._seen_events.discard(self._seen_events_order.popleft())
+        order = self._seen_events_order
+        if order is None:
+            order = self._seen_events_order = deque()
+        order.append(event_id)
+        if len(order) > SEEN_EVENT_IDS_WINDOW:
+            self._seen_events.discard(order.popleft())
         # The id is the provider's cursor even when the SSE `id:` line is absent.
         self.use_cursor(event_id)
         return True
@@ -292,9 +296,16 @@ class GeminiInteractionsAdapter(Adapter):
         self._apply(interaction)
 
     def _on_status_update(self, doc: dict) -> None:
-        if not self._begin_if_new({"id": doc.get("interaction_id"), "status": doc.get("status")}):
+        # _begin_if_new, inline: this frame is frequent and usually changes nothing.
+        raw_id = doc.get("interaction_id")
+        iid = raw_id or ""
+        if iid and iid in self._ended_ids:
             return  # a late status for an interaction that already ended
-        self._status_change(doc.get("status"))
+        status = doc.get("status")
+        if not self._active or (iid and iid != self._iid):
+            self._begin_interaction({"id": raw_id, "status": status})
+        if status != self._status and status is not None:
+            self._status_change(status)
         if isinstance(doc.get("usage"), dict):
             self._usage(doc["usage"])
 
@@ -382,7 +393,9 @@ class GeminiInteractionsAdapter(Adapter):
 
     def _apply(self, interaction: dict, final: bool = False) -> None:
         """What an Interaction resource says: its steps, usage, errors and status."""
-        self._model_from(interaction)
+        model = interaction.get("model") or interaction.get("agent")  # _model_from, inline
+        if model:
+            self.model = model
         steps = interaction.get("steps")
         if steps is None:
             steps = interaction.get("outputs")  # legacy resource (A1)
@@ -390,7 +403,7 @@ class GeminiInteractionsAdapter(Adapter):
             if index not in self._done and index not in self._steps and type(step) is dict:
                 self._open(index, step)
                 self._close(index)
-        if final:
+        if final and self._steps:
             # The provider says the interaction is over: steps it never stopped are complete.
             for index in sorted(self._steps):
                 self._close(index)
@@ -528,14 +541,10 @@ class GeminiInteractionsAdapter(Adapter):
         if closer is not None:
             closer(self, step)
 
-    @property
-    def _item_id(self) -> str | None:
-        return self._iid or None
-
     # model output: text, media, citations
 
     def _open_output(self, step: _Step, doc: dict) -> None:
-        self.emit("message.started", Message(step.index, "assistant", self._item_id))
+        self.emit("message.started", Message(step.index, "assistant", self._iid or None))
         if step.ptype == "model_output":
             items = doc.get("content") or ()
             if isinstance(doc.get("error"), dict):
@@ -605,18 +614,18 @@ class GeminiInteractionsAdapter(Adapter):
         data = item.get("data")
         self.emit("media.done", Media(
             output_index=step.index, mime_type=item.get("mime_type") or "application/octet-stream",
-            item_id=self._item_id, data=_b64(data) if data else None, uri=item.get("uri")))
+            item_id=self._iid or None, data=_b64(data) if data else None, uri=item.get("uri")))
 
     def _close_part(self, step: _Step) -> None:
         if step.text is not None:
             step.last_text = "".join(step.text)
             step.text = None
-            self.emit("text.done", Text(step.index, step.part, step.last_text, self._item_id))
+            self.emit("text.done", Text(step.index, step.part, step.last_text, self._iid or None))
             step.part += 1
 
     def _close_output(self, step: _Step) -> None:
         self._close_part(step)
-        self.emit("message.finished", Message(step.index, "assistant", self._item_id))
+        self.emit("message.finished", Message(step.index, "assistant", self._iid or None))
 
     # thoughts
 
@@ -637,7 +646,7 @@ class GeminiInteractionsAdapter(Adapter):
                     step.text = []
                 step.text.append(text)
                 self.emit("reasoning.delta", Reasoning(step.index, 0, "summary", text,
-                                                       self._item_id))
+                                                       self._iid or None))
         elif item.get("type") in MEDIA_TYPES:
             self._media(step, item)
         else:
@@ -650,7 +659,7 @@ class GeminiInteractionsAdapter(Adapter):
     def _close_thought(self, step: _Step) -> None:
         text = "".join(step.text) if step.text else ""
         self.emit("reasoning.done", Reasoning(
-            step.index, 0, "summary" if text else "redacted", text, self._item_id,
+            step.index, 0, "summary" if text else "redacted", text, self._iid or None,
             signature=step.signature, valid_for=self._valid_for()))
 
     def _valid_for(self) -> str:
@@ -687,7 +696,7 @@ class GeminiInteractionsAdapter(Adapter):
     def _call_started(self, step: _Step) -> None:
         step.started = True
         self.emit("tool.call.started", ToolCall(step.index, step.name or "", self._call_id(step),
-                                                "", self._item_id))
+                                                "", self._iid or None))
 
     def _whole_arguments(self, step: _Step, arguments: Any) -> None:
         text = arguments if isinstance(arguments, str) else json_text(arguments)
@@ -696,7 +705,7 @@ class GeminiInteractionsAdapter(Adapter):
         if not step.started:
             self._call_started(step)
         self.emit("tool.call.delta", ToolCall(step.index, step.name or "", self._call_id(step),
-                                              text, self._item_id))
+                                              text, self._iid or None))
 
     def _arguments_delta(self, step: _Step, delta: dict) -> None:
         # Current schema: `arguments` is a JSON *string* fragment (A1 table).
@@ -715,7 +724,7 @@ class GeminiInteractionsAdapter(Adapter):
             self._call_started(step)
         step.args.append(fragment)
         self.emit("tool.call.delta", ToolCall(step.index, step.name or "", self._call_id(step),
-                                              fragment, self._item_id))
+                                              fragment, self._iid or None))
 
     def _function_call_delta(self, step: _Step, delta: dict) -> None:
         # Legacy schema: one content.delta carries id, name and the whole `arguments` *object*.
@@ -735,7 +744,7 @@ class GeminiInteractionsAdapter(Adapter):
         self._function_calls += 1
         call_id = self._call_id(step)
         self.emit("tool.call", ToolCall(step.index, step.name or "", call_id, arguments,
-                                        self._item_id, arguments_valid=json_valid(arguments)))
+                                        self._iid or None, arguments_valid=json_valid(arguments)))
         self._carried_signature(step, step.signature, call_id)
 
     # hosted (provider-executed) tools

@@ -480,10 +480,14 @@ class OpenAIResponsesAdapter(Adapter):
         event_type = doc["type"]
         response = doc.get("response")
         if not isinstance(response, dict):
-            if doc.get("object") == "event":
-                # A webhook notification names the same event but carries only the response id
-                # (§11.1); the gateway fetches the object, which is what gets translated.
-                self.unknown(f"webhook:{event_type}", detail="fetch GET /v1/responses/{id}")
+            if doc.get("object") == "event" or (
+                    isinstance(doc.get("data"), dict) and "response" not in doc):
+                # A webhook notification (§11.1: {"object":"event","type":"response.completed",
+                # "data":{"id":...}}, `object` optional) names the event but carries only the
+                # response id. It is understood and deliberately says nothing: the gateway
+                # fetches GET /v1/responses/{id}, and that poll frame carries the content and
+                # the terminal state (and dedupes against a stream that already said it).
+                return
             else:
                 self.unknown(event_type, detail="lifecycle event without a response object")
             return

@@ -9,9 +9,10 @@ The fingerprint names the writer schema; the codec resolves it among the schema 
 reads with the current schema as reader, so a record written by any released version stays
 readable after the schema evolves.
 
-Encoding runs through writers compiled from the same schema files (``avro_writer``: fastavro's
+Encoding runs through encoders compiled from the same schema files (``avro_writer``: fastavro's
 interpreter costs ~0.5 µs per field, too much for the adapters' hot path); the tests hold them
-byte-identical to fastavro's writer. Decoding is fastavro's.
+byte-identical to fastavro's writer. ``CACHED_STRINGS`` names the string fields whose few values
+repeat on every event: their encodings are memoized. Decoding is fastavro's.
 
 The Confluent wire form (magic 0 + 4-byte registry id) is the other common choice; it needs a
 registry service and is left to the Kafka layer to add when one is configured.
@@ -24,12 +25,12 @@ import json
 from dataclasses import fields
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from modelevents.schemas.avro_writer import compile_writer
+from modelevents.schemas.avro_writer import compile_encoder
 from modelevents.schemas.errors import SchemaError, UnknownSchemaError
 from modelevents.schemas.events import (
     KIND_PAYLOAD,
@@ -51,6 +52,25 @@ NAMESPACE = "modelevents"
 # Files in dependency order: run_state refers to modelevents.Usage defined in model_event.
 CURRENT_FILES = ("model_event.avsc", "provider_frame.avsc", "run_state.avsc", "dead_letter.avsc")
 
+# (record, field) of strings drawn from a small vocabulary, repeated from event to event (the
+# run's identity, the kind, the adapter, roles and statuses, the response id of a message's
+# deltas): the compiled encoders memoize their encodings (bounded, see avro_writer).
+CACHED_STRINGS = frozenset({
+    ("ModelEvent", "run_id"), ("ModelEvent", "tenant"), ("ModelEvent", "provider"),
+    ("ModelEvent", "api"), ("ModelEvent", "model"), ("ModelEvent", "kind"),
+    ("ModelEvent", "adapter"), ("EventSource", "transport"), ("Envelope", "content_type"),
+    ("RunStarted", "status"), ("RunStatus", "status"), ("RunStatus", "raw_status"),
+    ("RunAwaiting", "reason"), ("RunAwaiting", "raw_reason"), ("RunFinished", "status"),
+    ("RunFinished", "reason"), ("RunFinished", "raw_reason"),
+    ("Message", "item_id"), ("Message", "role"), ("Message", "phase"),
+    ("Text", "item_id"), ("Reasoning", "item_id"), ("Reasoning", "form"),
+    ("Reasoning", "valid_for"), ("Media", "item_id"), ("Media", "mime_type"),
+    ("ToolCall", "item_id"), ("ToolCall", "tool_name"), ("ToolCall", "tool_call_id"),
+    ("Hosted", "tool_type"), ("Hosted", "authority"), ("Hosted", "executor"),
+    ("Hosted", "status"), ("Hosted", "billable_unit"), ("Citation", "source_type"),
+    ("Error", "error_type"), ("Error", "code"),
+})
+
 
 def _fingerprint(parsed: dict) -> bytes:
     return bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
@@ -63,8 +83,8 @@ class SchemaSet:
         self.current: dict[str, dict] = {}
         self.current_fingerprint: dict[str, bytes] = {}
         self.writers: dict[bytes, tuple[str, dict]] = {}
-        # Python type name → (magic + fingerprint, compiled writer) for encoding.
-        self.encoders: dict[str, tuple[bytes, Any]] = {}
+        # Python type name → compiled single-object encoder (magic + fingerprint + body).
+        self.encoders: dict[str, Callable[[Any], bytes]] = {}
         named: dict[str, Any] = {}
         compiled_named: dict[str, Any] = {}
         for name in CURRENT_FILES:
@@ -75,7 +95,8 @@ class SchemaSet:
             self.current[full_name] = parsed
             self.current_fingerprint[full_name] = fp
             self.writers[fp] = (full_name, parsed)
-            self.encoders[raw["name"]] = (MAGIC + fp, compile_writer(raw, compiled_named))
+            self.encoders[raw["name"]] = compile_encoder(raw, MAGIC + fp, compiled_named,
+                                                         CACHED_STRINGS)
         history = avro_dir / "history"
         for path in sorted(history.glob("*.avsc")) if history.is_dir() else ():
             # Each historical file is self-contained; parse it in its own namespace of names.
@@ -134,19 +155,24 @@ def _record_of(obj: Any) -> tuple[str, dict[str, Any]]:
                       "ProviderFrame, RunState or DeadLetter")
 
 
+_encoders: dict[str, Callable[[Any], bytes]] = {}  # schemas().encoders, once loaded
+
+
 def encode(obj: ModelEvent | ProviderFrame | RunState | DeadLetter) -> bytes:
     """Single-object encoding of a contract record with the current schema."""
+    # Once per event on the adapters' hot path: one dict lookup, one call.
     try:
-        header, write = schemas().encoders[type(obj).__name__]
+        encoder = _encoders[type(obj).__name__]
     except KeyError:
-        raise SchemaError(f"no Avro schema for {type(obj).__name__}; expected ModelEvent, "
-                          "ProviderFrame, RunState or DeadLetter") from None
-    buf = bytearray(header)
+        _encoders.update(schemas().encoders)
+        encoder = _encoders.get(type(obj).__name__)
+        if encoder is None:
+            raise SchemaError(f"no Avro schema for {type(obj).__name__}; expected ModelEvent, "
+                              "ProviderFrame, RunState or DeadLetter") from None
     try:
-        write(obj, buf)
+        return encoder(obj)
     except (ValueError, TypeError, AttributeError, KeyError) as exc:
         raise SchemaError(f"{type(obj).__name__} does not fit its Avro schema: {exc}") from exc
-    return bytes(buf)
 
 
 def encode_with_fastavro(obj: ModelEvent | ProviderFrame | RunState | DeadLetter) -> bytes:

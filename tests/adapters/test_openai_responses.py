@@ -350,12 +350,17 @@ def test_unexpected_field_shapes_never_raise():
     assert events[-1].payload.error_type == "stream_truncated"
 
 
-def test_webhook_notification_is_not_mistaken_for_the_stream_event():
-    webhook = {"id": "evt_1", "object": "event", "created_at": 1750861210,
-               "type": "response.completed", "data": {"id": "resp_h"}}
+@pytest.mark.parametrize("envelope", [{"object": "event"}, {}], ids=["object-event", "no-object"])
+def test_webhook_notification_is_not_mistaken_for_the_stream_event(envelope):
+    # A webhook names the event and the response id only; the gateway fetches the object, whose
+    # poll frame carries the terminal state. The notification itself must end nothing and must
+    # not flag the run (it is understood, not unknown).
+    webhook = {"id": "evt_1", "created_at": 1750861210, "type": "response.completed",
+               "data": {"id": "resp_h"}, **envelope}
     events = normalize(stream(CREATED, webhook))
-    assert [p.provider_type for p in of_kind(events, "unknown")] == ["webhook:response.completed"]
     assert "run.finished" not in kinds(events)
+    assert "unknown" not in kinds(events)
+    assert events[-1].payload.error_type == "stream_truncated"
 
 
 def test_adapter_state_pickles_mid_stream():
