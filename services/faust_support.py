@@ -8,7 +8,8 @@ aiokafka's fetcher from the event loop's thread and can break a fetch in progres
 - :class:`RunTable`: a table whose changelog partition for a key is the key's own partition;
 - :class:`PartitionOrder`: each source partition processed in offset order without holes, and
   what the consumer dropped (around rebalances, at start-up) fetched again (faust-streaming#596);
-- :class:`RecoveryWatch`: a table recovery that stopped receiving its changelog helped along.
+- :class:`RecoveryWatch`: a table recovery that stopped receiving its changelog helped along;
+- :class:`QuietMonitor`: Faust's default monitor without its per-record bookkeeping.
 
 A newer faust-streaming may make some of them unnecessary; the processor's rebalance and
 SIGKILL tests say whether they still hold.
@@ -23,11 +24,12 @@ from typing import Any
 
 import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from faust.sensors.monitor import Monitor
 
 from modelevents.services.kafka_io import make_consumer, partition_for_key, start_client
 from modelevents.services.settings import PipelineSettings
 
-__all__ = ["RunTable", "PartitionOrder", "LogStarts", "RecoveryWatch"]
+__all__ = ["RunTable", "PartitionOrder", "LogStarts", "RecoveryWatch", "QuietMonitor"]
 
 log = logging.getLogger("modelevents.processor")
 
@@ -252,3 +254,41 @@ class RecoveryWatch:
                     await self.app.consumer.seek_wait({tp: position})
                 except Exception as exc:  # noqa: BLE001 - a new rebalance took it away
                     log.info("could not seek %s[%d]: %r", tp.topic, tp.partition, exc)
+
+
+class QuietMonitor(Monitor):
+    """Faust's monitor (every app has one: the consumer reports commits and end offsets to it)
+    without the statistics it keeps per record, per table access and per send.
+
+    Those feed Faust's web views, which the worker does not serve (``web_enabled=False``), and
+    cost the worker a few percent of its time at every record in and out.
+    """
+
+    def on_message_in(self, tp: Any, offset: int, message: Any) -> None:
+        return None
+
+    def on_stream_event_in(self, tp: Any, offset: int, stream: Any, event: Any) -> None:
+        return None
+
+    def on_stream_event_out(self, tp: Any, offset: int, stream: Any, event: Any,
+                            state: Any = None) -> None:
+        return None
+
+    def on_message_out(self, tp: Any, offset: int, message: Any) -> None:
+        return None
+
+    def on_table_get(self, table: Any, key: Any) -> None:
+        return None
+
+    def on_table_set(self, table: Any, key: Any, value: Any) -> None:
+        return None
+
+    def on_table_del(self, table: Any, key: Any) -> None:
+        return None
+
+    def on_send_initiated(self, producer: Any, topic: str, message: Any, keysize: int,
+                          valsize: int) -> None:
+        return None
+
+    def on_send_completed(self, producer: Any, state: Any, metadata: Any) -> None:
+        return None

@@ -1,8 +1,9 @@
 """The normalizer's per-run logic, without Kafka: a run's frames in, candidate ModelEvents out.
 
 The stream processor (``services/processor.py``) keeps one :class:`RunNormalizer` per run in a
-changelogged table and hands it the run's frames in log order. This module is pure, so it is
-tested without a broker and the processor stays wiring.
+changelogged table, in one value with the run's sequencer state (``services/sequencer.py``), and
+hands it the run's frames in log order; their candidate events go straight to that sequencer
+state. This module is pure, so it is tested without a broker and the processor stays wiring.
 
 What one run's state holds, and why:
 
@@ -10,15 +11,10 @@ What one run's state holds, and why:
   (``adapters.registry``) keeps them, so a stream whose frames straddle a worker restart or a
   rebalance continues where it was (adapters are picklable by contract).
 - ``applied``: per source topic, the offset of the last frame whose outputs are durable. The
-  processor writes this state only after the broker acknowledged the batch's events, so a
-  redelivered frame at or below it is skipped, and one above it is translated again from the
-  state before it — giving the same events with the same ids.
-- ``incarnation`` and ``position``: every candidate event is numbered (``position``, from 0,
-  per incarnation of this state). A redelivery after a crash translates again from the last
-  durable state and so sends the same events with the same numbers; the sequencer drops every
-  number it has already applied. ``incarnation`` names where this state was created (source
-  topic and offset: deterministic under replay), so a run whose state was released and created
-  anew numbers its events afresh without being mistaken for a replay.
+  processor writes this state (with the sequencer state beside it, in one changelog record) only
+  after the broker acknowledged the batch's events, so a redelivered frame at or below it is
+  skipped, and one above it is translated again from the state before it — giving the same
+  events with the same ids, which the sequencer state of that same moment numbers as before.
 - ``claimed``: provider object ids (``resp_…``, ``msg_…``, interaction ids) this run announced
   in ``run.started``; the processor claims each once for the run (run key resolution).
 
@@ -92,7 +88,7 @@ def with_end_markers(frames: list[ProviderFrame]) -> list[ProviderFrame]:
 
 @dataclass
 class Translation:
-    """What one frame gave: events for ``ingest``, object ids to claim, or why it failed."""
+    """What one frame gave: candidate events to sequence, object ids to claim, or why it failed."""
 
     events: list[ModelEvent] = field(default_factory=list)
     claims: list[str] = field(default_factory=list)
@@ -103,10 +99,11 @@ class Translation:
 @dataclass
 class RunNormalizer:
     run_id: str
-    incarnation: str
+    # Where this state was created. Unused since candidates are sequenced beside this state (no
+    # replay to recognise on ingest); kept so that callers naming it (consumers/replay.py) work.
+    incarnation: str = ""
     adapters: dict[str, Adapter] = field(default_factory=dict)
     applied: dict[str, int] = field(default_factory=dict)
-    position: int = 0
     claimed: list[str] = field(default_factory=list)
     last_active: float = 0.0
 
@@ -173,8 +170,3 @@ class RunNormalizer:
                 del self.claimed[:-MAX_CLAIMED]
                 claims.append(object_id)
         return Translation(events=events, claims=claims)
-
-    def next_position(self) -> int:
-        position = self.position
-        self.position += 1
-        return position

@@ -3,32 +3,38 @@
 Topology (``P`` = ``settings.partitions`` for every topic, so partition ``p`` of each topic and
 changelog belongs to the same worker: Faust assigns equally partitioned topics together)::
 
-    frames ──┐                              ┌─▶ ingest ──▶ sequencer ──▶ events, runs
-             ├─▶ normalizer (table) ────────┤                (table)  └─▶ dlq
-    <app>-frames-rerouted ◀─┐               ├─▶ <app>-run-aliases ──▶ aliases (table)
-                            └── (aliased) ──┘└─▶ dlq
+    frames ──────────────────┐                       ┌─▶ events, runs
+    <app>-frames-rerouted ───┼─▶ run agent (table) ──┼─▶ <app>-frames-rerouted (re-keyed frames)
+    ingest ──────────────────┘                       ├─▶ <app>-run-aliases ──▶ aliases (table)
+                                                     └─▶ dlq
 
-- **normalizer** (``frames`` + ``<app>-frames-rerouted``): decodes each ProviderFrame
-  (undecodable → DeadLetter stage ``decode``), resolves its run, and feeds it to the run's
-  adapters (``services/normalizer.py``), whose state lives in the ``normalizer`` table keyed by
-  run id. Candidate events go to ``ingest`` keyed by run id, each with a header naming its
-  origin (state incarnation and position) so the sequencer can recognise replays.
-- **sequencer** (``ingest``): dedupes, numbers each run's events 0, 1, 2, … and advances the run
-  state machine (``services/sequencer.py``; state in the ``sequencer`` table), publishing to
-  ``events`` and the run's latest RunState to ``runs`` (once per batch). Illegal transitions are
-  published and also dead-lettered (stage ``apply``); undecodable records and unknown kinds go to
-  ``dlq`` only.
+- **run agent** (``frames`` + ``<app>-frames-rerouted`` + ``ingest``): one handler owns each
+  run's state — the run's adapters (``services/normalizer.py``) and its numbering and state
+  machine (``services/sequencer.py``), one value per run in the ``run`` table. A frame is
+  decoded (undecodable → DeadLetter stage ``decode``), its run resolved, and fed to the run's
+  adapters; the candidate events it gives are sequenced at once: deduped, numbered 0, 1, 2, …
+  per run, applied to the run state machine, and published to ``events``, with the run's latest
+  RunState on ``runs`` (once per batch). ``ingest`` carries the candidate events that do not come
+  from frames — a tool result, an approval, an external producer — keyed by run id; they are
+  sequenced the same way, by the same handler, so one run's state is never mutated by two
+  handlers and one run's events have one producer (their ``seq`` order is the log's order).
+  Illegal transitions are published and also dead-lettered (stage ``apply``); undecodable
+  records and unknown kinds go to ``dlq`` only.
 - **aliases** (``<app>-run-aliases``): records which run claimed a provider object id.
+
+Earlier versions sent every candidate event through ``ingest`` to a second agent; an ``ingest``
+record carrying their ``modelevents-origin`` header is such a candidate, whose frame the run
+agent normalizes itself, so it is skipped.
 
 Run key resolution. A frame's Kafka key is its run key: the run id when the sender knows the run
 (a stream the gateway started), or a provider object id (``resp_…``, ``msg_…``, an interaction
 id) when that is all it knows (a webhook, a background poll). When a run's ``run.started``
-names a provider object id, the normalizer claims it: a record keyed by the object id, valued
+names a provider object id, the run agent claims it: a record keyed by the object id, valued
 with the run id, on ``<app>-run-aliases``. Keyed by the object id, the claim lands on the same
 partition as every frame keyed by that id, so the aliases table (keyed by object id) is local
 to the worker that reads those frames. A frame whose key is a claimed object id is re-keyed: its
 record goes, unchanged, to ``<app>-frames-rerouted`` keyed by the run id, which puts it on the
-run's partition, where the normalizer feeds it to the run's own adapters — the adapter then
+run's partition, where the run agent feeds it to the run's own adapters — the adapter then
 dedupes across paths (a webhook repeating what the stream said adds nothing). The first claim
 of an object id wins, and a claim lasts ``retention`` seconds. A frame keyed by an object id that
 no run has claimed (yet, or any more) starts a run of that name: a webhook that overtakes the
@@ -37,31 +43,43 @@ stream announcing the id is not merged afterwards.
 Delivery: at-least-once with idempotent outputs (Faust's exactly_once has open duplicate bugs).
 Each agent takes records in batches (``stream.noack_take``) and, per batch: computes; sends the
 outputs through an idempotent producer (acks=all) and waits for every acknowledgement; then
-writes each touched run's state to its table once (one changelog record per run and batch) and
-acks the batch's records. Faust commits acked offsets only after flushing the changelog
-records queued before them, so a committed record's state is durable, and its outputs were. A
-crash or SIGKILL anywhere leaves each run's state at the end of some batch whose outputs are
-durable; the uncommitted records are delivered again and processed again from that state,
-which yields the same events with the same ``seq`` (duplicates a consumer drops by
-``(run_id, seq)``), never a new number and never a gap. A stop (SIGTERM, Ctrl-C) or a rebalance
-lets the batch in flight finish: Faust waits for the acks before it commits and hands a
-partition over (``modelevents worker`` leaves without the final commit if that hangs, which
-loses nothing). All this assumes each source partition is processed in offset order without
-holes, which faust-streaming 0.15.3 does not quite guarantee around rebalances and at start-up;
-``services/faust_support.py`` restores it (and says how), ``services/outbox.py`` sends outputs.
+writes each touched run's state to its table once (one changelog record per run and batch: the
+adapters and the numbering together, so they never disagree) and acks the batch's records.
+Faust commits acked offsets only after flushing the changelog records queued before them, so a
+committed record's state is durable, and its outputs were. A crash or SIGKILL anywhere leaves
+each run's state at the end of some batch whose outputs are durable; the uncommitted records
+are delivered again and processed again from that state, which yields the same events with the
+same ``seq`` (duplicates a consumer drops by ``(run_id, seq)``), never a new number and never a
+gap. A stop (SIGTERM, Ctrl-C) or a rebalance lets the batches in flight finish: Faust waits for
+the acks before it commits and hands a partition over (``modelevents worker`` leaves without the
+final commit if that hangs, which loses nothing). All this assumes each source partition is
+processed in offset order without holes, which faust-streaming 0.15.3 does not quite guarantee
+around rebalances and at start-up; ``services/faust_support.py`` restores it (and says how),
+``services/outbox.py`` sends outputs.
+
+Pipelining. The run agent computes batch ``n + 1`` while the broker acknowledges batch ``n``'s
+outputs: a batch's sending, table writes and acks run in a task of their own, chained after
+the previous batch's (so outputs reach the log in batch order, and states and acks are written
+in order), and at most one batch waits behind the one being sent. Since batch ``n``'s states
+are not in the table yet when batch ``n + 1`` is computed, the agent works on a cache of run
+states (:class:`_WorkingState`): the in-memory state at the end of the last batch computed,
+snapshotted (pickled) for the table at the end of each batch. A cached state that no batch in
+flight touched equals its table value and may be evicted; the cache is emptied at a rebalance
+(after Faust waited for the batches in flight), since another worker may change the states of
+a partition this worker gave up.
 
 State. The store is ``memory://``: RocksDB (rocksdict) is not installed with this project, and
 the changelogs recover the tables when a worker starts or takes over a partition. Recovery reads
 a changelog partition from its start, so the changelogs are compacted eagerly (small segments)
 to keep that proportional to the live runs. Standby replicas are off: with an in-memory store
 each standby would cost a worker the memory of partitions it does not process. Values are
-pickles prefixed with the time at which the key may be released; a timer releases, on the
-partitions this worker owns: a run's normalizer state and an alias after ``retention`` seconds
-without activity, and a run's sequencer state ``retention`` seconds after the run became
-terminal. State is thus bounded by the runs active (or terminal) within one retention period
-times a per-run bound (``services/normalizer.py``, ``services/sequencer.py``). An event for a run whose terminal state was
-released starts the run afresh at ``seq`` 0: choose a retention longer than the latest webhook
-or poll you expect after a run ends.
+pickles prefixed with two times (epoch seconds) at which parts of the value may be released; a
+timer releases, on the partitions this worker owns: a run's adapters and an alias after
+``retention`` seconds without activity, and a run's numbering and state ``retention`` seconds
+after the run became terminal. State is thus bounded by the runs active (or terminal) within one
+retention period times a per-run bound (``services/normalizer.py``, ``services/sequencer.py``).
+An event for a run whose terminal state was released starts the run afresh at ``seq`` 0: choose
+a retention longer than the latest webhook or poll you expect after a run ends.
 """
 
 from __future__ import annotations
@@ -75,6 +93,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -89,18 +108,24 @@ from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import DeadLetter
 from modelevents.services import topics
-from modelevents.services.faust_support import LogStarts, PartitionOrder, RecoveryWatch, RunTable
+from modelevents.services.faust_support import (
+    LogStarts,
+    PartitionOrder,
+    QuietMonitor,
+    RecoveryWatch,
+    RunTable,
+)
 from modelevents.services.kafka_io import partition_for_key, start_client, start_producer
 from modelevents.services.outbox import Outbox
 from modelevents.services.normalizer import RunNormalizer
-from modelevents.services.sequencer import Origin, RunSequence
+from modelevents.services.sequencer import RunSequence
 from modelevents.services.settings import PipelineSettings
 
 __all__ = ["ProcessorTuning", "create_app", "prepare_topics", "internal_topics", "changelog_topics"]
 
 log = logging.getLogger("modelevents.processor")
 
-TABLES = ("normalizer", "sequencer", "aliases")
+TABLES = ("run", "aliases")
 # Changelogs are compacted; small segments let the cleaner run soon, so that recovery (which reads
 # a changelog partition from its start into the in-memory store) stays proportional to live keys.
 CHANGELOG_CONFIG = {
@@ -108,7 +133,14 @@ CHANGELOG_CONFIG = {
     "min.cleanable.dirty.ratio": "0.2",
     "delete.retention.ms": str(60 * 60 * 1000),
 }
-_EXPIRY = struct.Struct("<d")  # table values: expiry (epoch seconds, inf = never) + pickle
+# Table values: two release times (epoch seconds, inf = never) + a pickle: when the whole value
+# may go, and when its normalizer part (a run's adapters) may go.
+_EXPIRY = struct.Struct("<dd")
+# The ingest header of candidate events that earlier versions' normalizer agent wrote.
+_LEGACY_ORIGIN_HEADER = "modelevents-origin"
+# The outputs' producer: a batch is queued whole before anything is awaited, so waiting for
+# more records (linger) only delays its acknowledgement.
+_PRODUCER_TUNING: dict[str, Any] = {"linger_ms": 0}
 _TOPIC_ALREADY_EXISTS = 36
 
 
@@ -117,19 +149,21 @@ class ProcessorTuning:
     """Knobs with defaults that suit one worker on a small machine."""
 
     batch_size: int = 1000  # records per batch (stream.noack_take max)
-    batch_within: float = 0.02  # seconds a partial batch waits for more records
+    batch_within: float = 0.1  # seconds a partial batch waits for more records
+    # Run states kept unpickled between batches (beyond those of the batches in flight).
+    cached_runs: int = 10_000
     retention: float = 3600.0  # seconds before idle/terminal run state is released
     sweep_interval: float | None = None  # seconds between releases; default retention/4, ≤ 60 s
-    stats_interval: float = 30.0  # seconds between progress log lines (0: none)
+    stats_interval: float = 5.0  # seconds between progress log lines (0: none)
     # A worker that dies without leaving its group (SIGKILL, a lost host) keeps its partitions
     # this long; Kafka's 45 s default (Faust's 60 s) is a long pause for a stream.
     session_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         if (self.batch_size < 1 or self.batch_within <= 0 or self.retention <= 0
-                or self.session_timeout < 6):
-            raise ValueError("batch_size ≥ 1, batch_within > 0, retention > 0 and "
-                             "session_timeout ≥ 6 s are required")
+                or self.session_timeout < 6 or self.cached_runs < 0):
+            raise ValueError("batch_size ≥ 1, batch_within > 0, retention > 0, cached_runs ≥ 0 "
+                             "and session_timeout ≥ 6 s are required")
 
     @property
     def sweep_every(self) -> float:
@@ -202,7 +236,7 @@ async def _partition_counts(admin: AIOKafkaAdminClient, names: list[str], wait: 
 
 def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
                tuning: ProcessorTuning | None = None) -> faust.App:
-    """A new Faust app running the normalizer, the sequencer and the alias agent.
+    """A new Faust app running the run agent and the alias agent.
 
     Nothing is declared at module level: each call builds an independent app (tests run several).
     ``workdir`` holds Faust's data directory (default: ``./<app id>-data``). The pipeline's topics
@@ -225,6 +259,7 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
         broker_session_timeout=tuning.session_timeout,
         broker_heartbeat_interval=min(3.0, tuning.session_timeout / 10),
         web_enabled=False,
+        monitor=QuietMonitor(),
         # An agent that raises has a batch it will never ack, so the commits behind it would
         # stall: stop the worker (exit status 1) and let the next start redeliver the batch,
         # rather than restart the agent in place.
@@ -239,16 +274,17 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
 # --- table values ------------------------------------------------------------------------------
 
 
-def _pack(state: Any, expires_at: float) -> bytes:
-    return _EXPIRY.pack(expires_at) + pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+def _pack(state: Any, expires_at: float, part_expires_at: float = math.inf) -> bytes:
+    return (_EXPIRY.pack(expires_at, part_expires_at)
+            + pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _unpack(value: bytes | None) -> Any:
     return None if value is None else pickle.loads(memoryview(value)[_EXPIRY.size:])
 
 
-def _expires_at(value: bytes) -> float:
-    return _EXPIRY.unpack_from(value)[0]
+def _expiries(value: bytes) -> tuple[float, float]:
+    return _EXPIRY.unpack_from(value)
 
 
 def _headers(message: Any) -> dict[str, bytes]:
@@ -256,22 +292,103 @@ def _headers(message: Any) -> dict[str, bytes]:
     return dict(headers.items() if isinstance(headers, dict) else headers)
 
 
+@dataclass
+class RunWork:
+    """One run's state in the ``run`` table: its adapters and its numbering, in one value so that
+    one changelog record writes both (a crash cannot keep one and lose the other)."""
+
+    normalizer: RunNormalizer | None = None
+    sequence: RunSequence | None = None
+
+    def pack(self, retention: float) -> bytes:
+        """The table value: released whole when every part is due, the adapters when idle."""
+        adapters = (self.normalizer.last_active + retention if self.normalizer is not None
+                    else -math.inf)
+        if self.sequence is None:
+            numbering = -math.inf
+        elif self.sequence.terminal_since is None:
+            numbering = math.inf  # a live run's numbering must outlive any pause
+        else:
+            numbering = self.sequence.terminal_since + retention
+        return _pack(self, max(adapters, numbering),
+                     adapters if self.normalizer is not None else math.inf)
+
+
+class _WorkingState:
+    """The run agent's view of the ``run`` table while batches are in flight (see "Pipelining").
+
+    ``get`` gives the cached state of a run, else the table's. A state that a batch in flight
+    touched (``hold`` … ``release``) is newer than its table value and stays cached; the others
+    equal their table values and are evicted oldest first beyond ``limit``.
+    """
+
+    def __init__(self, table: Any, limit: int) -> None:
+        self.table = table
+        self.limit = limit
+        self.cache: dict[bytes, RunWork] = {}
+        self.in_flight: dict[bytes, int] = {}  # key → batches in flight that touched it
+
+    def get(self, key: bytes) -> RunWork:
+        work = self.cache.pop(key, None)  # popped and put back: most recently used last
+        if work is None:
+            work = _unpack(self.table.get(key)) or RunWork()
+        self.cache[key] = work
+        return work
+
+    def hold(self, keys: Iterable[bytes]) -> None:
+        for key in keys:
+            self.in_flight[key] = self.in_flight.get(key, 0) + 1
+
+    def release(self, keys: Iterable[bytes]) -> None:
+        for key in keys:
+            left = self.in_flight[key] - 1
+            if left:
+                self.in_flight[key] = left
+            else:
+                del self.in_flight[key]
+        excess = len(self.cache) - self.limit
+        if excess > 0:
+            oldest = islice(self.cache, excess + len(self.in_flight))
+            for key in [k for k in oldest if k not in self.in_flight][:excess]:
+                del self.cache[key]
+
+    def busy(self, key: bytes) -> bool:
+        return key in self.in_flight
+
+    def forget(self, key: bytes) -> None:
+        self.cache.pop(key, None)
+
+    def clear(self) -> None:
+        assert not self.in_flight, "cleared with batches in flight"
+        self.cache.clear()
+
+
 # --- the agents -------------------------------------------------------------------------------
 
 
 class _Stats:
     def __init__(self) -> None:
-        self.frames = self.candidates = self.events = self.dead = self.skipped = 0
-        self.reported = (0, 0, 0, 0)
+        self.frames = self.candidates = self.ingested = self.events = self.dead = self.skipped = 0
+        self.reported = (0, 0, 0, 0, 0)
 
     def line(self) -> str | None:
-        now = (self.frames, self.candidates, self.events, self.dead)
+        now = (self.frames, self.candidates, self.ingested, self.events, self.dead)
         if now == self.reported:
             return None
         self.reported = now
-        return (f"normalized {self.frames} frames into {self.candidates} candidate events; "
-                f"sequenced {self.events} events ({self.skipped} duplicates dropped); "
-                f"{self.dead} dead letters")
+        return (f"normalized {self.frames} frames into {self.candidates} candidate events, read "
+                f"{self.ingested} from ingest; sequenced {self.events} events "
+                f"({self.skipped} duplicates dropped); {self.dead} dead letters")
+
+
+@dataclass
+class _Computed:
+    """What computing a batch gave, for its second half (send, write, ack)."""
+
+    outbox: Outbox | None
+    writes: list[tuple[Any, bytes, bytes]]
+    records: list[Any]  # to ack
+    held: list[bytes]  # run keys held in the working state until the writes are done
 
 
 class _Processor:
@@ -300,13 +417,13 @@ class _Processor:
                 partitions=settings.partitions, use_partitioner=True,
                 extra_topic_configs=CHANGELOG_CONFIG, help=help_text))
 
-        self.normalizer_table = table("normalizer", "run id → RunNormalizer (adapters of the run)")
-        self.sequencer_table = table("sequencer", "run id → RunSequence (seq, dedupe, RunState)")
+        self.run_table = table("run", "run id → RunWork (the run's adapters, seq, dedupe, RunState)")
         self.aliases_table = table("aliases", "provider object id → run id that claimed it")
+        self.working = _WorkingState(self.run_table, tuning.cached_runs)
+        self.rebalanced = False  # set at a revocation: the working state must be emptied
 
-        app.agent(app.topic(self.frames_topic, self.rerouted_topic), name="normalizer")(
-            self._normalizer_agent)
-        app.agent(app.topic(self.ingest_topic), name="sequencer")(self._sequencer_agent)
+        app.agent(app.topic(self.frames_topic, self.rerouted_topic, self.ingest_topic),
+                  name="run")(self._run_agent)
         app.agent(app.topic(self.aliases_topic), name="aliases")(self._aliases_agent)
         app.on_partitions_assigned.connect(self._on_partitions_assigned)
         app.on_partitions_revoked.connect(self._on_partitions_revoked)
@@ -318,40 +435,73 @@ class _Processor:
 
     # --- shared batch machinery -------------------------------------------------------------
 
-    async def _batches(self, stream: Any, handle: Any, topics: Iterable[str],
-                       with_producer: bool = True) -> None:
-        producer = await start_producer(self.settings) if with_producer else None
+    async def _batches(self, stream: Any, compute: Callable[[Sequence[Any], Outbox | None], _Computed],
+                       topics: Iterable[str], with_producer: bool = True,
+                       pipelined: bool = False) -> None:
+        """Run ``compute`` over the stream's batches; each batch's second half (send, write,
+        ack: :meth:`_finish`) in a task chained after the previous batch's. ``pipelined``: the
+        next batch is computed while the previous one's outputs are acknowledged."""
+        producer = await start_producer(self.settings, **_PRODUCER_TUNING) if with_producer else None
         order = PartitionOrder(self.app, topics, self.log_starts)
         self.orders.append(order)
+        in_flight: list[asyncio.Task] = []  # oldest first; at most two
         try:
             async for batch in stream.noack_take(self.tuning.batch_size, self.tuning.batch_within):
-                await self._process(stream, order, batch, handle, producer)
+                # At most one batch waits behind the one being sent (bounded memory, and a
+                # stop or rebalance waits for little).
+                while len(in_flight) > (1 if pipelined else 0):
+                    await in_flight.pop(0)
+                if self.rebalanced and pipelined:
+                    for task in in_flight:
+                        await task
+                    in_flight.clear()
+                    self.working.clear()
+                    self.rebalanced = False
+                fresh, again, held = await order.split(batch)
+                order.abandon(held)
+                outbox = Outbox(producer) if producer is not None else None
+                computed = compute(fresh, outbox)
+                computed.records = fresh + again
+                previous = in_flight[-1] if in_flight else None
+                task = asyncio.ensure_future(self._finish(stream, order, computed, previous))
+                task.add_done_callback(self._crash_on_failure)
+                in_flight.append(task)
+                if not pipelined:
+                    await task
+                    in_flight.clear()
         finally:
+            # Stopping (or crashing): what was computed is still sent, written and acked in
+            # order — Faust waits for those acks before it commits.
+            if in_flight:
+                await asyncio.wait(in_flight)
             self.orders.remove(order)
             if producer is not None:
                 await producer.stop()
             if not self.orders:
                 await self.log_starts.close()
 
-    async def _process(self, stream: Any, order: PartitionOrder, batch: list[Any], handle: Any,
-                       producer: AIOKafkaProducer | None) -> None:
-        fresh, again, held = await order.split(batch)
-        order.abandon(held)
-        outbox = Outbox(producer) if producer is not None else None
-        writes = handle(fresh, outbox)
-        if outbox is not None:
-            await outbox.send_all()
+    async def _finish(self, stream: Any, order: PartitionOrder, computed: _Computed,
+                      previous: asyncio.Task | None) -> None:
+        if previous is not None:
+            await previous  # outputs in batch order; a failure there fails this batch too
+        if computed.outbox is not None:
+            await computed.outbox.send_all()
         # Queued on Faust's producer; every commit flushes that producer before it commits
         # offsets, so a committed record's state is always durable.
-        self._write_states(writes)
-        for event in fresh + again:
+        for table, key, value in computed.writes:
+            table[key] = value
+        self.working.release(computed.held)
+        for event in computed.records:
             await stream.ack(event)
         await order.seek_gaps()
 
-    @staticmethod
-    def _write_states(writes: Iterable[tuple[Any, bytes, bytes]]) -> None:
-        for table, key, value in writes:
-            table[key] = value
+    def _crash_on_failure(self, task: asyncio.Task) -> None:
+        # A batch whose outputs cannot be sent is never acked: stop the worker (exit status 1),
+        # as an agent that raises does, rather than stall its commits.
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            log.error("a batch could not be completed: %r", exc)
+            asyncio.ensure_future(self.app.crash(exc))
 
     def _dead(self, outbox: Outbox, stage: str, reason: str, error_type: str, message: Any,
               run_key: str | None, record: bytes | None) -> None:
@@ -363,54 +513,112 @@ class _Processor:
         log.warning("dead letter (%s) %s[%s]@%s: %s", stage, message.topic, message.partition,
                     message.offset, reason)
 
-    # --- normalizer -------------------------------------------------------------------------
+    # --- the run agent ----------------------------------------------------------------------
 
-    async def _normalizer_agent(self, stream: Any) -> None:
-        await self._batches(stream, self._normalize_batch, (self.frames_topic, self.rerouted_topic))
+    async def _run_agent(self, stream: Any) -> None:
+        await self._batches(stream, self._run_batch,
+                            (self.frames_topic, self.rerouted_topic, self.ingest_topic),
+                            pipelined=True)
 
-    def _normalize_batch(self, batch: Sequence[Any], outbox: Outbox) -> list[tuple[Any, bytes, bytes]]:
+    def _run_batch(self, batch: Sequence[Any], outbox: Outbox) -> _Computed:
         now = time.time()
+        changed: dict[bytes, RunWork] = {}
+        published: set[bytes] = set()
+        for item in batch:
+            message = item.message
+            if message.topic == self.ingest_topic:
+                self._ingest(message, outbox, changed, published, now)
+            else:
+                self._frame(message, outbox, changed, published, now)
+        for key in published:
+            outbox.add(self.runs_topic, key, codec.encode(changed[key].sequence.state))
         retention = self.tuning.retention
-        runs: dict[bytes, RunNormalizer] = {}
-        for event in batch:
-            message = event.message
-            raw = message.value
-            try:
-                frame = codec.decode(raw) if raw is not None else None
-                if not isinstance(frame, ProviderFrame):
-                    raise SchemaError(f"expected a ProviderFrame, got {type(frame).__name__}")
-            except SchemaError as exc:
-                self._dead(outbox, "decode", str(exc), type(exc).__name__, message,
-                           _text(message.key), raw)
-                continue
-            run_key = self._run_key(message, frame, outbox)
-            if run_key is None:
-                continue  # re-keyed: the frame comes back on the rerouted topic
-            run = runs.get(run_key)
-            if run is None:
-                run = _unpack(self.normalizer_table.get(run_key)) or RunNormalizer(
-                    run_key.decode(), incarnation=f"{_source_tag(message.topic, self.frames_topic)}"
-                                                  f"{message.offset}")
-                runs[run_key] = run
-            source = message.topic
-            if run.already_applied(source, message.offset):
-                continue
-            run.mark_applied(source, message.offset)
-            run.last_active = now
-            self.stats.frames += 1
-            translation = run.translate(frame)
-            if translation.failure:
-                self._dead(outbox, "translate", translation.failure, translation.error_type,
-                           message, run.run_id, raw)
-            for candidate in translation.events:
-                origin = Origin(run.incarnation, run.next_position())
-                outbox.add(self.ingest_topic, run_key, codec.encode(candidate),
-                           [(Origin.HEADER, origin.encode())])
-            self.stats.candidates += len(translation.events)
-            for object_id in translation.claims:
-                outbox.add(self.aliases_topic, object_id.encode(), run_key)
-        return [(self.normalizer_table, key, _pack(run, run.last_active + retention))
-                for key, run in runs.items()]
+        # Snapshots of the states now: the next batch goes on changing the cached objects.
+        writes = [(self.run_table, key, work.pack(retention)) for key, work in changed.items()]
+        self.working.hold(changed)
+        return _Computed(outbox, writes, [], list(changed))
+
+    def _frame(self, message: Any, outbox: Outbox, changed: dict[bytes, RunWork],
+               published: set[bytes], now: float) -> None:
+        raw = message.value
+        try:
+            frame = codec.decode(raw) if raw is not None else None
+            if not isinstance(frame, ProviderFrame):
+                raise SchemaError(f"expected a ProviderFrame, got {type(frame).__name__}")
+        except SchemaError as exc:
+            self._dead(outbox, "decode", str(exc), type(exc).__name__, message,
+                       _text(message.key), raw)
+            return
+        run_key = self._run_key(message, frame, outbox)
+        if run_key is None:
+            return  # re-keyed: the frame comes back on the rerouted topic
+        work = self.working.get(run_key)
+        run = work.normalizer
+        if run is None:
+            run = work.normalizer = RunNormalizer(run_key.decode())
+        source = message.topic
+        if run.already_applied(source, message.offset):
+            return
+        run.mark_applied(source, message.offset)
+        run.last_active = now
+        changed[run_key] = work
+        self.stats.frames += 1
+        translation = run.translate(frame)
+        if translation.failure:
+            self._dead(outbox, "translate", translation.failure, translation.error_type,
+                       message, run.run_id, raw)
+        for candidate in translation.events:
+            self._sequence(work, run_key, candidate, None, None, message, outbox, published, now)
+        self.stats.candidates += len(translation.events)
+        for object_id in translation.claims:
+            outbox.add(self.aliases_topic, object_id.encode(), run_key)
+
+    def _ingest(self, message: Any, outbox: Outbox, changed: dict[bytes, RunWork],
+                published: set[bytes], now: float) -> None:
+        raw = message.value
+        key = message.key
+        try:
+            event = codec.decode(raw) if raw is not None else None
+            if not isinstance(event, ModelEvent):
+                raise SchemaError(f"expected a ModelEvent, got {type(event).__name__}")
+        except SchemaError as exc:
+            self._dead(outbox, "decode", str(exc), type(exc).__name__, message, _text(key), raw)
+            return
+        if key is None or key != event.run_id.encode():
+            self._dead(outbox, "sequence",
+                       f"ingest record keyed {_text(key)!r} carries an event of run "
+                       f"{event.run_id!r}; producers must key ingest records by run_id",
+                       "KeyMismatch", message, event.run_id, raw)
+            return
+        if _LEGACY_ORIGIN_HEADER in _headers(message):
+            return  # an earlier version's candidate: its frame is normalized here itself
+        self.stats.ingested += 1
+        work = self.working.get(key)
+        if self._sequence(work, key, event, message.offset, raw, message, outbox, published, now):
+            changed[key] = work
+
+    def _sequence(self, work: RunWork, key: bytes, event: ModelEvent, ingest_offset: int | None,
+                  raw: bytes | None, message: Any, outbox: Outbox, published: set[bytes],
+                  now: float) -> bool:
+        """Number one candidate event of the run and publish it; False: it was applied before."""
+        run = work.sequence
+        if run is None:
+            run = work.sequence = RunSequence.new(event.run_id, event.tenant)
+        step = run.step(event, now, ingest_offset)
+        if step.skipped == "applied":
+            return False
+        if step.skipped:
+            self.stats.skipped += 1
+        if step.event is not None:
+            outbox.add(self.events_topic, key, codec.encode(step.event))
+            published.add(key)
+            self.stats.events += 1
+        if step.failure:
+            record = (codec.encode(step.event) if step.event is not None
+                      else raw if raw is not None else codec.encode(event))
+            self._dead(outbox, step.failure_stage, step.failure, step.error_type, message,
+                       event.run_id, record)
+        return True
 
     def _run_key(self, message: Any, frame: ProviderFrame, outbox: Outbox) -> bytes | None:
         """The run id (as key bytes) a frame belongs to, or None when it was sent to that run's
@@ -430,69 +638,13 @@ class _Processor:
                 return None
         return key
 
-    # --- sequencer --------------------------------------------------------------------------
-
-    async def _sequencer_agent(self, stream: Any) -> None:
-        await self._batches(stream, self._sequence_batch, (self.ingest_topic,))
-
-    def _sequence_batch(self, batch: Sequence[Any], outbox: Outbox) -> list[tuple[Any, bytes, bytes]]:
-        now = time.time()
-        runs: dict[bytes, RunSequence] = {}
-        changed: set[bytes] = set()
-        published: set[bytes] = set()
-        for item in batch:
-            message = item.message
-            raw = message.value
-            key = message.key
-            try:
-                event = codec.decode(raw) if raw is not None else None
-                if not isinstance(event, ModelEvent):
-                    raise SchemaError(f"expected a ModelEvent, got {type(event).__name__}")
-            except SchemaError as exc:
-                self._dead(outbox, "decode", str(exc), type(exc).__name__, message, _text(key), raw)
-                continue
-            if key is None or key != event.run_id.encode():
-                self._dead(outbox, "sequence",
-                           f"ingest record keyed {_text(key)!r} carries an event of run "
-                           f"{event.run_id!r}; producers must key ingest records by run_id",
-                           "KeyMismatch", message, event.run_id, raw)
-                continue
-            run = runs.get(key)
-            if run is None:
-                run = _unpack(self.sequencer_table.get(key)) or RunSequence.new(event.run_id,
-                                                                                 event.tenant)
-                runs[key] = run
-            origin = Origin.decode(_headers(message).get(Origin.HEADER))
-            step = run.step(event, message.offset, origin, now)
-            if step.skipped == "applied":
-                continue
-            changed.add(key)
-            if step.skipped:
-                self.stats.skipped += 1
-            if step.event is not None:
-                outbox.add(self.events_topic, key, codec.encode(step.event))
-                published.add(key)
-                self.stats.events += 1
-            if step.failure:
-                record = codec.encode(step.event) if step.event is not None else raw
-                self._dead(outbox, step.failure_stage, step.failure, step.error_type, message,
-                           event.run_id, record)
-        for key in published:
-            outbox.add(self.runs_topic, key, codec.encode(runs[key].state))
-        writes = []
-        for key in changed:
-            run = runs[key]
-            expires = (run.terminal_since + self.tuning.retention
-                       if run.terminal_since is not None else math.inf)
-            writes.append((self.sequencer_table, key, _pack(run, expires)))
-        return writes
-
     # --- aliases ----------------------------------------------------------------------------
 
     async def _aliases_agent(self, stream: Any) -> None:
+        # Not pipelined: a batch must see the claims of the one before in the table.
         await self._batches(stream, self._alias_batch, (self.aliases_topic,), with_producer=False)
 
-    def _alias_batch(self, batch: Sequence[Any], _outbox: None) -> list[tuple[Any, bytes, bytes]]:
+    def _alias_batch(self, batch: Sequence[Any], _outbox: None) -> _Computed:
         now = time.time()
         writes = []
         seen: dict[bytes, str] = {}
@@ -508,30 +660,43 @@ class _Processor:
                 log.warning("provider object %s is claimed by run %s; run %s claimed it too and "
                             "keeps only its own frames (the first claim wins)",
                             _text(object_id), current, run_id)
-        return writes
+        return _Computed(None, writes, [], [])
 
     # --- timers -----------------------------------------------------------------------------
 
     async def _release_expired(self) -> None:
-        """Delete table keys whose retention passed, on the partitions this worker owns."""
+        """Release what outlived its retention, on the partitions this worker owns: delete a
+        run's value (or an alias) when all of it is due, drop a run's adapters when only they
+        are. A run that a batch in flight touched is left for the next tick: its table value is
+        older than its working state."""
         now = time.time()
         assigned = self.app.consumer.assignment()
         partitions = self.settings.partitions
-        released = 0
-        for table, source in ((self.normalizer_table, self.frames_topic),
-                              (self.aliases_table, self.frames_topic),
-                              (self.sequencer_table, self.ingest_topic)):
-            owned = {tp.partition for tp in assigned if tp.topic == source}
-            expired = [key for key, value in list(table.items())
-                       if _expires_at(value) <= now
-                       and partition_for_key(key, partitions) in owned]
-            for key in expired:
-                del table[key]
-            released += len(expired)
+        owned = {tp.partition for tp in assigned if tp.topic == self.frames_topic}
+        released = trimmed = 0
+        retention = self.tuning.retention
+        for table in (self.run_table, self.aliases_table):
+            for key, value in list(table.items()):
+                whole, part = _expiries(value)
+                if min(whole, part) > now or partition_for_key(key, partitions) not in owned:
+                    continue
+                if table is self.run_table:
+                    if self.working.busy(key):
+                        continue
+                    self.working.forget(key)
+                if whole <= now:
+                    del table[key]
+                    released += 1
+                else:  # a live run idle for the retention period keeps its numbering only
+                    work = _unpack(value)
+                    work.normalizer = None
+                    table[key] = work.pack(retention)
+                    trimmed += 1
             await asyncio.sleep(0)
-        if released:
+        if released or trimmed:
             await self.app.producer.flush()
-            log.info("released the state of %d runs/aliases past their retention", released)
+            log.info("released the state of %d runs/aliases past their retention, and the "
+                     "adapters of %d idle runs", released, trimmed)
 
     async def _check_stalled(self) -> None:
         for order in list(self.orders):
@@ -542,6 +707,9 @@ class _Processor:
         # A partition's next session starts at its committed offset, wherever it is assigned.
         for order in self.orders:
             order.forget(revoked)
+        # Faust waited for the batches in flight; the run agent empties its working state before
+        # its next batch (another worker may change the states of what was revoked).
+        self.rebalanced = True
 
     async def _on_partitions_assigned(self, _sender: Any, assigned: Iterable[Any],
                                       **_kwargs: Any) -> None:
@@ -567,10 +735,6 @@ def _guarded(check: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[Non
             log.warning("%s failed; trying again at the next tick", check.__name__, exc_info=True)
 
     return guarded
-
-
-def _source_tag(topic: str, frames_topic: str) -> str:
-    return "f" if topic == frames_topic else "r"
 
 
 def _text(raw: bytes | None) -> str | None:

@@ -1,15 +1,17 @@
 """The sequencer's per-run logic, without Kafka: candidate events in, ordered events and state out.
 
-The stream processor (``services/processor.py``) keeps one :class:`RunSequence` per run in a
-changelogged table and hands it the run's ``ingest`` records in log order. For each it decides:
+The stream processor (``services/processor.py``) keeps one :class:`RunSequence` per run, in the
+same table value as the run's normalizer state, and hands it, in order, the candidate events of
+the run: those its adapters translate from the run's frames, and those producers send to
+``ingest`` (a tool result, an approval, an external producer). For each it decides:
 
-- **already applied** (offset at or below ``applied_offset``): the state was written after the
-  broker acknowledged this record's outputs, so they are durable — skip it;
-- **replayed by the normalizer** (its origin says incarnation ``i``, position ``p`` and ``p`` is
-  not above the highest position applied for ``i``): a redelivered frame translated again after
-  a crash — the same event was sequenced already — drop it;
+- **already applied** (an ``ingest`` record at or below ``applied_offset``): the state was
+  written after the broker acknowledged this record's outputs, so they are durable — skip it.
+  (A frame's candidates need no such check: the normalizer state beside this one skips a frame
+  whose outputs are durable, and both are written together.)
 - **duplicate event id** (among the run's last :data:`EVENT_ID_WINDOW` ids): the same event from
-  another path (an executor retrying, an adapter created anew) — drop it;
+  another path (an executor retrying, a webhook repeating a stream, an adapter created anew) —
+  drop it;
 - otherwise **sequence** it: ``seq`` = the run's next number (contiguous from 0), advance the run
   state machine, and publish. An illegal transition is published all the same (it happened) and
   also reported; the run is flagged ``needs_reconciliation`` by the machine.
@@ -21,9 +23,8 @@ records after it are redelivered and processed again from that state, which assi
 same numbers as before. So a consumer that dedupes ``events`` by ``(run_id, seq)`` sees 0, 1,
 2, … with no gap and no two different events under one number.
 
-State is bounded per run: the event id window holds 64-bit hashes; the origin map keeps the last
-:data:`MAX_ORIGINS` normalizer incarnations; the run state caps its own notes. The processor
-releases a terminal run's state after the retention period (``expired``).
+State is bounded per run: the event id window holds 64-bit hashes; the run state caps its own
+notes. The processor releases a terminal run's state after the retention period.
 """
 
 from __future__ import annotations
@@ -36,10 +37,9 @@ from modelevents.schemas.events import KINDS, ModelEvent
 from modelevents.schemas.run_state import RunState
 from modelevents.services.run_machine import Outcome, RunMachine
 
-# Duplicates by event id that reach the sequencer come from a second path for the same event, and
-# arrive close to the first; replays after a crash are caught by position, whatever their number.
+# Duplicates by event id come from a second path for the same event and arrive close to the
+# first; a redelivery after a crash is caught by offsets (the frame's, or the ingest record's).
 EVENT_ID_WINDOW = 256
-MAX_ORIGINS = 4
 
 
 def id_hash(event_id: str) -> int:
@@ -47,35 +47,12 @@ def id_hash(event_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(event_id.encode(), digest_size=8).digest(), "little")
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Where the normalizer numbered a candidate event: its state's incarnation and position."""
-
-    incarnation: str
-    position: int
-
-    HEADER = "modelevents-origin"
-
-    def encode(self) -> bytes:
-        return f"{self.position}@{self.incarnation}".encode()
-
-    @classmethod
-    def decode(cls, raw: bytes | None) -> Origin | None:
-        if not raw:
-            return None
-        position, _, incarnation = raw.decode("utf-8", "replace").partition("@")
-        try:
-            return cls(incarnation, int(position))
-        except ValueError:
-            return None
-
-
 @dataclass
 class Step:
-    """The outcome for one ingest record."""
+    """The outcome for one candidate event."""
 
     event: ModelEvent | None = None  # to publish on events (seq assigned)
-    skipped: str | None = None  # why nothing is published: applied | replay | duplicate
+    skipped: str | None = None  # why nothing is published: applied | duplicate
     failure: str | None = None  # set: a dead letter (stage ``failure_stage``) goes to dlq
     failure_stage: str = "sequence"
     error_type: str = ""
@@ -85,7 +62,6 @@ class Step:
 class RunSequence:
     state: RunState
     applied_offset: int = -1
-    origins: dict[str, int] = field(default_factory=dict)  # incarnation → highest position
     recent: deque[int] = field(default_factory=deque)  # id hashes, oldest first
     terminal_since: float | None = None  # wall clock, for release after the retention period
     _recent_set: set[int] = field(default_factory=set, repr=False)
@@ -94,22 +70,17 @@ class RunSequence:
     def new(cls, run_id: str, tenant: str) -> RunSequence:
         return cls(RunState(run_id=run_id, tenant=tenant))
 
-    def step(self, event: ModelEvent, offset: int, origin: Origin | None, now: float) -> Step:
-        """Sequence one decoded candidate event read at ``offset`` of ``ingest``."""
-        if offset <= self.applied_offset:
-            return Step(skipped="applied")
-        self.applied_offset = offset
+    def step(self, event: ModelEvent, now: float, ingest_offset: int | None = None) -> Step:
+        """Sequence one decoded candidate event: translated from a frame (``ingest_offset``
+        None), or read at ``ingest_offset`` of ``ingest``."""
+        if ingest_offset is not None:
+            if ingest_offset <= self.applied_offset:
+                return Step(skipped="applied")
+            self.applied_offset = ingest_offset
         if event.kind not in KINDS:
             return Step(failure=f"event {event.event_id} has kind {event.kind!r}, which is not in "
                                 "the vocabulary; upgrade modelevents if a newer producer wrote it",
                         error_type="UnknownKind")
-        if origin is not None:
-            highest = self.origins.get(origin.incarnation, -1)
-            if origin.position <= highest:
-                return Step(skipped="replay")
-            self.origins[origin.incarnation] = origin.position
-            if len(self.origins) > MAX_ORIGINS:
-                del self.origins[next(iter(self.origins))]
         digest = id_hash(event.event_id)
         if digest in self._recent_set:
             return Step(skipped="duplicate")

@@ -17,6 +17,7 @@ from tests.integration.test_processor import (  # noqa: F401 - fixtures used by 
     expected_counts,
     feed,
     fixture_frames,
+    own_recordings,
     run,
     settings,
     start_worker,
@@ -24,7 +25,7 @@ from tests.integration.test_processor import (  # noqa: F401 - fixtures used by 
 
 pytestmark = pytest.mark.kafka
 
-OWN = sorted(p for p in (Path(__file__).parents[1] / "fixtures").rglob("*") if p.is_file())
+OWN = own_recordings()
 
 
 def _runs(paths: list[Path]) -> list[Path]:

@@ -27,6 +27,7 @@ from pathlib import Path
 import orjson
 import pytest
 from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from modelevents.adapters.registry import normalize_file, translate
 from modelevents.schemas import codec
@@ -34,8 +35,8 @@ from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import DeadLetter, RunState
 from modelevents.services import feeder, kafka_io
-from modelevents.services.normalizer import end_of_input, with_end_markers
-from modelevents.services.processor import changelog_topics
+from modelevents.services.normalizer import end_of_input, is_end_of_input, with_end_markers
+from modelevents.services.processor import changelog_topics, internal_topics
 from modelevents.services.run_machine import run_state_of
 from modelevents.services.settings import PipelineSettings
 from tests.integration.conftest import broker_fixture
@@ -45,6 +46,16 @@ pytestmark = pytest.mark.kafka
 kafka_broker = broker_fixture(base_port=19600, scope="module")
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+# Directories of tests/fixtures that hold no provider recordings (the provider simulator's
+# scenarios).
+NOT_RECORDINGS = {"simulator"}
+
+
+def own_recordings() -> list[Path]:
+    """Every recorded provider stream or object of the project's own fixtures."""
+    return sorted(p for p in FIXTURES.rglob("*")
+                  if p.is_file() and p.relative_to(FIXTURES).parts[0] not in NOT_RECORDINGS)
+
 # One recorded run per provider API (several showing what the end of input means), and the
 # tool-loop cassette: one run over three provider calls.
 ONE_PER_API = [
@@ -265,7 +276,7 @@ def halves(paths: list[Path]) -> tuple[list[ProviderFrame], list[ProviderFrame]]
 
 
 def test_sigkill_mid_feed_then_restart_loses_nothing(settings: PipelineSettings, start_worker) -> None:
-    paths = sorted(p for p in FIXTURES.rglob("*") if p.is_file())
+    paths = own_recordings()
     before, after = halves(paths)
     counts = expected_counts(paths)
     first = start_worker("first")
@@ -421,10 +432,95 @@ def test_poll_keyed_by_provider_object_id_finds_its_run(settings: PipelineSettin
     assert published.runs[run_id].provider_object_ids == [object_id]
 
 
+def test_a_resumed_stream_that_overlaps_the_first_adds_nothing_twice(settings: PipelineSettings,
+                                                                       start_worker) -> None:
+    start_worker()
+    # The connection drops after two thirds of an OpenAI Responses stream; the gateway resumes
+    # it (GET /v1/responses/{id}?stream=true&starting_after=N) from an earlier N, so the new
+    # stream repeats frames the first one delivered, with the same sequence numbers, under a
+    # stream id of its own — and without an end-of-stream marker in between (one logical stream).
+    path = FIXTURES / "openai-responses" / "text-with-usage.sse"
+    run_id, first = fixture_frames(path)
+    first = [f for f in first if not is_end_of_input(f)]
+    cut, resume_from = len(first) * 2 // 3, len(first) // 3
+    resumed = [dataclasses.replace(f, stream_id="s1", frame_id=f"s1:{n}", index=n)
+               for n, f in enumerate(first[resume_from:])]
+    frames = first[:cut] + resumed
+    frames += [end_of_input(frames[-1], "stream"), end_of_input(frames[-1], "run")]
+    expected = normalize_file(path).events
+
+    published = run(_feed_and_collect(settings, frames, run_id, len(expected), dead=False))
+    by_seq = published.deduped(run_id)
+    assert sorted(by_seq) == list(range(len(expected))), "nothing lost, nothing numbered twice"
+    got = [by_seq[seq] for seq in range(len(expected))]
+    # The same events; those translated after the cut name the resumed stream's frames.
+    assert [(e.kind, e.payload, e.envelope) for e in got] == [
+        (e.kind, e.payload, e.envelope) for e in expected]
+    assert {e.source.frame_id.partition(":")[0] for e in got} == {"s0", "s1"}
+    assert len({e.event_id for e in published.events[run_id]}) == len(expected)
+    assert published.runs[run_id] == run_state_of(got) and published.runs[run_id].status == "completed"
+    assert published.dead == []
+
+
+def test_a_webhook_before_the_stream_of_the_same_object_loses_and_duplicates_nothing(
+        settings: PipelineSettings, start_worker) -> None:
+    start_worker()
+    # OpenAI's webhook for a response (keyed by the response id: all the gateway knows) arrives
+    # before the stream that announces that id; then the gateway fetches the response (a poll,
+    # keyed by the id too). The webhook names the event only, so it adds no event; the stream's
+    # run claims the id; the poll is routed to the stream's run, which has said it all already.
+    path = FIXTURES / "openai-responses" / "text-with-usage.sse"
+    run_id, stream = fixture_frames(path)
+    response = orjson.loads(next(f for f in reversed(stream) if not is_end_of_input(f)).body)
+    object_id = response["response"]["id"]
+    webhook = ProviderFrame(
+        frame_id="wh_1", run_key=object_id, provider="openai", api="openai-responses",
+        transport="webhook", received_at=0, content_type="application/json", stream_id="wh_1",
+        body=orjson.dumps({"object": "event", "id": "evt_1", "type": "response.completed",
+                           "created_at": 1767225600, "data": {"id": object_id}}))
+    poll = ProviderFrame(
+        frame_id="p1:0", run_key=object_id, provider="openai", api="openai-responses",
+        transport="poll", received_at=0, content_type="application/json", stream_id="p1",
+        body=orjson.dumps(response["response"]))
+    expected = normalize_file(path).events
+
+    async def scenario() -> Published:
+        await feed(settings, [webhook])
+        await feed(settings, stream)
+        await _claim_recorded(settings, object_id)
+        await feed(settings, [poll, end_of_input(poll, "stream")])
+        # Both went to the stream's run, which committed them: whatever they gave is published.
+        await _committed(settings, internal_topics(settings)["rerouted"], 2)
+        return await collect(settings, lambda p: p.complete(run_id, len(expected)))
+
+    published = run(scenario())
+    assert_run_as_normalized(published, path)
+    assert len(published.events[run_id]) == len(expected), "nothing duplicated"
+    assert object_id not in published.events and object_id not in published.runs
+    assert published.dead == []
+
+
+async def _committed(settings: PipelineSettings, topic: str, count: int) -> None:
+    """Wait until the worker's group committed ``count`` records of ``topic`` (all partitions)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
+    await admin.start()
+    try:
+        deadline = time.monotonic() + HANG_GUARD_S / 2
+        while time.monotonic() < deadline:
+            offsets = await admin.list_consumer_group_offsets(settings.app_id)
+            if sum(meta.offset for tp, meta in offsets.items()
+                   if tp.topic == topic and meta.offset > 0) >= count:
+                return
+            await asyncio.sleep(0.5)
+    finally:
+        await admin.close()
+    raise AssertionError(f"the worker did not commit {count} records of {topic}")
+
+
 async def _feed_and_collect(settings: PipelineSettings, frames: list[ProviderFrame], run_id: str,
-                            count: int) -> Published:
+                            count: int, dead: bool = True) -> Published:
     await feed(settings, frames, duplicate=0.2, seed=11)
-    return await collect(settings, lambda p: p.complete(run_id, count) and bool(p.dead))
+    return await collect(settings, lambda p: p.complete(run_id, count) and (bool(p.dead) or not dead))
 
 
 async def _claim_recorded(settings: PipelineSettings, object_id: str) -> None:
@@ -453,9 +549,8 @@ def test_a_terminal_runs_state_is_released_after_the_retention_period(
     async def scenario() -> None:
         await feed(settings, frames)
         await collect(settings, lambda p: p.complete(run_id, count))
-        # Released = deleted from the table: a tombstone for the run on each changelog.
-        for table in ("normalizer", "sequencer"):
-            await _tombstone(settings, changelog_topics(settings)[table], run_id)
+        # Released = deleted from the table: a tombstone for the run on its changelog.
+        await _tombstone(settings, changelog_topics(settings)["run"], run_id)
 
     run(scenario())
 

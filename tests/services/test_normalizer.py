@@ -38,7 +38,7 @@ def _sequenced(events: list[ModelEvent]) -> list[ModelEvent]:
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_fed_frames_with_end_markers_normalize_like_the_offline_driver(path: Path) -> None:
     run_id, frames = _fed(path)
-    run = RunNormalizer(run_id, incarnation="f0")
+    run = RunNormalizer(run_id)
     events: list[ModelEvent] = []
     for frame in frames:
         translation = run.translate(frame)
@@ -54,7 +54,7 @@ def test_fed_frames_with_end_markers_normalize_like_the_offline_driver(path: Pat
 def test_a_run_continues_exactly_where_it_was_after_a_pickle_round_trip(path: Path) -> None:
     # What a worker restart or a rebalance does to the run's state: it goes through the changelog.
     run_id, frames = _fed(path)
-    run = RunNormalizer(run_id, incarnation="f0")
+    run = RunNormalizer(run_id)
     events: list[ModelEvent] = []
     for frame in frames:
         run = pickle.loads(pickle.dumps(run))
@@ -65,7 +65,7 @@ def test_a_run_continues_exactly_where_it_was_after_a_pickle_round_trip(path: Pa
 def test_duplicated_frames_and_markers_add_nothing() -> None:
     path = FIXTURES / "openai-chat" / "truncated.sse"
     run_id, frames = _fed(path)
-    run = RunNormalizer(run_id, incarnation="f0")
+    run = RunNormalizer(run_id)
     events: list[ModelEvent] = []
     for frame in frames:
         events += run.translate(frame).events
@@ -77,7 +77,7 @@ def test_the_end_of_a_poll_is_no_cut_but_the_end_of_the_run_closes_it() -> None:
     path = FIXTURES / "openai-responses" / "poll-2-in-progress-partial.json"
     run_id, frames = _fed(path)
     poll, stream_end, run_end = frames
-    run = RunNormalizer(run_id, incarnation="f0")
+    run = RunNormalizer(run_id)
     assert run.translate(poll).events
     assert run.translate(stream_end).events == []  # the next poll would continue it
     assert [e.kind for e in run.translate(run_end).events] == ["error"]  # stream_truncated
@@ -86,7 +86,7 @@ def test_the_end_of_a_poll_is_no_cut_but_the_end_of_the_run_closes_it() -> None:
 def test_a_frame_of_an_unknown_api_fails_with_the_apis_to_choose_from() -> None:
     [frame] = frames_for_file(FIXTURES / "openai-chat" / "vllm-error-object.json").frames
     frame.api = "openai-batches"
-    translation = RunNormalizer("r", incarnation="f0").translate(frame)
+    translation = RunNormalizer("r").translate(frame)
     assert translation.events == [] and translation.error_type == "UnknownApi"
     assert "openai-batches" in translation.failure and "openai-responses" in translation.failure
 
@@ -94,7 +94,7 @@ def test_a_frame_of_an_unknown_api_fails_with_the_apis_to_choose_from() -> None:
 def test_provider_object_ids_are_claimed_once_per_run() -> None:
     path = FIXTURES / "cassettes" / "anthropic-tool-loop.yaml"
     run_id, frames = _fed(path)
-    run = RunNormalizer(run_id, incarnation="f0")
+    run = RunNormalizer(run_id)
     claims = [claim for frame in frames for claim in run.translate(frame).claims]
     started = [e.payload.provider_object_id for e in normalize_file(path).events
                if e.kind == "run.started"]
@@ -104,15 +104,14 @@ def test_provider_object_ids_are_claimed_once_per_run() -> None:
 def test_an_object_id_equal_to_the_run_id_is_not_claimed() -> None:
     path = FIXTURES / "openai-responses" / "poll-1-queued.json"
     [frame] = frames_for_file(path, run_id="resp_poll").frames
-    assert RunNormalizer("resp_poll", incarnation="f0").translate(frame).claims == []
+    assert RunNormalizer("resp_poll").translate(frame).claims == []
 
 
 def test_applied_offsets_are_per_source_topic() -> None:
-    run = RunNormalizer("r", incarnation="f0")
+    run = RunNormalizer("r")
     run.mark_applied("frames", 7)
     assert run.already_applied("frames", 7) and not run.already_applied("frames", 8)
     assert not run.already_applied("rerouted", 0)
-    assert [run.next_position() for _ in range(3)] == [0, 1, 2]
 
 
 def test_end_of_input_markers() -> None:

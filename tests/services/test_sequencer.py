@@ -6,12 +6,10 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
-import pytest
-
 from modelevents.adapters.registry import normalize_file
 from modelevents.schemas.events import ModelEvent, ToolResult
 from modelevents.services.run_machine import run_state_of
-from modelevents.services.sequencer import EVENT_ID_WINDOW, Origin, RunSequence
+from modelevents.services.sequencer import EVENT_ID_WINDOW, RunSequence
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CASSETTE = FIXTURES / "cassettes" / "anthropic-tool-loop.yaml"
@@ -20,7 +18,7 @@ CASSETTE = FIXTURES / "cassettes" / "anthropic-tool-loop.yaml"
 def _candidates(path: Path = CASSETTE) -> list[ModelEvent]:
     events = normalize_file(path).events
     for event in events:
-        event.seq = -1  # as the normalizer publishes them on ingest
+        event.seq = -1  # as adapters give them, before they are numbered
     return events
 
 
@@ -28,13 +26,15 @@ def _copy(event: ModelEvent) -> ModelEvent:
     return pickle.loads(pickle.dumps(event))
 
 
-def _run(events: list[ModelEvent], run: RunSequence | None = None, first_offset: int = 0,
-         origin: str | None = "f0") -> tuple[RunSequence, list[ModelEvent]]:
+def _run(events: list[ModelEvent], run: RunSequence | None = None, first_offset: int | None = 0,
+         ) -> tuple[RunSequence, list[ModelEvent]]:
+    """Sequence ``events`` as ingest records from ``first_offset`` on (None: as a frame's
+    candidates, which carry no offset of their own)."""
     run = run or RunSequence.new(events[0].run_id, "default")
     published = []
     for position, event in enumerate(events):
-        offset = first_offset + position  # the normalizer numbers them like the offsets here
-        step = run.step(_copy(event), offset, Origin(origin, offset) if origin else None, now=0.0)
+        offset = None if first_offset is None else first_offset + position
+        step = run.step(_copy(event), 0.0, offset)
         if step.event is not None:
             published.append(step.event)
     return run, published
@@ -62,35 +62,36 @@ def test_processing_again_from_an_earlier_state_gives_the_same_numbers() -> None
         assert first == again and [e.seq for e in first] == list(range(cut, len(candidates)))
 
 
-def test_records_at_or_below_the_applied_offset_are_skipped() -> None:
+def test_ingest_records_at_or_below_the_applied_offset_are_skipped() -> None:
     candidates = _candidates()
     run, _ = _run(candidates)
-    step = run.step(_copy(candidates[3]), offset=3, origin=Origin("f0", 3), now=0.0)
+    step = run.step(_copy(candidates[3]), 0.0, ingest_offset=3)
     assert step.skipped == "applied" and step.event is None
 
 
-def test_a_normalizer_replay_is_dropped_by_its_position() -> None:
+def test_a_frames_candidates_are_numbered_without_offsets_and_again_from_an_earlier_state() -> None:
+    # A frame's candidates: the normalizer state beside this one skips frames already applied,
+    # so a redelivered frame is processed again only from the state written before it.
     candidates = _candidates()
-    run, _ = _run(candidates[:6])
-    # The normalizer translated the same frames again after a crash: same positions, new offsets.
-    replayed = [run.step(_copy(e), offset=100 + i, origin=Origin("f0", i), now=0.0)
-                for i, e in enumerate(candidates[:6])]
-    assert {s.skipped for s in replayed} == {"replay"}
-    step = run.step(_copy(candidates[6]), offset=106, origin=Origin("f0", 6), now=0.0)
-    assert step.event is not None and step.event.seq == 6
+    saved = pickle.dumps(_run(candidates[:4], first_offset=None)[0])
+    _, first = _run(candidates[4:], run=pickle.loads(saved), first_offset=None)
+    _, again = _run(candidates[4:], run=pickle.loads(saved), first_offset=None)
+    assert first == again and [e.seq for e in first] == list(range(4, len(candidates)))
 
 
-def test_a_new_normalizer_incarnation_numbers_afresh() -> None:
+def test_ingest_offsets_and_frame_candidates_interleave() -> None:
     candidates = _candidates()
-    run, _ = _run(candidates[:4])
-    step = run.step(_copy(candidates[4]), offset=50, origin=Origin("f49", 0), now=0.0)
-    assert step.event is not None and step.event.seq == 4
+    run, _ = _run(candidates[:3], first_offset=None)
+    step = run.step(_copy(candidates[3]), 0.0, ingest_offset=0)  # the first ingest record
+    assert step.event is not None and step.event.seq == 3 and run.applied_offset == 0
+    step = run.step(_copy(candidates[4]), 0.0)  # a frame's candidate: no offset check
+    assert step.event is not None and step.event.seq == 4 and run.applied_offset == 0
 
 
 def test_the_same_event_from_another_path_is_dropped_by_its_id() -> None:
     candidates = _candidates()
-    run, _ = _run(candidates[:4], origin=None)
-    step = run.step(_copy(candidates[2]), offset=10, origin=None, now=0.0)
+    run, _ = _run(candidates[:4], first_offset=None)
+    step = run.step(_copy(candidates[2]), 0.0, ingest_offset=10)
     assert step.skipped == "duplicate"
 
 
@@ -100,13 +101,13 @@ def test_the_id_window_is_bounded_and_survives_pickling() -> None:
     for offset in range(EVENT_ID_WINDOW + 10):
         event = _copy(candidates[1])
         event.event_id = f"id-{offset}"
-        run.step(event, offset, None, now=0.0)
+        run.step(event, 0.0, offset)
     assert len(run.recent) == EVENT_ID_WINDOW
     restored = pickle.loads(pickle.dumps(run))
     old, recent = _copy(candidates[1]), _copy(candidates[1])
     old.event_id, recent.event_id = "id-0", f"id-{EVENT_ID_WINDOW + 9}"
-    assert restored.step(recent, 10_000, None, now=0.0).skipped == "duplicate"
-    assert restored.step(old, 10_001, None, now=0.0).event is not None  # fell out of the window
+    assert restored.step(recent, 0.0, 10_000).skipped == "duplicate"
+    assert restored.step(old, 0.0, 10_001).event is not None  # fell out of the window
 
 
 def test_an_illegal_transition_is_published_and_reported() -> None:
@@ -114,7 +115,7 @@ def test_an_illegal_transition_is_published_and_reported() -> None:
     run, _ = _run(candidates)
     late = _copy(candidates[0])  # run.started after the run completed
     late.event_id = "late-start"
-    step = run.step(late, offset=len(candidates), origin=None, now=0.0)
+    step = run.step(late, 0.0, ingest_offset=len(candidates))
     assert step.event is not None and step.event.seq == len(candidates)
     assert step.failure_stage == "apply" and step.error_type == "IllegalTransition"
     assert "after the run ended completed" in step.failure
@@ -126,23 +127,13 @@ def test_a_tool_result_nobody_asked_for_is_illegal() -> None:
     result = _copy(_candidates(FIXTURES / "openai-chat" / "refusal.sse")[0])
     result.kind, result.event_id = "tool.result", "executor:1"
     result.payload = ToolResult(tool_name="lookup", tool_call_id="call_x", output="{}")
-    step = run.step(result, offset=99, origin=None, now=0.0)
+    step = run.step(result, 0.0, ingest_offset=99)
     assert step.event is not None and step.failure_stage == "apply"
 
 
 def test_an_unknown_kind_is_not_published() -> None:
     event = _copy(_candidates()[1])
     event.kind = "text.sparkle"
-    step = RunSequence.new(event.run_id, "default").step(event, 0, None, now=0.0)
+    step = RunSequence.new(event.run_id, "default").step(event, 0.0, 0)
     assert step.event is None and step.error_type == "UnknownKind"
     assert "text.sparkle" in step.failure
-
-
-@pytest.mark.parametrize("raw", [None, b"", b"x@f0", b"@", b"\xff\xfe"])
-def test_an_unreadable_origin_header_is_no_origin(raw: bytes | None) -> None:
-    assert Origin.decode(raw) is None
-
-
-def test_origin_round_trip() -> None:
-    origin = Origin("r12", 7)
-    assert Origin.decode(origin.encode()) == origin
