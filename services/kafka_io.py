@@ -256,7 +256,8 @@ async def await_acks(settings: PipelineSettings, futures: list[asyncio.Future]) 
         raise ModelEventsError(f"Kafka at {settings.bootstrap_servers} refused a record: {exc!r}") from exc
 
 
-def _decode(msg: Any) -> Record:
+def decode_record(msg: Any) -> Record:
+    """A consumed aiokafka message as a Record, its value decoded (or ``error`` set)."""
     value: Any = None
     error: str | None = None
     if msg.value is None:
@@ -271,7 +272,8 @@ def _decode(msg: Any) -> Record:
 
 async def read_records(settings: PipelineSettings, topic: str, *, run_id: str | None = None,
                        timeout: float = 10.0, until: Callable[[Any], bool] | None = None,
-                       from_beginning: bool = True, poll_ms: int = 200) -> AsyncIterator[Record]:
+                       from_beginning: bool = True, poll_ms: int = 200,
+                       idle_tick: float | None = None) -> AsyncIterator[Record | None]:
     """Read ``topic`` (logical or full name) without a consumer group and yield decoded records.
 
     * ``run_id``: only records whose key is this run key / run id; only the partition the default
@@ -281,6 +283,8 @@ async def read_records(settings: PipelineSettings, topic: str, *, run_id: str | 
       (e.g. the run's terminal RunState). Records that cannot be decoded are yielded with
       ``value=None`` and ``error`` set, and are not passed to ``until``.
     * ``from_beginning``: start at the earliest offset (default) or only read what arrives next.
+    * ``idle_tick``: yield ``None`` after each this many seconds without a matching record (a
+      follower that keeps a connection alive meanwhile); without it only records are yielded.
 
     Raises :class:`KafkaUnavailable` when the broker cannot be reached and ConfigError when the
     topic does not exist.
@@ -303,11 +307,15 @@ async def read_records(settings: PipelineSettings, topic: str, *, run_id: str | 
             await consumer.seek_to_beginning(*assigned)
         else:
             await consumer.seek_to_end(*assigned)
-        idle_since = time.monotonic()
+        idle_since = ticked = time.monotonic()
         while True:
-            remaining = timeout - (time.monotonic() - idle_since)
+            now = time.monotonic()
+            remaining = timeout - (now - idle_since)
             if remaining <= 0:
                 return
+            if idle_tick is not None and now - max(idle_since, ticked) >= idle_tick:
+                ticked = now
+                yield None
             try:
                 batches = await consumer.getmany(*assigned, timeout_ms=int(min(remaining * 1000, poll_ms)) or 1)
             except KafkaError as exc:
@@ -318,7 +326,7 @@ async def read_records(settings: PipelineSettings, topic: str, *, run_id: str | 
                     if wanted is not None and msg.key != wanted:
                         continue
                     idle_since = time.monotonic()
-                    record = _decode(msg)
+                    record = decode_record(msg)
                     yield record
                     if until is not None and record.error is None and until(record.value):
                         return

@@ -1,0 +1,92 @@
+"""The gateway's ASGI app: ``create_app(config)`` composes one router per concern.
+
+    health.py     GET /healthz, GET /readyz
+    webhooks.py   POST /webhooks/{provider}[/{tenant}]   (Standard Webhooks, OpenAI and Gemini)
+    forwarded.py  POST /v1/runs/{run_id}/frames          (streams an application tees to us)
+
+Another concern is one more module with an ``APIRouter`` named ``router`` and one more entry in
+:data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs``.
+
+The app's lifespan starts one idempotent Kafka producer (acks=all) and the fetcher, shared by
+every request through ``app.state.gateway`` (``services/gateway/state.py``), and stops them on
+shutdown. A :class:`KafkaUnavailable` (or another pipeline error) raised while a request waits
+for Kafka becomes 503 with ``Retry-After``: the sender retries, and nothing that was
+acknowledged is ever lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from modelevents.schemas.errors import ModelEventsError
+from modelevents.services.gateway import forwarded, health, webhooks
+from modelevents.services.gateway.config import GatewayConfig
+from modelevents.services.gateway.fetch import Fetcher
+from modelevents.services.gateway.state import Gateway, unavailable
+from modelevents.services.kafka_io import start_producer
+
+__all__ = ["create_app", "ROUTERS"]
+
+log = logging.getLogger("modelevents.gateway")
+
+# One router per concern; the order is the order of /docs.
+ROUTERS = (health.router, webhooks.router, forwarded.router)
+
+_DESCRIPTION = """\
+The edge of modelevents: provider output enters here and leaves as ProviderFrames on the Kafka
+`frames` topic, acknowledged by every in-sync replica (acks=all) before any 2xx.
+
+* **Webhooks** — signed Standard Webhooks deliveries from OpenAI and Gemini.
+* **Forwarded frames** — provider streams an application received itself and tees to modelevents.
+* **Health** — liveness and readiness (Kafka reachable, topics present).
+
+Any 503 means Kafka did not acknowledge: nothing was kept, send the same request again.
+"""
+
+
+def create_app(config: GatewayConfig) -> FastAPI:
+    """The gateway as an ASGI app (serve it with uvicorn: ``modelevents gateway``)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        producer = await start_producer(config.kafka)
+        gateway = Gateway(config, producer)
+        gateway.fetcher = Fetcher(config, gateway.publish)
+        app.state.gateway = gateway
+        try:
+            yield
+        finally:
+            await gateway.fetcher.close()
+            await producer.stop()
+
+    app = GatewayApp(title="modelevents gateway", version="0.1.0", description=_DESCRIPTION,
+                     lifespan=lifespan)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_exception_handler(ModelEventsError, _unavailable)
+    return app
+
+
+class GatewayApp(FastAPI):
+    """FastAPI, with webhook deliveries — the hot path — answered before FastAPI's middleware
+    stack and routing (``webhooks.serve_delivery``: the same code as the documented routes,
+    without the per-request machinery, which cost more than the delivery itself in profiles)."""
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+        if scope["type"] == "http" and scope["method"] == "POST" and \
+                scope["path"].startswith("/webhooks/"):
+            gateway = getattr(self.state, "gateway", None)
+            if gateway is not None and await webhooks.serve_delivery(gateway, scope, receive, send):
+                return
+        await super().__call__(scope, receive, send)
+
+
+async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("%s %s: answered 503: %s", request.method, request.url.path, exc)
+    status, answer, headers = unavailable(exc)
+    return JSONResponse(answer, status_code=status, headers=headers)

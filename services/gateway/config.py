@@ -1,0 +1,213 @@
+"""GatewayConfig: where the gateway listens, which Kafka it writes to, and the providers' secrets.
+
+Loaded from a YAML or TOML file (``--config FILE``) and/or the environment; the file wins over
+the environment for what it sets, explicit CLI options win over both. A file looks like::
+
+    host: 127.0.0.1
+    port: 8080
+    webhook_tolerance_s: 300          # Standard Webhooks timestamp tolerance
+    max_body_bytes: 1048576           # a webhook body larger than this is refused (413)
+    max_forward_bytes: 67108864       # a forwarded stream body larger than this is refused (413)
+    default_tenant: default
+    providers:
+      openai:
+        base_url: https://api.openai.com          # or $OPENAI_BASE_URL
+        api_key: sk-...                           # or $OPENAI_API_KEY (for the fetch)
+        webhook_secrets:                          # tenant → secrets; several during rotation
+          default: [whsec_new..., whsec_old...]
+          acme: [whsec_...]
+      gemini:
+        base_url: https://generativelanguage.googleapis.com   # or $GEMINI_BASE_URL
+        api_key: ...                                          # or $GEMINI_API_KEY / $GOOGLE_API_KEY
+        webhook_secrets: {default: [whsec_...]}               # or $GEMINI_WEBHOOK_SECRET
+
+Environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_WEBHOOK_SECRET`` (the SDK's names)
+and ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``), ``GEMINI_BASE_URL``, ``GEMINI_WEBHOOK_SECRET``;
+a ``*_WEBHOOK_SECRET`` may hold several secrets separated by commas or spaces, and they are the
+default tenant's. Kafka comes from :class:`PipelineSettings` (``KAFKA_BOOTSTRAP_SERVERS`` …).
+
+Credentials are :class:`pydantic.SecretStr`: they print as ``**********`` in reprs, logs and
+errors, and only the verifier and the fetch read their values.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from modelevents.schemas.errors import ConfigError
+from modelevents.services.settings import PipelineSettings
+
+__all__ = ["GatewayConfig", "ProviderConfig", "WEBHOOK_PROVIDERS", "load_config", "secret_key"]
+
+# The providers whose webhooks the gateway accepts (both sign with Standard Webhooks), with the
+# environment variables and default base URL of each.
+WEBHOOK_PROVIDERS: dict[str, dict[str, Any]] = {
+    "openai": {"api_key": ("OPENAI_API_KEY",), "base_url": "OPENAI_BASE_URL",
+               "secret": "OPENAI_WEBHOOK_SECRET", "default_base_url": "https://api.openai.com"},
+    "gemini": {"api_key": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "base_url": "GEMINI_BASE_URL",
+               "secret": "GEMINI_WEBHOOK_SECRET",
+               "default_base_url": "https://generativelanguage.googleapis.com"},
+}
+
+
+def secret_key(secret: str) -> bytes:
+    """The HMAC key of a Standard Webhooks secret (openai.md §11.2 item 4): ``whsec_<base64>``
+    is base64-decoded; any other string is used as its UTF-8 bytes, as the OpenAI SDK does."""
+    if secret.startswith("whsec_"):
+        try:
+            return base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+        except ValueError:
+            raise ConfigError("a webhook secret starts with whsec_ but the rest is not base64; "
+                              "copy the secret exactly as the provider's dashboard shows it") from None
+    return secret.encode("utf-8")
+
+
+class ProviderConfig(BaseModel):
+    """One provider: where to fetch objects a webhook names, with which key, and webhook secrets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str
+    api_key: SecretStr | None = None
+    # tenant → secrets, newest first; any one verifying is enough (rotation).
+    webhook_secrets: dict[str, list[SecretStr]] = Field(default_factory=dict)
+
+    @field_validator("base_url")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        if not re.match(r"^https?://", value):
+            raise ValueError(f"base_url {value!r} must start with http:// or https://")
+        return value.rstrip("/")
+
+    @field_validator("webhook_secrets")
+    @classmethod
+    def _valid_secrets(cls, value: dict[str, list[SecretStr]]) -> dict[str, list[SecretStr]]:
+        for tenant, secrets in value.items():
+            for secret in secrets:
+                try:
+                    secret_key(secret.get_secret_value())
+                except ConfigError as exc:
+                    raise ValueError(f"tenant {tenant!r}: {exc}") from None
+        return value
+
+    def keys_for(self, tenant: str) -> list[bytes]:
+        """The HMAC keys of a tenant's secrets (empty: the tenant has no webhooks here)."""
+        return [secret_key(s.get_secret_value()) for s in self.webhook_secrets.get(tenant, ())]
+
+
+class GatewayConfig(BaseModel):
+    """Everything `modelevents gateway` needs. See the module docstring for the file format."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    kafka: PipelineSettings = Field(default_factory=PipelineSettings)
+    default_tenant: str = "default"
+    webhook_tolerance_s: int = Field(300, ge=1)
+    max_body_bytes: int = Field(1024 * 1024, ge=1)
+    max_forward_bytes: int = Field(64 * 1024 * 1024, ge=1)
+    # How long a request waits for Kafka's acknowledgement before answering 503 (the provider
+    # retries; the record, if it is delivered after all, dedupes by frame_id).
+    ack_timeout_s: float = Field(10.0, gt=0)
+    # webhook-ids acknowledged recently: a redelivery is answered 200 without a second write.
+    dedupe_cache_size: int = Field(100_000, ge=0)
+    # The fetch of an object a webhook names: attempts and the first backoff (doubling, ≤ 60 s).
+    fetch_attempts: int = Field(6, ge=1)
+    fetch_backoff_s: float = Field(0.5, gt=0)
+    fetch_timeout_s: float = Field(30.0, gt=0)
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+
+    @field_validator("providers")
+    @classmethod
+    def _known_providers(cls, value: dict[str, ProviderConfig]) -> dict[str, ProviderConfig]:
+        unknown = sorted(set(value) - set(WEBHOOK_PROVIDERS))
+        if unknown:
+            raise ValueError(f"unknown provider(s) {', '.join(unknown)}; the gateway knows "
+                             f"{', '.join(WEBHOOK_PROVIDERS)}")
+        return value
+
+    def provider(self, name: str) -> ProviderConfig | None:
+        return self.providers.get(name)
+
+
+def _split_secrets(raw: str) -> list[str]:
+    return [s for s in re.split(r"[,\s]+", raw) if s]
+
+
+def _from_env(env: Mapping[str, str], default_tenant: str) -> dict[str, dict[str, Any]]:
+    providers: dict[str, dict[str, Any]] = {}
+    for name, names in WEBHOOK_PROVIDERS.items():
+        entry: dict[str, Any] = {"base_url": env.get(names["base_url"]) or names["default_base_url"]}
+        key = next((env[k] for k in names["api_key"] if env.get(k)), None)
+        if key:
+            entry["api_key"] = key
+        secrets = _split_secrets(env.get(names["secret"], ""))
+        if secrets:
+            entry["webhook_secrets"] = {default_tenant: secrets}
+        providers[name] = entry
+    return providers
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the gateway config {path}: {exc.strerror or exc}") from exc
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path} is not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: "
+                          f"{exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a mapping of settings, not {type(data).__name__}")
+    return data
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None,
+                kafka: PipelineSettings | None = None, **overrides: Any) -> GatewayConfig:
+    """The gateway's config: environment, then the file (YAML, or TOML by its suffix), then
+    ``overrides`` (CLI options; None values are ignored). Raises ConfigError saying what to fix."""
+    env = os.environ if env is None else env
+    data: dict[str, Any] = {}
+    file_data = _read_file(Path(path)) if path is not None else {}
+    tenant = overrides.get("default_tenant") or file_data.get("default_tenant") or "default"
+    data["providers"] = _from_env(env, tenant)
+    data = _merge(data, file_data)
+    data = _merge(data, {k: v for k, v in overrides.items() if v is not None})
+    if kafka is not None:
+        data["kafka"] = kafka
+    elif isinstance(data.get("kafka"), Mapping):
+        try:
+            data["kafka"] = PipelineSettings(**data["kafka"])
+        except TypeError as exc:
+            raise ConfigError(f"kafka settings: {exc}; the keys are bootstrap_servers, "
+                              "topic_prefix, partitions, app_id, tenant") from None
+    try:
+        return GatewayConfig.model_validate(data)
+    except ValidationError as exc:
+        where = f" in {path}" if path is not None else ""
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}"
+                             for e in exc.errors())
+        raise ConfigError(f"invalid gateway config{where}: {problems}") from None

@@ -1,0 +1,130 @@
+"""What the gateway's routes share while it runs: its config, the Kafka producer, the recently
+acknowledged webhook deliveries and the fetcher.
+
+One :class:`Gateway` lives in ``app.state.gateway`` from the app's startup to its shutdown
+(``services/gateway/app.py``); routes reach it with :func:`gateway_of`. Publishing goes through
+:meth:`Gateway.publish` / :meth:`Gateway.publish_all`, which wait for the broker's
+acknowledgement (acks=all, idempotent producer: DESIGN.md "Edge") but never longer than
+``ack_timeout_s``: an unreachable broker is :class:`KafkaUnavailable`, which the app answers
+with 503 so that the sender retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiokafka.errors import KafkaError
+from fastapi import Request
+
+from modelevents.schemas.frames import ProviderFrame
+from modelevents.services.gateway.config import GatewayConfig
+from modelevents.services.kafka_io import KafkaUnavailable, await_acks, produce_frame, send_frame
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaProducer
+
+    from modelevents.services.gateway.fetch import Fetcher
+
+__all__ = ["AckedDeliveries", "Gateway", "gateway_of", "unavailable", "RETRY_AFTER_S"]
+
+
+class AckedDeliveries:
+    """An LRU of webhook deliveries Kafka acknowledged: ``(provider, tenant, webhook-id)``.
+
+    A redelivery found here is answered 200 without a second write. It is an optimisation only:
+    after a restart (or eviction) the delivery is written again with the same frame_id, and the
+    processor's adapters drop it (dedupe by frame_id), so the guarantee does not depend on it.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._keys: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+
+    def __contains__(self, key: tuple[str, str, str]) -> bool:
+        if key in self._keys:
+            self._keys.move_to_end(key)
+            return True
+        return False
+
+    def add(self, key: tuple[str, str, str]) -> None:
+        if self.size <= 0:
+            return
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        while len(self._keys) > self.size:
+            self._keys.popitem(last=False)
+
+
+@dataclass
+class Gateway:
+    config: GatewayConfig
+    producer: AIOKafkaProducer
+    fetcher: Fetcher | None = None
+    acked: AckedDeliveries = field(init=False)
+    # /readyz: (monotonic time, HTTP status, body) of the last check, reused for a moment.
+    ready: tuple[float, int, dict[str, str]] | None = None
+
+    def __post_init__(self) -> None:
+        self.acked = AckedDeliveries(self.config.dedupe_cache_size)
+        self._keys: dict[tuple[str, str], list[bytes]] = {}
+
+    def webhook_keys(self, provider: str, tenant: str) -> list[bytes]:
+        """HMAC keys of a tenant's webhook secrets for a provider, decoded once. Only tenants
+        that have secrets are remembered: a URL cannot grow this by naming tenants."""
+        keys = self._keys.get((provider, tenant))
+        if keys is None:
+            settings = self.config.provider(provider)
+            keys = settings.keys_for(tenant) if settings is not None else []
+            if keys:
+                self._keys[(provider, tenant)] = keys
+        return keys
+
+    @property
+    def settings(self):  # noqa: ANN201 - PipelineSettings
+        return self.config.kafka
+
+    async def publish(self, frame: ProviderFrame) -> Any:
+        """Write one frame and wait for the broker's acknowledgement; RecordMetadata."""
+        return await self._bounded(produce_frame(self.producer, self.settings, frame))
+
+    async def publish_all(self, frames: list[ProviderFrame]) -> list[Any]:
+        """Write frames (pipelined: one request per batch) and wait for every acknowledgement."""
+
+        async def send_and_wait() -> list[Any]:
+            futures = [await send_frame(self.producer, self.settings, f) for f in frames]
+            return await await_acks(self.settings, futures)
+
+        return await self._bounded(send_and_wait())
+
+    async def _bounded(self, work: Any) -> Any:
+        # asyncio.timeout, not wait_for: wait_for wraps the work in a task of its own, a cost
+        # that showed in profiles at thousands of deliveries per second.
+        try:
+            async with asyncio.timeout(self.config.ack_timeout_s):
+                return await work
+        except TimeoutError:
+            raise KafkaUnavailable(
+                self.settings.bootstrap_servers,
+                f"no acknowledgement within {self.config.ack_timeout_s:g} s") from None
+        except KafkaUnavailable:
+            raise
+        except KafkaError as exc:  # e.g. a request timeout surfacing as another aiokafka error
+            raise KafkaUnavailable(self.settings.bootstrap_servers, repr(exc)) from exc
+
+
+def gateway_of(request: Request) -> Gateway:
+    return request.app.state.gateway
+
+
+# Seconds a sender is asked to wait before it retries after a 503.
+RETRY_AFTER_S = 5
+
+
+def unavailable(exc: Exception) -> tuple[int, dict[str, str], dict[str, str]]:
+    """The answer when Kafka did not acknowledge (or a topic is missing): 503, the reason, and
+    Retry-After, so that the provider or application sends the same request again."""
+    return (503, {"error": str(exc), "retry": "nothing was kept; send the same request again"},
+            {"Retry-After": str(RETRY_AFTER_S)})

@@ -1,0 +1,200 @@
+"""A recorded provider response, cut into the frames the simulator puts on the wire.
+
+A recording is either a stream (SSE frames, each kept as its exact wire bytes, with the
+provider's resume cursor where it has one) or one JSON object (a complete response, a poll
+result, or an HTTP error body with its status). What each file holds:
+
+    .sse            served verbatim; cut at the blank lines that end SSE messages
+    .jsonl / .txt   bare JSON payloads, one per line (the Vercel AI SDK's ``*.chunks.txt``):
+                    framed as the provider frames them (reference/*.md §framing): ``event:`` +
+                    ``data:`` for OpenAI Responses, Claude and Interactions, ``data:`` alone for
+                    Chat Completions, ``data:`` with CRLF CRLF for Gemini generateContent
+    .json-array     Gemini's streamed JSON array (kept whole for requests without ``alt=sse``)
+    .json           one object; an error body (``{"error": …}``) carries its HTTP status
+    .yaml           a VCR cassette: the Nth model call's response body (``name#N``, default 0)
+
+Resume cursors (reference/openai.md §9, reference/gemini.md A5): OpenAI Responses frames carry
+``sequence_number``; Interactions frames carry ``event_id`` (or an SSE ``id:`` line).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from modelevents.adapters.cassette import read_cassette
+from modelevents.adapters.framing import (JSONArraySplitter, detect_framing, frames_from_bytes,
+                                          json_lines)
+from modelevents.adapters.registry import api_for_uri, decoded_docs, detect_api
+from modelevents.adapters.sse import SSEDecoder
+from modelevents.schemas.errors import InputError
+
+# The APIs the simulator serves, named as the adapters name them.
+STREAM_APIS = ("openai-responses", "openai-chat", "anthropic-messages", "gemini-generate",
+               "gemini-interactions")
+
+# An SSE message ends at a blank line; CRLF, LF and CR line ends all occur (Gemini uses CRLF).
+_MESSAGE_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+# Claude's error types → HTTP status (docs.anthropic.com/en/api/errors).
+_ANTHROPIC_ERROR_STATUS = {
+    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+    "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+    "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
+}
+# OpenAI error types/codes → HTTP status (reference/openai.md §8).
+_OPENAI_ERROR_STATUS = {
+    "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
+    "not_found_error": 404, "rate_limit_exceeded": 429, "insufficient_quota": 429,
+    "requests": 429, "tokens": 429, "server_error": 500, "service_unavailable": 503,
+}
+
+
+@dataclass(slots=True)
+class WireFrame:
+    raw: bytes  # exactly what goes on the wire for this frame, terminator included
+    payload: Any  # the decoded data JSON; None for comments, [DONE], malformed data
+    cursor: str | None  # the provider's resume cursor of this frame, if it has one
+
+
+@dataclass
+class Recording:
+    name: str
+    api: str  # one of STREAM_APIS
+    path: Path
+    frames: list[WireFrame] | None = None  # a stream
+    body: bytes | None = None  # one JSON object (complete response, poll, error body)
+    status: int = 200
+    # Gemini's streamed JSON array, verbatim, for :streamGenerateContent without alt=sse.
+    json_array: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_stream(self) -> bool:
+        return self.frames is not None
+
+    def stream_bytes(self) -> bytes:
+        return b"".join(frame.raw for frame in self.frames or ())
+
+
+def load_recording(name: str, path: Path, api: str | None = None, call: int = 0) -> Recording:
+    """Read ``path`` as a recording of ``api`` (detected when None). Raises InputError."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read recording {path}: {exc.strerror or exc}") from exc
+    if path.suffix in (".yaml", ".yml"):
+        return _from_cassette(name, path, raw, api, call)
+    return _from_body(name, path, raw, api)
+
+
+def _from_cassette(name: str, path: Path, raw: bytes, api: str | None, call: int) -> Recording:
+    calls = [i for i in read_cassette(raw) if api_for_uri(i.uri) in STREAM_APIS
+             and (api is None or api_for_uri(i.uri) == api)]
+    if call >= len(calls):
+        raise InputError(f"cassette {path} has {len(calls)} model calls"
+                         f"{' of ' + api if api else ''}; call #{call} does not exist")
+    interaction = calls[call]
+    recording = _from_body(name, path, interaction.body, api_for_uri(interaction.uri))
+    if interaction.status >= 400:
+        recording.status = interaction.status
+    return recording
+
+
+def _from_body(name: str, path: Path, raw: bytes, api: str | None) -> Recording:
+    # A JSON-lines file of one line looks like one object; its name says it is a stream.
+    framing = "jsonl" if path.name.endswith((".jsonl", ".chunks.txt")) else detect_framing(raw)
+    if api is None:
+        frames = frames_from_bytes(raw, run_key=name, provider="", api="", framing=framing)
+        api = detect_api(decoded_docs(frames), candidates=STREAM_APIS)
+    if framing == "sse":
+        return Recording(name, api, path, frames=split_sse(raw, api))
+    if framing == "json":
+        return Recording(name, api, path, body=raw.strip(), status=error_status(raw, api))
+    if framing == "jsonl":
+        payloads = json_lines(raw)
+    else:  # json-array
+        splitter = JSONArraySplitter()
+        payloads = splitter.feed(raw) + splitter.close()
+    frames = [frame_payload(payload, api) for payload in payloads]
+    return Recording(name, api, path, frames=frames,
+                     json_array=raw if framing == "json-array" else None)
+
+
+def split_sse(raw: bytes, api: str) -> list[WireFrame]:
+    """Cut an SSE body into its messages, each with its verbatim bytes (joined: ``raw``)."""
+    frames: list[WireFrame] = []
+    start = 0
+    for match in _MESSAGE_END.finditer(raw):
+        frames.append(_sse_frame(raw[start:match.end()], api))
+        start = match.end()
+    if start < len(raw):  # a recording that stops mid-message (a truncated stream)
+        frames.append(_sse_frame(raw[start:], api))
+    return frames
+
+
+def _sse_frame(raw: bytes, api: str) -> WireFrame:
+    decoder = SSEDecoder()
+    messages = decoder.feed(raw) + decoder.close()
+    if not messages:
+        return WireFrame(raw, None, None)
+    message = messages[-1]
+    payload = _loads(message.data)
+    return WireFrame(raw, payload, cursor_of(payload, api) or message.id)
+
+
+def frame_payload(payload: bytes, api: str) -> WireFrame:
+    """A bare JSON payload framed as ``api``'s SSE endpoint frames it."""
+    doc = _loads(payload)
+    if (b"\n" in payload or b"\r" in payload) and doc is not None:
+        # Pretty-printed elements of a JSON array: providers send one line per SSE data field.
+        payload = orjson.dumps(doc)
+    if api == "openai-chat":
+        raw = b"data: " + payload + b"\n\n"
+    elif api == "gemini-generate":
+        raw = b"data: " + payload + b"\r\n\r\n"
+    else:
+        name = doc.get("event_type" if api == "gemini-interactions" else "type") \
+            if isinstance(doc, dict) else None
+        raw = (b"event: " + str(name).encode() + b"\n" if name else b"") \
+            + b"data: " + payload + b"\n\n"
+    return WireFrame(raw, doc, cursor_of(doc, api))
+
+
+def cursor_of(payload: Any, api: str) -> str | None:
+    if not isinstance(payload, dict):
+        return None
+    if api == "openai-responses" and isinstance(payload.get("sequence_number"), int):
+        return str(payload["sequence_number"])
+    if api == "gemini-interactions" and payload.get("event_id"):
+        return str(payload["event_id"])
+    return None
+
+
+def error_status(raw: bytes, api: str) -> int:
+    """The HTTP status an error body was answered with (200 for anything else)."""
+    doc = _loads(raw)
+    if not isinstance(doc, dict) or "error" not in doc:
+        return 200
+    error = doc["error"]
+    if not isinstance(error, dict):
+        return 500
+    if isinstance(error.get("code"), int) and 400 <= error["code"] < 600:  # Google, vLLM
+        return error["code"]
+    if api == "anthropic-messages" or doc.get("type") == "error":
+        return _ANTHROPIC_ERROR_STATUS.get(str(error.get("type")), 500)
+    for key in (error.get("code"), error.get("type")):
+        if key in _OPENAI_ERROR_STATUS:
+            return _OPENAI_ERROR_STATUS[key]
+    return 500
+
+
+def _loads(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
