@@ -14,7 +14,7 @@ unknown fields are refused, and an error names the message and part at fault.
     ├── tools: [ToolDeclaration]     application tools (name, description, JSON-schema parameters)
     ├── target | preferences         one Target (provider, api?, model) or a ranked list
     ├── required_capabilities / preferred_capabilities   names from CAPABILITIES
-    ├── background                   run as a provider background job
+    ├── background, stream           run as a provider background job; stream or poll it
     ├── run_id, tenant, session_id   optional: client-chosen run id, tenant, conversation
     └── max_output_tokens, temperature, structured_output
 
@@ -300,6 +300,9 @@ class NeutralRequest(_Strict):
     required_capabilities: list[str] = Field(default_factory=list)
     preferred_capabilities: list[str] = Field(default_factory=list)
     background: bool = False
+    # None: stream, unless background (then poll). background + stream: a background call
+    # whose stream can be resumed after a cut (OpenAI Responses, Interactions).
+    stream: bool | None = None
     # Who and which run: a client-chosen run id makes a retried POST land on the same run;
     # the tenant defaults to the gateway's. The session id ties runs of one conversation.
     run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:\-]{1,128}$")
@@ -324,6 +327,11 @@ class NeutralRequest(_Strict):
                              "unique")
         _check_transcript(self.transcript)
         return self
+
+    @property
+    def streams(self) -> bool:
+        """Whether the call streams (``stream``, or by default: unless background)."""
+        return self.stream if self.stream is not None else not self.background
 
     @property
     def targets(self) -> list[Target]:

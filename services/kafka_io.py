@@ -273,7 +273,8 @@ def decode_record(msg: Any) -> Record:
 async def read_records(settings: PipelineSettings, topic: str, *, run_id: str | None = None,
                        timeout: float = 10.0, until: Callable[[Any], bool] | None = None,
                        from_beginning: bool = True, poll_ms: int = 200,
-                       idle_tick: float | None = None) -> AsyncIterator[Record | None]:
+                       idle_tick: float | None = None,
+                       to_end: bool = False) -> AsyncIterator[Record | None]:
     """Read ``topic`` (logical or full name) without a consumer group and yield decoded records.
 
     * ``run_id``: only records whose key is this run key / run id; only the partition the default
@@ -285,6 +286,8 @@ async def read_records(settings: PipelineSettings, topic: str, *, run_id: str | 
     * ``from_beginning``: start at the earliest offset (default) or only read what arrives next.
     * ``idle_tick``: yield ``None`` after each this many seconds without a matching record (a
       follower that keeps a connection alive meanwhile); without it only records are yielded.
+    * ``to_end``: stop once every partition read reached the end offset it had when reading
+      began (what the topic holds now), rather than waiting for more.
 
     Raises :class:`KafkaUnavailable` when the broker cannot be reached and ConfigError when the
     topic does not exist.
@@ -307,8 +310,12 @@ async def read_records(settings: PipelineSettings, topic: str, *, run_id: str | 
             await consumer.seek_to_beginning(*assigned)
         else:
             await consumer.seek_to_end(*assigned)
+        ends = await consumer.end_offsets(assigned) if to_end else {}
         idle_since = ticked = time.monotonic()
         while True:
+            # Compaction can leave an end offset beyond the last record: compare positions.
+            if to_end and all([await consumer.position(tp) >= end for tp, end in ends.items()]):
+                return
             now = time.monotonic()
             remaining = timeout - (now - idle_since)
             if remaining <= 0:

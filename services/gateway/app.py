@@ -2,14 +2,17 @@
 
     health.py     GET /healthz, GET /readyz
     webhooks.py   POST /webhooks/{provider}[/{tenant}]   (Standard Webhooks, OpenAI and Gemini)
+    runs.py       POST /v1/runs, GET /v1/runs/{id}[/events|/messages], POST /v1/runs/{id}/cancel
     forwarded.py  POST /v1/runs/{run_id}/frames          (streams an application tees to us)
 
 Another concern is one more module with an ``APIRouter`` named ``router`` and one more entry in
 :data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs``.
 
-The app's lifespan starts one idempotent Kafka producer (acks=all) and the fetcher, shared by
-every request through ``app.state.gateway`` (``services/gateway/state.py``), and stops them on
-shutdown. A :class:`KafkaUnavailable` (or another pipeline error) raised while a request waits
+The app's lifespan starts what every request shares through ``app.state.gateway``
+(``services/gateway/state.py``): one idempotent Kafka producer (acks=all), the fetcher, the HTTP
+client to the providers, the capability manifest, the calls in flight and the view of the
+``runs`` topic; it stops them on shutdown (calls in flight are cancelled: their frames so far
+are on Kafka, and the run's state says where it stopped). A :class:`KafkaUnavailable` (or another pipeline error) raised while a request waits
 for Kafka becomes 503 with ``Retry-After``: the sender retries, and nothing that was
 acknowledged is ever lost.
 """
@@ -23,10 +26,14 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+import httpx
+
 from modelevents.schemas.errors import ModelEventsError
-from modelevents.services.gateway import forwarded, health, webhooks
+from modelevents.services.gateway import forwarded, health, runs, webhooks
+from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, load_manifest
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.fetch import Fetcher
+from modelevents.services.gateway.run_views import RunStates
 from modelevents.services.gateway.state import Gateway, unavailable
 from modelevents.services.kafka_io import start_producer
 
@@ -35,12 +42,14 @@ __all__ = ["create_app", "ROUTERS"]
 log = logging.getLogger("modelevents.gateway")
 
 # One router per concern; the order is the order of /docs.
-ROUTERS = (health.router, webhooks.router, forwarded.router)
+ROUTERS = (health.router, runs.router, webhooks.router, forwarded.router)
 
 _DESCRIPTION = """\
 The edge of modelevents: provider output enters here and leaves as ProviderFrames on the Kafka
 `frames` topic, acknowledged by every in-sync replica (acks=all) before any 2xx.
 
+* **Runs** — start a run from a neutral request (routed by capabilities, rendered for the
+  provider chosen), read its state and its ModelEvents (SSE, resumable), cancel it.
 * **Webhooks** — signed Standard Webhooks deliveries from OpenAI and Gemini.
 * **Forwarded frames** — provider streams an application received itself and tees to modelevents.
 * **Health** — liveness and readiness (Kafka reachable, topics present).
@@ -49,18 +58,31 @@ Any 503 means Kafka did not acknowledge: nothing was kept, send the same request
 """
 
 
-def create_app(config: GatewayConfig) -> FastAPI:
-    """The gateway as an ASGI app (serve it with uvicorn: ``modelevents gateway``)."""
+def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> FastAPI:
+    """The gateway as an ASGI app (serve it with uvicorn: ``modelevents gateway``).
+
+    ``manifest``: the capability manifest the router uses (default: ``config.capabilities``, or
+    the shipped ``capabilities.yaml``); read before anything starts, so a bad file stops here.
+    """
+    manifest = manifest or load_manifest(config.capabilities or MANIFEST_PATH)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         producer = await start_producer(config.kafka)
-        gateway = Gateway(config, producer)
+        gateway = Gateway(config, producer, manifest=manifest)
         gateway.fetcher = Fetcher(config, gateway.publish)
+        # Streams: read may wait between frames (a model thinking); connecting may not.
+        gateway.http = httpx.AsyncClient(timeout=httpx.Timeout(config.call_timeout_s, connect=10.0))
+        gateway.runs = runs.LocalRuns(config.local_runs)
+        gateway.run_states = RunStates(config.kafka)
+        await gateway.run_states.start()
         app.state.gateway = gateway
         try:
             yield
         finally:
+            await gateway.runs.close()
+            await gateway.run_states.stop()
+            await gateway.http.aclose()
             await gateway.fetcher.close()
             await producer.stop()
 

@@ -12,19 +12,32 @@ the environment for what it sets, explicit CLI options win over both. A file loo
     providers:
       openai:
         base_url: https://api.openai.com          # or $OPENAI_BASE_URL
-        api_key: sk-...                           # or $OPENAI_API_KEY (for the fetch)
+        api_key: sk-...                           # or $OPENAI_API_KEY (runs, the fetch)
         webhook_secrets:                          # tenant → secrets; several during rotation
           default: [whsec_new..., whsec_old...]
           acme: [whsec_...]
+      anthropic:
+        base_url: https://api.anthropic.com       # or $ANTHROPIC_BASE_URL
+        api_key: sk-ant-...                       # or $ANTHROPIC_API_KEY (no webhooks)
       gemini:
         base_url: https://generativelanguage.googleapis.com   # or $GEMINI_BASE_URL
         api_key: ...                                          # or $GEMINI_API_KEY / $GOOGLE_API_KEY
         webhook_secrets: {default: [whsec_...]}               # or $GEMINI_WEBHOOK_SECRET
+    capabilities: path/to/capabilities.yaml   # the capability manifest (default: the shipped one)
+    poll_initial_s: 0.5                       # background runs: first poll delay (doubling) …
+    poll_max_s: 10.0                          # … up to this …
+    terminal_timeout_s: 600                   # … until the provider says the run is terminal
 
-Environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_WEBHOOK_SECRET`` (the SDK's names)
-and ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``), ``GEMINI_BASE_URL``, ``GEMINI_WEBHOOK_SECRET``;
-a ``*_WEBHOOK_SECRET`` may hold several secrets separated by commas or spaces, and they are the
-default tenant's. Kafka comes from :class:`PipelineSettings` (``KAFKA_BOOTSTRAP_SERVERS`` …).
+Providers are named as in their URLs and SDKs (``openai``, ``anthropic``, ``gemini``); runs name
+Gemini's provider ``google`` (as events do), which finds the ``gemini`` entry. Runs started by
+the gateway (``POST /v1/runs``) use ``base_url`` and ``api_key``; webhooks (OpenAI and Gemini
+only: Anthropic sends none) use ``webhook_secrets``, and ``api_key`` for the fetch.
+
+Environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_WEBHOOK_SECRET`` (the SDK's names),
+``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``, and ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``),
+``GEMINI_BASE_URL``, ``GEMINI_WEBHOOK_SECRET``; a ``*_WEBHOOK_SECRET`` may hold several secrets
+separated by commas or spaces, and they are the default tenant's. Kafka comes from
+:class:`PipelineSettings` (``KAFKA_BOOTSTRAP_SERVERS`` …).
 
 Credentials are :class:`pydantic.SecretStr`: they print as ``**********`` in reprs, logs and
 errors, and only the verifier and the fetch read their values.
@@ -46,17 +59,23 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from modelevents.schemas.errors import ConfigError
 from modelevents.services.settings import PipelineSettings
 
-__all__ = ["GatewayConfig", "ProviderConfig", "WEBHOOK_PROVIDERS", "load_config", "secret_key"]
+__all__ = ["GatewayConfig", "ProviderConfig", "PROVIDERS", "WEBHOOK_PROVIDERS", "load_config",
+           "secret_key"]
 
-# The providers whose webhooks the gateway accepts (both sign with Standard Webhooks), with the
-# environment variables and default base URL of each.
-WEBHOOK_PROVIDERS: dict[str, dict[str, Any]] = {
+# The providers the gateway talks to, with the environment variables and default base URL of
+# each; ``secret`` only where the provider sends webhooks (both sign with Standard Webhooks).
+PROVIDERS: dict[str, dict[str, Any]] = {
     "openai": {"api_key": ("OPENAI_API_KEY",), "base_url": "OPENAI_BASE_URL",
                "secret": "OPENAI_WEBHOOK_SECRET", "default_base_url": "https://api.openai.com"},
+    "anthropic": {"api_key": ("ANTHROPIC_API_KEY",), "base_url": "ANTHROPIC_BASE_URL",
+                  "secret": None, "default_base_url": "https://api.anthropic.com"},
     "gemini": {"api_key": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "base_url": "GEMINI_BASE_URL",
                "secret": "GEMINI_WEBHOOK_SECRET",
                "default_base_url": "https://generativelanguage.googleapis.com"},
 }
+WEBHOOK_PROVIDERS = tuple(name for name, entry in PROVIDERS.items() if entry["secret"])
+# Provider names of events and the capability manifest that differ from the config's.
+_PROVIDER_ALIASES = {"google": "gemini"}
 
 
 def secret_key(secret: str) -> bytes:
@@ -126,18 +145,30 @@ class GatewayConfig(BaseModel):
     fetch_backoff_s: float = Field(0.5, gt=0)
     fetch_timeout_s: float = Field(30.0, gt=0)
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    # Runs the gateway starts (POST /v1/runs): the capability manifest (None: the shipped one),
+    # the background polling schedule, and the provider calls' retries and timeout.
+    capabilities: Path | None = None
+    poll_initial_s: float = Field(0.5, gt=0)
+    poll_max_s: float = Field(10.0, gt=0)
+    terminal_timeout_s: float = Field(600.0, gt=0)
+    call_attempts: int = Field(4, ge=1)
+    call_backoff_s: float = Field(0.5, gt=0)
+    call_timeout_s: float = Field(120.0, gt=0)
+    # The runs this process started that it describes in GET /v1/runs/{id} (oldest forgotten).
+    local_runs: int = Field(10_000, ge=1)
 
     @field_validator("providers")
     @classmethod
     def _known_providers(cls, value: dict[str, ProviderConfig]) -> dict[str, ProviderConfig]:
-        unknown = sorted(set(value) - set(WEBHOOK_PROVIDERS))
+        unknown = sorted(set(value) - set(PROVIDERS))
         if unknown:
             raise ValueError(f"unknown provider(s) {', '.join(unknown)}; the gateway knows "
-                             f"{', '.join(WEBHOOK_PROVIDERS)}")
+                             f"{', '.join(PROVIDERS)}")
         return value
 
     def provider(self, name: str) -> ProviderConfig | None:
-        return self.providers.get(name)
+        """A provider's settings by its config name or its event/manifest name (``google``)."""
+        return self.providers.get(_PROVIDER_ALIASES.get(name, name))
 
 
 def _split_secrets(raw: str) -> list[str]:
@@ -146,12 +177,12 @@ def _split_secrets(raw: str) -> list[str]:
 
 def _from_env(env: Mapping[str, str], default_tenant: str) -> dict[str, dict[str, Any]]:
     providers: dict[str, dict[str, Any]] = {}
-    for name, names in WEBHOOK_PROVIDERS.items():
+    for name, names in PROVIDERS.items():
         entry: dict[str, Any] = {"base_url": env.get(names["base_url"]) or names["default_base_url"]}
         key = next((env[k] for k in names["api_key"] if env.get(k)), None)
         if key:
             entry["api_key"] = key
-        secrets = _split_secrets(env.get(names["secret"], ""))
+        secrets = _split_secrets(env.get(names["secret"], "")) if names["secret"] else []
         if secrets:
             entry["webhook_secrets"] = {default_tenant: secrets}
         providers[name] = entry

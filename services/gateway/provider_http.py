@@ -48,13 +48,15 @@ class FollowUp:
     get: str | None = None  # path of the object ({id})
     cancel: str | None = None  # path that cancels it ({id})
     resume_param: str | None = None  # GET {get}?stream=true&<param>=<cursor>
+    resume_background_only: bool = False  # only a background call's stream can be resumed
 
 
 FOLLOW_UPS: dict[str, FollowUp] = {
+    # openai.md §9: only background responses can be cancelled or streamed again.
     "openai-responses": FollowUp(get="/v1/responses/{id}", cancel="/v1/responses/{id}/cancel",
-                                 resume_param="starting_after"),
+                                 resume_param="starting_after", resume_background_only=True),
     "openai-chat": FollowUp(),
-    "anthropic": FollowUp(),
+    "anthropic-messages": FollowUp(),
     "gemini-interactions": FollowUp(get="/v1beta/interactions/{id}",
                                     cancel="/v1beta/interactions/{id}/cancel",
                                     resume_param="last_event_id"),
@@ -66,8 +68,9 @@ ANTHROPIC_VERSION = "2023-06-01"
 AUTH_HEADERS: dict[str, Callable[[str], dict[str, str]]] = {
     "openai": lambda key: {"authorization": f"Bearer {key}"},
     "anthropic": lambda key: {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION},
-    "gemini": lambda key: {"x-goog-api-key": key},
+    "google": lambda key: {"x-goog-api-key": key},
 }
+AUTH_HEADERS["gemini"] = AUTH_HEADERS["google"]  # the config's name and the events' name
 
 
 class ProviderHTTPError(ModelEventsError):

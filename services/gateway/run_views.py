@@ -8,7 +8,9 @@
 - :func:`run_events` streams one run's events from ``events`` (only the partition its key maps
   to), in ``seq`` order, each ``seq`` once — a record written twice by an at-least-once retry is
   dropped here, as every consumer of ``events`` must — after a given ``seq`` (``Last-Event-ID``),
-  until the run finished or the caller stops reading.
+  until the run finished or the caller stops reading; :func:`run_history` the same, up to what
+  the topic holds now. Both read the run's partition from its start: cost grows with the
+  partition, not the run (fine for the gateway's interactive use; bulk readers use ``replay``).
 
 Both only read: nothing here writes to Kafka (data flows one way, see DESIGN.md).
 """
@@ -129,10 +131,30 @@ async def run_events(settings: PipelineSettings, run_id: str, *, after_seq: int 
     """The run's events with ``seq > after_seq`` in order, each once; ``None`` now and then
     while nothing arrives (a keep-alive tick). Ends after ``run.finished`` when
     ``stop_at_finish``; otherwise when the caller stops iterating."""
+    records = kafka_io.read_records(settings, "events", run_id=run_id, timeout=float("inf"),
+                                    idle_tick=IDLE_TICK_S)
+    async for event in _in_seq_order(records, after_seq):
+        yield event
+        if stop_at_finish and event is not None and event.kind == "run.finished":
+            return
+
+
+async def run_history(settings: PipelineSettings, run_id: str, *,
+                      after_seq: int = -1) -> AsyncIterator[ModelEvent]:
+    """The run's events with ``seq > after_seq`` that ``events`` holds now, in order, each once."""
+    records = kafka_io.read_records(settings, "events", run_id=run_id, timeout=30.0, to_end=True)
+    async for event in _in_seq_order(records, after_seq):
+        if event is not None:
+            yield event
+
+
+async def _in_seq_order(records: AsyncIterator[kafka_io.Record | None], after_seq: int,
+                        ) -> AsyncIterator[ModelEvent | None]:
+    """Events from ``seq`` after_seq + 1 on, each seq once (a record written twice by an
+    at-least-once retry is dropped); ``None`` ticks pass through."""
     expected = after_seq + 1
     held: dict[int, ModelEvent] = {}
-    async for record in kafka_io.read_records(settings, "events", run_id=run_id,
-                                              timeout=float("inf"), idle_tick=IDLE_TICK_S):
+    async for record in records:
         if record is None:
             yield None
             continue
@@ -144,5 +166,3 @@ async def run_events(settings: PipelineSettings, run_id: str, *, after_seq: int 
             ready = held.pop(expected)
             expected += 1
             yield ready
-            if stop_at_finish and ready.kind == "run.finished":
-                return

@@ -1,31 +1,44 @@
 """One provider call of a run started by the gateway: send it, read it, publish every frame.
 
 A :class:`ProviderCall` is what the router and the renderer decided (provider, API, model, the
-wire body). :class:`CallRunner` carries it out and writes what the provider sends to ``frames``,
-keyed by the run id, exactly as received (one frame per SSE event, or the whole object of a poll):
+wire body, stream or not, background or not). :class:`CallRunner` carries it out and writes what
+the provider sends to ``frames``, keyed by the run id, exactly as received (one frame per SSE
+event, or the whole object of a poll). Frame ids start with the call's tag (``c<n>``, one per
+provider call of the run), so the calls of one agentic turn never collide.
 
-- **Streaming** (``background=False``): POST with ``stream: true``; each SSE event becomes a frame
-  ``s<n>:<index>``. A local adapter of the same API follows the frames (adapters are pure and
-  cheap) to learn the provider object id, the cursor and whether the provider's terminal event
-  came. A stream cut before that is **resumed** where the API allows it (OpenAI Responses
-  ``starting_after`` for background responses; Interactions ``last_event_id``) as stream
-  ``s<n+1>``; the overlap is dropped by the adapters downstream (frames are deduplicated by the
-  provider's sequence number / event id, not by bytes: openai.md §9 says replays are
-  re-serialised). Where resuming is impossible, the object is read back once if the API has a
-  GET; failing that the run ends with the adapter's ``stream_truncated`` error — never a success.
-- **Background** (``background=True``, OpenAI Responses and Interactions): POST without streaming
-  returns the queued object (a ``poll`` frame); then GET with exponential backoff until the
-  status is terminal or ``terminal_timeout`` passed. After a timeout the object is read once more
-  (the authoritative state) before anything else is decided, and the run is left as the
-  provider says (queued/in progress: the caller may cancel or poll again), never marked failed
-  on a guess.
-- **Cancel**: POST to the provider's cancel endpoint; the provider's answer (and the following
-  polls) are published as ``poll`` frames, so the run ends ``cancelled`` only when the provider
-  says so.
+- **Streaming** (``stream=True``): POST with ``stream: true``; each SSE event becomes a frame
+  ``c<n>.s<k>:<index>``. A local adapter of the same API follows the frames (adapters are pure
+  and cheap) to learn the provider object id, the resume cursor and whether the provider's
+  terminal event came. A stream cut before that is **resumed** where the API allows it, as
+  stream ``s<k+1>``: OpenAI Responses ``GET /v1/responses/{id}?stream=true&starting_after=N``
+  for background responses only (openai.md §9), Interactions ``last_event_id`` (gemini.md A2).
+  The overlap is dropped by the adapters downstream: frames are deduplicated by the provider's
+  sequence number / event id, not by bytes (openai.md §9: replays are re-serialised). Where a
+  stream cannot be resumed, a background call is polled to its end, any other call is read back
+  once if the API has a GET; failing that the run ends with the adapter's ``stream_truncated``
+  error — never a success.
+- **Not streaming** (``stream=False``): POST without streaming; the answer is the object (a
+  ``poll`` frame). A **background** call's object is queued (OpenAI Responses and
+  Interactions): then GET
+  with exponential backoff (``poll_initial`` doubling up to ``poll_max``) until the status is
+  terminal or ``terminal_timeout`` passed. After a timeout the object is read once more (the
+  authoritative state) before anything else is decided, and the run is left as the provider says
+  (queued / in progress: cancel the run or poll again), never marked failed on a guess.
+- **Cancel**: POST to the provider's cancel endpoint; the provider's answer is published as a
+  ``poll`` frame and a polled call looks again soon, so the run ends ``cancelled`` only when the
+  provider says so.
 
-Every published frame waits for Kafka's acknowledgement (acks=all) before the call is reported
-done; the end of the call is marked with the end-of-stream and end-of-run markers the processor
-knows (``services/normalizer.py``), so an unfinished stream becomes a truncation error downstream.
+An HTTP error answer to the create call is the run's outcome: its body is published as a
+``poll`` frame with its status (the adapters translate error bodies into ``error`` and a failed
+end). An error answer to a follow-up (a resume, a poll, a read-back) is not — the provider may
+well finish the run — so it is not published: it is noted on the call, the call stops, and the
+run ends as its frames say (a truncated stream, a background run still in progress: the
+outcome is unknown until somebody asks the provider again; a webhook may still settle it).
+Retries (network errors, 408/409/429/5xx, ``retry-after``) are ``provider_http.send``'s.
+
+Every published frame waits for Kafka's acknowledgement (acks=all) before the next read; the end
+of the call is marked with the end-of-stream and end-of-run markers the processor knows
+(``services/normalizer.py``), so an unfinished stream becomes a truncation error downstream.
 """
 
 from __future__ import annotations
@@ -33,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,10 +54,10 @@ import httpx
 import orjson
 
 from modelevents.adapters.registry import ADAPTERS
-from modelevents.adapters.sse import SSEDecoder
-from modelevents.schemas.events import ModelEvent
-from modelevents.schemas.frames import ProviderFrame
 from modelevents.adapters.requests import WireRequest
+from modelevents.adapters.sse import SSEDecoder
+from modelevents.schemas.errors import ModelEventsError
+from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.gateway.provider_http import (
     FOLLOW_UPS,
     ProviderHTTPError,
@@ -53,10 +66,12 @@ from modelevents.services.gateway.provider_http import (
 )
 from modelevents.services.normalizer import end_of_input
 
-__all__ = ["CallRunner", "ProviderCall", "CallOutcome"]
+__all__ = ["CallRunner", "ProviderCall", "CallOutcome", "CallTiming", "FollowUpFailed"]
 
 log = logging.getLogger("modelevents.gateway.runner")
 
+# Object statuses after which nothing more happens without a new request (openai.md §9,
+# gemini.md A3): requires_action waits for tool results.
 TERMINAL_OBJECT_STATUS = frozenset({"completed", "failed", "cancelled", "incomplete",
                                     "requires_action", "budget_exceeded", "expired"})
 MAX_RESUMES = 5
@@ -66,7 +81,9 @@ MAX_RESUMES = 5
 class ProviderCall:
     run_id: str
     tenant: str
-    wire: WireRequest  # rendered for streaming, or for a background create
+    wire: WireRequest  # rendered for this call's stream/background mode
+    call_tag: str = "c0"  # unique per provider call of the run: prefixes its frame ids
+    stream: bool = True
     background: bool = False
     base_url: str = ""
     api_key: str | None = None  # plain text only here, in memory; never logged or published
@@ -84,6 +101,18 @@ class ProviderCall:
         return self.wire.model
 
 
+@dataclass(frozen=True)
+class CallTiming:
+    """Backoff and patience of one call (GatewayConfig's ``poll_*``, ``terminal_timeout_s``,
+    ``call_*``)."""
+
+    poll_initial: float = 0.5
+    poll_max: float = 10.0
+    terminal_timeout: float = 600.0
+    attempts: int = 4
+    backoff: float = 0.5
+
+
 @dataclass
 class CallOutcome:
     """What the gateway saw of a call (the authoritative run state is on ``runs``)."""
@@ -92,119 +121,142 @@ class CallOutcome:
     streams: int = 0
     frames: int = 0
     resumed: int = 0
+    polls: int = 0
     completed: bool = False  # the provider's terminal event / terminal status was seen
-    status: str | None = None  # last object status seen (background calls)
+    status: str | None = None  # last object status seen (polls)
     error: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
-Publish = Callable[[list[ProviderFrame]], Any]  # async: publish frames, wait for their acks
+Publish = Callable[[list[ProviderFrame]], Awaitable[Any]]  # publish frames, wait for their acks
+
+
+class FollowUpFailed(ModelEventsError):
+    """A resume, poll, read-back or cancel the provider refused (after the retries)."""
 
 
 class CallRunner:
     """Carries out one :class:`ProviderCall` (see the module docstring)."""
 
-    def __init__(self, call: ProviderCall, client: httpx.AsyncClient, publish: Publish, *,
-                 poll_initial: float = 0.5, poll_max: float = 10.0,
-                 terminal_timeout: float = 600.0, attempts: int = 4, backoff: float = 0.5) -> None:
+    def __init__(self, call: ProviderCall, client: httpx.AsyncClient, publish: Publish,
+                 timing: CallTiming | None = None) -> None:
         self.call = call
         self.follow_up = FOLLOW_UPS[call.api]
         self.client = client
         self._publish = publish
-        self.poll_initial, self.poll_max = poll_initial, poll_max
-        self.terminal_timeout = terminal_timeout
-        self.attempts, self.backoff = attempts, backoff
+        self.timing = timing or CallTiming()
         self.outcome = CallOutcome()
         self._adapter = ADAPTERS[call.api](call.run_id, tenant=call.tenant, provider=call.provider)
         self._cursor: str | None = None
         self._last: ProviderFrame | None = None
-        self._polls = 0
-        self.cancel_requested = asyncio.Event()
+        self._objects = 0  # poll frames published (their ids)
+        self._cancel_requested = asyncio.Event()
 
     # --- what the gateway calls -----------------------------------------------------------
 
     async def run(self) -> CallOutcome:
         try:
-            if self.call.background:
-                await self._background()
-            else:
+            if self.call.stream:
                 await self._stream()
-        except ProviderHTTPError as exc:
+            else:
+                await self._create_object()
+                if self.call.background:
+                    await self._poll_to_end(self.timing.poll_initial)
+        except ProviderHTTPError as exc:  # the create call's answer
             self.outcome.error = str(exc)
             await self._publish_error_body(exc)
+        except FollowUpFailed as exc:
+            self.outcome.error = f"{exc}; the run's outcome is what the provider says next"
+            log.warning("run %s: %s", self.call.run_id, exc)
         except httpx.TransportError as exc:
             self.outcome.error = f"{self.call.provider} unreachable: {exc!r}"
             log.warning("run %s: %s", self.call.run_id, self.outcome.error)
+        except ModelEventsError as exc:  # Kafka did not acknowledge: the call cannot go on
+            self.outcome.error = str(exc)
+            log.error("run %s: stopped: %s", self.call.run_id, exc)
         finally:
             await self._end()
         return self.outcome
 
     async def cancel(self) -> dict[str, Any] | None:
-        """Ask the provider to cancel; its answer is published as a poll frame."""
+        """Ask the provider to cancel; its answer is published as a poll frame. None when the
+        API cannot cancel or the provider object is not known yet."""
         if self.follow_up.cancel is None or self.outcome.object_id is None:
             return None
-        self.cancel_requested.set()
         url = self._url(self.follow_up.cancel.format(id=self.outcome.object_id))
-        request = json_request(self.client, "POST", url, provider=self.call.provider,
-                               api_key=self.call.api_key)
-        response = await send(self.client, request, provider=self.call.provider,
-                              attempts=self.attempts, backoff=self.backoff)
-        await self._publish_object(response, "cancel")
+        response = await self._follow_up("POST", url, "cancel")
+        self._cancel_requested.set()  # a polled call looks again now
         try:
-            return orjson.loads(response.content)
+            answer = orjson.loads(response.content)
         except orjson.JSONDecodeError:
-            return None
+            return {}
+        return answer if isinstance(answer, dict) else {}
+
+    @property
+    def cancellable(self) -> bool:
+        return self.follow_up.cancel is not None and self.call.background
 
     # --- streaming --------------------------------------------------------------------------
 
     async def _stream(self) -> None:
-        request = self._create_request(stream=True)
-        while True:
-            cut = await self._read_stream(request)
-            if self.outcome.completed or not cut:
-                return
+        cut = await self._read_stream(self._create_request(stream=True))
+        while cut:
             resume = self._resume_request()
             if resume is None:
-                await self._read_back("the stream was cut and this API cannot resume it")
-                return
+                break
+            if self.outcome.resumed >= MAX_RESUMES:
+                self.outcome.notes.append(f"gave up resuming after {MAX_RESUMES} resumes")
+                break
             self.outcome.resumed += 1
-            if self.outcome.resumed > MAX_RESUMES:
-                self.outcome.notes.append(f"gave up after {MAX_RESUMES} resumes")
-                return
             log.info("run %s: stream cut at cursor %s; resuming", self.call.run_id, self._cursor)
-            request = resume
+            try:
+                cut = await self._read_stream(resume)
+            except (ProviderHTTPError, httpx.TransportError) as exc:
+                self.outcome.notes.append(f"the resume failed: {exc}")
+                break
+        if not cut:
+            return
+        if self.call.background and self.follow_up.get is not None:
+            # The provider goes on with a background call whatever the connection did.
+            await self._poll_to_end(self.timing.poll_initial)
+        else:
+            await self._read_back("the stream was cut and cannot be resumed")
 
     async def _read_stream(self, request: httpx.Request) -> bool:
-        """Read one stream; True when it was cut (ended without the terminal event)."""
-        stream_id = f"s{self.outcome.streams}"
+        """Read one stream; True when it ended without the provider's terminal event."""
+        stream_id = f"{self.call.call_tag}.s{self.outcome.streams}"
         self.outcome.streams += 1
         response = await send(self.client, request, provider=self.call.provider, stream=True,
-                              attempts=self.attempts, backoff=self.backoff)
+                              attempts=self.timing.attempts, backoff=self.timing.backoff)
         try:
             if response.status_code >= 400:
                 await response.aread()
                 raise ProviderHTTPError(self.call.provider, response.status_code,
                                         response.content, str(request.url))
-            decoder = SSEDecoder()
+            # Strict: an event the connection cut before its blank line is not an event.
+            decoder = SSEDecoder(strict=True)
             index = 0
             try:
                 async for chunk in response.aiter_raw():
-                    frames = [self._frame(stream_id, index + n, m.event, m.data, m.id)
-                              for n, m in enumerate(decoder.feed(chunk))]
-                    index += len(frames)
-                    await self._emit(frames)
+                    messages = decoder.feed(chunk)
+                    if messages:
+                        await self._emit([self._frame(stream_id, index + n, m.event, m.data, m.id)
+                                          for n, m in enumerate(messages)])
+                        index += len(messages)
                 await self._emit([self._frame(stream_id, index + n, m.event, m.data, m.id)
                                   for n, m in enumerate(decoder.close())])
             except httpx.TransportError as exc:
                 self.outcome.notes.append(f"{stream_id} cut after {index} frames: {exc!r}")
-                return not self.outcome.completed
         finally:
             await response.aclose()
         return not self.outcome.completed
 
     def _resume_request(self) -> httpx.Request | None:
         follow_up = self.follow_up
-        if follow_up.resume_param is None or self.outcome.object_id is None or self._cursor is None:
+        if (follow_up.resume_param is None or self.outcome.object_id is None
+                or self._cursor is None):
+            return None
+        if follow_up.resume_background_only and not self.call.background:
             return None
         url = self._url(follow_up.get.format(id=self.outcome.object_id))  # type: ignore[union-attr]
         return json_request(self.client, "GET", url, provider=self.call.provider,
@@ -221,75 +273,83 @@ class CallRunner:
 
     # --- background ---------------------------------------------------------------------------
 
-    async def _background(self) -> None:
+    async def _create_object(self) -> None:
+        """POST a call without streaming: the answer is the object (queued, for background)."""
         request = self._create_request(stream=False)
         response = await send(self.client, request, provider=self.call.provider,
-                              attempts=self.attempts, backoff=self.backoff)
+                              attempts=self.timing.attempts, backoff=self.timing.backoff)
+        if response.status_code >= 400:
+            raise ProviderHTTPError(self.call.provider, response.status_code, response.content,
+                                    str(request.url))
         await self._publish_object(response, "create")
-        deadline = time.monotonic() + self.terminal_timeout
-        delay = self.poll_initial
-        while self.outcome.status not in TERMINAL_OBJECT_STATUS:
+
+    async def _poll_to_end(self, delay: float) -> None:
+        if self.outcome.object_id is None:
+            self.outcome.notes.append("the provider named no object to poll")
+            return
+        deadline = time.monotonic() + self.timing.terminal_timeout
+        while not self.outcome.completed:
             if time.monotonic() >= deadline:
                 # The authoritative state before anything else is decided (openai.md §9: a
                 # response can sit in queued for a long time).
                 await self._poll_once()
-                if self.outcome.status not in TERMINAL_OBJECT_STATUS:
+                if not self.outcome.completed:
                     self.outcome.notes.append(
-                        f"no terminal status after {self.terminal_timeout:.0f} s; the provider "
-                        f"says {self.outcome.status!r}: cancel the run or poll again")
+                        f"no terminal status after {self.timing.terminal_timeout:g} s; the "
+                        f"provider says {self.outcome.status!r}: cancel the run or poll again")
                 return
             try:
-                await asyncio.wait_for(self.cancel_requested.wait(), delay)
-                delay = self.poll_initial  # after a cancel, look soon
-                self.cancel_requested.clear()
+                async with asyncio.timeout(min(delay, max(0.0, deadline - time.monotonic()))):
+                    await self._cancel_requested.wait()
+                self._cancel_requested.clear()
+                delay = self.timing.poll_initial  # after a cancel, look soon
             except TimeoutError:
-                delay = min(self.poll_max, delay * 2)
+                delay = min(self.timing.poll_max, delay * 2)
             await self._poll_once()
 
     async def _poll_once(self) -> None:
         url = self._url(self.follow_up.get.format(id=self.outcome.object_id))  # type: ignore[union-attr]
-        request = json_request(self.client, "GET", url, provider=self.call.provider,
+        self.outcome.polls += 1
+        await self._follow_up("GET", url, "poll")
+
+    async def _follow_up(self, method: str, url: str, what: str) -> httpx.Response:
+        """A poll or cancel: its 2xx answer is published; an error raises FollowUpFailed."""
+        request = json_request(self.client, method, url, provider=self.call.provider,
                                api_key=self.call.api_key)
-        response = await send(self.client, request, provider=self.call.provider,
-                              attempts=self.attempts, backoff=self.backoff)
-        await self._publish_object(response, "poll")
+        try:
+            response = await send(self.client, request, provider=self.call.provider,
+                                  attempts=self.timing.attempts, backoff=self.timing.backoff)
+        except (ProviderHTTPError, httpx.TransportError) as exc:
+            raise FollowUpFailed(f"{what} of {self.outcome.object_id} failed: {exc}") from exc
+        if response.status_code >= 400:
+            raise FollowUpFailed(
+                f"{what} of {self.outcome.object_id} failed: "
+                f"{ProviderHTTPError(self.call.provider, response.status_code, response.content, url)}")
+        await self._publish_object(response, what)
+        return response
 
     async def _publish_object(self, response: httpx.Response, what: str) -> None:
-        self._polls += 1
-        frame = ProviderFrame(
-            frame_id=f"p{self._polls}:{what}", run_key=self.call.run_id,
-            provider=self.call.provider, api=self.call.api, transport="poll",
-            received_at=_now_ms(), content_type="application/json", body=response.content,
-            tenant=self.call.tenant, stream_id=f"p{self._polls}", index=0,
-            headers=_kept_headers(response), http_status=response.status_code)
-        await self._emit([frame])
-        if response.status_code >= 400:
-            raise ProviderHTTPError(self.call.provider, response.status_code, response.content,
-                                    str(response.request.url))
+        """Publish a complete object (a 2xx answer) as a poll frame and learn its status."""
+        await self._emit([self._object_frame(response.content, what, response.status_code,
+                                             _kept_headers(response))])
         try:
             doc = orjson.loads(response.content)
         except orjson.JSONDecodeError:
             return
         if isinstance(doc, dict):
-            self.outcome.object_id = self.outcome.object_id or doc.get("id")
+            if self.outcome.object_id is None and isinstance(doc.get("id"), str):
+                self.outcome.object_id = doc["id"]
             status = doc.get("status")
             if isinstance(status, str):
                 self.outcome.status = status
                 self.outcome.completed = status in TERMINAL_OBJECT_STATUS
 
     async def _publish_error_body(self, exc: ProviderHTTPError) -> None:
-        """An error answer is output too: the adapters translate HTTP error bodies."""
+        """The create call's error answer (not yet published) as a poll frame."""
         if not exc.body:
             return
-        self._polls += 1
-        frame = ProviderFrame(
-            frame_id=f"p{self._polls}:error", run_key=self.call.run_id,
-            provider=self.call.provider, api=self.call.api, transport="poll",
-            received_at=_now_ms(), content_type="application/json", body=exc.body,
-            tenant=self.call.tenant, stream_id=f"p{self._polls}", index=0,
-            http_status=exc.status)
         try:
-            await self._emit([frame])
+            await self._emit([self._object_frame(exc.body, "error", exc.status, {})])
         except Exception:  # noqa: BLE001 - already failing; the error is reported by run()
             log.warning("run %s: could not publish the error answer", self.call.run_id)
 
@@ -303,6 +363,16 @@ class CallRunner:
             content_type="text/event-stream", body=data, tenant=self.call.tenant,
             stream_id=stream_id, index=index, sse_event=event, cursor=sse_id)
 
+    def _object_frame(self, body: bytes, what: str, status: int,
+                      headers: dict[str, str]) -> ProviderFrame:
+        stream_id = f"{self.call.call_tag}.p{self._objects}"
+        self._objects += 1
+        return ProviderFrame(
+            frame_id=f"{stream_id}:{what}", run_key=self.call.run_id, provider=self.call.provider,
+            api=self.call.api, transport="poll", received_at=_now_ms(),
+            content_type="application/json", body=body, tenant=self.call.tenant,
+            stream_id=stream_id, index=0, headers=headers, http_status=status)
+
     async def _emit(self, frames: list[ProviderFrame]) -> None:
         if not frames:
             return
@@ -314,24 +384,24 @@ class CallRunner:
 
     def _follow(self, frame: ProviderFrame) -> None:
         """Learn the object id, cursor and completion from the frame, as the adapter reads it."""
-        events: list[ModelEvent] = self._adapter.feed(frame)
-        for event in events:
+        for event in self._adapter.feed(frame):
             object_id = getattr(event.payload, "provider_object_id", None)
-            if event.kind == "run.started" and object_id:
-                self.outcome.object_id = self.outcome.object_id or object_id
+            if event.kind == "run.started" and object_id and self.outcome.object_id is None:
+                self.outcome.object_id = object_id
         if frame.transport == "sse":
             cursor = _cursor_of(self.call.api, frame)
             if cursor is not None:
-                frame.cursor = self._cursor = cursor
+                self._cursor = cursor
             self.outcome.completed = self.outcome.completed or self._adapter.stream_complete
 
     async def _end(self) -> None:
         if self._last is None:
             return
-        markers = [end_of_input(self._last, "stream"), end_of_input(self._last, "run")]
-        markers[1].frame_id = f"{self.call.run_id}:end-of-run"
+        stream_end = end_of_input(self._last, "stream")
+        run_end = end_of_input(self._last, "run")
+        run_end.frame_id = f"{self.call.call_tag}:end-of-run"
         try:
-            await self._publish(markers)
+            await self._publish([stream_end, run_end])
         except Exception:  # noqa: BLE001 - the frames are there; a truncation will show
             log.warning("run %s: could not publish the end-of-run markers", self.call.run_id)
 

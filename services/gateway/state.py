@@ -1,5 +1,6 @@
 """What the gateway's routes share while it runs: its config, the Kafka producer, the recently
-acknowledged webhook deliveries and the fetcher.
+acknowledged webhook deliveries, the fetcher, and for runs the capability manifest, the HTTP
+client to the providers, the calls in flight and the view of run states.
 
 One :class:`Gateway` lives in ``app.state.gateway`` from the app's startup to its shutdown
 (``services/gateway/app.py``); routes reach it with :func:`gateway_of`. Publishing goes through
@@ -24,9 +25,13 @@ from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.kafka_io import KafkaUnavailable, await_acks, produce_frame, send_frame
 
 if TYPE_CHECKING:
+    import httpx
     from aiokafka import AIOKafkaProducer
 
+    from modelevents.services.gateway.capabilities import Manifest
     from modelevents.services.gateway.fetch import Fetcher
+    from modelevents.services.gateway.run_views import RunStates
+    from modelevents.services.gateway.runs import LocalRuns
 
 __all__ = ["AckedDeliveries", "Gateway", "gateway_of", "unavailable", "RETRY_AFTER_S"]
 
@@ -63,6 +68,11 @@ class Gateway:
     config: GatewayConfig
     producer: AIOKafkaProducer
     fetcher: Fetcher | None = None
+    # Runs (POST /v1/runs): set by the app's lifespan.
+    manifest: Manifest | None = None
+    http: httpx.AsyncClient | None = None
+    runs: LocalRuns | None = None
+    run_states: RunStates | None = None
     acked: AckedDeliveries = field(init=False)
     # /readyz: (monotonic time, HTTP status, body) of the last check, reused for a moment.
     ready: tuple[float, int, dict[str, str]] | None = None

@@ -46,8 +46,8 @@ from modelevents.services.provider_schemas import validate_request
 from modelevents.services.simulator import provider_http as http
 from modelevents.services.simulator.assemble import complete_object, first_object
 from modelevents.services.simulator.recordings import Recording, WireFrame
-from modelevents.services.simulator.scenarios import (HEADER_PREFIX, Knobs, Scenario,
-                                                      ScenarioRegistry, UnknownScenario)
+from modelevents.services.simulator.scenarios import (HEADER_PREFIX, SCENARIO_MODEL_PREFIX, Knobs,
+                                                      Scenario, ScenarioRegistry, UnknownScenario)
 
 # The names services/provider_schemas.py uses for the request schemas.
 _SCHEMA_API = {"openai-responses": "openai-responses", "openai-chat": "openai-chat",
@@ -159,8 +159,8 @@ class Simulator:
                            isinstance(call.body, dict) and call.body.get("stream") is True)
         model = model or (call.body.get("model") if isinstance(call.body, dict) else None)
         named = request.headers.get(HEADER_PREFIX + "scenario")
-        if named is None and isinstance(model, str) and model.startswith("sim:"):
-            named = model[4:]
+        if named is None and isinstance(model, str) and model.startswith(SCENARIO_MODEL_PREFIX):
+            named = model.removeprefix(SCENARIO_MODEL_PREFIX)
         try:
             call.scenario = self.registry.resolve(named, api)
             call.knobs = replace(call.scenario.knobs, **Knobs.from_headers(request.headers))
@@ -347,9 +347,11 @@ def _build_app(sim: Simulator) -> FastAPI:
         if isinstance(recording, Response):
             return recording
         background = bool(call.body.get("background"))
-        if recording.status < 400 and background:
-            run = sim.store(call, recording, background=True)
-            if run is not None and not call.stream:
+        # Stored responses can be read back (openai.md §10: store defaults to true); only
+        # background ones can be streamed again or cancelled (§9).
+        if recording.status < 400 and (background or call.body.get("store", True) is not False):
+            run = sim.store(call, recording, background=background)
+            if run is not None and background and not call.stream:
                 obj = _with_status(first_object(call.api, [f.payload for f in
                                                            recording.frames]), "queued")
                 obj["background"] = True
@@ -406,8 +408,9 @@ def _build_app(sim: Simulator) -> FastAPI:
         return await _plain(sim, "anthropic-messages", request)
 
     # Both API versions exist; google-genai uses v1 when given a custom base_url.
-    @app.post("/v1/models/{model_action}")
-    @app.post("/v1beta/models/{model_action}")
+    # :path — a scenario model (``sim:gemini-generate/text-stream``) has slashes.
+    @app.post("/v1/models/{model_action:path}")
+    @app.post("/v1beta/models/{model_action:path}")
     async def generate_content(model_action: str, request: Request) -> Response:
         model, _, action = model_action.rpartition(":")
         if action not in ("generateContent", "streamGenerateContent"):

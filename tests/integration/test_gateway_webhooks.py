@@ -560,8 +560,15 @@ def test_config_file_and_environment(tmp_path, settings):
     with pytest.raises(ConfigError, match="port"):
         load_config(toml, env={}, kafka=settings)
     bad = tmp_path / "bad.yaml"
-    bad.write_text("providers:\n  anthropic: {base_url: 'https://x'}\n")
+    bad.write_text("providers:\n  mistral: {base_url: 'https://x'}\n")
     with pytest.raises(ConfigError, match="unknown provider"):
         load_config(bad, env={}, kafka=settings)
+    # Anthropic is a provider for runs, from its SDK's variables, and sends no webhooks.
+    claude = load_config(None, env={"ANTHROPIC_API_KEY": "sk-ant-x",
+                                    "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}, kafka=settings)
+    anthropic = claude.provider("anthropic")
+    assert anthropic.base_url == "http://127.0.0.1:9" and not anthropic.webhook_secrets
+    assert anthropic.api_key.get_secret_value() == "sk-ant-x"
+    assert claude.provider("google") is claude.provider("gemini")  # the events' name finds it
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "absent.yaml", env={}, kafka=settings)

@@ -304,12 +304,20 @@ def test_openai_sdk_resumes_a_background_stream(sim):
     assert rest[-1].response.output_text == "Hello, wörld 👋"
 
 
-def test_non_background_stream_cannot_be_resumed(http):
-    http.post("/v1/responses", json={"model": "gpt-4o", "input": "hi", "stream": True,
-                                     "background": True})
+def test_non_background_stream_cannot_be_resumed_but_can_be_read_back(http):
+    # openai.md §9-10: a stored response can be retrieved; only a background one streamed again.
+    http.post("/_simulator/reset")  # other tests serve these recordings too
     http.post("/v1/responses", json={"model": "gpt-4o", "input": "hi", "stream": True},
               headers={"x-simulator-scenario": "openai-responses/refusal"})
-    assert http.get("/v1/responses/resp_refusal", params={"stream": "true"}).status_code == 404
+    again = http.get("/v1/responses/resp_refusal", params={"stream": "true"})
+    assert again.status_code == 400 and "background=true" in again.json()["error"]["message"]
+    read_back = http.get("/v1/responses/resp_refusal")
+    assert read_back.status_code == 200 and read_back.json()["id"] == "resp_refusal"
+    http.post("/v1/responses", json={"model": "gpt-4o", "input": "hi", "stream": True,
+                                     "store": False},
+              headers={"x-simulator-scenario": "openai-responses/structured-output"})
+    unstored = http.get("/v1/responses/resp_struct")
+    assert unstored.status_code == 404
 
 
 def test_interactions_cut_then_resume_with_last_event_id(http):

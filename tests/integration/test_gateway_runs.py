@@ -1,0 +1,517 @@
+"""Runs started by the gateway (``POST /v1/runs``) over real HTTP: the gateway (uvicorn on a
+loopback port) calls the provider simulator (uvicorn too, serving the project's recordings as
+real SSE split at random byte offsets, validating every request against the provider's request
+schema), publishes every frame to the real broker, and the real stream processor
+(``modelevents worker``, a subprocess) turns them into ``events`` and ``runs``, which the
+gateway serves back (``/v1/runs/{id}``, ``/events`` as SSE, ``/messages``).
+
+The providers are the only part faked, by the simulator. The module shares one set of topics and
+one worker (every test makes runs of its own); every test gets a fresh gateway and a reset
+simulator (its request log, attempt counters and stored objects).
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from modelevents.adapters.registry import normalize_bytes
+from modelevents.adapters.sse import SSEDecoder
+from modelevents.schemas.events import ModelEvent
+from modelevents.services import kafka_io, topics
+from modelevents.services.gateway.app import create_app
+from modelevents.services.gateway.capabilities import load_manifest
+from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
+from modelevents.services.provider_schemas import validate_request
+from modelevents.services.run_machine import run_state_of
+from modelevents.services.settings import PipelineSettings
+from modelevents.services.simulator.app import Simulator
+from modelevents.services.simulator.scenarios import ScenarioRegistry, manifest_with_scenarios
+from modelevents.services.simulator.server import SimulatorHandle, run_in_thread
+from tests.integration.conftest import unique_settings
+from tests.integration.test_gateway_webhooks import Served, sign
+from tests.integration.test_processor import PARTITIONS, Worker, run
+
+pytestmark = pytest.mark.kafka
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+OPENAI_KEY = "sk-test-" + secrets.token_hex(16)
+ANTHROPIC_KEY = "sk-ant-test-" + secrets.token_hex(16)
+GEMINI_KEY = "AIza-test-" + secrets.token_hex(16)
+WEBHOOK_SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+SETTLE_S = 90.0
+
+# One scenario per provider API: (provider, api, scenario, the recording it serves).
+ONE_PER_API = [
+    ("openai", "openai-responses", "openai-responses/tool-call-parallel",
+     "openai-responses/tool-call-parallel.sse"),
+    ("openai", "openai-chat", "openai-chat/reasoning-then-text",
+     "openai-chat/reasoning-then-text.sse"),
+    ("anthropic", "anthropic-messages", "anthropic-messages/pause-turn-then-continuation",
+     "anthropic-messages/pause-turn-then-continuation.sse"),
+    ("google", "gemini-interactions", "gemini-interactions/google-search-cited-event-ids",
+     "gemini-interactions/google-search-cited-event-ids.sse"),
+    ("google", "gemini-generate", "gemini-generate/grounding-citations",
+     "gemini-generate/grounding-citations.sse"),
+]
+
+
+# --- fixtures -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def simulator() -> Iterator[SimulatorHandle]:
+    handle = run_in_thread(Simulator(ScenarioRegistry.default(with_corpus=False)).app)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def sim(simulator: SimulatorHandle) -> SimulatorHandle:
+    simulator.simulator.reset()
+    return simulator
+
+
+@pytest.fixture(scope="module")
+def settings(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[PipelineSettings]:
+    """The module's topics and one worker for all its tests (every test makes runs of its own)."""
+    made = unique_settings(kafka_broker, partitions=PARTITIONS)
+    run(topics.ensure_topics(made))
+    worker = Worker(made, tmp_path_factory.mktemp("gateway-runs"), "worker")
+    try:
+        worker.wait_ready()
+        yield made
+    finally:
+        worker.close()
+        run(topics.delete_topics(made))
+
+
+@pytest.fixture
+def start_gateway(settings: PipelineSettings, sim: SimulatorHandle
+                  ) -> Iterator[Callable[..., Served]]:
+    started: list[Served] = []
+    manifest = manifest_with_scenarios(load_manifest())
+
+    def start(**overrides: Any) -> Served:
+        values: dict[str, Any] = dict(
+            kafka=settings, ack_timeout_s=5.0, poll_initial_s=0.05, poll_max_s=0.2,
+            call_backoff_s=0.05, fetch_backoff_s=0.05,
+            providers={
+                "openai": ProviderConfig(base_url=sim.base_url, api_key=OPENAI_KEY,
+                                         webhook_secrets={"default": [WEBHOOK_SECRET]}),
+                "anthropic": ProviderConfig(base_url=sim.base_url, api_key=ANTHROPIC_KEY),
+                "gemini": ProviderConfig(base_url=sim.base_url, api_key=GEMINI_KEY),
+            })
+        values.update(overrides)
+        served = Served(create_app(GatewayConfig(**values), manifest=manifest))
+        started.append(served)
+        return served
+
+    yield start
+    for served in started:
+        served.stop()
+
+
+@pytest.fixture
+def gateway(start_gateway: Callable[..., Served]) -> Served:
+    return start_gateway()
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def neutral(provider: str, api: str | None, model: str, **extra: Any) -> dict[str, Any]:
+    target = {"provider": provider, "model": model, **({"api": api} if api else {})}
+    return {"transcript": [{"role": "user", "parts": [{"type": "text", "text": "Hello"}]}],
+            "target": target, "max_output_tokens": 256, **extra}
+
+
+def start_run(gateway: Served, body: dict[str, Any], expect: int = 202) -> dict[str, Any]:
+    response = httpx.post(f"{gateway.url}/v1/runs", json=body, timeout=30)
+    assert response.status_code == expect, response.text
+    return response.json()
+
+
+def get_run(gateway: Served, run_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{gateway.url}/v1/runs/{run_id}", timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def wait_run(gateway: Served, run_id: str, done: Callable[[dict[str, Any]], bool],
+             what: str, timeout: float = SETTLE_S) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    body = get_run(gateway, run_id)
+    while not done(body):
+        assert time.monotonic() < deadline, f"run {run_id}: {what} did not happen: {body}"
+        time.sleep(0.1)
+        body = get_run(gateway, run_id)
+    return body
+
+
+def call_over(body: dict[str, Any]) -> bool:
+    return bool(body["calls"]) and not body["calls"][-1]["in_flight"]
+
+
+def settled(status: str, last_seq: int | None = None) -> Callable[[dict[str, Any]], bool]:
+    def done(body: dict[str, Any]) -> bool:
+        state = body["state"]
+        return (call_over(body) and state is not None and state["status"] == status
+                and (last_seq is None or state["last_seq"] == last_seq))
+    return done
+
+
+def sse_events(gateway: Served, run_id: str, headers: dict[str, str] | None = None,
+               **params: Any) -> list[tuple[int, str, dict[str, Any]]]:
+    """(id, event, data) of every SSE event ``GET /v1/runs/{id}/events`` sends until it ends."""
+    out = []
+    decoder = SSEDecoder(strict=True)
+    with httpx.stream("GET", f"{gateway.url}/v1/runs/{run_id}/events", params=params,
+                      headers=headers or {}, timeout=SETTLE_S) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for chunk in response.iter_raw():
+            for message in decoder.feed(chunk):
+                out.append((int(message.id), message.event, orjson.loads(message.data)))
+    return out
+
+
+def comparable(projection: dict[str, Any]) -> dict[str, Any]:
+    """A projection without what differs by transport and run: ids, seq, times, cursors."""
+    return {k: v for k, v in projection.items()
+            if k not in ("event_id", "frame_id", "run_id", "seq", "received_at", "cursor",
+                         "index", "transport")}
+
+
+def offline(recording: str, run_id: str | None = None) -> list[ModelEvent]:
+    """What ``modelevents normalize`` gives for the recording (as run ``run_id``: ids the
+    adapters synthesize derive from the run id)."""
+    path = FIXTURES / recording
+    return normalize_bytes(path.read_bytes(), run_id=run_id, source_name=path.name).events
+
+
+def assert_events_as_normalized(gateway: Served, run_id: str, recording: str) -> None:
+    received = sse_events(gateway, run_id, follow="false")
+    expected = offline(recording, run_id)
+    assert [seq for seq, _, _ in received] == list(range(len(expected))), recording
+    assert [kind for _, kind, _ in received] == [e.kind for e in expected], recording
+    assert [comparable(data) for _, _, data in received] == [
+        comparable(orjson.loads(orjson.dumps(e.projection(), default=str))) for e in expected]
+
+
+def requests_to(sim: SimulatorHandle, api: str) -> list[dict[str, Any]]:
+    return sim.simulator.requests(api)
+
+
+def frames_on_topic(settings: PipelineSettings) -> list[bytes]:
+    async def read() -> list[bytes]:
+        return [r.raw async for r in kafka_io.read_records(settings, "frames", timeout=2.0)]
+    return run(read())
+
+
+# --- a run per provider API -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("provider", "api", "scenario", "recording"), ONE_PER_API,
+                         ids=[row[1] for row in ONE_PER_API])
+def test_a_run_through_the_gateway_gives_what_normalize_gives(gateway, sim, settings, provider,
+                                                              api, scenario, recording):
+    started = start_run(gateway, neutral(provider, api, f"sim:{scenario}"))
+    assert (started["provider"], started["api"]) == (provider, api)
+    expected = run_state_of(offline(recording))
+    body = wait_run(gateway, started["run_id"], settled(expected.status, expected.last_seq),
+                    f"{expected.status} with {expected.last_seq + 1} events")
+    state = body["state"]
+    assert (state["status"], state["reason"], state["needs_reconciliation"]) == (
+        expected.status, expected.reason, expected.needs_reconciliation)
+    assert_events_as_normalized(gateway, started["run_id"], recording)
+    # The wire request the gateway rendered fitted the provider's request schema (the simulator
+    # answers 400 otherwise) and carried the key the way that provider takes it.
+    [received] = requests_to(sim, api)
+    assert received["status"] == 200 and not received.get("problems")
+    assert validate_request("anthropic" if api == "anthropic-messages" else api,
+                            received["body"]) == []
+    call = body["calls"][0]
+    assert call["error"] is None and call["frames"] > 0
+    # Credentials reach the provider only, never a frame.
+    assert not any(key.encode() in raw for raw in frames_on_topic(settings)
+                   for key in (OPENAI_KEY, ANTHROPIC_KEY, GEMINI_KEY))
+
+
+def test_router_picks_the_first_compatible_api_of_a_provider(gateway, sim):
+    started = start_run(gateway, neutral("openai", None, "sim:openai-responses/text-with-usage",
+                                         preferred_capabilities=["background"]))
+    assert started["api"] == "openai-responses"
+    assert started["preferred_met"] == ["background"]
+    wait_run(gateway, started["run_id"], settled("completed"), "completed")
+
+
+# --- refusals before anything is sent -----------------------------------------------------------
+
+
+def test_capability_rejection_is_422_and_sends_nothing(gateway, sim):
+    body = neutral("anthropic", "anthropic-messages", "claude-sonnet-4-5", background=True)
+    answer = start_run(gateway, body, expect=422)
+    assert answer["error"] == "capability_rejected"
+    [candidate] = answer["candidates"]
+    assert candidate["missing"] == [{"capability": "background",
+                                     "because": "background is true"}]
+    image = {"role": "user", "parts": [{"type": "image", "url": "https://example.org/a.png"}]}
+    answer = start_run(gateway, {**neutral("openai", "openai-chat", "gpt-4o-mini-audio-preview"),
+                                 "transcript": [image]}, expect=422)
+    assert answer["candidates"][0]["missing"][0]["capability"] == "input.image"
+    unknown = start_run(gateway, neutral("openai", "openai-responses", "no-such-model"), expect=422)
+    assert "not in the capability manifest" in unknown["candidates"][0]["reason"]
+    assert sim.simulator.requests() == []
+
+
+def test_invalid_requests_are_422_with_the_field_and_unknown_runs_404(gateway, sim):
+    response = httpx.post(f"{gateway.url}/v1/runs", json={"transcript": []}, timeout=10)
+    assert response.status_code == 422
+    assert any(error["loc"][-1] == "transcript" for error in response.json()["detail"])
+    call = {"role": "assistant", "parts": [{"type": "tool_call", "tool_name": "f",
+                                            "tool_call_id": "c1"}]}
+    ask = {"role": "user", "parts": [{"type": "text", "text": "and?"}]}
+    response = httpx.post(f"{gateway.url}/v1/runs", timeout=10, json={
+        **neutral("openai", "openai-responses", "gpt-4.1"), "transcript": [call, ask]})
+    assert response.status_code == 422 and "no tool_result" in response.text
+    assert httpx.get(f"{gateway.url}/v1/runs/run_nope", timeout=10).status_code == 404
+    assert httpx.get(f"{gateway.url}/v1/runs/run_nope/messages", timeout=30).status_code == 404
+    assert httpx.post(f"{gateway.url}/v1/runs/run_nope/cancel", timeout=10).status_code == 404
+    assert sim.simulator.requests() == []
+
+
+def test_unconfigured_provider_is_422(start_gateway, sim):
+    gateway = start_gateway(providers={})
+    answer = start_run(gateway, neutral("openai", "openai-responses",
+                                        "sim:openai-responses/text-with-usage"), expect=422)
+    assert answer["error"] == "provider_not_configured"
+    assert sim.simulator.requests() == []
+
+
+# --- cuts, retries, errors ------------------------------------------------------------------------
+
+
+def test_a_cut_interactions_stream_is_resumed_without_duplicates(gateway, sim):
+    recording = "gemini-interactions/google-search-cited-event-ids.sse"
+    started = start_run(gateway, neutral("google", "gemini-interactions",
+                                         "sim:gemini-interactions/cut-after-4"))
+    expected = run_state_of(offline(recording))
+    body = wait_run(gateway, started["run_id"], settled("completed", expected.last_seq),
+                    "completed")
+    call = body["calls"][0]
+    assert (call["streams"], call["resumed"]) == (2, 1), call
+    assert "cut after" in call["notes"][0]
+    resume = [r for r in requests_to(sim, "gemini-interactions") if r["method"] == "GET"]
+    assert len(resume) == 1 and resume[0]["query"]["last_event_id"]
+    assert body["state"]["needs_reconciliation"] is False
+    # Each event once, seq contiguous, and exactly the uncut recording's events.
+    assert_events_as_normalized(gateway, started["run_id"], recording)
+
+
+def test_a_cut_background_openai_stream_resumes_with_starting_after(gateway, sim):
+    recording = "openai-responses/text-with-usage.sse"
+    started = start_run(gateway, neutral("openai", "openai-responses",
+                                         "sim:openai-responses/cut-after-5",
+                                         background=True, stream=True))
+    assert started["stream"] is True and started["background"] is True
+    expected = run_state_of(offline(recording))
+    body = wait_run(gateway, started["run_id"], settled("completed", expected.last_seq),
+                    "completed")
+    assert body["calls"][0]["resumed"] == 1
+    [resume] = [r for r in requests_to(sim, "openai-responses") if r["method"] == "GET"]
+    assert resume["query"]["stream"] == "true" and int(resume["query"]["starting_after"]) >= 0
+    assert_events_as_normalized(gateway, started["run_id"], recording)
+
+
+def test_a_cut_stream_that_cannot_resume_ends_truncated_never_completed(gateway, sim):
+    # Not background: OpenAI cannot stream it again (openai.md §9); it is read back once and,
+    # still in progress there, the run ends with the truncation error.
+    started = start_run(gateway, neutral("openai", "openai-responses",
+                                         "sim:openai-responses/cut-after-5"))
+    body = wait_run(gateway, started["run_id"], lambda b: call_over(b) and b["state"]
+                    and b["state"]["last_error"], "the truncation reaching the run")
+    call = body["calls"][0]
+    assert call["resumed"] == 0 and call["error"] is None
+    assert call["notes"][-1] == "the stream was cut and cannot be resumed; read the object back"
+    [read_back] = [r for r in requests_to(sim, "openai-responses") if r["method"] == "GET"]
+    assert "stream" not in read_back["query"]
+    state = body["state"]
+    assert state["status"] == "in_progress" and state["needs_reconciliation"] is True
+    assert state["last_error"].startswith("stream_truncated")
+    kinds = [kind for _, kind, _ in sse_events(gateway, started["run_id"], follow="false")]
+    assert "run.finished" not in kinds and kinds[-1] == "error"
+
+
+def test_429_then_success_is_one_run_with_one_set_of_events(gateway, sim):
+    recording = "openai-responses/text-with-usage.sse"
+    started = start_run(gateway, neutral("openai", "openai-responses",
+                                         "sim:openai-responses/rate-limited-once"))
+    expected = run_state_of(offline(recording))
+    wait_run(gateway, started["run_id"], settled("completed", expected.last_seq), "completed")
+    attempts = requests_to(sim, "openai-responses")
+    assert [r["status"] for r in attempts] == [429, 200]
+    assert_events_as_normalized(gateway, started["run_id"], recording)
+
+
+def test_an_error_answer_is_the_runs_outcome(gateway, sim):
+    # A recorded 429 body every time: the retries give up and the provider's error is the run's.
+    started = start_run(gateway, neutral("anthropic", "anthropic-messages",
+                                         "sim:anthropic-messages/error-body-rate-limit"))
+    body = wait_run(gateway, started["run_id"], settled("failed"), "failed")
+    assert len(requests_to(sim, "anthropic-messages")) == 4  # call_attempts
+    assert "429" in body["calls"][0]["error"]
+    errors = [data for _, kind, data in sse_events(gateway, started["run_id"], follow="false")
+              if kind == "error"]
+    assert errors and errors[0]["http_status"] == 429
+
+
+# --- background runs --------------------------------------------------------------------------
+
+
+def test_a_background_run_is_polled_to_completion(gateway, sim):
+    started = start_run(gateway, neutral("openai", "openai-responses",
+                                         "sim:openai-responses/text-with-usage", background=True))
+    assert started["stream"] is False
+    body = wait_run(gateway, started["run_id"], settled("completed"), "completed")
+    call = body["calls"][0]
+    assert call["provider_status"] == "completed" and call["polls"] >= 2
+    methods = [r["method"] for r in requests_to(sim, "openai-responses")]
+    assert methods[0] == "POST" and set(methods[1:]) == {"GET"}
+    assert requests_to(sim, "openai-responses")[0]["body"]["background"] is True
+
+
+def test_a_background_run_that_never_ends_is_read_once_more_at_the_timeout(start_gateway, sim):
+    gateway = start_gateway(terminal_timeout_s=1.0)
+    started = start_run(gateway, neutral("openai", "openai-responses",
+                                         "sim:openai-responses/background-long", background=True))
+    body = wait_run(gateway, started["run_id"], call_over, "the call's end")
+    call = body["calls"][0]
+    assert call["provider_status"] == "in_progress"
+    assert "no terminal status after 1 s" in call["notes"][-1]
+    state = wait_run(gateway, started["run_id"], lambda b: b["state"] is not None,
+                     "a state")["state"]
+    assert state["status"] in ("queued", "in_progress")  # as the provider says: not failed
+
+
+def test_cancel_ends_the_run_cancelled_only_when_the_provider_confirms(gateway, sim):
+    started = start_run(gateway, neutral("openai", "openai-responses",
+                                         "sim:openai-responses/background-long", background=True))
+    run_id = started["run_id"]
+    wait_run(gateway, run_id, lambda b: b["calls"][0]["provider_object_id"], "the object id")
+    response = httpx.post(f"{gateway.url}/v1/runs/{run_id}/cancel", timeout=30)
+    assert response.status_code == 202, response.text
+    assert response.json()["provider_status"] == "cancelled"
+    body = wait_run(gateway, run_id, settled("cancelled"), "cancelled")
+    assert body["state"]["needs_reconciliation"] is False
+    cancels = [r for r in requests_to(sim, "openai-responses") if r["path"].endswith("/cancel")]
+    assert len(cancels) == 1
+
+
+def test_a_streaming_call_cannot_be_cancelled(gateway, sim):
+    started = start_run(gateway, neutral("openai", "openai-chat", "sim:openai-chat/text"))
+    wait_run(gateway, started["run_id"], settled("completed"), "completed")
+    response = httpx.post(f"{gateway.url}/v1/runs/{started['run_id']}/cancel", timeout=10)
+    assert response.status_code == 409 and "background" in response.text
+
+
+def test_a_background_run_completed_by_webhook_while_polling_has_one_terminal_state(
+        start_gateway, sim):
+    gateway = start_gateway(poll_initial_s=0.5, poll_max_s=1.0)
+    started = start_run(gateway, neutral("openai", "openai-responses",
+                                         "sim:openai-responses/background-quick", background=True))
+    run_id = started["run_id"]
+    # The run claimed its response id (run.started reached the processor) before the webhook.
+    body = wait_run(gateway, run_id, lambda b: b["state"] is not None
+                    and b["calls"][0]["provider_object_id"], "the run's first state")
+    response_id = body["calls"][0]["provider_object_id"]
+    payload = orjson.dumps({"id": f"evt_{secrets.token_hex(6)}", "object": "event",
+                            "created_at": int(time.time()), "type": "response.completed",
+                            "data": {"id": response_id}})
+    webhook_id, ts = f"wh_{secrets.token_hex(8)}", str(int(time.time()))
+    delivered = httpx.post(f"{gateway.url}/webhooks/openai", content=payload, timeout=30, headers={
+        "webhook-id": webhook_id, "webhook-timestamp": ts, "content-type": "application/json",
+        "webhook-signature": sign(WEBHOOK_SECRET, webhook_id, ts, payload)})
+    assert delivered.status_code == 200, delivered.text
+    body = wait_run(gateway, run_id, settled("completed"), "completed")
+    # Both paths read the completed response: the webhook's fetch and the gateway's own poll.
+    gets = [r for r in requests_to(sim, "openai-responses") if r["method"] == "GET"]
+    assert len(gets) >= 2
+    events = sse_events(gateway, run_id, follow="false")
+    assert [kind for _, kind, _ in events].count("run.finished") == 1
+    assert [seq for seq, _, _ in events] == list(range(len(events)))
+    assert body["state"]["needs_reconciliation"] is False
+
+
+# --- sessions -------------------------------------------------------------------------------
+
+
+def test_events_resume_after_last_event_id(gateway, sim):
+    started = start_run(gateway, neutral("openai", "openai-responses",
+                                         "sim:openai-responses/text-with-usage"))
+    run_id = started["run_id"]
+    # Followed live from the start: the stream ends by itself after run.finished.
+    live = sse_events(gateway, run_id)
+    assert live[-1][1] == "run.finished"
+    assert [seq for seq, _, _ in live] == list(range(len(live)))
+    rest = sse_events(gateway, run_id, headers={"last-event-id": "3"})
+    assert rest == live[4:]
+    assert sse_events(gateway, run_id, after=len(live) - 2, follow="false") == live[-1:]
+    bad = httpx.get(f"{gateway.url}/v1/runs/{run_id}/events",
+                    headers={"last-event-id": "x"}, timeout=10)
+    assert bad.status_code == 400
+
+
+def test_a_session_switches_provider_mid_turn_and_every_request_fits_its_schema(gateway, sim):
+    # Call 1 on OpenAI Responses asks for two tool calls; the neutral messages of the run plus
+    # the tool results go on Claude, then on Gemini — one run, one agentic turn.
+    first = start_run(gateway, neutral("openai", "openai-responses",
+                                       "sim:openai-responses/tool-call-parallel"))
+    run_id = first["run_id"]
+    wait_run(gateway, run_id, settled("waiting_for_tool"), "waiting_for_tool")
+    history = httpx.get(f"{gateway.url}/v1/runs/{run_id}/messages", timeout=30).json()
+    [assistant] = history["messages"]
+    calls = [p for p in assistant["parts"] if p["type"] == "tool_call"]
+    assert len(calls) == 2 and all(c["tool_name"] and c["tool_call_id"] for c in calls)
+    results = {"role": "tool", "parts": [
+        {"type": "tool_result", "tool_name": c["tool_name"], "tool_call_id": c["tool_call_id"],
+         "output": "14 C"} for c in calls]}
+    tools = [{"name": name, "parameters": {"type": "object", "properties": {}}}
+             for name in sorted({c["tool_name"] for c in calls})]
+    transcript = [{"role": "user", "parts": [{"type": "text", "text": "Weather?"}]},
+                  assistant, results]
+    second = start_run(gateway, {**neutral("anthropic", "anthropic-messages",
+                                           "sim:anthropic-messages/text"),
+                                 "run_id": run_id, "transcript": transcript, "tools": tools})
+    assert second["run_id"] == run_id and second["call"] != first["call"]
+    wait_run(gateway, run_id, lambda b: len(b["calls"]) == 2 and call_over(b)
+             and b["state"]["status"] == "completed", "the second call completing the run")
+    [claude] = requests_to(sim, "anthropic-messages")
+    assert claude["status"] == 200 and not claude.get("problems")
+    assert validate_request("anthropic", claude["body"]) == []
+    sent = claude["body"]["messages"]
+    assert [block["type"] for block in sent[1]["content"]] == ["tool_use", "tool_use"]
+    assert {block["tool_use_id"] for block in sent[2]["content"]} == {c["tool_call_id"]
+                                                                      for c in calls}
+    # The rendered Gemini request of the same history fits its schema too.
+    events = sse_events(gateway, run_id, follow="false")
+    assert [kind for _, kind, _ in events].count("run.started") == 2
+    assert [seq for seq, _, _ in events] == list(range(len(events)))
+
+
+def test_a_second_call_while_one_is_in_flight_is_409(gateway, sim):
+    body = neutral("openai", "openai-responses", "sim:openai-responses/background-long",
+                   background=True, run_id=f"run_{secrets.token_hex(6)}")
+    start_run(gateway, body)
+    answer = httpx.post(f"{gateway.url}/v1/runs", json=body, timeout=10)
+    assert answer.status_code == 409 and "in flight" in answer.text
+    httpx.post(f"{gateway.url}/v1/runs/{body['run_id']}/cancel", timeout=30)
