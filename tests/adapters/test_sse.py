@@ -191,6 +191,22 @@ def test_fast_path_and_general_path_agree():
     assert decode(fast) == decode(slow) == [msg(b"1"), msg(b"2", event="e")]
 
 
+def test_chunk_of_whole_data_events_agrees_with_the_general_path():
+    # A chunk of nothing but whole one-line `data: ` events is cut in one split; one line break
+    # anywhere else (a multi-line event, a run of blank lines, an unterminated end) must not be.
+    cases = {
+        b"data: 1\n\ndata: \n\ndata: 3\n\n": [msg(b"1"), msg(b""), msg(b"3")],
+        b"data: 1\n\ndata: 2\ndata: 3\n\n": [msg(b"1"), msg(b"2\n3")],
+        b"data: 1\n\n\n\ndata: 2\n\n": [msg(b"1"), msg(b"2")],
+        b"data: 1\n\ndata:2\n\n": [msg(b"1"), msg(b"2")],
+        b"data: 1\n\ndata: 2\n": [msg(b"1"), msg(b"2")],
+        b"data: 1\n\nid: 7\n\ndata: 2\n\n": [msg(b"1"), msg(b"2", id="7")],
+    }
+    for body, expected in cases.items():
+        for result in every_split(body):
+            assert result == expected, (body, result)
+
+
 # --- property: any messages, any line endings, any chunking ------------------------------------
 
 _line_text = st.binary(max_size=30).filter(lambda b: b"\r" not in b and b"\n" not in b)
