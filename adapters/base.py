@@ -7,7 +7,8 @@ stream processor can keep it in a changelogged table between frames.
 
 What a subclass writes: ``handle(doc)`` for one decoded frame (usually a dispatch table keyed by
 the provider's event type, with ``self.unknown`` as the deliberate fall-through), and optionally
-``finish()`` for what the end of input means for open blocks. It emits through ``self.emit``.
+``finish()`` for what the end of input means for open blocks and ``undecodable(frame, error)`` for
+bodies that are not JSON but mean something (``[DONE]``). It emits through ``self.emit``.
 
 The contract every adapter keeps (the run state machine relies on it):
 - every provider call of the run opens with ``run.started`` (carrying the provider's object id),
@@ -47,6 +48,9 @@ from modelevents.schemas.frames import ProviderFrame
 
 # Enough to catch a retried delivery or a reconnect overlap; bounded so state stays small.
 SEEN_FRAMES_WINDOW = 1024
+
+# What ``Adapter.undecodable`` returns for a frame it reported: there is nothing to handle.
+MALFORMED = object()
 
 
 def run_hash(run_id: str) -> str:
@@ -124,8 +128,11 @@ class Adapter:
         self._cursor = frame.cursor
         self._envelope = None  # built by emit on the frame's first event: many frames have none
         out = self._out = []
-        doc = self.decode(frame)
-        if doc is not _MALFORMED:
+        try:
+            doc = orjson.loads(frame.body)
+        except orjson.JSONDecodeError as exc:
+            doc = self.undecodable(frame, exc)
+        if doc is not MALFORMED:
             self.handle(doc)
         self._out = []
         return out
@@ -149,13 +156,11 @@ class Adapter:
 
     # --- what subclasses implement ------------------------------------------------------------
 
-    def decode(self, frame: ProviderFrame) -> Any:
-        """Frame body → JSON document. Override for sentinels such as Chat's ``[DONE]``."""
-        try:
-            return orjson.loads(frame.body)
-        except orjson.JSONDecodeError as exc:
-            self.malformed(f"not JSON ({exc}); first bytes: {bytes(frame.body[:80])!r}")
-            return _MALFORMED
+    def undecodable(self, frame: ProviderFrame, error: orjson.JSONDecodeError) -> Any:
+        """A frame body that is not JSON → its document after all, or ``MALFORMED`` once
+        reported. Override for sentinels such as Chat's ``[DONE]`` and for repairs."""
+        self.malformed(f"not JSON ({error}); first bytes: {bytes(frame.body[:80])!r}")
+        return MALFORMED
 
     def handle(self, doc: Any) -> None:
         raise NotImplementedError
@@ -227,5 +232,3 @@ class Adapter:
         state["_envelope"] = None
         return state
 
-
-_MALFORMED = object()

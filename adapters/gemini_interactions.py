@@ -223,14 +223,11 @@ class GeminiInteractionsAdapter(Adapter):
 
     # --- dispatch ---------------------------------------------------------------------------------
 
-    def decode(self, frame: Any) -> Any:
-        try:
-            return orjson.loads(frame.body)
-        except orjson.JSONDecodeError:
-            # The SDK's stream decoder ends on a `data: [DONE]` payload (A5 SSE framing).
-            if frame.body.strip() == b"[DONE]":
-                return _DONE
-        return super().decode(frame)  # reports the malformed frame
+    def undecodable(self, frame: Any, error: orjson.JSONDecodeError) -> Any:
+        # The SDK's stream decoder ends on a `data: [DONE]` payload (A5 SSE framing).
+        if frame.body.strip() == b"[DONE]":
+            return _DONE
+        return super().undecodable(frame, error)  # reports the malformed frame
 
     def handle(self, doc: Any) -> None:
         if doc is _DONE:

@@ -148,15 +148,11 @@ class OpenAIChatAdapter(Adapter):
 
     # --- decoding and dispatch ----------------------------------------------------------------
 
-    def decode(self, frame: ProviderFrame) -> Any:
+    def undecodable(self, frame: ProviderFrame, error: orjson.JSONDecodeError) -> Any:
         # The SDK stops on any data starting with [DONE] (sdk:src/openai/_streaming.py).
-        body = frame.body
-        if body.startswith(b"[DONE]"):
+        if frame.body.startswith(b"[DONE]"):
             return _DONE
-        try:
-            return orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return super().decode(frame)  # reports the malformed frame
+        return super().undecodable(frame, error)  # reports the malformed frame
 
     def handle(self, doc: Any) -> None:
         if doc is _DONE:

@@ -255,12 +255,8 @@ class OpenAIResponsesAdapter(Adapter):
 
     # --- decoding ---------------------------------------------------------------------------
 
-    def decode(self, frame: ProviderFrame) -> Any:
+    def undecodable(self, frame: ProviderFrame, error: orjson.JSONDecodeError) -> Any:
         body = frame.body
-        try:
-            return orjson.loads(body)
-        except orjson.JSONDecodeError:
-            pass
         if body[:6] == b"[DONE]":
             # OpenRouter ends its Responses stream so (§12); OpenAI itself never does (§1.1).
             return _DONE
@@ -272,13 +268,13 @@ class OpenAIResponsesAdapter(Adapter):
             try:
                 doc = orjson.loads(bytes(body).decode("utf-8", "replace"))
             except orjson.JSONDecodeError:
-                return super().decode(frame)
+                return super().undecodable(frame, error)
             self.emit("error", Error(
                 error_type="invalid_utf8", retryable=False,
                 message=f"frame {frame.frame_id} is not valid UTF-8; undecodable bytes were "
                         "replaced by U+FFFD"))
             return doc
-        return super().decode(frame)
+        return super().undecodable(frame, error)
 
     # --- dispatch ---------------------------------------------------------------------------
 
@@ -364,7 +360,7 @@ class OpenAIResponsesAdapter(Adapter):
             # frames after it were translated without it; the sequence_gap error stands).
             return
         out = self._out  # what feed() returns for this frame
-        held: _Held = (self.frame, doc, out[:])  # with what decode() already said of it
+        held: _Held = (self.frame, doc, out[:])  # with what undecodable() already said of it
         out.clear()
         if seq == expected:
             self._translate(held, out)
