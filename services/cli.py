@@ -21,6 +21,8 @@ COMMAND_MODULES = (
     "modelevents.services.commands.worker",
     "modelevents.services.commands.feed",
     "modelevents.services.commands.tail",
+    "modelevents.services.commands.gateway",
+    "modelevents.services.commands.simulator",
     "modelevents.consumers.replay_cli",
 )
 

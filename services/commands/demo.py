@@ -1,10 +1,14 @@
-"""``modelevents demo``: the whole pipeline on this machine, end to end, in one command.
+"""``modelevents demo``: the whole system on this machine, end to end, in one command.
 
 Starts the local Kafka broker if needed (or uses ``KAFKA_BOOTSTRAP_SERVERS``), creates the demo's
-topics, starts a worker process, feeds recorded sessions of every provider API from the project's
-own fixtures — interleaved, with duplicated frames — and shows each run's state as it moves. At
-the end it checks every run against the offline truth (``modelevents normalize`` of the same
-file): same final state, and ``seq`` 0…n-1 on ``events`` with no gap and no duplicate.
+topics, starts a worker process, the provider simulator and the gateway, and then, at once:
+feeds recorded sessions of every provider API from the project's own fixtures as frames —
+interleaved, with duplicated frames — and starts runs through the gateway (``POST /v1/runs``
+over real HTTP), which calls the simulator's OpenAI, Anthropic and Gemini endpoints, reads their
+SSE (one stream is cut and resumed, one call is answered 429 first, one runs in the background
+and is polled). It shows each run's state as it moves, and at the end checks every run against
+the offline truth (``modelevents normalize`` of the same recording): same final state, and
+``seq`` 0…n-1 on ``events`` with no gap and no duplicate.
 """
 
 from __future__ import annotations
@@ -45,6 +49,28 @@ SESSIONS = (
 )
 
 
+# Runs started through the gateway: (label, provider, api, simulator scenario, the recording
+# it serves — the offline truth —, request options).
+GATEWAY_SESSIONS = (
+    ("responses-tools", "openai", "openai-responses", "openai-responses/tool-call-parallel",
+     "openai-responses/tool-call-parallel.sse", {}),
+    ("chat-reasoning", "openai", "openai-chat", "openai-chat/reasoning-then-text",
+     "openai-chat/reasoning-then-text.sse", {}),
+    ("claude-pause-turn", "anthropic", "anthropic-messages",
+     "anthropic-messages/pause-turn-then-continuation",
+     "anthropic-messages/pause-turn-then-continuation.sse", {}),
+    ("interactions-cut-resumed", "google", "gemini-interactions",
+     "gemini-interactions/cut-after-4", "gemini-interactions/google-search-cited-event-ids.sse",
+     {}),
+    ("generate-grounding", "google", "gemini-generate", "gemini-generate/grounding-citations",
+     "gemini-generate/grounding-citations.sse", {}),
+    ("responses-429-retried", "openai", "openai-responses",
+     "openai-responses/rate-limited-once", "openai-responses/text-with-usage.sse", {}),
+    ("responses-background-polled", "openai", "openai-responses",
+     "openai-responses/text-with-usage", None, {"background": True}),
+)
+
+
 class DemoError(ModelEventsError):
     """The demo could not finish (the worker died, or runs did not settle in time)."""
 
@@ -52,7 +78,8 @@ class DemoError(ModelEventsError):
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "demo",
-        help="run the whole pipeline locally on recorded sessions of every provider API",
+        help="run the whole system locally: broker, worker, gateway and provider simulator, "
+             "with recorded sessions of every provider API",
         description=__doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`"))
     p.add_argument("--duplicate", type=float, default=0.15, metavar="RATE",
                    help="share of frames sent twice, as retries would (default: %(default)s)")
@@ -74,12 +101,13 @@ class DemoRun:
     session: str
     run_id: str
     api: str
-    frames: list[ProviderFrame]
+    frames: list[ProviderFrame]  # fed as recorded; empty for a run through the gateway
     expected: RunState
-    expected_events: int
+    expected_events: int | None  # None: a polled run, whose events no recording gives offline
     state: RunState | None = None
     seqs: set[int] = field(default_factory=set)
     records: int = 0
+    via: str = "feed"
 
 
 def _say(message: str) -> None:
@@ -112,9 +140,23 @@ def _interleave(runs: list[DemoRun]) -> list[ProviderFrame]:
     return out
 
 
+def _gateway_runs(tag: str) -> list[DemoRun]:
+    runs = []
+    for label, _provider, api, _scenario, recording, options in GATEWAY_SESSIONS:
+        run_id = f"demo-{tag}-gw-{label}"
+        if recording is None:
+            expected, count = RunState(run_id=run_id, tenant="default", status="completed"), None
+        else:
+            path = FIXTURES / recording
+            events = normalize_bytes(path.read_bytes(), run_id=run_id, source_name=path.name).events
+            expected, count = run_state_of(events, run_id=run_id), len(events)
+        runs.append(DemoRun(label, run_id, api, [], expected, count, via="gateway"))
+    return runs
+
+
 def _settled(run: DemoRun) -> bool:
     return (run.state is not None and run.state.status == run.expected.status
-            and len(run.seqs) >= run.expected_events)
+            and len(run.seqs) >= (run.expected_events or run.state.last_seq + 1))
 
 
 async def _watch(settings: PipelineSettings, runs: list[DemoRun], worker: subprocess.Popen,
@@ -151,37 +193,75 @@ async def _watch(settings: PipelineSettings, runs: list[DemoRun], worker: subpro
 
 
 def _report(runs: list[DemoRun], feed_stats) -> bool:
+    fed = [r for r in runs if r.via == "feed"]
     print(f"\nfed {feed_stats.sent} records ({feed_stats.duplicates} duplicates) for "
-          f"{len(runs)} runs in {feed_stats.seconds:.1f} s\n")
-    print(f"{'run':<58} {'api':<19} {'state':<32} events  check")
+          f"{len(fed)} runs in {feed_stats.seconds:.1f} s; {len(runs) - len(fed)} runs "
+          f"through the gateway\n")
+    print(f"{'run':<58} {'via':<8} {'api':<19} {'state':<32} events  check")
     ok = True
     for run in runs:
         st = run.state
         state = f"{st.status}" + (f" ({st.reason})" if st.reason else "")
         if st.needs_reconciliation:
             state += " !"
-        contiguous = run.seqs == set(range(len(run.seqs)))
-        same = (st.status, st.reason, st.needs_reconciliation) == (
-            run.expected.status, run.expected.reason, run.expected.needs_reconciliation)
-        good = same and contiguous and len(run.seqs) == run.expected_events
+        contiguous = run.seqs == set(range(len(run.seqs))) == set(range(st.last_seq + 1))
+        if run.expected_events is None:  # polled: the provider's own end, cleanly
+            good = st.status == run.expected.status and not st.needs_reconciliation
+            check = "✓ completed as polled" if good else "✗ expected completed"
+        else:
+            same = (st.status, st.reason, st.needs_reconciliation) == (
+                run.expected.status, run.expected.reason, run.expected.needs_reconciliation)
+            good = same and len(run.seqs) == run.expected_events
+            check = "✓ as normalize" if good else (
+                f"✗ expected {run.expected.status} ({run.expected.reason}), "
+                f"{run.expected_events} events")
+        good = good and contiguous
         ok &= good
-        check = "✓ as normalize" if good else (
-            f"✗ expected {run.expected.status} ({run.expected.reason}), "
-            f"{run.expected_events} events")
         dupes = run.records - len(run.seqs)
-        print(f"{run.run_id:<58} {run.api:<19} {state:<32} {len(run.seqs):>6}  {check}"
-              + (f"  [{dupes} re-sent, deduped by seq]" if dupes else ""))
+        print(f"{run.run_id:<58} {run.via:<8} {run.api:<19} {state:<32} {len(run.seqs):>6}  "
+              f"{check}" + (f"  [{dupes} re-sent, deduped by seq]" if dupes else ""))
     print("\n! = needs_reconciliation (here: a stream cut before the provider's terminal event)")
     return ok
 
 
+def _gateway_config(settings: PipelineSettings, simulator_url: str):  # noqa: ANN202
+    from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
+
+    return GatewayConfig(
+        kafka=settings, port=0, poll_initial_s=0.2, poll_max_s=1.0, call_backoff_s=0.2,
+        providers={name: ProviderConfig(base_url=simulator_url, api_key=f"demo-{name}-key")
+                   for name in ("openai", "anthropic", "gemini")})
 
 
-async def _feed_and_watch(settings, runs, worker, deadline, args):
-    frames = _interleave(runs)
+async def _start_gateway_runs(gateway_url: str, runs: list[DemoRun]) -> None:
+    """POST /v1/runs for each gateway session, as an application would."""
+    import httpx
+
+    by_label = {r.session: r for r in runs}
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=30) as client:
+        for label, provider, api, scenario, _recording, options in GATEWAY_SESSIONS:
+            run = by_label[label]
+            body = {"run_id": run.run_id, "max_output_tokens": 512,
+                    "target": {"provider": provider, "api": api, "model": f"sim:{scenario}"},
+                    "transcript": [{"role": "user", "parts": [{"type": "text",
+                                                               "text": "Hello from the demo"}]}],
+                    **options}
+            response = await client.post("/v1/runs", json=body)
+            if response.status_code != 202:
+                raise DemoError(f"POST /v1/runs for {label} answered {response.status_code}: "
+                                f"{response.text}")
+            _say(f"  POST {gateway_url}/v1/runs → 202 {run.run_id} "
+                 f"({provider}/{api}{', background' if options.get('background') else ''})")
+
+
+
+
+async def _feed_and_watch(settings, runs, worker, deadline, args, gateway_url):
+    frames = _interleave([r for r in runs if r.via == "feed"])
     producer = await start_producer(settings)
     try:
         watch = asyncio.create_task(_watch(settings, runs, worker, deadline))
+        await _start_gateway_runs(gateway_url, runs)
         stats = await feed_frames(producer, settings, frames, duplicate=args.duplicate,
                                   rate=args.rate, seed=7)
         _say(f"  fed {stats.sent} records; waiting for the runs to settle ...")
@@ -189,6 +269,24 @@ async def _feed_and_watch(settings, runs, worker, deadline, args):
         return stats
     finally:
         await producer.stop()
+
+
+def _start_servers(settings: PipelineSettings):  # noqa: ANN202 - (SimulatorHandle, ServedApp)
+    """The provider simulator and the gateway (pointed at it), each on a free loopback port."""
+    from modelevents.services.gateway.app import create_app
+    from modelevents.services.gateway.capabilities import load_manifest
+    from modelevents.services.asgi_thread import serve_in_thread
+    from modelevents.services.simulator.scenarios import manifest_with_scenarios
+    from modelevents.services.simulator.server import run_in_thread
+
+    simulator = run_in_thread()
+    try:
+        app = create_app(_gateway_config(settings, simulator.base_url),
+                         manifest=manifest_with_scenarios(load_manifest()))
+        return simulator, serve_in_thread(app, name="gateway")
+    except BaseException:
+        simulator.stop()
+        raise
 
 
 def run(args: argparse.Namespace) -> int:
@@ -215,14 +313,21 @@ def run(args: argparse.Namespace) -> int:
     workdir = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
     workdir = workdir / "modelevents" / "demo"
     workdir.mkdir(parents=True, exist_ok=True)
-    runs = _prepare_runs(secrets.token_hex(3))
+    tag = secrets.token_hex(3)
+    runs = _prepare_runs(tag) + _gateway_runs(tag)
     worker = start_worker_process(settings, workdir, workdir / "worker.log")
     _say(f"  worker pid {worker.pid} (log: {workdir / 'worker.log'})")
-    _say(f"  feeding {sum(len(r.frames) for r in runs)} frames of {len(runs)} runs, "
-         f"interleaved, {args.duplicate:.0%} duplicated:")
+    simulator, gateway = _start_servers(settings)
+    _say(f"  provider simulator at {simulator.base_url}; gateway at {gateway.url} "
+         f"(API docs {gateway.url}/docs)")
+    fed = [r for r in runs if r.via == "feed"]
+    _say(f"  feeding {sum(len(r.frames) for r in fed)} frames of {len(fed)} runs, "
+         f"interleaved, {args.duplicate:.0%} duplicated, and starting "
+         f"{len(runs) - len(fed)} runs through the gateway:")
     ok = False
     try:
-        stats = asyncio.run(_feed_and_watch(settings, runs, worker, started + args.timeout, args))
+        stats = asyncio.run(_feed_and_watch(settings, runs, worker, started + args.timeout, args,
+                                            gateway.url))
         ok = _report(runs, stats)
     except KeyboardInterrupt:
         _say("\ninterrupted: stopping the worker")
@@ -231,6 +336,8 @@ def run(args: argparse.Namespace) -> int:
         tail = (workdir / "worker.log").read_text(errors="replace").splitlines()[-20:]
         raise DemoError(f"{exc}; last worker log lines:\n" + "\n".join(tail)) from None
     finally:
+        gateway.stop()
+        simulator.stop()
         stop_worker_process(worker)
         if args.stop_broker:
             kafka_local.stop()

@@ -23,20 +23,27 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "gateway",
-        help="serve the HTTP gateway: webhooks and forwarded streams → frames on Kafka",
-        description="Serve the gateway (an ASGI app under uvicorn): POST /webhooks/{provider}"
-                    "[/{tenant}] for signed OpenAI and Gemini webhooks, POST /v1/runs/{id}/frames "
-                    "for streams an application forwards, GET /healthz and /readyz, OpenAPI at "
-                    "/docs. Every 2xx means Kafka acknowledged the frames (acks=all); 503 means "
-                    "retry. The pipeline's topics must exist (`modelevents topics create`).",
+        help="serve the HTTP gateway: runs, webhooks and forwarded streams → frames on Kafka",
+        description="Serve the gateway (an ASGI app under uvicorn): POST /v1/runs starts a run "
+                    "from a neutral request (routed by the capability manifest, rendered for "
+                    "the provider chosen, its stream or background job read and published), GET "
+                    "/v1/runs/{id}[/events|/messages] serve its state, events (SSE) and "
+                    "transcript, POST /v1/runs/{id}/cancel; POST /webhooks/{provider}[/{tenant}] "
+                    "for signed OpenAI and Gemini webhooks; POST /v1/runs/{id}/frames for "
+                    "streams an application forwards; GET /healthz and /readyz; OpenAPI at "
+                    "/docs. Every 2xx for a delivery means Kafka acknowledged the frames "
+                    "(acks=all); 503 means retry. The pipeline's topics must exist (`modelevents "
+                    "topics create`) and a worker must run for runs to have states and events.",
         epilog=ENV_HELP + " Providers: OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_WEBHOOK_SECRET, "
-                          "GEMINI_API_KEY (or GOOGLE_API_KEY), GEMINI_BASE_URL, "
-                          "GEMINI_WEBHOOK_SECRET (several secrets: separate with commas).")
+                          "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, GEMINI_API_KEY (or "
+                          "GOOGLE_API_KEY), GEMINI_BASE_URL, GEMINI_WEBHOOK_SECRET (several "
+                          "secrets: separate with commas).")
     p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port to listen on (default 8080)")
     p.add_argument("--config", type=Path, default=None, metavar="FILE",
-                   help="gateway config, YAML or TOML (.toml): secrets per provider and tenant, "
-                        "limits, provider base URLs; see services/gateway/config.py")
+                   help="gateway config, YAML or TOML (.toml): provider base URLs and keys, "
+                        "webhook secrets per tenant, limits, the capability manifest, polling; "
+                        "see services/gateway/config.py")
     add_kafka_options(p, partitions=True)
     p.add_argument("--loglevel", choices=LOG_LEVELS, default="info", help="log level (default info)")
     p.set_defaults(run=run)
@@ -70,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
     log.info("webhooks: %s", ", ".join(f"{base}/webhooks/{name} (tenants: {', '.join(t)})"
                                        for name, t in secrets.items())
              or "none configured (set OPENAI_WEBHOOK_SECRET / GEMINI_WEBHOOK_SECRET or --config)")
+    keyed = [name for name, p in config.providers.items() if p.api_key is not None]
+    log.info("runs: POST %s/v1/runs (providers with an API key: %s)", base,
+             ", ".join(keyed) or "none: set OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY")
     log.info("forwarded streams: POST %s/v1/runs/{run_id}/frames?api=…; health %s/healthz, "
              "%s/readyz; API docs %s/docs", base, base, base, base)
     # Access logs off: one line per webhook is noise at thousands per second; refusals are

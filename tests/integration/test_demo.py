@@ -12,7 +12,8 @@ import pytest
 pytestmark = pytest.mark.kafka
 
 
-def test_demo_plays_every_api_through_the_pipeline_and_matches_normalize(kafka_broker, tmp_path):
+def test_demo_plays_every_api_through_the_gateway_and_the_pipeline_and_matches_normalize(
+        kafka_broker, tmp_path):
     prefix = f"demo{uuid.uuid4().hex[:8]}."
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_broker, "XDG_STATE_HOME": str(tmp_path)}
     result = subprocess.run(
@@ -24,5 +25,10 @@ def test_demo_plays_every_api_through_the_pipeline_and_matches_normalize(kafka_b
     for api in ("openai-responses", "openai-chat", "anthropic-messages", "gemini-interactions",
                 "gemini-generate"):
         assert api in result.stdout
-    assert result.stdout.count("✓ as normalize") == 8
+    # Eight recordings fed as frames, seven runs through the gateway and the simulator (one
+    # polled in the background, whose events no recording gives offline).
+    assert result.stdout.count("✓ as normalize") == 14
+    assert result.stdout.count("✓ completed as polled") == 1
+    assert result.stdout.count(" gateway ") == 7
     assert "duplicates" in result.stdout and "(0 duplicates)" not in result.stdout
+    assert result.stderr.count("POST http://127.0.0.1:") == 7  # each answered 202

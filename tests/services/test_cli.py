@@ -86,3 +86,19 @@ def test_every_corpus_file_normalizes_with_auto_detection(path):
     result = cli("normalize", "--summary", str(path))
     assert result.returncode == 0, result.stderr.decode()
     assert b"status" in result.stdout
+
+
+# Every command the README names is reachable and documents itself.
+COMMANDS = ("demo", "normalize", "kafka", "topics", "worker", "feed", "tail", "gateway",
+            "simulator", "replay")
+
+
+def test_every_command_is_listed_and_answers_help():
+    top = cli("--help")
+    assert top.returncode == 0
+    listed = top.stdout.decode()
+    for command in COMMANDS:
+        assert f"    {command}" in listed, command
+        result = cli(command, "--help")
+        assert result.returncode == 0, (command, result.stderr)
+        assert b"usage: modelevents " + command.encode() in result.stdout
