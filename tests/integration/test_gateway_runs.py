@@ -13,6 +13,7 @@ simulator (its request log, attempt counters and stored objects).
 from __future__ import annotations
 
 import base64
+import logging
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -352,7 +353,8 @@ def test_a_cut_stream_that_cannot_resume_ends_truncated_never_completed(gateway,
     assert "run.finished" not in kinds and kinds[-1] == "error"
 
 
-def test_429_then_success_is_one_run_with_one_set_of_events(gateway, sim):
+def test_429_then_success_is_one_run_with_one_set_of_events(gateway, sim, caplog):
+    caplog.set_level(logging.INFO)
     recording = "openai-responses/text-with-usage.sse"
     started = start_run(gateway, neutral("openai", "openai-responses",
                                          "sim:openai-responses/rate-limited-once"))
@@ -361,6 +363,9 @@ def test_429_then_success_is_one_run_with_one_set_of_events(gateway, sim):
     attempts = requests_to(sim, "openai-responses")
     assert [r["status"] for r in attempts] == [429, 200]
     assert_events_as_normalized(gateway, started["run_id"], recording)
+    # The retry is logged (with the provider's message), the credential never.
+    assert "HTTP 429; attempt 1 of 4, retrying" in caplog.text
+    assert OPENAI_KEY not in caplog.text
 
 
 def test_an_error_answer_is_the_runs_outcome(gateway, sim):
