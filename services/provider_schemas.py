@@ -9,7 +9,7 @@ the official SDKs rather than written here, so they follow the providers' own de
   ``ResponseCreateParamsStreaming`` / ``…NonStreaming``
 - ``openai-chat``: ``openai.types.chat.completion_create_params``
   ``CompletionCreateParamsStreaming`` / ``…NonStreaming``
-- ``anthropic``: ``anthropic.types.message_create_params`` ``MessageCreateParamsStreaming`` /
+- ``anthropic-messages``: ``anthropic.types.message_create_params`` ``MessageCreateParamsStreaming`` /
   ``…NonStreaming`` (the beta types too, and the sampling fields SDK 2.x no longer declares)
 - ``gemini-interactions``: ``google.genai._gaos.types.interactions``
   ``CreateModelInteractionParam`` / ``CreateAgentInteractionParam`` (snake_case on the wire,
@@ -26,7 +26,7 @@ field or a wrong message part type, and a request the SDK itself would build sti
 Values are checked in pydantic's lax mode (the types are Python types, not JSON ones): a number
 sent as a numeric string passes, as some providers' own parsers also accept.
 
-Usage: ``validate_request("anthropic", body) -> list[str]`` — one line per problem, ``[]`` when
+Usage: ``validate_request("anthropic-messages", body) -> list[str]`` — one line per problem, ``[]`` when
 the body is valid. The SDKs are an optional dependency: ``pip install modelevents[simulator]``.
 """
 
@@ -38,7 +38,9 @@ from typing import Any, Callable
 
 from modelevents.schemas.errors import ConfigError
 
-APIS = ("openai-responses", "openai-chat", "anthropic", "gemini-interactions", "gemini-generate")
+# The provider API names of the adapters and renderers (ModelEvent.api).
+APIS = ("openai-responses", "openai-chat", "anthropic-messages", "gemini-interactions",
+        "gemini-generate")
 
 _INSTALL_HINT = "pip install 'modelevents[simulator]'"
 
@@ -66,7 +68,7 @@ def validate_request(api: str, body: Any) -> list[str]:
         return [f"request body must be a JSON object, got {type(body).__name__}"]
     variant = _variant(api, body)
     problems = _validator(api, variant)(body)
-    if problems and api == "anthropic" and not _validator(api, "beta-" + variant)(body):
+    if problems and api == "anthropic-messages" and not _validator(api, "beta-" + variant)(body):
         # Fields of the beta surface (mcp_servers, context_management, ...) are accepted when
         # the client sends the anthropic-beta header; the SDK's beta client does that itself.
         return []
@@ -95,8 +97,8 @@ def _find_spec(util: Any, name: str) -> Any:
 def warm(apis: tuple[str, ...] = APIS) -> None:
     """Build the validators now (importing the SDKs' types takes seconds the first time)."""
     variants = {"gemini-interactions": ("model", "agent"), "gemini-generate": ("generate",),
-                "anthropic": ("streaming", "non-streaming", "beta-streaming",
-                              "beta-non-streaming")}
+                "anthropic-messages": ("streaming", "non-streaming", "beta-streaming",
+                                       "beta-non-streaming")}
     for api in apis:
         for variant in variants.get(api, ("streaming", "non-streaming")):
             _validator(api, variant)
@@ -147,7 +149,7 @@ def _request_type(api: str, variant: str) -> Any:
             from openai.types.chat import completion_create_params as p
             return (p.CompletionCreateParamsStreaming if variant == "streaming"
                     else p.CompletionCreateParamsNonStreaming)
-        if api == "anthropic":
+        if api == "anthropic-messages":
             if variant.startswith("beta-"):
                 from anthropic.types.beta import message_create_params as p
             else:

@@ -49,10 +49,6 @@ from modelevents.services.simulator.recordings import Recording, WireFrame
 from modelevents.services.simulator.scenarios import (HEADER_PREFIX, SCENARIO_MODEL_PREFIX, Knobs,
                                                       Scenario, ScenarioRegistry, UnknownScenario)
 
-# The names services/provider_schemas.py uses for the request schemas.
-_SCHEMA_API = {"openai-responses": "openai-responses", "openai-chat": "openai-chat",
-               "anthropic-messages": "anthropic", "gemini-generate": "gemini-generate",
-               "gemini-interactions": "gemini-interactions"}
 _SECRET_HEADERS = {"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie",
                    "proxy-authorization"}
 
@@ -150,7 +146,7 @@ class Simulator:
         record["body"] = call.body
         if creates and self.validate:
             # In a worker thread: the first validation of an API builds its validator (seconds).
-            problems = await asyncio.to_thread(validate_request, _SCHEMA_API[api], call.body)
+            problems = await asyncio.to_thread(validate_request, api, call.body)
             if problems:
                 record["problems"] = problems
                 return self.error(call, 400, "Invalid request: " + "; ".join(problems),

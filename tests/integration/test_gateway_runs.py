@@ -239,8 +239,7 @@ def test_a_run_through_the_gateway_gives_what_normalize_gives(gateway, sim, sett
     # answers 400 otherwise) and carried the key the way that provider takes it.
     [received] = requests_to(sim, api)
     assert received["status"] == 200 and not received.get("problems")
-    assert validate_request("anthropic" if api == "anthropic-messages" else api,
-                            received["body"]) == []
+    assert validate_request(api, received["body"]) == []
     call = body["calls"][0]
     assert call["error"] is None and call["frames"] > 0
     # Credentials reach the provider only, never a frame.
@@ -502,7 +501,7 @@ def test_a_session_switches_provider_mid_turn_and_every_request_fits_its_schema(
              and b["state"]["status"] == "completed", "the second call completing the run")
     [claude] = requests_to(sim, "anthropic-messages")
     assert claude["status"] == 200 and not claude.get("problems")
-    assert validate_request("anthropic", claude["body"]) == []
+    assert validate_request("anthropic-messages", claude["body"]) == []
     sent = claude["body"]["messages"]
     assert [block["type"] for block in sent[1]["content"]] == ["tool_use", "tool_use"]
     assert {block["tool_use_id"] for block in sent[2]["content"]} == {c["tool_call_id"]

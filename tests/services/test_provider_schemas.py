@@ -32,7 +32,7 @@ VALID = {
                 "name": "f", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "42"}]},
     ],
-    "anthropic": [
+    "anthropic-messages": [
         {"model": "claude-sonnet-4-5", "max_tokens": 64, "stream": True,
          "messages": [{"role": "user", "content": "hi"}]},
         {"model": "claude-sonnet-4-5", "max_tokens": 64, "temperature": 0.2, "system": "brief",
@@ -69,10 +69,10 @@ INVALID = [
     ("openai-chat", {"model": "gpt-4o", "messages": [{"role": "user", "content": [
         {"type": "text", "txt": "hi"}]}]}, "messages.0.content.0.txt"),
     ("openai-chat", {"model": "gpt-4o"}, "messages"),
-    ("anthropic", {"model": "claude", "max_tokens": "ten", "messages": []}, "max_tokens"),
-    ("anthropic", {"model": "claude", "max_tokens": 5, "messages": [{"role": "user", "content": [
+    ("anthropic-messages", {"model": "claude", "max_tokens": "ten", "messages": []}, "max_tokens"),
+    ("anthropic-messages", {"model": "claude", "max_tokens": 5, "messages": [{"role": "user", "content": [
         {"type": "text", "text": 1}]}]}, "messages.0.content.0.text"),
-    ("anthropic", {"model": "claude", "max_tokens": 5, "stream": True, "messages": [],
+    ("anthropic-messages", {"model": "claude", "max_tokens": 5, "stream": True, "messages": [],
                    "max_token": 1}, "max_token"),
     ("gemini-interactions", {"model": "gemini-2.5-flash", "inpt": "hi"}, "inpt"),
     ("gemini-interactions", {"model": "gemini-2.5-flash", "input": [{"type": "user_input",
@@ -99,7 +99,7 @@ def test_wrong_field_or_part_type_is_named(api, body, location):
 
 
 def test_non_object_body_is_a_problem_not_an_exception():
-    assert validate_request("anthropic", [1]) == ["request body must be a JSON object, got list"]
+    assert validate_request("anthropic-messages", [1]) == ["request body must be a JSON object, got list"]
 
 
 def test_unknown_api_is_an_error():
@@ -113,7 +113,7 @@ def test_missing_sdk_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "anthropic.types", None)
     try:
         with pytest.raises(MissingSDKError, match=r"modelevents\[simulator\]"):
-            validate_request("anthropic", {"model": "m", "max_tokens": 1, "messages": []})
+            validate_request("anthropic-messages", {"model": "m", "max_tokens": 1, "messages": []})
     finally:
         provider_schemas._validator.cache_clear()
 
@@ -141,7 +141,7 @@ def _recorded_requests() -> list[tuple[str, Path, int, dict]]:
             uri = request["uri"].split("?")[0]
             api = ("openai-responses" if uri.endswith("/responses") else
                    "openai-chat" if uri.endswith("/chat/completions") else
-                   "anthropic" if uri.endswith("/v1/messages") else
+                   "anthropic-messages" if uri.endswith("/v1/messages") else
                    "gemini-generate" if uri.endswith(("GenerateContent", ":generateContent"))
                    else None)
             if api is None or request["method"] != "POST":

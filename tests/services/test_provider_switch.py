@@ -46,7 +46,6 @@ ANOTHER_MODEL = {"openai-responses": ("gpt-4.1", "o3"), "openai-chat": ("gpt-4o"
                  "anthropic-messages": ("claude-opus-4-1", "claude-haiku-4-5"),
                  "gemini-generate": ("gemini-2.5-pro", "gemini-3-flash-preview"),
                  "gemini-interactions": ("gemini-2.5-pro", "gemini-3-flash-preview")}
-VALIDATOR_API = {"anthropic-messages": "anthropic"}
 
 
 def session(path: Path) -> tuple[NeutralRequest, list[Message], tuple[str, str, str]]:
@@ -101,7 +100,7 @@ def check_switch(path: Path, api: str) -> None:
     same = api == origin_api
     model = origin_model if same else OTHER_MODEL[api]
     body = build(request, api, model, stream=True).body
-    assert validate_request(VALIDATOR_API.get(api, api), body) == [], (path.name, api)
+    assert validate_request(api, body) == [], (path.name, api)
     text = repr(body)
     expected = blobs(history, api) if same else set()
     for blob in all_blobs(history):
