@@ -1,4 +1,4 @@
-# The modelevents service image: the CLI, the worker and (later) the gateway.
+# The modelevents service image: the CLI, the worker and the gateway.
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
