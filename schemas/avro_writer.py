@@ -14,9 +14,13 @@ What the generated code does to stay cheap (it runs once per event):
   is emptied when it reaches ``CACHE_LIMIT`` entries, so a long-lived process with many run ids
   holds at most that many; consecutive memoized fields share one lookup keyed by the tuple of
   their values;
-- pieces are appended to a list and joined once at the end (cheaper than growing a bytearray
-  piece by piece); ``compile_encoder`` returns a function that builds the whole single-object
-  record (header + body) and returns its bytes, one call per record.
+- no call per piece: each field's pieces (length prefix, bytes, branch index...) are bound to
+  locals and the record's function ends in one ``b"".join`` of them all, a tuple display
+  (cheaper than a call to append each piece to a list). Both branches of an optional value bind
+  the same locals (``b""`` for what null leaves out); a record chosen from a union is a function
+  returning its bytes; map and array items are collected in a list of their own.
+  ``compile_encoder`` returns a function that builds the whole single-object record (header +
+  body) and returns its bytes, one call per record.
 
 It covers exactly the Avro subset the shipped schemas use (records, unions of null and one type,
 unions of records, string, bytes, int, long, boolean, double, maps and arrays of those) and
@@ -113,10 +117,16 @@ def _cache_optional_string(value: str) -> bytes:
 
 
 class _Compiler:
+    """Schema → Python source. Every ``value`` call appends the statements that compute a
+    field's encoding to ``out`` and returns the expressions of its pieces, in wire order: the
+    record's function joins them all in one ``b"".join((...))`` at its end."""
+
     def __init__(self, named: dict[str, dict], cached: Collection[tuple[str, str]]) -> None:
         self.named = named  # short record name → schema, for references by name
         self.cached = frozenset(cached)  # (record short name, field name) of memoized strings
         self.functions: dict[str, list[str]] = {}
+        # Function name → its statements and the expressions of its pieces (the join's).
+        self.bodies: dict[str, tuple[list[str], list[str]]] = {}
         self.tables: list[str] = []  # module-level dispatch tables, defined after the functions
         self.inlining: list[str] = []  # records being written inline (recursion guard)
         self.counter = 0
@@ -126,6 +136,7 @@ class _Compiler:
         return f"v{self.counter}"
 
     def record_function(self, schema: dict) -> str:
+        """Define ``w_<Name>(obj) -> bytes`` for a record (once) and return its name."""
         fname = "w_" + _short_name(schema["name"])
         if fname in self.functions:
             return fname
@@ -133,15 +144,18 @@ class _Compiler:
         self.functions[fname] = []  # reserve the name: recursive schemas would loop otherwise
         body: list[str] = []
         self.inlining.append(_short_name(schema["name"]))
-        self.record_fields(schema, "obj", body, 0)
+        pieces = self.record_fields(schema, "obj", body, 0)
         self.inlining.pop()
-        self.functions[fname] = [f"def {fname}(obj, ap):"] + ["    " + line for line in body or ["pass"]]
+        self.bodies[fname] = (body, pieces)
+        self.functions[fname] = ([f"def {fname}(obj):"] + ["    " + line for line in body]
+                                 + [f"    return {_joined(pieces)}"])
         return fname
 
-    def record_fields(self, schema: dict, obj: str, out: list[str], depth: int) -> None:
+    def record_fields(self, schema: dict, obj: str, out: list[str], depth: int) -> list[str]:
         pad = "    " * depth
         record = _short_name(schema["name"])
         fields = schema["fields"]
+        pieces: list[str] = []
         i = 0
         while i < len(fields):
             # Consecutive memoized strings (a ModelEvent's run_id .. kind) share one lookup.
@@ -152,11 +166,12 @@ class _Compiler:
             if len(group) >= 2:
                 values = [self.var() for _ in group]
                 out += [f"{pad}{v} = {obj}.{f['name']}" for v, f in zip(values, group)]
-                key, optional = self.var(), tuple(
-                    self.string_kind(record, f) == "optional" for f in group)
+                key, piece = self.var(), self.var()
+                optional = tuple(self.string_kind(record, f) == "optional" for f in group)
                 out += [f"{pad}{key} = ({', '.join(values)},)", f"{pad}try:",
-                        f"{pad}    ap(_GROUPS[{key}])", f"{pad}except KeyError:",
-                        f"{pad}    ap(_cache_group({key}, {optional!r}))"]
+                        f"{pad}    {piece} = _GROUPS[{key}]", f"{pad}except KeyError:",
+                        f"{pad}    {piece} = _cache_group({key}, {optional!r})"]
+                pieces.append(piece)
                 i += len(group)
                 continue
             field = fields[i]
@@ -165,13 +180,16 @@ class _Compiler:
             out.append(f"{pad}{value} = {obj}.{field['name']}")
             kind = self.string_kind(record, field)
             if kind is None:
-                self.value(field["type"], value, out, depth)
+                pieces += self.value(field["type"], value, out, depth)
                 continue
             memo, miss = (("_OPTIONAL_STRINGS", "_cache_optional_string") if kind == "optional"
                           else ("_STRINGS", "_cache_string"))
             # A miss (or a value of the wrong type) takes the slow path, which raises for non-str.
-            out += [f"{pad}try:", f"{pad}    ap({memo}[{value}])",
-                    f"{pad}except KeyError:", f"{pad}    ap({miss}({value}))"]
+            piece = self.var()
+            out += [f"{pad}try:", f"{pad}    {piece} = {memo}[{value}]",
+                    f"{pad}except KeyError:", f"{pad}    {piece} = {miss}({value})"]
+            pieces.append(piece)
+        return pieces
 
     def string_kind(self, record: str, field: dict) -> str | None:
         """"plain" or "optional" for a memoized string field, None for any other field."""
@@ -185,11 +203,11 @@ class _Compiler:
             return "optional"
         return None
 
-    def value(self, schema: Any, expr: str, out: list[str], depth: int) -> None:
+    def value(self, schema: Any, expr: str, out: list[str], depth: int) -> list[str]:
+        """Statements for one value (``expr`` is a local name) → the expressions of its pieces."""
         pad = "    " * depth
         if isinstance(schema, list):
-            self.union(schema, expr, out, depth)
-            return
+            return self.union(schema, expr, out, depth)
         kind = schema["type"] if isinstance(schema, dict) else schema
         if isinstance(kind, str) and _short_name(kind) in self.named:
             schema, kind = self.named[_short_name(kind)], "record"
@@ -197,60 +215,70 @@ class _Compiler:
         # than the rest of the field's encoding.
         if kind == "string":
             b, n = self.var(), self.var()
-            out += [f"{pad}{b} = {expr}.encode()", f"{pad}{n} = len({b})",
-                    f"{pad}ap(_SMALL[{n}] if {n} < 16384 else _encode_long({n}))",
-                    f"{pad}ap({b})"]
-        elif kind == "bytes":
+            out += [f"{pad}{b} = {expr}.encode()", f"{pad}{n} = len({b})"]
+            return [f"_SMALL[{n}] if {n} < 16384 else _encode_long({n})", b]
+        if kind == "bytes":
             n = self.var()
-            out += [f"{pad}{n} = len({expr})",
-                    f"{pad}ap(_SMALL[{n}] if {n} < 16384 else _encode_long({n}))",
-                    f"{pad}ap({expr})"]
-        elif kind in ("int", "long"):
-            out.append(f"{pad}ap(_SMALL[{expr}] if 0 <= {expr} < 16384 else _encode_long({expr}))")
-        elif kind == "boolean":
-            out.append(f"{pad}ap(b'\\x01' if {expr} else b'\\x00')")
-        elif kind == "double":
-            out.append(f"{pad}ap(_PACK_DOUBLE({expr}))")
-        elif kind == "null":
-            pass
-        elif kind == "record":
+            out.append(f"{pad}{n} = len({expr})")
+            return [f"_SMALL[{n}] if {n} < 16384 else _encode_long({n})", expr]
+        if kind in ("int", "long"):
+            return [f"_SMALL[{expr}] if 0 <= {expr} < 16384 else _encode_long({expr})"]
+        if kind == "boolean":
+            return [f"b'\\x01' if {expr} else b'\\x00'"]
+        if kind == "double":
+            return [f"_PACK_DOUBLE({expr})"]
+        if kind == "null":
+            return []
+        if kind == "record":
             name = _short_name(schema["name"])
             if name in self.inlining or "w_" + name in self.functions:
-                out.append(f"{pad}{self.record_function(schema)}({expr}, ap)")
-            else:
-                # A nested record: its fields inline, saving a call per record written.
-                self.named[name] = schema
-                self.inlining.append(name)
-                self.record_fields(schema, expr, out, depth)
-                self.inlining.pop()
-        elif kind in ("map", "array"):
-            item = self.var()
-            key = self.var()
-            out.append(f"{pad}if {expr}:")
-            out.append(f"{pad}    ap(_long(len({expr})))")
+                return [f"{self.record_function(schema)}({expr})"]
+            # A nested record: its fields inline, saving a call per record written.
+            self.named[name] = schema
+            self.inlining.append(name)
+            pieces = self.record_fields(schema, expr, out, depth)
+            self.inlining.pop()
+            return pieces
+        if kind in ("map", "array"):
+            # One block of all items, then the empty block; the items go to a list of their own.
+            items, item, key, piece = self.var(), self.var(), self.var(), self.var()
+            body: list[str] = []
             if kind == "map":
-                out.append(f"{pad}    for {key}, {item} in {expr}.items():")
-                self.value("string", key, out, depth + 2)
-                self.value(schema["values"], item, out, depth + 2)
+                loop = f"for {key}, {item} in {expr}.items():"
+                item_pieces = self.value("string", key, body, depth + 2)
+                item_pieces += self.value(schema["values"], item, body, depth + 2)
             else:
-                out.append(f"{pad}    for {item} in {expr}:")
-                self.value(schema["items"], item, out, depth + 2)
-            out.append(f"{pad}ap(b'\\x00')")
-        else:
-            raise SchemaError(f"the compiled writer does not support Avro type {kind!r}")
+                loop = f"for {item} in {expr}:"
+                item_pieces = self.value(schema["items"], item, body, depth + 2)
+            out += [f"{pad}if {expr}:", f"{pad}    {items} = [_long(len({expr}))]",
+                    f"{pad}    {loop}"] + body + [
+                    f"{pad}        {items} += {_tuple(item_pieces)}",
+                    f"{pad}    {items}.append(b'\\x00')",
+                    f"{pad}    {piece} = b''.join({items})",
+                    f"{pad}else:", f"{pad}    {piece} = b'\\x00'"]
+            return [piece]
+        raise SchemaError(f"the compiled writer does not support Avro type {kind!r}")
 
-    def union(self, branches: list, expr: str, out: list[str], depth: int) -> None:
+    def union(self, branches: list, expr: str, out: list[str], depth: int) -> list[str]:
         pad = "    " * depth
         branches = [self.named.get(_short_name(b), b) if isinstance(b, str) else b
                     for b in branches]
         kinds = [b["type"] if isinstance(b, dict) else b for b in branches]
         if len(branches) == 2 and kinds[0] == "null":
+            # Both branches bind the same pieces (b'' for what null leaves out), so that the
+            # record's join can name them whichever branch ran.
+            body: list[str] = []
+            inner = self.value(branches[1], expr, body, depth + 1)
+            index, names = self.var(), [self.var() for _ in inner]
             out.append(f"{pad}if {expr} is None:")
-            out.append(f"{pad}    ap(b'\\x00')")
+            out.append(f"{pad}    {index} = b'\\x00'")
+            if names:
+                out.append(f"{pad}    {' = '.join(names)} = b''")
             out.append(f"{pad}else:")
-            out.append(f"{pad}    ap(b'\\x02')")
-            self.value(branches[1], expr, out, depth + 1)
-        elif all(k == "record" for k in kinds):
+            out.append(f"{pad}    {index} = b'\\x02'")
+            out += body + [f"{pad}    {name} = {piece}" for name, piece in zip(names, inner)]
+            return [index] + names
+        if all(k == "record" for k in kinds):
             # A union of records is chosen by the dataclass's name, which equals the record's.
             table = {_short_name(b["name"]): (i, self.record_function(b)) for i, b in enumerate(branches)}
             entries = ", ".join(f"{name!r}: ({_long(i)!r}, {fn})" for name, (i, fn) in table.items())
@@ -258,10 +286,16 @@ class _Compiler:
             self.tables.append(f"{table_name} = {{{entries}}}")
             index, fn = self.var(), self.var()
             out.append(f"{pad}{index}, {fn} = {table_name}[type({expr}).__name__]")
-            out.append(f"{pad}ap({index})")
-            out.append(f"{pad}{fn}({expr}, ap)")
-        else:
-            raise SchemaError(f"the compiled writer does not support the union {kinds}")
+            return [index, f"{fn}({expr})"]
+        raise SchemaError(f"the compiled writer does not support the union {kinds}")
+
+
+def _tuple(pieces: list[str]) -> str:
+    return "(" + "".join(f"{p}, " for p in pieces) + ")"
+
+
+def _joined(pieces: list[str]) -> str:
+    return f"b''.join({_tuple(pieces)})" if pieces else "b''"
 
 
 def _build(schema: dict, named: dict[str, dict] | None, cached: Collection[tuple[str, str]],
@@ -271,14 +305,13 @@ def _build(schema: dict, named: dict[str, dict] | None, cached: Collection[tuple
     source = "\n\n".join("\n".join(lines) for lines in compiler.functions.values())
     source += "\n\n" + "\n".join(compiler.tables)
     if header is not None:
-        # The whole single-object record in one call: header, the body written inline, bytes.
-        lines = compiler.functions[entry][1:]
-        source += ("\n\ndef encode(obj):\n    parts = [_HEADER]\n    ap = parts.append\n"
-                   + "\n".join(lines) + "\n    return b''.join(parts)\n")
+        # The whole single-object record in one call: header and the body in one join.
+        body, pieces = compiler.bodies[entry]
+        source += ("\n\ndef encode(obj):\n" + "".join(f"    {line}\n" for line in body)
+                   + f"    return {_joined(['_HEADER'] + pieces)}\n")
         entry = "encode"
     else:
-        source += (f"\n\ndef write(obj, buf):\n    parts = []\n    {entry}(obj, parts.append)\n"
-                   "    buf += b''.join(parts)\n")
+        source += f"\n\ndef write(obj, buf):\n    buf += {entry}(obj)\n"
         entry = "write"
     namespace: dict[str, Any] = {"_long": _long, "_SMALL": _SMALL, "_encode_long": _encode_long,
                                  "_PACK_DOUBLE": _PACK_DOUBLE, "_HEADER": header,
