@@ -177,6 +177,12 @@ def _escaped(text: str) -> str:
     return orjson.dumps(text).decode()[1:-1]
 
 
+@lru_cache(maxsize=1024)
+def _member_name(name: str) -> str:
+    """``"name":`` — a call's argument names are few and come again in every element."""
+    return json_text(name) + ":"
+
+
 class StreamedArguments:
     """Reassembles ``partialArgs`` into the argument object and, as long as the paths arrive in
     document order (they do in every recording), streams its JSON text: the concatenation of the
@@ -197,7 +203,9 @@ class StreamedArguments:
         stopped), or None when the value cannot be placed (the path contradicts the tree)."""
         was_open = self._open_string
         growing = was_open == segments and type(value) is str
-        if len(segments) == 1 and type(segments[0]) is str:
+        if growing and not value:
+            pass  # Vertex ends every string with an empty fragment: the tree stays as it is
+        elif len(segments) == 1 and type(segments[0]) is str:
             # A top-level member (most streamed arguments): what _place does, without the walk.
             tree, key = self.tree, segments[0]
             tree[key] = tree.get(key) + value if growing else value
@@ -208,7 +216,8 @@ class StreamedArguments:
         if not self.in_order:
             return ""
         if growing:
-            return _escaped(value) if more else _escaped(value) + '"'
+            text = _escaped(value) if value else ""
+            return text if more else text + '"'
         out = self._write(segments, value, more, was_open is not None)
         if out is None:
             self.in_order = False
@@ -259,7 +268,7 @@ class StreamedArguments:
                 container[3].add(segment)
                 if container[2]:
                     out.append(",")
-                out.append(json_text(segment) + ":")
+                out.append(_member_name(segment))
             container[2] += 1
             if position < len(segments) - 1:
                 is_array = type(segments[position + 1]) is int
@@ -784,7 +793,8 @@ class GeminiGenerateAdapter(Adapter):
                 value, present = _partial_value(arg)
                 if not present:
                     continue
-            segments = parse_json_path(str(arg.get("jsonPath") or ""))
+            path = arg.get("jsonPath")
+            segments = parse_json_path(path) if type(path) is str else None
             fragment = None if segments is None else call.args.put(
                 segments, value, arg.get("willContinue") is True)
             if fragment is None:
