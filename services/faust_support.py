@@ -9,7 +9,10 @@ aiokafka's fetcher from the event loop's thread and can break a fetch in progres
 - :class:`PartitionOrder`: each source partition processed in offset order without holes, and
   what the consumer dropped (around rebalances, at start-up) fetched again (faust-streaming#596);
 - :class:`RecoveryWatch`: a table recovery that stopped receiving its changelog helped along;
-- :class:`QuietMonitor`: Faust's default monitor without its per-record bookkeeping.
+- :class:`QuietMonitor`: Faust's default monitor without its per-record bookkeeping;
+- :func:`transport` (:class:`BatchingConsumer`) and :func:`take_batches`: records from the
+  consumer to an agent without a task, a wait or an event-loop turn per record, and fetches
+  that do not sit at the broker while records wait.
 
 A newer faust-streaming may make some of them unnecessary; the processor's rebalance and
 SIGKILL tests say whether they still hold.
@@ -17,19 +20,24 @@ SIGKILL tests say whether they still hold.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 from faust.sensors.monitor import Monitor
+from faust.transport import consumer as faust_consumer
+from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from modelevents.services.kafka_io import make_consumer, partition_for_key, start_client
 from modelevents.services.settings import PipelineSettings
 
-__all__ = ["RunTable", "PartitionOrder", "LogStarts", "RecoveryWatch", "QuietMonitor"]
+__all__ = ["RunTable", "PartitionOrder", "LogStarts", "RecoveryWatch", "QuietMonitor",
+           "BatchingConsumer", "transport", "take_batches"]
 
 log = logging.getLogger("modelevents.processor")
 
@@ -292,3 +300,219 @@ class QuietMonitor(Monitor):
 
     def on_send_completed(self, producer: Any, state: Any, metadata: Any) -> None:
         return None
+
+
+# --- from the consumer to an agent, in batches ---------------------------------------------------
+#
+# Measured on the pipeline bench (2 cores): Faust's own path from the fetched records to an agent
+# cost the worker more than its work (decoding, adapters, sequencing, encoding) and let it wait
+# for records a third of the time. Three things, each fixed where it happens:
+
+
+class BatchingConsumer(faust_aiokafka.Consumer):
+    """Faust's aiokafka consumer, with two differences.
+
+    **Delivery without a task per record.** ``Consumer._drain_messages`` hands every record to
+    the conductor through ``Service.wait_first(callback(message), suspend_flow.wait())``: four
+    tasks and an ``asyncio.wait`` per record, so that a delivery that blocks (a full stream
+    buffer, flow control, a full producer buffer, the conductor's lock) can be abandoned when a
+    rebalance suspends the flow. Here a record whose delivery cannot block — none of those
+    conditions holds, which :meth:`_may_block` checks the way the conductor's handler tests them
+    — is delivered by a plain ``await`` (the handler then runs to its end without suspending);
+    any other record takes Faust's ``wait_first`` as before. Everything else in the loop (read
+    offsets, gaps, commits every ``broker_commit_every`` acks, a yield every 100 records) is
+    Faust 0.15.3's.
+
+    **Fetches that are not held back.** Faust creates the aiokafka consumer with
+    ``fetch_max_wait_ms=1500``. aiokafka keeps one fetch in flight per broker, and leaves out of
+    it every partition that still has records waiting to be consumed; so with one broker, a
+    fetch sent while the frames partitions still had records held only partitions with nothing
+    new (changelogs, ``ingest``, the internal topics), and the broker held it 1.5 s — during
+    which the frames partitions, consumed meanwhile, could not be fetched. Seen as a one-second
+    stall every few thousand records under load, and as added latency at any load.
+    ``fetch_max_wait_ms`` bounds that wait (the cost is one empty fetch per interval when idle).
+    And a partition Faust leaves out of its fetches is paused in aiokafka too (see
+    ``_ConsumerThread._pause_inactive``).
+    """
+
+    fetch_max_wait_ms = 1500  # the transport's subclass sets the value the processor chose
+
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    def _may_block(self, tp: Any) -> bool:
+        app = self.app
+        buffer = app.producer.buffer
+        conductor = app.topics
+        return (self.suspend_flow.is_set() or not app.flow_control.is_active()
+                or conductor._tp_to_callback_lock.locked()
+                or buffer.size > buffer.max_messages
+                or any(channel.queue.full() for channel in conductor._tp_index.get(tp, ())))
+
+    async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - a worker's loop
+        # Faust 0.15.3's Consumer._drain_messages; only the delivery differs (see the class).
+        callback = self.callback
+        getmany = self.getmany
+        consumer_should_stop = self._stopped.is_set
+        fetcher_should_stop = fetcher._stopped.is_set
+        get_read_offset = self._read_offset.__getitem__
+        set_read_offset = self._read_offset.__setitem__
+        set_flag = self.diag.set_flag
+        unset_flag = self.diag.unset_flag
+        commit_every = self._commit_every
+        acks_enabled_for = self.app.topics.acks_enabled_for
+        may_block = self._may_block
+        suspend_flow = self.suspend_flow
+        yield_every = 100
+        num_since_yield = 0
+        sleep = asyncio.sleep
+        try:
+            while not (consumer_should_stop() or fetcher_should_stop()):
+                set_flag(faust_consumer.CONSUMER_FETCHING)
+                ait = getmany(timeout=1.0)
+                await self.sleep(0)
+                if not self.should_stop:
+                    async for tp, message in ait:
+                        num_since_yield += 1
+                        if num_since_yield > yield_every:
+                            await sleep(0)
+                            num_since_yield = 0
+                        offset = message.offset
+                        r_offset = get_read_offset(tp)
+                        if r_offset is None or offset >= r_offset:
+                            gap = offset - (r_offset or 0)
+                            if gap > 1 and r_offset and acks_enabled_for(message.topic):
+                                await self._add_gap(tp, r_offset + 1, offset)
+                            if commit_every is not None and self._n_acked >= commit_every:
+                                self._n_acked = 0
+                                await self.commit()
+                            if may_block(tp):
+                                await self.wait_first(callback(message), suspend_flow.wait())
+                            else:
+                                await callback(message)
+                            set_read_offset(tp, offset)
+                    unset_flag(faust_consumer.CONSUMER_FETCHING)
+        except self.consumer_stopped_errors:
+            if self.transport.app.should_stop:
+                self.log.info("Broker stopped consumer, shutting down...")
+                return
+            raise
+        except asyncio.CancelledError:
+            if self.transport.app.should_stop:
+                self.log.info("Consumer shutting down for user cancel.")
+                return
+            raise
+        except Exception as exc:
+            self.log.exception("Drain messages raised: %r", exc)
+            raise
+        finally:
+            unset_flag(faust_consumer.CONSUMER_FETCHING)
+
+
+class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport: Any) -> AIOKafkaConsumer:
+        consumer = super()._create_worker_consumer(transport)
+        # Read by AIOKafkaConsumer.start() when it creates its fetcher; Faust passes no setting.
+        consumer._fetch_max_wait_ms = self.consumer.fetch_max_wait_ms
+        return consumer
+
+    async def _fetch_records(self, consumer: AIOKafkaConsumer, active_partitions: Any,
+                             timeout: float | None = None, max_records: int | None = None) -> Any:
+        if active_partitions is not None and self.consumer.flow_active:
+            await self._pause_inactive(consumer, active_partitions)
+        return await super()._fetch_records(consumer, active_partitions, timeout=timeout,
+                                            max_records=max_records)
+
+    @staticmethod
+    async def _pause_inactive(consumer: AIOKafkaConsumer, active: Any) -> None:
+        # Faust "pauses" a partition (a changelog once its table is recovered, a partition whose
+        # stream buffer is full) by leaving it out of the partitions it asks for; aiokafka knows
+        # nothing of it, goes on fetching it, and keeps what it fetched for it — and while a
+        # partition holds fetched records nobody takes, aiokafka sends no fetch to that broker
+        # for 100 ms (its prefetch backoff). Seen as ~100 ms stalls after every start: the
+        # worker's own changelog writes, fetched and never consumed. So what Faust leaves out is
+        # paused in aiokafka too, and what aiokafka holds for it dropped (its position did not
+        # move: resumed, it is fetched again from there).
+        paused = consumer.paused()
+        resumed = [tp for tp in paused if tp in active]
+        if resumed:
+            consumer.resume(*resumed)
+        idle = [tp for tp in consumer.assignment() if tp not in active and tp not in paused]
+        if idle:
+            consumer.pause(*idle)
+            try:  # a paused partition's fetched records are dropped when asked for
+                await consumer._fetcher.fetched_records(idle, timeout=0)
+            except KafkaError as exc:  # an error fetched for it: it comes again when resumed
+                log.debug("dropped the fetch error of paused partitions %s: %r", idle, exc)
+
+
+def transport(app: faust.App, fetch_max_wait: float) -> faust_aiokafka.Transport:
+    """The aiokafka transport of ``app`` with :class:`BatchingConsumer` as its consumer; assign
+    it to ``app.transport`` before anything uses the app's consumer."""
+    consumer = type("BatchingConsumer", (BatchingConsumer,),
+                    {"fetch_max_wait_ms": max(1, round(fetch_max_wait * 1000))})
+    cls = type("BatchingTransport", (faust_aiokafka.Transport,), {"Consumer": consumer})
+    return cls(app.conf.broker_consumer, app)
+
+
+def take_batches(stream: Any, max_records: int, within: float) -> AsyncIterator[list[Any]]:
+    """The events of an agent's stream in batches of up to ``max_records``: what is waiting is
+    taken at once, and a batch waits at most ``within`` seconds after its first event for more.
+
+    For ``stream.noack_take``, which hands each event through the stream's iterator — a
+    processor, sensors, a context variable and an ``asyncio.sleep(0)`` (an event-loop turn) per
+    event — and waits ``within`` after each batch even when records are waiting. Here the events
+    are taken from the channel's queue directly and prepared as the stream's iterator prepares
+    them (``faust/_cython/streams.pyx``, ``_prepare_event``): an event delivered before the
+    current consumer generation, or while flow control is suspended (a rebalance), is left out —
+    neither processed nor acked; its partition's next session reads it again from the committed
+    offset — and every other event's message is tracked as unacked, so that Faust waits for its
+    ack before it commits or hands its partition over. Acks stay the caller's
+    (``stream.ack``), as with ``noack_take``.
+
+    The stream's channel is subscribed here, at the call, as iterating the stream would: call
+    it before the agent's first ``await``, so that the consumer's first subscription includes
+    the agent's topics (Faust subscribes once the agents started; a topic added later waits for
+    a resubscription 45 s on).
+    """
+    channel = aiter(stream.channel)  # registers the topic with the conductor
+    return _take(stream, channel.queue, max_records, within)
+
+
+async def _take(stream: Any, queue: Any, max_records: int, within: float,
+                ) -> AsyncIterator[list[Any]]:
+    app = stream.app
+    track = app.consumer._unacked_messages.add
+    acking_topics = app.topics._acking_topics
+    flow_control = app.flow_control
+    loop = asyncio.get_running_loop()
+    while not stream.should_stop:
+        try:
+            events = [await queue.get()]
+        except StopAsyncIteration:  # Faust ends a channel this way when it stops
+            return
+        deadline = loop.time() + within
+        while True:
+            while len(events) < max_records and not queue.empty():
+                events.append(queue.get_nowait())
+            remaining = deadline - loop.time()
+            if len(events) >= max_records or remaining <= 0:
+                break
+            try:
+                async with asyncio.timeout(remaining):
+                    events.append(await queue.get())
+            except (TimeoutError, StopAsyncIteration):
+                break
+        generation = app.consumer_generation_id
+        active = flow_control.is_active()
+        batch = []
+        for event in events:
+            message = event.message
+            if not active or message.generation_id != generation:
+                continue
+            if not message.tracked and message.topic in acking_topics:
+                message.tracked = True
+                track(message)
+            batch.append(event)
+        if batch:
+            yield batch

@@ -1,18 +1,29 @@
-"""Sending one batch's outputs: in order, every acknowledgement awaited, transient failures retried.
+"""Sending one batch's outputs: grouped per partition, every acknowledgement awaited, transient
+failures retried.
 
 The processor acks a batch's source records only after its outputs are durable, so an output
 that cannot be sent must stop the batch, not vanish. Resending is safe because every output is
 idempotent (the same event under the same ``seq``, the same RunState, a dead letter more).
+
+The records of a batch are appended, per topic partition and in the order they were added, to
+record batches of aiokafka's own (``producer.create_batch`` / ``send_batch``), one produce
+future per record batch instead of one per record: aiokafka's ``send`` costs a future, a
+partitioner call and an accumulator lookup for every record, which was a tenth of the worker's
+time. Order is kept where Kafka keeps it — within a partition — and the idempotent producer
+(acks=all) numbers these record batches like any other.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, KafkaTimeoutError
+
+from modelevents.services.kafka_io import partition_for_key
 
 __all__ = ["Outbox", "transient"]
 
@@ -21,17 +32,27 @@ log = logging.getLogger("modelevents.processor")
 # Waits between resends of what the broker did not acknowledge; the last one repeats.
 RETRY_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
+_Record = tuple[str, bytes | None, bytes]
+
 
 class Outbox:
-    """The outputs of one batch, sent in order and acknowledged before the batch is committed."""
+    """The outputs of one batch, acknowledged before the batch is committed.
 
-    def __init__(self, producer: AIOKafkaProducer) -> None:
+    ``partitions``: the partition count of every topic written to (the pipeline's topics all
+    have the same); a record is sent to the partition its key hashes to, as aiokafka's default
+    partitioner (murmur2) would send it. A record without key goes through ``producer.send``.
+    """
+
+    def __init__(self, producer: AIOKafkaProducer, partitions: int) -> None:
         self.producer = producer
-        self.records: list[tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]] = []
+        self.partitions = partitions
+        self.records: list[_Record] = []
 
-    def add(self, topic: str, key: bytes | None, value: bytes,
-            headers: list[tuple[str, bytes]] | None = None) -> None:
-        self.records.append((topic, key, value, headers))
+    def add(self, topic: str, key: bytes | None, value: bytes) -> None:
+        self.records.append((topic, key, value))
+
+    def __len__(self) -> int:
+        return len(self.records)
 
     async def send_all(self) -> None:
         """Send every record and wait for the broker's acks. Transient failures are retried
@@ -39,23 +60,26 @@ class Outbox:
         pending = self.records
         attempt = 0
         while pending:
-            futures: list[Any] = []
-            for position, (topic, key, value, headers) in enumerate(pending):
+            sent: list[tuple[list[_Record], Any]] = []  # (records, future or the send's error)
+            for records, batch, topic, partition in self._batches(pending):
                 try:
-                    futures.append(await self.producer.send(topic, value, key=key, headers=headers))
+                    if batch is None:
+                        topic, key, value = records[0]
+                        future = await self.producer.send(topic, value, key=key)
+                    else:
+                        future = await self.producer.send_batch(batch, topic, partition=partition)
                 except KafkaError as exc:
-                    # Not queued: this record and the rest are retried in order.
-                    futures += [exc] * (len(pending) - position)
-                    break
+                    future = exc  # not queued: retried with the others that failed
+                sent.append((records, future))
             results = await asyncio.gather(
-                *(f for f in futures if not isinstance(f, BaseException)), return_exceptions=True)
+                *(f for _, f in sent if not isinstance(f, BaseException)), return_exceptions=True)
             outcomes = iter(results)
-            failed = []
+            failed: list[_Record] = []
             first_error: BaseException | None = None
-            for record, future in zip(pending, futures):
+            for records, future in sent:
                 outcome = future if isinstance(future, BaseException) else next(outcomes)
                 if isinstance(outcome, BaseException):
-                    failed.append(record)
+                    failed += records
                     first_error = first_error or outcome
             if not failed:
                 break
@@ -68,6 +92,35 @@ class Outbox:
             await asyncio.sleep(delay)
             pending = failed
         self.records = []
+
+    def _batches(self, records: list[_Record]) -> Iterator[tuple[list[_Record], Any, str, int]]:
+        """(records, record batch, topic, partition) per topic partition, in the order of
+        ``records`` within each; a record batch holds as much as the producer's batch size lets
+        it. A record without key, or one too big for a record batch of its own, comes with
+        ``None`` for ``producer.send``."""
+        by_partition: dict[tuple[str, int], list[_Record]] = {}
+        for record in records:
+            topic, key, _value = record
+            if key is None:
+                yield [record], None, topic, -1
+                continue
+            by_partition.setdefault((topic, partition_for_key(key, self.partitions)), []).append(record)
+        create = self.producer.create_batch
+        for (topic, partition), group in by_partition.items():
+            batch, members = create(), []
+            for record in group:
+                if batch.append(key=record[1], value=record[2], timestamp=None) is None:
+                    if members:  # full: send it, start the next
+                        yield members, batch, topic, partition
+                        batch, members = create(), []
+                        if batch.append(key=record[1], value=record[2], timestamp=None) is not None:
+                            members.append(record)
+                            continue
+                    yield [record], None, topic, partition  # larger than a record batch
+                    continue
+                members.append(record)
+            if members:
+                yield members, batch, topic, partition
 
 
 def transient(exc: BaseException | None) -> bool:

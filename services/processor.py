@@ -41,8 +41,10 @@ no run has claimed (yet, or any more) starts a run of that name: a webhook that 
 stream announcing the id is not merged afterwards.
 
 Delivery: at-least-once with idempotent outputs (Faust's exactly_once has open duplicate bugs).
-Each agent takes records in batches (``stream.noack_take``) and, per batch: computes; sends the
-outputs through an idempotent producer (acks=all) and waits for every acknowledgement; then
+Each agent takes records in batches (``faust_support.take_batches``: what is waiting, up to
+``batch_size``, or what arrives within ``batch_within`` of a batch's first record) and, per
+batch: computes; sends the outputs through an idempotent producer (acks=all), grouped into one
+record batch per partition (``services/outbox.py``), and waits for every acknowledgement; then
 writes each touched run's state to its table once (one changelog record per run and batch: the
 adapters and the numbering together, so they never disagree) and acks the batch's records.
 Faust commits acked offsets only after flushing the changelog records queued before them, so a
@@ -55,7 +57,8 @@ the acks before it commits and hands a partition over (``modelevents worker`` le
 final commit if that hangs, which loses nothing). All this assumes each source partition is
 processed in offset order without holes, which faust-streaming 0.15.3 does not quite guarantee
 around rebalances and at start-up; ``services/faust_support.py`` restores it (and says how),
-``services/outbox.py`` sends outputs.
+and also takes Faust's per-record tasks and waits out of the path from the consumer to the agent
+(``BatchingConsumer``, ``take_batches``); ``services/outbox.py`` sends outputs.
 
 Pipelining. The run agent computes batch ``n + 1`` while the broker acknowledges batch ``n``'s
 outputs: a batch's sending, table writes and acks run in a task of their own, chained after
@@ -108,12 +111,14 @@ from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import DeadLetter
 from modelevents.services import topics
+from modelevents.services import faust_support
 from modelevents.services.faust_support import (
     LogStarts,
     PartitionOrder,
     QuietMonitor,
     RecoveryWatch,
     RunTable,
+    take_batches,
 )
 from modelevents.services.kafka_io import partition_for_key, start_client, start_producer
 from modelevents.services.outbox import Outbox
@@ -148,8 +153,13 @@ _TOPIC_ALREADY_EXISTS = 36
 class ProcessorTuning:
     """Knobs with defaults that suit one worker on a small machine."""
 
-    batch_size: int = 1000  # records per batch (stream.noack_take max)
-    batch_within: float = 0.1  # seconds a partial batch waits for more records
+    batch_size: int = 1000  # records per batch at most
+    # Seconds a batch waits, after its first record, for more. Records that are waiting are taken
+    # at once; under load batches fill while the previous one is being sent, so this only bounds
+    # how long a lone record waits for company (latency at low load).
+    batch_within: float = 0.01
+    # Seconds the broker may hold a fetch that finds nothing new (see BatchingConsumer).
+    fetch_max_wait: float = 0.025
     # Run states kept unpickled between batches (beyond those of the batches in flight).
     cached_runs: int = 10_000
     retention: float = 3600.0  # seconds before idle/terminal run state is released
@@ -161,9 +171,9 @@ class ProcessorTuning:
 
     def __post_init__(self) -> None:
         if (self.batch_size < 1 or self.batch_within <= 0 or self.retention <= 0
-                or self.session_timeout < 6 or self.cached_runs < 0):
-            raise ValueError("batch_size ≥ 1, batch_within > 0, retention > 0, cached_runs ≥ 0 "
-                             "and session_timeout ≥ 6 s are required")
+                or self.session_timeout < 6 or self.cached_runs < 0 or self.fetch_max_wait <= 0):
+            raise ValueError("batch_size ≥ 1, batch_within > 0, fetch_max_wait > 0, retention > 0, "
+                             "cached_runs ≥ 0 and session_timeout ≥ 6 s are required")
 
     @property
     def sweep_every(self) -> float:
@@ -267,6 +277,7 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
         autodiscover=False,
         datadir=str(datadir),
     )
+    app.transport = faust_support.transport(app, tuning.fetch_max_wait)
     _Processor(app, settings, tuning)
     return app
 
@@ -441,12 +452,14 @@ class _Processor:
         """Run ``compute`` over the stream's batches; each batch's second half (send, write,
         ack: :meth:`_finish`) in a task chained after the previous batch's. ``pipelined``: the
         next batch is computed while the previous one's outputs are acknowledged."""
+        # Before the first await: this subscribes the agent's topics (see take_batches).
+        batches = take_batches(stream, self.tuning.batch_size, self.tuning.batch_within)
         producer = await start_producer(self.settings, **_PRODUCER_TUNING) if with_producer else None
         order = PartitionOrder(self.app, topics, self.log_starts)
         self.orders.append(order)
         in_flight: list[asyncio.Task] = []  # oldest first; at most two
         try:
-            async for batch in stream.noack_take(self.tuning.batch_size, self.tuning.batch_within):
+            async for batch in batches:
                 # At most one batch waits behind the one being sent (bounded memory, and a
                 # stop or rebalance waits for little).
                 while len(in_flight) > (1 if pipelined else 0):
@@ -459,7 +472,7 @@ class _Processor:
                     self.rebalanced = False
                 fresh, again, held = await order.split(batch)
                 order.abandon(held)
-                outbox = Outbox(producer) if producer is not None else None
+                outbox = Outbox(producer, self.settings.partitions) if producer is not None else None
                 computed = compute(fresh, outbox)
                 computed.records = fresh + again
                 previous = in_flight[-1] if in_flight else None
