@@ -126,6 +126,7 @@ class Adapter:
         self._frame = frame
         self._source_id = frame_id
         self._cursor = frame.cursor
+        self._closed = False  # input again after a close: the next close ends this input too
         self._envelope = None  # built by emit on the frame's first event: many frames have none
         out = self._out = []
         try:

@@ -35,9 +35,11 @@ class ServedApp:
 
     url = base_url
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 15.0) -> None:
         self.server.should_exit = True
         self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise RuntimeError(f"the server on port {self.port} did not stop within {timeout:g} s")
 
     def __enter__(self) -> ServedApp:
         return self
@@ -50,8 +52,9 @@ def serve_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, *, name: s
                     lifespan: str = "on", startup_timeout: float = 30.0) -> ServedApp:
     """Serve ``app`` on ``host:port`` in a daemon thread; raises ConfigError saying why when it
     does not start (a port in use, a failing startup: uvicorn logged the cause)."""
+    # A bounded graceful stop: open SSE followers would otherwise hold it up for ever.
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan=lifespan,
-                            access_log=False)
+                            access_log=False, timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"{name}-{port}", daemon=True)
     thread.start()

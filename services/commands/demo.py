@@ -50,24 +50,25 @@ SESSIONS = (
 
 
 # Runs started through the gateway: (label, provider, api, simulator scenario, the recording
-# it serves — the offline truth —, request options).
+# it serves — the offline truth —, request options, what the gateway's call must show).
 GATEWAY_SESSIONS = (
     ("responses-tools", "openai", "openai-responses", "openai-responses/tool-call-parallel",
-     "openai-responses/tool-call-parallel.sse", {}),
+     "openai-responses/tool-call-parallel.sse", {}, {}),
     ("chat-reasoning", "openai", "openai-chat", "openai-chat/reasoning-then-text",
-     "openai-chat/reasoning-then-text.sse", {}),
+     "openai-chat/reasoning-then-text.sse", {}, {}),
     ("claude-pause-turn", "anthropic", "anthropic-messages",
      "anthropic-messages/pause-turn-then-continuation",
-     "anthropic-messages/pause-turn-then-continuation.sse", {}),
+     "anthropic-messages/pause-turn-then-continuation.sse", {}, {}),
     ("interactions-cut-resumed", "google", "gemini-interactions",
-     "gemini-interactions/cut-after-4", "gemini-interactions/google-search-cited-event-ids.sse",
-     {}),
+     "gemini-interactions/cut-after-4-overlap-2",
+     "gemini-interactions/google-search-cited-event-ids.sse", {}, {"resumed": 1}),
     ("generate-grounding", "google", "gemini-generate", "gemini-generate/grounding-citations",
-     "gemini-generate/grounding-citations.sse", {}),
+     "gemini-generate/grounding-citations.sse", {}, {}),
     ("responses-429-retried", "openai", "openai-responses",
-     "openai-responses/rate-limited-once", "openai-responses/text-with-usage.sse", {}),
+     "openai-responses/rate-limited-once", "openai-responses/text-with-usage.sse", {},
+     {"retries": 1}),
     ("responses-background-polled", "openai", "openai-responses",
-     "openai-responses/text-with-usage", None, {"background": True}),
+     "openai-responses/text-with-usage", None, {"background": True}, {"polls": 2}),
 )
 
 
@@ -108,6 +109,8 @@ class DemoRun:
     seqs: set[int] = field(default_factory=set)
     records: int = 0
     via: str = "feed"
+    expect_call: dict[str, int] = field(default_factory=dict)  # gateway runs: call facts
+    call: dict | None = None  # gateway runs: GET /v1/runs/{id} calls[-1] at the end
 
 
 def _say(message: str) -> None:
@@ -142,7 +145,7 @@ def _interleave(runs: list[DemoRun]) -> list[ProviderFrame]:
 
 def _gateway_runs(tag: str) -> list[DemoRun]:
     runs = []
-    for label, _provider, api, _scenario, recording, options in GATEWAY_SESSIONS:
+    for label, _provider, api, _scenario, recording, _options, expect in GATEWAY_SESSIONS:
         run_id = f"demo-{tag}-gw-{label}"
         if recording is None:
             expected, count = RunState(run_id=run_id, tenant="default", status="completed"), None
@@ -150,7 +153,8 @@ def _gateway_runs(tag: str) -> list[DemoRun]:
             path = FIXTURES / recording
             events = normalize_bytes(path.read_bytes(), run_id=run_id, source_name=path.name).events
             expected, count = run_state_of(events, run_id=run_id), len(events)
-        runs.append(DemoRun(label, run_id, api, [], expected, count, via="gateway"))
+        runs.append(DemoRun(label, run_id, api, [], expected, count, via="gateway",
+                            expect_call=expect))
     return runs
 
 
@@ -215,11 +219,18 @@ def _report(runs: list[DemoRun], feed_stats) -> bool:
             check = "✓ as normalize" if good else (
                 f"✗ expected {run.expected.status} ({run.expected.reason}), "
                 f"{run.expected_events} events")
-        good = good and contiguous
+        call = run.call or {}
+        wrong = [f"{name} {call.get(name)}" for name in run.expect_call
+                 if call.get(name) != run.expect_call[name]]
+        if wrong:
+            check += f" ✗ gateway call: {', '.join(wrong)}, expected {run.expect_call}"
+        good = good and contiguous and not wrong
         ok &= good
         dupes = run.records - len(run.seqs)
+        facts = ", ".join(f"{k} {call[k]}" for k in ("resumed", "retries", "polls") if call.get(k))
         print(f"{run.run_id:<58} {run.via:<8} {run.api:<19} {state:<32} {len(run.seqs):>6}  "
-              f"{check}" + (f"  [{dupes} re-sent, deduped by seq]" if dupes else ""))
+              f"{check}" + (f"  [{dupes} re-sent, deduped by seq]" if dupes else "")
+              + (f"  [gateway: {facts}]" if facts else ""))
     print("\n! = needs_reconciliation (here: a stream cut before the provider's terminal event)")
     return ok
 
@@ -239,7 +250,7 @@ async def _start_gateway_runs(gateway_url: str, runs: list[DemoRun]) -> None:
 
     by_label = {r.session: r for r in runs}
     async with httpx.AsyncClient(base_url=gateway_url, timeout=30) as client:
-        for label, provider, api, scenario, _recording, options in GATEWAY_SESSIONS:
+        for label, provider, api, scenario, _recording, options, _expect in GATEWAY_SESSIONS:
             run = by_label[label]
             body = {"run_id": run.run_id, "max_output_tokens": 512,
                     "target": {"provider": provider, "api": api, "model": f"sim:{scenario}"},
@@ -256,6 +267,17 @@ async def _start_gateway_runs(gateway_url: str, runs: list[DemoRun]) -> None:
 
 
 
+async def _gateway_calls(gateway_url: str, runs: list[DemoRun]) -> None:
+    """What the gateway says of each of its runs' last call (GET /v1/runs/{id})."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=30) as client:
+        for run in runs:
+            if run.via == "gateway":
+                calls = (await client.get(f"/v1/runs/{run.run_id}")).json().get("calls") or []
+                run.call = calls[-1] if calls else None
+
+
 async def _feed_and_watch(settings, runs, worker, deadline, args, gateway_url):
     frames = _interleave([r for r in runs if r.via == "feed"])
     producer = await start_producer(settings)
@@ -266,6 +288,7 @@ async def _feed_and_watch(settings, runs, worker, deadline, args, gateway_url):
                                   rate=args.rate, seed=7)
         _say(f"  fed {stats.sent} records; waiting for the runs to settle ...")
         await watch
+        await _gateway_calls(gateway_url, runs)
         return stats
     finally:
         await producer.stop()
@@ -296,7 +319,8 @@ def run(args: argparse.Namespace) -> int:
 
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     started = time.monotonic()
-    _say("modelevents demo: broker, topics, a worker, recorded sessions of every provider API")
+    _say("modelevents demo: broker, topics, a worker, the gateway and a provider simulator; "
+         "recorded sessions of every provider API")
     broker = kafka_local.start(progress=lambda line: _say(f"  {line}"))
     _say(f"  broker at {broker.bootstrap_servers}"
          + (" (already running)" if not broker.started and not broker.external else ""))
@@ -316,16 +340,17 @@ def run(args: argparse.Namespace) -> int:
     tag = secrets.token_hex(3)
     runs = _prepare_runs(tag) + _gateway_runs(tag)
     worker = start_worker_process(settings, workdir, workdir / "worker.log")
-    _say(f"  worker pid {worker.pid} (log: {workdir / 'worker.log'})")
-    simulator, gateway = _start_servers(settings)
-    _say(f"  provider simulator at {simulator.base_url}; gateway at {gateway.url} "
-         f"(API docs {gateway.url}/docs)")
-    fed = [r for r in runs if r.via == "feed"]
-    _say(f"  feeding {sum(len(r.frames) for r in fed)} frames of {len(fed)} runs, "
-         f"interleaved, {args.duplicate:.0%} duplicated, and starting "
-         f"{len(runs) - len(fed)} runs through the gateway:")
+    simulator = gateway = None
     ok = False
     try:
+        _say(f"  worker pid {worker.pid} (log: {workdir / 'worker.log'})")
+        simulator, gateway = _start_servers(settings)
+        _say(f"  provider simulator at {simulator.base_url}; gateway at {gateway.url} "
+             f"(API docs {gateway.url}/docs)")
+        fed = [r for r in runs if r.via == "feed"]
+        _say(f"  feeding {sum(len(r.frames) for r in fed)} frames of {len(fed)} runs, "
+             f"interleaved, {args.duplicate:.0%} duplicated, and starting "
+             f"{len(runs) - len(fed)} runs through the gateway:")
         stats = asyncio.run(_feed_and_watch(settings, runs, worker, started + args.timeout, args,
                                             gateway.url))
         ok = _report(runs, stats)
@@ -336,8 +361,9 @@ def run(args: argparse.Namespace) -> int:
         tail = (workdir / "worker.log").read_text(errors="replace").splitlines()[-20:]
         raise DemoError(f"{exc}; last worker log lines:\n" + "\n".join(tail)) from None
     finally:
-        gateway.stop()
-        simulator.stop()
+        for server in (gateway, simulator):
+            if server is not None:
+                server.stop()
         stop_worker_process(worker)
         if args.stop_broker:
             kafka_local.stop()

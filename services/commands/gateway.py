@@ -87,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,
                                            log_level=args.loglevel, access_log=False,
                                            proxy_headers=False,
+                                           # Open SSE followers must not hold a stop up for ever.
+                                           timeout_graceful_shutdown=10,
                                            lifespan="on"))
     # uvicorn stops gracefully on SIGTERM/SIGINT, then re-raises the signal through the handler
     # that was in place before it started. A stop is this command's normal end (exit 0): the

@@ -26,8 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                     "GET /_simulator/scenarios lists them.",
         epilog="knob headers: x-simulator-cut-after-frame N, x-simulator-fail STATUS[:COUNT], "
                "x-simulator-delay-ms MS, x-simulator-chunk-seed N|off, "
-               "x-simulator-retry-after-ms MS, x-simulator-poll-steps N, x-simulator-session ID "
-               "(separate attempt counters). Needs the SDKs: pip install 'modelevents[simulator]'.")
+               "x-simulator-retry-after-ms MS, x-simulator-poll-steps N, "
+               "x-simulator-poll-delay-ms MS, x-simulator-cancel-polls N, "
+               "x-simulator-resume-overlap N, x-simulator-session ID (separate attempt "
+               "counters). Needs the SDKs: pip install 'modelevents[simulator]'.")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default: %(default)s)")
     p.add_argument("--port", type=int, default=8765,

@@ -23,7 +23,8 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 import httpx
@@ -72,7 +73,10 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
         gateway = Gateway(config, producer, manifest=manifest)
         gateway.fetcher = Fetcher(config, gateway.publish)
         # Streams: read may wait between frames (a model thinking); connecting may not.
-        gateway.http = httpx.AsyncClient(timeout=httpx.Timeout(config.call_timeout_s, connect=10.0))
+        gateway.http = httpx.AsyncClient(
+            timeout=httpx.Timeout(config.call_timeout_s, connect=10.0),
+            limits=httpx.Limits(max_connections=config.max_provider_connections,
+                                max_keepalive_connections=config.max_provider_connections))
         gateway.runs = runs.LocalRuns(config.local_runs)
         gateway.run_states = RunStates(config.kafka)
         await gateway.run_states.start()
@@ -91,6 +95,8 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
     for router in ROUTERS:
         app.include_router(router)
     app.add_exception_handler(ModelEventsError, _unavailable)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
     return app
 
 
@@ -106,6 +112,21 @@ class GatewayApp(FastAPI):
             if gateway is not None and await webhooks.serve_delivery(gateway, scope, receive, send):
                 return
         await super().__call__(scope, receive, send)
+
+
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    # One error shape across the gateway: {"error": "<what happened and what to do>"}.
+    return JSONResponse({"error": exc.detail}, status_code=exc.status_code,
+                        headers=exc.headers)
+
+
+async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+    first = errors[0] if errors else {"loc": [], "msg": "invalid"}
+    where = ".".join(str(part) for part in first["loc"][1:]) or "body"
+    return JSONResponse({"error": f"invalid request: {where}: {first['msg']}"
+                                  + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
+                         "code": "invalid_request", "detail": errors}, status_code=422)
 
 
 async def _unavailable(request: Request, exc: Exception) -> JSONResponse:

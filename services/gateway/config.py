@@ -27,10 +27,13 @@ the environment for what it sets, explicit CLI options win over both. A file loo
     poll_initial_s: 0.5                       # background runs: first poll delay (doubling) …
     poll_max_s: 10.0                          # … up to this …
     terminal_timeout_s: 600                   # … until the provider says the run is terminal
+    max_calls_in_flight: 1000                 # beyond: POST /v1/runs answers 429
+    api_tokens: {default: [tok_...]}          # or $MODELEVENTS_API_TOKEN; empty: open /v1/runs
 
 Providers are named as in their URLs and SDKs (``openai``, ``anthropic``, ``gemini``); runs name
 Gemini's provider ``google`` (as events do), which finds the ``gemini`` entry. Runs started by
-the gateway (``POST /v1/runs``) use ``base_url`` and ``api_key``; webhooks (OpenAI and Gemini
+the gateway (``POST /v1/runs``) use ``base_url`` and ``api_key``, and go only to providers that
+have a key (or whose ``base_url`` points at a local or compatible server that takes none); webhooks (OpenAI and Gemini
 only: Anthropic sends none) use ``webhook_secrets``, and ``api_key`` for the fetch.
 
 Environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_WEBHOOK_SECRET`` (the SDK's names),
@@ -74,6 +77,7 @@ PROVIDERS: dict[str, dict[str, Any]] = {
                "default_base_url": "https://generativelanguage.googleapis.com"},
 }
 WEBHOOK_PROVIDERS = tuple(name for name, entry in PROVIDERS.items() if entry["secret"])
+_DEFAULT_BASE_URLS = frozenset(entry["default_base_url"] for entry in PROVIDERS.values())
 # Provider names of events and the capability manifest that differ from the config's.
 _PROVIDER_ALIASES = {"google": "gemini"}
 
@@ -118,6 +122,12 @@ class ProviderConfig(BaseModel):
                     raise ValueError(f"tenant {tenant!r}: {exc}") from None
         return value
 
+    @property
+    def takes_runs(self) -> bool:
+        """Runs may go to this provider: it has an API key, or its base URL was pointed away
+        from the provider's own (a local or compatible server that takes none)."""
+        return self.api_key is not None or self.base_url not in _DEFAULT_BASE_URLS
+
     def keys_for(self, tenant: str) -> list[bytes]:
         """The HMAC keys of a tenant's secrets (empty: the tenant has no webhooks here)."""
         return [secret_key(s.get_secret_value()) for s in self.webhook_secrets.get(tenant, ())]
@@ -156,6 +166,12 @@ class GatewayConfig(BaseModel):
     call_timeout_s: float = Field(120.0, gt=0)
     # The runs this process started that it describes in GET /v1/runs/{id} (oldest forgotten).
     local_runs: int = Field(10_000, ge=1)
+    # Provider calls in flight at once; beyond, POST /v1/runs answers 429 (Retry-After).
+    max_calls_in_flight: int = Field(1000, ge=1)
+    # Connections to the providers (all calls share one pool).
+    max_provider_connections: int = Field(200, ge=1)
+    # tenant → bearer tokens for /v1/runs… (services/gateway/auth.py); empty: open API.
+    api_tokens: dict[str, list[SecretStr]] = Field(default_factory=dict)
 
     @field_validator("providers")
     @classmethod
@@ -169,6 +185,11 @@ class GatewayConfig(BaseModel):
     def provider(self, name: str) -> ProviderConfig | None:
         """A provider's settings by its config name or its event/manifest name (``google``)."""
         return self.providers.get(_PROVIDER_ALIASES.get(name, name))
+
+    def run_providers(self, names: list[str]) -> set[str]:
+        """Which of ``names`` (manifest provider names) runs may go to (``takes_runs``)."""
+        return {name for name in names
+                if (entry := self.provider(name)) is not None and entry.takes_runs}
 
 
 def _split_secrets(raw: str) -> list[str]:
@@ -225,6 +246,8 @@ def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None
     file_data = _read_file(Path(path)) if path is not None else {}
     tenant = overrides.get("default_tenant") or file_data.get("default_tenant") or "default"
     data["providers"] = _from_env(env, tenant)
+    if env.get("MODELEVENTS_API_TOKEN"):
+        data["api_tokens"] = {tenant: _split_secrets(env["MODELEVENTS_API_TOKEN"])}
     data = _merge(data, file_data)
     data = _merge(data, {k: v for k, v in overrides.items() if v is not None})
     if kafka is not None:

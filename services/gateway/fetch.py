@@ -28,12 +28,12 @@ import httpx
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.gateway.config import GatewayConfig
+from modelevents.services.gateway.provider_http import retryable
 
 __all__ = ["FetchJob", "Fetcher", "fetch_target"]
 
 log = logging.getLogger("modelevents.gateway.fetch")
 
-_RETRY_STATUS = frozenset({408, 409, 429})
 _MAX_BACKOFF_S = 60.0
 _KEPT_RESPONSE_HEADERS = ("x-request-id",)
 
@@ -132,7 +132,7 @@ class Fetcher:
     async def _attempt(self, job: FetchJob, url: str, headers: dict[str, str]) -> bool:
         response = await self._client.get(url, headers=headers)
         status = response.status_code
-        if status >= 500 or status in _RETRY_STATUS:
+        if retryable(status):
             raise httpx.HTTPStatusError(f"HTTP {status} from {url}", request=response.request,
                                         response=response)
         if status >= 400:

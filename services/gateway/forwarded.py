@@ -18,7 +18,8 @@ accepted as an ``X-Modelevents-<Name>`` header):
   detected from the first frames. Unknown → 422.
 - ``provider``: the provider named on events (default: the API's, e.g. ``openai``; set it for a
   compatible server: ``groq``, ``vllm`` …).
-- ``tenant`` (default: the gateway's default tenant).
+- ``tenant`` (default: the gateway's default tenant; with ``api_tokens`` configured, the bearer
+  token's tenant — services/gateway/auth.py).
 - ``stream`` (default ``s0``): the stream id; a run with several provider calls forwards each
   under its own id (``s1``, ``s2`` …).
 - ``index`` (default 0): the index of the body's first frame in the stream, for a stream
@@ -42,6 +43,7 @@ from fastapi.responses import JSONResponse, Response
 from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.registry import ADAPTERS, CLI_CHOICES, decoded_docs, detect_api, resolve_api
 from modelevents.schemas.errors import InputError
+from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.state import gateway_of
 from modelevents.services.normalizer import end_of_input
 
@@ -168,7 +170,7 @@ async def forward_frames(request: Request, run_id: str) -> Response:
         if len(run_id) > MAX_ID or len(stream_id) > MAX_ID:
             raise _Refused(422, f"run id and stream id are at most {MAX_ID} characters")
         first_index = _int_param(request, "index", 0)
-        tenant = _param(request, "tenant") or config.default_tenant
+        tenant = caller_tenant(request, _param(request, "tenant"))
         body = await _read_body(request, config.max_forward_bytes)
         frames = frames_from_bytes(body, run_key=run_id, provider="", api="", framing=framing,
                                    stream_id=stream_id, received_at=int(time.time() * 1000),

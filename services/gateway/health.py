@@ -17,9 +17,9 @@ from fastapi.responses import JSONResponse
 
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.services import topics
-from modelevents.services.gateway.state import gateway_of
+from modelevents.services.gateway.state import Gateway, gateway_of
 
-__all__ = ["router"]
+__all__ = ["router", "readiness"]
 
 router = APIRouter(tags=["health"])
 
@@ -38,7 +38,13 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> JSONResponse:
     """200 when Kafka answers and every pipeline topic exists with the configured partitions;
     503 with the reason (and what to do) otherwise."""
-    gateway = gateway_of(request)
+    status, body = await readiness(gateway_of(request))
+    return JSONResponse(body, status_code=status)
+
+
+async def readiness(gateway: Gateway) -> tuple[int, dict[str, str]]:
+    """``(200 | 503, body)`` of the readiness check, reused for READY_CACHE_S (``POST /v1/runs``
+    asks it too before a provider is called: output that Kafka cannot take would be lost)."""
     cached = gateway.ready
     now = time.monotonic()
     if cached is None or now - cached[0] > READY_CACHE_S:
@@ -54,4 +60,4 @@ async def readyz(request: Request) -> JSONResponse:
         except ModelEventsError as exc:
             cached = (now, 503, {"status": "not ready", "reason": str(exc)})
         gateway.ready = cached
-    return JSONResponse(cached[2], status_code=cached[1])
+    return cached[1], cached[2]

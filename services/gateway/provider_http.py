@@ -9,8 +9,8 @@ One table per concern, read against the references in one glance:
   Messages and generateContent streams cannot be resumed. The create call's path comes with the
   rendered request (``adapters/requests``).
 - :data:`AUTH_HEADERS` — how each provider takes its API key (openai.md §8, anthropic.md,
-  gemini.md). Keys live in :class:`pydantic.SecretStr` until the header is built; nothing here
-  logs a header.
+  gemini.md). Keys are :class:`pydantic.SecretStr` in the config; a call holds its key in memory
+  only (not in its repr) until the header is built; nothing here logs a header.
 - :func:`send` — one request with the retry policy of the official SDKs (openai.md §8.3:
   network errors, 408, 409, 429 and 5xx are retried with exponential backoff and jitter,
   honouring ``retry-after``/``retry-after-ms``), built on tenacity.
@@ -31,12 +31,19 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from modelevents.schemas.errors import ModelEventsError
 
-__all__ = ["AUTH_HEADERS", "FOLLOW_UPS", "FollowUp", "ProviderHTTPError", "RETRY_STATUS",
+__all__ = ["AUTH_HEADERS", "FOLLOW_UPS", "FollowUp", "ProviderHTTPError", "retryable",
            "auth_headers", "json_request", "retry_after_seconds", "send"]
 
 log = logging.getLogger("modelevents.gateway.provider_http")
 
-RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+# Besides every 5xx (Anthropic's 529 overloaded_error among them), as the official SDKs retry.
+_RETRY_STATUS = frozenset({408, 409, 429})
+
+
+def retryable(status: int) -> bool:
+    """A status worth another attempt (openai.md §8.3: 408, 409, 429 and >= 500)."""
+    return status in _RETRY_STATUS or status >= 500
+
 MAX_BACKOFF_S = 30.0
 
 
@@ -134,7 +141,7 @@ async def send(client: httpx.AsyncClient, request: httpx.Request, *, provider: s
             response = await client.send(request, stream=stream)
         except httpx.TransportError as exc:
             raise _Retryable(None, exc) from exc
-        if response.status_code in RETRY_STATUS:
+        if retryable(response.status_code):
             await response.aread()
             await response.aclose()
             raise _Retryable(response, None)

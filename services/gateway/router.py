@@ -79,8 +79,7 @@ class CapabilityRejected(InputError):
 
     def to_dict(self) -> dict[str, Any]:
         """The 422 body."""
-        return {"error": "capability_rejected", "message": str(self),
-                "candidates": self.details()}
+        return {"error": str(self), "code": "capability_rejected", "candidates": self.details()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +115,12 @@ def requirements(request: NeutralRequest) -> dict[str, str]:
     return needs
 
 
-def route(request: NeutralRequest, manifest: Manifest) -> Route:
-    """The best compatible candidate, or ``CapabilityRejected`` naming what each one lacks."""
+def route(request: NeutralRequest, manifest: Manifest,
+          available: set[str] | None = None) -> Route:
+    """The best compatible candidate, or ``CapabilityRejected`` naming what each one lacks.
+
+    ``available``: the providers this gateway can call (None: all); a candidate of another
+    provider is rejected as such, so a preference list falls through to the next one."""
     needs = requirements(request)
     rejections: list[Rejection] = []
     compatible: list[tuple[int, int, Route]] = []
@@ -128,6 +131,11 @@ def route(request: NeutralRequest, manifest: Manifest) -> Route:
             rejections.append(Rejection(target.provider, target.api, target.model, reason=(
                 f"provider {target.provider!r} is not in the capability manifest "
                 f"(known: {', '.join(manifest.providers())})")))
+            continue
+        if available is not None and target.provider not in available:
+            rejections.append(Rejection(target.provider, target.api, target.model, reason=(
+                f"provider {target.provider!r} is not configured on this gateway (no API key "
+                "or base URL for it in the gateway config)")))
             continue
         for api in apis:
             resolved = manifest.lookup(target.provider, api, target.model)

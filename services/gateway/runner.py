@@ -19,14 +19,16 @@ provider call of the run), so the calls of one agentic turn never collide.
   error — never a success.
 - **Not streaming** (``stream=False``): POST without streaming; the answer is the object (a
   ``poll`` frame). A **background** call's object is queued (OpenAI Responses and
-  Interactions): then GET
-  with exponential backoff (``poll_initial`` doubling up to ``poll_max``) until the status is
-  terminal or ``terminal_timeout`` passed. After a timeout the object is read once more (the
-  authoritative state) before anything else is decided, and the run is left as the provider says
-  (queued / in progress: cancel the run or poll again), never marked failed on a guess.
+  Interactions): then GET with exponential backoff (``poll_initial`` doubling up to
+  ``poll_max``) until the status is terminal or ``terminal_timeout`` passed; a poll that fails
+  (the provider or Kafka unavailable) is tried again at the next step, not taken for an end.
+  After the timeout the object is read once more (the authoritative state) before anything else
+  is decided, and the run is left as the provider says (queued / in progress: cancel it, or let a
+  webhook settle it), never marked failed or truncated on a guess.
 - **Cancel**: POST to the provider's cancel endpoint; the provider's answer is published as a
   ``poll`` frame and a polled call looks again soon, so the run ends ``cancelled`` only when the
-  provider says so.
+  provider says so. Follow-ups (polls, cancels) of one call are serialized, so their answers
+  reach ``frames`` in the order the provider gave them.
 
 An HTTP error answer to the create call is the run's outcome: its body is published as a
 ``poll`` frame with its status (the adapters translate error bodies into ``error`` and a failed
@@ -36,9 +38,12 @@ run ends as its frames say (a truncated stream, a background run still in progre
 outcome is unknown until somebody asks the provider again; a webhook may still settle it).
 Retries (network errors, 408/409/429/5xx, ``retry-after``) are ``provider_http.send``'s.
 
-Every published frame waits for Kafka's acknowledgement (acks=all) before the next read; the end
-of the call is marked with the end-of-stream and end-of-run markers the processor knows
-(``services/normalizer.py``), so an unfinished stream becomes a truncation error downstream.
+Every published frame waits for Kafka's acknowledgement (acks=all) before the next read. The end
+of a streamed call that is not a background job is marked with the end-of-stream marker the
+processor knows (``services/normalizer.py``), so a stream that ended unfinished becomes a
+truncation error downstream (and a finished one nothing). A background call gets no marker: the
+provider goes on with it whatever the gateway saw. No call ends the run's input: the run may
+have a next call.
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ log = logging.getLogger("modelevents.gateway.runner")
 # gemini.md A3): requires_action waits for tool results.
 TERMINAL_OBJECT_STATUS = frozenset({"completed", "failed", "cancelled", "incomplete",
                                     "requires_action", "budget_exceeded", "expired"})
+# Resumes in a row without progress (a resume that delivers frames starts the count again).
 MAX_RESUMES = 5
 
 
@@ -86,7 +92,8 @@ class ProviderCall:
     stream: bool = True
     background: bool = False
     base_url: str = ""
-    api_key: str | None = None  # plain text only here, in memory; never logged or published
+    # Plain text only here, in memory; never logged (not in the repr) or published.
+    api_key: str | None = field(default=None, repr=False)
 
     @property
     def provider(self) -> str:
@@ -121,6 +128,7 @@ class CallOutcome:
     streams: int = 0
     frames: int = 0
     resumed: int = 0
+    retries: int = 0  # requests sent again after a 408/409/429/5xx or a network error
     polls: int = 0
     completed: bool = False  # the provider's terminal event / terminal status was seen
     status: str | None = None  # last object status seen (polls)
@@ -148,20 +156,38 @@ class CallRunner:
         self.outcome = CallOutcome()
         self._adapter = ADAPTERS[call.api](call.run_id, tenant=call.tenant, provider=call.provider)
         self._cursor: str | None = None
-        self._last: ProviderFrame | None = None
         self._objects = 0  # poll frames published (their ids)
+        self._last_stream_frame: ProviderFrame | None = None
         self._cancel_requested = asyncio.Event()
+        self._follow_ups = asyncio.Lock()  # one poll or cancel at a time, answers in order
 
     # --- what the gateway calls -----------------------------------------------------------
 
     async def run(self) -> CallOutcome:
         try:
-            if self.call.stream:
-                await self._stream()
-            else:
-                await self._create_object()
-                if self.call.background:
-                    await self._poll_to_end(self.timing.poll_initial)
+            await self._guarded(self._call())
+        finally:
+            await self._end()
+        return self.outcome
+
+    async def settle(self) -> CallOutcome:
+        """Poll a background call whose polling had ended (a cancel after the terminal timeout)
+        until the provider says it ended, or the terminal timeout passes again."""
+        await self._guarded(self._poll_to_end(self.timing.poll_initial))
+        return self.outcome
+
+    async def _call(self) -> None:
+        if self.call.stream:
+            await self._stream()
+        else:
+            await self._create_object()
+            if self.call.background:
+                await self._poll_to_end(self.timing.poll_initial)
+
+    async def _guarded(self, work: Awaitable[None]) -> None:
+        """Carry out ``work``; what stops it is the call's outcome, never an exception."""
+        try:
+            await work
         except ProviderHTTPError as exc:  # the create call's answer
             self.outcome.error = str(exc)
             await self._publish_error_body(exc)
@@ -174,9 +200,6 @@ class CallRunner:
         except ModelEventsError as exc:  # Kafka did not acknowledge: the call cannot go on
             self.outcome.error = str(exc)
             log.error("run %s: stopped: %s", self.call.run_id, exc)
-        finally:
-            await self._end()
-        return self.outcome
 
     async def cancel(self) -> dict[str, Any] | None:
         """Ask the provider to cancel; its answer is published as a poll frame. None when the
@@ -200,20 +223,24 @@ class CallRunner:
 
     async def _stream(self) -> None:
         cut = await self._read_stream(self._create_request(stream=True))
+        fruitless = 0
         while cut:
             resume = self._resume_request()
             if resume is None:
                 break
-            if self.outcome.resumed >= MAX_RESUMES:
-                self.outcome.notes.append(f"gave up resuming after {MAX_RESUMES} resumes")
+            if fruitless >= MAX_RESUMES:
+                self.outcome.notes.append(f"gave up after {MAX_RESUMES} resumes in a row that "
+                                          "brought nothing new")
                 break
             self.outcome.resumed += 1
             log.info("run %s: stream cut at cursor %s; resuming", self.call.run_id, self._cursor)
+            before = self._cursor
             try:
                 cut = await self._read_stream(resume)
             except (ProviderHTTPError, httpx.TransportError) as exc:
                 self.outcome.notes.append(f"the resume failed: {exc}")
                 break
+            fruitless = 0 if self._cursor != before else fruitless + 1
         if not cut:
             return
         if self.call.background and self.follow_up.get is not None:
@@ -227,7 +254,8 @@ class CallRunner:
         stream_id = f"{self.call.call_tag}.s{self.outcome.streams}"
         self.outcome.streams += 1
         response = await send(self.client, request, provider=self.call.provider, stream=True,
-                              attempts=self.timing.attempts, backoff=self.timing.backoff)
+                              attempts=self.timing.attempts, backoff=self.timing.backoff,
+                              on_retry=self._retried)
         try:
             if response.status_code >= 400:
                 await response.aread()
@@ -277,7 +305,8 @@ class CallRunner:
         """POST a call without streaming: the answer is the object (queued, for background)."""
         request = self._create_request(stream=False)
         response = await send(self.client, request, provider=self.call.provider,
-                              attempts=self.timing.attempts, backoff=self.timing.backoff)
+                              attempts=self.timing.attempts, backoff=self.timing.backoff,
+                              on_retry=self._retried)
         if response.status_code >= 400:
             raise ProviderHTTPError(self.call.provider, response.status_code, response.content,
                                     str(request.url))
@@ -288,6 +317,7 @@ class CallRunner:
             self.outcome.notes.append("the provider named no object to poll")
             return
         deadline = time.monotonic() + self.timing.terminal_timeout
+        failures = 0
         while not self.outcome.completed:
             if time.monotonic() >= deadline:
                 # The authoritative state before anything else is decided (openai.md §9: a
@@ -296,7 +326,8 @@ class CallRunner:
                 if not self.outcome.completed:
                     self.outcome.notes.append(
                         f"no terminal status after {self.timing.terminal_timeout:g} s; the "
-                        f"provider says {self.outcome.status!r}: cancel the run or poll again")
+                        f"provider says {self.outcome.status!r}: cancel the run, or a webhook "
+                        "settles it")
                 return
             try:
                 async with asyncio.timeout(min(delay, max(0.0, deadline - time.monotonic()))):
@@ -305,7 +336,17 @@ class CallRunner:
                 delay = self.timing.poll_initial  # after a cancel, look soon
             except TimeoutError:
                 delay = min(self.timing.poll_max, delay * 2)
-            await self._poll_once()
+            try:
+                await self._poll_once()
+                failures = 0
+            except (FollowUpFailed, ModelEventsError) as exc:
+                # The provider or Kafka is away for a moment: the job goes on there; so do we.
+                failures += 1
+                if failures == 1 or failures % 10 == 0:
+                    self.outcome.notes.append(f"poll failed ({failures} in a row), trying "
+                                              f"again: {exc}")
+                log.warning("run %s: poll failed (%d in a row): %s", self.call.run_id, failures,
+                            exc)
 
     async def _poll_once(self) -> None:
         url = self._url(self.follow_up.get.format(id=self.outcome.object_id))  # type: ignore[union-attr]
@@ -316,16 +357,18 @@ class CallRunner:
         """A poll or cancel: its 2xx answer is published; an error raises FollowUpFailed."""
         request = json_request(self.client, method, url, provider=self.call.provider,
                                api_key=self.call.api_key)
-        try:
-            response = await send(self.client, request, provider=self.call.provider,
-                                  attempts=self.timing.attempts, backoff=self.timing.backoff)
-        except (ProviderHTTPError, httpx.TransportError) as exc:
-            raise FollowUpFailed(f"{what} of {self.outcome.object_id} failed: {exc}") from exc
-        if response.status_code >= 400:
-            raise FollowUpFailed(
-                f"{what} of {self.outcome.object_id} failed: "
-                f"{ProviderHTTPError(self.call.provider, response.status_code, response.content, url)}")
-        await self._publish_object(response, what)
+        async with self._follow_ups:
+            try:
+                response = await send(self.client, request, provider=self.call.provider,
+                                      attempts=self.timing.attempts, backoff=self.timing.backoff,
+                              on_retry=self._retried)
+            except (ProviderHTTPError, httpx.TransportError) as exc:
+                raise FollowUpFailed(f"{what} of {self.outcome.object_id} failed: {exc}") from exc
+            if response.status_code >= 400:
+                error = ProviderHTTPError(self.call.provider, response.status_code,
+                                          response.content, url)
+                raise FollowUpFailed(f"{what} of {self.outcome.object_id} failed: {error}")
+            await self._publish_object(response, what)
         return response
 
     async def _publish_object(self, response: httpx.Response, what: str) -> None:
@@ -352,6 +395,9 @@ class CallRunner:
             await self._emit([self._object_frame(exc.body, "error", exc.status, {})])
         except Exception:  # noqa: BLE001 - already failing; the error is reported by run()
             log.warning("run %s: could not publish the error answer", self.call.run_id)
+
+    def _retried(self, message: str) -> None:
+        self.outcome.retries += 1
 
     # --- frames -----------------------------------------------------------------------------
 
@@ -380,7 +426,6 @@ class CallRunner:
             self._follow(frame)
         await self._publish(frames)
         self.outcome.frames += len(frames)
-        self._last = frames[-1]
 
     def _follow(self, frame: ProviderFrame) -> None:
         """Learn the object id, cursor and completion from the frame, as the adapter reads it."""
@@ -389,21 +434,20 @@ class CallRunner:
             if event.kind == "run.started" and object_id and self.outcome.object_id is None:
                 self.outcome.object_id = object_id
         if frame.transport == "sse":
+            self._last_stream_frame = frame
             cursor = _cursor_of(self.call.api, frame)
             if cursor is not None:
                 self._cursor = cursor
             self.outcome.completed = self.outcome.completed or self._adapter.stream_complete
 
     async def _end(self) -> None:
-        if self._last is None:
+        last = self._last_stream_frame
+        if last is None or self.call.background:
             return
-        stream_end = end_of_input(self._last, "stream")
-        run_end = end_of_input(self._last, "run")
-        run_end.frame_id = f"{self.call.call_tag}:end-of-run"
         try:
-            await self._publish([stream_end, run_end])
-        except Exception:  # noqa: BLE001 - the frames are there; a truncation will show
-            log.warning("run %s: could not publish the end-of-run markers", self.call.run_id)
+            await self._publish([end_of_input(last, "stream")])
+        except Exception:  # noqa: BLE001 - the frames are there; the run stays in progress
+            log.warning("run %s: could not publish the end-of-stream marker", self.call.run_id)
 
     # --- helpers ----------------------------------------------------------------------------
 

@@ -3,43 +3,57 @@
     POST /v1/runs                  a neutral request → routed, rendered, sent; 202 with the run id
     GET  /v1/runs/{id}             the run's current RunState (from ``runs``) and its calls here
     GET  /v1/runs/{id}/events      the run's ModelEvents as SSE, resumable with Last-Event-ID = seq
-    GET  /v1/runs/{id}/messages    the run so far as neutral messages (to continue the session)
+    GET  /v1/runs/{id}/messages    the model's side of the run as neutral messages
     POST /v1/runs/{id}/cancel      ask the provider to cancel a background call
 
 The request is checked against the capability manifest before anything is sent (422 naming,
-per candidate target, what it lacks); the wire request is rendered from the neutral form only
-now, for the target chosen (``adapters/requests``), and carried out by
+per candidate target, what it lacks), and Kafka must be ready (503 otherwise: output it could
+not take would be lost); the wire request is rendered from the neutral form only now, for the
+target chosen (``adapters/requests``), and carried out by
 :class:`~modelevents.services.gateway.runner.CallRunner` in the background. The answer does not
 wait for the provider: the run id comes back at once, and everything the provider sends is on
 ``frames`` and, normalized, on ``events`` and ``runs``.
 
 A run spans an agentic turn (DESIGN.md "Run state"): a POST that names the ``run_id`` of a run
-this gateway started makes the next provider call of that run — typically the transcript of
-``/messages`` plus the tool results, on the same provider or another. Only one call of a run is
-in flight at a time (409 otherwise).
+makes the next provider call of that run — typically the transcript so far plus the tool
+results, on the same provider or another. Only one call of a run is in flight at a time (409),
+and a run that ended (completed, incomplete, failed, cancelled) takes no more calls (409: a new
+turn is a new run). A client that retries a POST sends the same ``Idempotency-Key``: the first
+answer is given again (header ``Idempotent-Replayed: true``) and nothing is sent twice; the same
+key with another body is a 422. Keys are remembered by this gateway process (the latest
+``local_runs``): behind a load balancer, route a key to one process.
+
+Errors have one shape across the gateway: ``{"error": "<what happened and what to do>", …}``,
+plus ``code`` where a client branches on it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import logging
 import uuid
+from collections import OrderedDict
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from fastapi import APIRouter, Header, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from modelevents.adapters.requests import RenderError, build
 from modelevents.schemas.events import ModelEvent
+from modelevents.schemas.run_state import TERMINAL_RUN_STATES, RunState
 from modelevents.schemas.transcript import NeutralRequest, messages_from_events
+from modelevents.services.gateway.auth import caller_tenant, may_see
+from modelevents.services.gateway.health import readiness
 from modelevents.services.gateway.router import CapabilityRejected, route
 from modelevents.services.gateway.run_views import run_events, run_history
 from modelevents.services.gateway.runner import (CallRunner, CallTiming, FollowUpFailed,
                                                  ProviderCall)
-from modelevents.services.gateway.state import Gateway, gateway_of
+from modelevents.services.gateway.state import RETRY_AFTER_S, Gateway, gateway_of
 
 __all__ = ["router", "LocalRuns"]
 
@@ -47,61 +61,101 @@ log = logging.getLogger("modelevents.gateway.runs")
 
 router = APIRouter(tags=["runs"])
 
+MAX_IDEMPOTENCY_KEY = 255
+
+
+def _error(status: int, message: str, code: str | None = None, headers: dict[str, str] | None
+           = None, **extra: Any) -> JSONResponse:
+    body: dict[str, Any] = {"error": message, **({"code": code} if code else {}), **extra}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
 @router.post(
     "/v1/runs", status_code=202, summary="Start a run (or its next call) from a neutral request",
-    responses={202: {"description": "the call is under way; follow `events`"},
-               409: {"description": "a call of this run is still in flight"},
-               422: {"description": "the request is invalid (`detail` names the field), or no "
-                                    "target offers what it requires (`candidates` says what "
-                                    "each one lacks)"}})
-async def start_run(neutral: NeutralRequest, request: Request) -> JSONResponse:
+    responses={202: {"description": "the call is under way; follow `links.events`"},
+               401: {"description": "a bearer token is required (api_tokens configured)"},
+               409: {"description": "a call of this run is in flight, or the run ended"},
+               422: {"description": "the request is invalid (`detail` names the field), no "
+                                    "target offers what it requires (`candidates`: what each "
+                                    "one lacks), or an Idempotency-Key was reused"},
+               429: {"description": "too many calls in flight; retry after Retry-After"},
+               503: {"description": "Kafka is not ready: nothing was sent to a provider"}})
+async def start_run(neutral: NeutralRequest, request: Request,
+                    idempotency_key: str | None = Header(None, max_length=MAX_IDEMPOTENCY_KEY)
+                    ) -> Response:
     gateway = gateway_of(request)
+    tenant = caller_tenant(request, neutral.tenant)
+    runs = gateway.runs
+    if idempotency_key is not None:
+        digest = hashlib.sha256(neutral.model_dump_json().encode()).hexdigest()
+        earlier = runs.answer_for((tenant, idempotency_key), digest)
+        if earlier is not None:
+            return earlier
     try:
-        target = route(neutral, gateway.manifest)
+        return await _start(gateway, neutral, tenant,
+                            (tenant, idempotency_key) if idempotency_key else None)
+    finally:
+        if idempotency_key is not None:
+            runs.forget_pending((tenant, idempotency_key))
+
+
+async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
+                 key: tuple[str, str] | None) -> Response:
+    config = gateway.config
+    try:
+        target = route(neutral, gateway.manifest,
+                       config.run_providers(gateway.manifest.providers()))
     except CapabilityRejected as exc:
         return JSONResponse(exc.to_dict(), status_code=422)
-    provider = gateway.config.provider(target.provider)
-    if provider is None:
-        return JSONResponse({"error": "provider_not_configured", "message": (
-            f"provider {target.provider!r} is not configured on this gateway; add it under "
-            f"providers in the gateway config (configured: "
-            f"{', '.join(gateway.config.providers) or 'none'})")}, status_code=422)
     try:
         wire = build(neutral, target.api, target.model, stream=neutral.streams,
                      provider=target.provider)
     except RenderError as exc:
-        return JSONResponse({"error": "render_failed", "message": str(exc)}, status_code=422)
+        return _error(422, str(exc), "render_failed")
     run_id = neutral.run_id or f"run_{uuid.uuid4().hex[:24]}"
-    call_tag = gateway.runs.next_tag(run_id)
+    state = gateway.run_states.get(run_id)
+    if state is not None and state.tenant != tenant:
+        return _error(409, f"run id {run_id!r} is taken; choose another", "run_id_taken")
+    if state is not None and state.status in TERMINAL_RUN_STATES:
+        return _error(409, f"run {run_id!r} ended {state.status}; a new turn is a new run "
+                           "(omit run_id, or choose another)", "run_ended")
+    if gateway.runs.in_flight >= config.max_calls_in_flight:
+        return _error(429, f"{config.max_calls_in_flight} provider calls are in flight on this "
+                           "gateway; retry shortly", "busy", {"Retry-After": "1"})
+    status, ready = await readiness(gateway)
+    if status != 200:
+        return _error(503, f"Kafka is not ready, so nothing was sent to the provider: "
+                           f"{ready.get('reason')}", "kafka_unavailable",
+                      {"Retry-After": str(RETRY_AFTER_S)})
+    provider = config.provider(target.provider)
     call = ProviderCall(
-        run_id=run_id, tenant=neutral.tenant or gateway.config.default_tenant, wire=wire,
-        call_tag=call_tag, stream=neutral.streams, background=neutral.background,
-        base_url=provider.base_url,
+        run_id=run_id, tenant=tenant, wire=wire, call_tag=gateway.runs.next_tag(run_id),
+        stream=neutral.streams, background=neutral.background, base_url=provider.base_url,
         api_key=provider.api_key.get_secret_value() if provider.api_key else None)
     gateway.runs.start(CallRunner(call, gateway.http, gateway.publish_all, _timing(gateway)))
-    log.info("run %s call %s → %s/%s/%s%s", run_id, call_tag, target.provider, target.api,
+    log.info("run %s call %s → %s/%s/%s%s", run_id, call.call_tag, target.provider, target.api,
              target.model, " (background)" if neutral.background else "")
-    return JSONResponse({
-        "run_id": run_id, "call": call_tag, "provider": target.provider, "api": target.api,
-        "model": target.model, "background": neutral.background, "stream": neutral.streams,
-        "preferred_met": list(target.preferred_met),
-        "links": {"state": f"/v1/runs/{run_id}", "events": f"/v1/runs/{run_id}/events",
-                  "messages": f"/v1/runs/{run_id}/messages",
-                  "cancel": f"/v1/runs/{run_id}/cancel"}}, status_code=202)
+    links = {"state": f"/v1/runs/{run_id}", "events": f"/v1/runs/{run_id}/events",
+             "messages": f"/v1/runs/{run_id}/messages", "cancel": f"/v1/runs/{run_id}/cancel"}
+    answer = {"run_id": run_id, "call": call.call_tag, "provider": target.provider,
+              "api": target.api, "model": target.model, "background": neutral.background,
+              "stream": neutral.streams, "preferred_met": list(target.preferred_met),
+              "links": links}
+    if key is not None:
+        gateway.runs.remember(key, answer)
+    return JSONResponse(answer, status_code=202, headers={"Location": links["state"]})
 
 
 @router.get("/v1/runs/{run_id}", summary="The run's current RunState",
-            responses={404: {"description": "no such run on `runs`, nor started here"}})
+            responses={404: {"description": "no such run on `runs`, nor started here"},
+                       503: {"description": "the gateway is still reading `runs` (just started)"}})
 async def get_run(run_id: str, request: Request) -> dict[str, Any]:
     """``state``: the latest RunState on the ``runs`` topic (null until the processor wrote one);
-    ``calls``: the provider calls this gateway process made for the run, newest last."""
+    ``calls``: the provider calls this gateway process made for the run, newest last (another
+    gateway process of a deployment knows its own)."""
     gateway = gateway_of(request)
-    state = gateway.run_states.get(run_id)
-    calls = gateway.runs.describe(run_id)
-    if state is None and not calls:
-        raise HTTPException(404, detail=f"no run {run_id!r}: not on the runs topic and not "
-                                        "started by this gateway")
-    return {"run_id": run_id, "state": _jsonable(state), "calls": calls}
+    state = _known_run(request, run_id)
+    return {"run_id": run_id, "state": _jsonable(state), "calls": gateway.runs.describe(run_id)}
 
 
 @router.get(
@@ -110,16 +164,19 @@ async def get_run(run_id: str, request: Request) -> dict[str, Any]:
     responses={200: {"content": {"text/event-stream": {}}, "description": (
         "one SSE event per ModelEvent: `id` = seq, `event` = kind, `data` = the JSON "
         "projection (as `modelevents normalize` prints it); comments keep the connection alive")},
-        400: {"description": "Last-Event-ID / after is not a seq"}})
+        204: {"description": "the run ended and every event was sent already"},
+        400: {"description": "Last-Event-ID / after is not a seq"},
+        404: {"description": "no such run"}})
 async def stream_events(run_id: str, request: Request,
                         last_event_id: str | None = Header(None),
                         after: int | None = Query(None, description="send events with seq > after"
                                                   " (as Last-Event-ID; the header wins)"),
                         follow: bool = Query(True, description="wait for events to come until "
                                              "run.finished; false: only what is there now")
-                        ) -> StreamingResponse:
+                        ) -> Response:
     """Each event once, in ``seq`` order, from ``seq`` 0 or after the one named; the stream ends
-    after ``run.finished`` (or, with ``follow=false``, at the end of what ``events`` holds)."""
+    after ``run.finished`` (or, with ``follow=false``, at the end of what ``events`` holds).
+    A reconnect after the end (EventSource does that) is answered 204, which stops it."""
     gateway = gateway_of(request)
     if last_event_id not in (None, ""):
         try:
@@ -127,34 +184,41 @@ async def stream_events(run_id: str, request: Request,
         except ValueError:
             raise HTTPException(400, detail="Last-Event-ID must be the seq of the last event "
                                             "received (a whole number)") from None
-    start_after = after if after is not None else -1
+    after = -1 if after is None else after
+    if after < -1:
+        raise HTTPException(400, detail="Last-Event-ID / after must be -1 (from the start) or a "
+                                        "seq")
+    state = _known_run(request, run_id)
+    if state is not None and state.status in TERMINAL_RUN_STATES and after >= state.last_seq:
+        return Response(status_code=204)
 
     async def body():  # type: ignore[no-untyped-def]
-        source = (run_events(gateway.config.kafka, run_id, after_seq=start_after) if follow
-                  else run_history(gateway.config.kafka, run_id, after_seq=start_after))
-        async for event in source:
-            if event is None:
-                yield b": waiting\n\n"
-                continue
-            yield _sse(event)
+        source = (run_events(gateway.config.kafka, run_id, after_seq=after) if follow
+                  else run_history(gateway.config.kafka, run_id, after_seq=after))
+        async with aclosing(source) as events:
+            async for event in events:
+                yield b": waiting\n\n" if event is None else _sse(event)
 
     return StreamingResponse(body(), media_type="text/event-stream",
                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
 
-@router.get("/v1/runs/{run_id}/messages", summary="The run so far as neutral messages",
-            responses={404: {"description": "no events for this run"}})
+@router.get("/v1/runs/{run_id}/messages", summary="The model's side of the run as neutral "
+            "messages", responses={404: {"description": "no events for this run"}})
 async def get_messages(run_id: str, request: Request) -> dict[str, Any]:
     """The provider calls of the run that ended (awaiting tool results, or finished) as neutral
-    messages — assistant text, tool calls with ``tool_name`` and ``tool_call_id``, reasoning with
-    its origin — plus the tool results on ``events``. Append the next user message or tool
-    results and POST it to ``/v1/runs`` (with this ``run_id`` to continue the same turn), on any
-    provider: signatures go back only to the model that made them."""
+    assistant messages — text, tool calls with ``tool_name`` and ``tool_call_id``, reasoning
+    with its origin — and the ``tool.result`` events on ``events`` as tool messages. What the
+    caller sent (user and system messages, tool results it POSTs) is not on ``events``: the
+    caller keeps its side, appends these messages and the next results or question, and POSTs
+    that (with this ``run_id`` to continue the turn), on any provider — signatures go back only
+    to the model that made them."""
     gateway = gateway_of(request)
+    _known_run(request, run_id)
     events = [e async for e in run_history(gateway.config.kafka, run_id) if e is not None]
     if not events:
         raise HTTPException(404, detail=f"no events for run {run_id!r} on "
-                                        f"{gateway.config.kafka.topic('events')}")
+                                        f"{gateway.config.kafka.topic('events')} yet")
     return {"run_id": run_id, "events": len(events),
             "messages": [m.model_dump(mode="json", exclude_none=True)
                          for m in messages_from_events(events)]}
@@ -163,29 +227,56 @@ async def get_messages(run_id: str, request: Request) -> dict[str, Any]:
 @router.post("/v1/runs/{run_id}/cancel", status_code=202,
              summary="Ask the provider to cancel the run's background call",
              responses={404: {"description": "no call of this run here"},
-                        409: {"description": "the call cannot be cancelled (not a background "
-                                             "call, or the provider object is not known yet)"},
+                        409: {"description": "not a background call, its provider object is "
+                                             "not known yet, or it ended already"},
                         502: {"description": "the provider refused or could not be reached"}})
 async def cancel_run(run_id: str, request: Request) -> JSONResponse:
     """The run ends ``cancelled`` only when the provider confirms it: watch ``events``."""
     gateway = gateway_of(request)
     runner = gateway.runs.latest(run_id)
-    if runner is None:
+    if runner is None or not may_see(request, runner.call.tenant):
         raise HTTPException(404, detail=f"run {run_id!r} has no call made by this gateway")
+    call = runner.call
     if not runner.cancellable:
-        raise HTTPException(409, detail=f"{runner.call.api} call {runner.call.call_tag} is not a "
-                                        "background call; only background calls can be cancelled")
+        raise HTTPException(409, detail=f"{call.api} call {call.call_tag} is not a background "
+                                        "call; only background calls can be cancelled")
+    if runner.outcome.completed:
+        raise HTTPException(409, detail=f"call {call.call_tag} already ended: the provider says "
+                                        f"{runner.outcome.status!r}")
     try:
         answer = await runner.cancel()
     except FollowUpFailed as exc:
         raise HTTPException(502, detail=str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - Kafka: the provider was asked, its answer not kept
+        log.warning("run %s: cancel asked, its answer not published: %s", run_id, exc)
+        return _error(503, f"the provider was asked to cancel, but its answer could not be "
+                           f"written to Kafka ({exc}); the run's next poll shows the outcome",
+                      "kafka_unavailable", {"Retry-After": str(RETRY_AFTER_S)})
     if answer is None:
         raise HTTPException(409, detail="the provider object is not known yet; try again in a "
                                         "moment")
-    return JSONResponse({"run_id": run_id, "call": runner.call.call_tag, "requested": True,
+    if not gateway.runs.busy(run_id) and not runner.outcome.completed:
+        gateway.runs.settle(runner)  # the call's polling had ended: follow the cancel to its end
+    return JSONResponse({"run_id": run_id, "call": call.call_tag, "requested": True,
                          "provider_status": answer.get("status"),
                          "note": "the run ends cancelled when the provider confirms it"},
                         status_code=202)
+
+
+def _known_run(request: Request, run_id: str) -> RunState | None:
+    """The run's state (None before the processor wrote one); 404 for a run nobody knows or
+    the caller may not see, 503 while the gateway has not read ``runs`` up to its end yet."""
+    gateway = gateway_of(request)
+    state = gateway.run_states.get(run_id)
+    runner = gateway.runs.latest(run_id)
+    tenant = state.tenant if state is not None else runner.call.tenant if runner else None
+    if (state is None and runner is None) or not may_see(request, tenant):
+        if not gateway.run_states.caught_up.is_set():
+            raise HTTPException(503, detail="this gateway is still reading the runs topic; retry "
+                                            "in a moment", headers={"Retry-After": "1"})
+        raise HTTPException(404, detail=f"no run {run_id!r}: not on the runs topic and not "
+                                        "started by this gateway")
+    return state
 
 
 def _timing(gateway: Gateway) -> CallTiming:
@@ -213,16 +304,62 @@ def _json_default(value: object) -> object:
 @dataclass
 class _RunCalls:
     runners: list[CallRunner] = field(default_factory=list)
-    task: asyncio.Task[Any] | None = None  # the call in flight
+    task: asyncio.Task[Any] | None = None  # the call in flight (or the settling after a cancel)
+
+
+_PENDING = object()  # an idempotent request being answered right now
 
 
 class LocalRuns:
-    """The calls this gateway process made, per run (bounded: the runs of the oldest finished
-    calls are forgotten beyond ``keep``; their state stays on ``runs``)."""
+    """The calls this gateway process made, per run, and the answers to idempotent requests
+    (bounded: beyond ``keep``, the runs whose calls ended longest ago are forgotten — their state
+    stays on ``runs`` — and the oldest idempotency keys)."""
 
     def __init__(self, keep: int = 10_000) -> None:
         self.keep = keep
         self._runs: dict[str, _RunCalls] = {}
+        self._answers: OrderedDict[tuple[str, str], Any] = OrderedDict()
+
+    # --- idempotency --------------------------------------------------------------------------
+
+    def answer_for(self, key: tuple[str, str], digest: str) -> Response | None:
+        """The first answer to a request with this key again, a refusal, or None (go on: the
+        key is now pending)."""
+        known = self._answers.get(key)
+        if known is None:
+            self._answers[key] = (digest, _PENDING)
+            return None
+        first_digest, answer = known
+        if first_digest != digest:
+            return _error(422, f"Idempotency-Key {key[1]!r} was used for another request body; "
+                               "use a new key for a new request", "idempotency_key_reused")
+        if answer is _PENDING:
+            return _error(409, f"a request with Idempotency-Key {key[1]!r} is being answered; "
+                               "retry in a moment", "idempotency_key_pending",
+                          {"Retry-After": "1"})
+        return JSONResponse(answer, status_code=202, headers={
+            "Location": answer["links"]["state"], "Idempotent-Replayed": "true"})
+
+    def remember(self, key: tuple[str, str], answer: dict[str, Any]) -> None:
+        self._answers[key] = (self._answers[key][0], answer)
+        while len(self._answers) > self.keep:
+            self._answers.popitem(last=False)
+
+    def forget_pending(self, key: tuple[str, str]) -> None:
+        """A request that got no 202 leaves nothing: its retry is a new attempt."""
+        known = self._answers.get(key)
+        if known is not None and known[1] is _PENDING:
+            del self._answers[key]
+
+    # --- calls --------------------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        return sum(1 for calls in self._runs.values() if calls.task is not None)
+
+    def busy(self, run_id: str) -> bool:
+        calls = self._runs.get(run_id)
+        return calls is not None and calls.task is not None
 
     def next_tag(self, run_id: str) -> str:
         """The tag of the run's next call; 409 while a call of the run is in flight."""
@@ -241,11 +378,20 @@ class LocalRuns:
         calls = self._runs.pop(run_id, None) or _RunCalls()
         self._runs[run_id] = calls  # most recently used last
         calls.runners.append(runner)
-        calls.task = asyncio.create_task(runner.run(), name=f"run {run_id} {runner.call.call_tag}")
-        calls.task.add_done_callback(lambda task: self._done(calls, task))
+        self._track(calls, runner.run(), f"run {run_id} {runner.call.call_tag}")
         excess = len(self._runs) - self.keep
         for old in [k for k, c in self._runs.items() if c.task is None][:max(0, excess)]:
             del self._runs[old]
+
+    def settle(self, runner: CallRunner) -> None:
+        """Follow a call whose polling ended (e.g. after a cancel) to its terminal status."""
+        self._track(self._runs[runner.call.run_id], runner.settle(),
+                    f"settle {runner.call.run_id} {runner.call.call_tag}")
+
+    def _track(self, calls: _RunCalls, work: Any, name: str) -> None:
+        task = asyncio.create_task(work, name=name)
+        calls.task = task
+        task.add_done_callback(lambda done: self._done(calls, done))
 
     def _done(self, calls: _RunCalls, task: asyncio.Task[Any]) -> None:
         if calls.task is task:
@@ -270,7 +416,8 @@ class LocalRuns:
                 "background": runner.call.background, "stream": runner.call.stream,
                 "in_flight": runner is calls.runners[-1] and calls.task is not None,
                 "provider_object_id": outcome.object_id, "provider_status": outcome.status,
-                "streams": outcome.streams, "resumed": outcome.resumed, "polls": outcome.polls,
+                "streams": outcome.streams, "resumed": outcome.resumed,
+                "retries": outcome.retries, "polls": outcome.polls,
                 "frames": outcome.frames, "error": outcome.error, "notes": outcome.notes})
         return out
 

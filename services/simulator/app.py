@@ -72,6 +72,12 @@ class StoredRun:
     background: bool
     polls: int = 0
     cancelled: bool = False
+    polls_since_cancel: int = 0
+
+    @property
+    def finished(self) -> bool:
+        """Its polls have shown the terminal object (a cancel cannot change that any more)."""
+        return not self.cancelled and self.polls > self.knobs.poll_steps
 
 
 @dataclass
@@ -268,13 +274,30 @@ class Simulator:
         with self._lock:
             return self._runs.get(object_id)
 
-    def poll(self, call: Call, run: StoredRun) -> Response:
-        """A background run moves queued → in_progress (poll_steps polls) → terminal."""
-        run.polls += 1
+    def cancel(self, call: Call, run: StoredRun) -> Response:
+        """Cancel a background run: refused once it finished (the provider's terminal state
+        stands); the answer says in_progress while ``cancel_polls`` polls remain."""
+        if run.finished:
+            return self.error(call, 400, f"Cannot cancel {run.object_id}: it has already "
+                                         "completed.")
+        run.cancelled = True
+        status = "in_progress" if run.knobs.cancel_polls else "cancelled"
+        return self.json(call, _with_status(first_object(run.api, [
+            f.payload for f in run.recording.frames]), status))
+
+    async def poll(self, call: Call, run: StoredRun) -> Response:
+        """A background run moves queued → in_progress (poll_steps polls) → terminal; a
+        cancelled one → cancelled (after cancel_polls more polls in progress)."""
+        if run.knobs.poll_delay_ms:
+            await asyncio.sleep(run.knobs.poll_delay_ms / 1000)
         frames = run.recording.frames
         if run.cancelled:
+            run.polls_since_cancel += 1
+            status = ("in_progress" if run.polls_since_cancel <= run.knobs.cancel_polls
+                      else "cancelled")
             return self.json(call, _with_status(first_object(run.api, [f.payload for f in frames]),
-                                                "cancelled"))
+                                                status))
+        run.polls += 1
         if run.polls <= run.knobs.poll_steps:
             return self.json(call, _with_status(first_object(run.api, [f.payload for f in frames]),
                                                 "in_progress"))
@@ -367,14 +390,16 @@ def _build_app(sim: Simulator) -> FastAPI:
             return sim.error(call, 404, f"No response found with id '{response_id}'.")
         call.scenario = run.scenario
         if not call.stream:
-            return sim.poll(call, run)
+            return await sim.poll(call, run)
         if not run.background:
             # OpenAI: only background responses can be streamed again (reference/openai.md §9).
             return sim.error(call, 400, "This response cannot be streamed because it was not "
                                         "created with background=true.")
         after = request.query_params.get("starting_after")
         try:
-            frames = _after_sequence(run.recording.frames, int(after) if after else -1)
+            # resume_overlap: a resume that sends some frames again (the client must dedupe).
+            frames = _after_sequence(run.recording.frames,
+                                     (int(after) if after else -1) - run.knobs.resume_overlap)
         except ValueError:
             return sim.error(call, 400, f"starting_after must be an integer, got {after!r}",
                              param="starting_after")
@@ -391,9 +416,7 @@ def _build_app(sim: Simulator) -> FastAPI:
         if not run.background:
             return sim.error(call, 400, "Only responses created with background=true can be "
                                         "cancelled.")
-        run.cancelled = True
-        return sim.json(call, _with_status(first_object(run.api, [
-            f.payload for f in run.recording.frames]), "cancelled"))
+        return sim.cancel(call, run)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
@@ -464,7 +487,7 @@ def _build_app(sim: Simulator) -> FastAPI:
             return sim.error(call, 404, f"Interaction {interaction_id} not found.")
         call.scenario = run.scenario
         if not call.stream:
-            return sim.poll(call, run)
+            return await sim.poll(call, run)
         last = request.query_params.get("last_event_id")
         frames = run.recording.frames
         if last:
@@ -472,7 +495,7 @@ def _build_app(sim: Simulator) -> FastAPI:
             if index is None:
                 return sim.error(call, 400, f"last_event_id {last!r} is not an event of "
                                             f"interaction {interaction_id}.")
-            frames = frames[index + 1:]
+            frames = frames[max(0, index + 1 - run.knobs.resume_overlap):]
         return sim.sse(call, frames, _resume_knobs(sim, call, run))
 
     @app.post("/v1/interactions/{interaction_id}")
@@ -490,9 +513,7 @@ def _build_app(sim: Simulator) -> FastAPI:
         run = sim.run(interaction_id)
         if run is None:
             return sim.error(call, 404, f"Interaction {interaction_id} not found.")
-        run.cancelled = True
-        return sim.json(call, _with_status(first_object(run.api, [
-            f.payload for f in run.recording.frames]), "cancelled"))
+        return sim.cancel(call, run)
 
     @app.get("/_simulator/scenarios")
     async def scenarios() -> Response:

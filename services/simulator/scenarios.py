@@ -50,6 +50,9 @@ class Knobs:
     chunking: bool = True  # False: one write per frame
     retry_after_ms: int = 20  # what 429/5xx answers ask the client to wait
     poll_steps: int = 1  # polls that answer in_progress before a background run is terminal
+    poll_delay_ms: float = 0.0  # pause before answering a poll (GET of a stored object)
+    cancel_polls: int = 0  # polls after a cancel that still answer in_progress (and the cancel)
+    resume_overlap: int = 0  # frames before the cursor that a resumed stream sends again
 
     @classmethod
     def parse(cls, values: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -64,9 +67,9 @@ class Knobs:
                 elif name == "chunk_seed" and str(value).lower() in ("off", "none", "frames"):
                     out["chunking"] = False
                 elif name in ("cut_after_frame", "fail_status", "fail_count", "chunk_seed",
-                              "retry_after_ms", "poll_steps"):
+                              "retry_after_ms", "poll_steps", "cancel_polls", "resume_overlap"):
                     out[name] = int(value)
-                elif name == "delay_ms":
+                elif name in ("delay_ms", "poll_delay_ms"):
                     out[name] = float(value)
                 elif name in ("chunking",):
                     out[name] = str(value).lower() not in ("0", "false", "off", "no")

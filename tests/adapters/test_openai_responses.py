@@ -614,3 +614,16 @@ def test_reordered_and_duplicated_frames_give_the_events_of_the_stream_in_order(
     frames = frames_of(name)
     arrivals = [replayed(frames[n]) if replay else frames[n] for n, replay in order]
     assert projections(normalize(arrivals)) == projections(normalize(frames))
+
+
+def test_a_second_call_cut_after_the_first_was_closed_is_truncated_too():
+    # One adapter follows every call of a run (a tool loop); a close ends one call's input, and
+    # the next call that is cut must be reported at its own close.
+    adapter = OpenAIResponsesAdapter(RUN)
+    first = normalize(frames_of("tool-call-parallel.sse"), adapter)
+    assert "error" not in kinds(first)
+    cut = frames_of("truncated-mid-text.sse", stream_id="s1")
+    second = normalize(cut, adapter)
+    assert kinds(second)[0] == "run.started"
+    assert second[-1].payload.error_type == "stream_truncated"
+    assert adapter.close() == []  # closed twice without input in between: nothing again

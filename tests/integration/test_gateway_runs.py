@@ -25,8 +25,10 @@ import orjson
 import pytest
 
 from modelevents.adapters.registry import normalize_bytes
+from modelevents.adapters.requests import build
 from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.events import ModelEvent
+from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services import kafka_io, topics
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.capabilities import load_manifest
@@ -261,7 +263,7 @@ def test_router_picks_the_first_compatible_api_of_a_provider(gateway, sim):
 def test_capability_rejection_is_422_and_sends_nothing(gateway, sim):
     body = neutral("anthropic", "anthropic-messages", "claude-sonnet-4-5", background=True)
     answer = start_run(gateway, body, expect=422)
-    assert answer["error"] == "capability_rejected"
+    assert answer["code"] == "capability_rejected" and "background" in answer["error"]
     [candidate] = answer["candidates"]
     assert candidate["missing"] == [{"capability": "background",
                                      "because": "background is true"}]
@@ -290,21 +292,35 @@ def test_invalid_requests_are_422_with_the_field_and_unknown_runs_404(gateway, s
     assert sim.simulator.requests() == []
 
 
-def test_unconfigured_provider_is_422(start_gateway, sim):
-    gateway = start_gateway(providers={})
+def test_a_provider_without_key_or_own_base_url_takes_no_runs(start_gateway, sim):
+    # OpenAI at its own URL without a key is not configured for runs; Anthropic (simulator).
+    gateway = start_gateway(providers={
+        "openai": ProviderConfig(base_url="https://api.openai.com"),
+        "anthropic": ProviderConfig(base_url=sim.base_url, api_key=ANTHROPIC_KEY)})
     answer = start_run(gateway, neutral("openai", "openai-responses",
                                         "sim:openai-responses/text-with-usage"), expect=422)
-    assert answer["error"] == "provider_not_configured"
+    assert answer["code"] == "capability_rejected"
+    assert "not configured on this gateway" in answer["candidates"][0]["reason"]
     assert sim.simulator.requests() == []
+    # A preference list falls through to the next provider that is.
+    body = neutral("openai", "openai-responses", "x")
+    del body["target"]
+    body["preferences"] = [{"provider": "openai", "model": "sim:openai-responses/text-with-usage"},
+                           {"provider": "anthropic", "model": "sim:anthropic-messages/text"}]
+    started = start_run(gateway, body)
+    assert (started["provider"], started["api"]) == ("anthropic", "anthropic-messages")
+    wait_run(gateway, started["run_id"], settled("completed"), "completed")
 
 
 # --- cuts, retries, errors ------------------------------------------------------------------------
 
 
-def test_a_cut_interactions_stream_is_resumed_without_duplicates(gateway, sim):
+@pytest.mark.parametrize("scenario", ["cut-after-4", "cut-after-4-overlap-2"])
+def test_a_cut_interactions_stream_is_resumed_without_duplicates(gateway, sim, scenario):
+    # overlap-2: the resumed stream sends two frames before the cursor again.
     recording = "gemini-interactions/google-search-cited-event-ids.sse"
     started = start_run(gateway, neutral("google", "gemini-interactions",
-                                         "sim:gemini-interactions/cut-after-4"))
+                                         f"sim:gemini-interactions/{scenario}"))
     expected = run_state_of(offline(recording))
     body = wait_run(gateway, started["run_id"], settled("completed", expected.last_seq),
                     "completed")
@@ -318,10 +334,11 @@ def test_a_cut_interactions_stream_is_resumed_without_duplicates(gateway, sim):
     assert_events_as_normalized(gateway, started["run_id"], recording)
 
 
-def test_a_cut_background_openai_stream_resumes_with_starting_after(gateway, sim):
+@pytest.mark.parametrize("scenario", ["cut-after-5", "cut-after-5-overlap-3"])
+def test_a_cut_background_openai_stream_resumes_with_starting_after(gateway, sim, scenario):
     recording = "openai-responses/text-with-usage.sse"
     started = start_run(gateway, neutral("openai", "openai-responses",
-                                         "sim:openai-responses/cut-after-5",
+                                         f"sim:openai-responses/{scenario}",
                                          background=True, stream=True))
     assert started["stream"] is True and started["background"] is True
     expected = run_state_of(offline(recording))
@@ -367,6 +384,13 @@ def test_429_then_success_is_one_run_with_one_set_of_events(gateway, sim, caplog
     assert OPENAI_KEY not in caplog.text
 
 
+def test_anthropic_overloaded_529_is_retried(gateway, sim):
+    started = start_run(gateway, neutral("anthropic", "anthropic-messages",
+                                         "sim:anthropic-messages/overloaded-once"))
+    wait_run(gateway, started["run_id"], settled("completed"), "completed")
+    assert [r["status"] for r in requests_to(sim, "anthropic-messages")] == [529, 200]
+
+
 def test_an_error_answer_is_the_runs_outcome(gateway, sim):
     # A recorded 429 body every time: the retries give up and the provider's error is the run's.
     started = start_run(gateway, neutral("anthropic", "anthropic-messages",
@@ -400,43 +424,61 @@ def test_a_background_run_that_never_ends_is_read_once_more_at_the_timeout(start
                                          "sim:openai-responses/background-long", background=True))
     body = wait_run(gateway, started["run_id"], call_over, "the call's end")
     call = body["calls"][0]
-    assert call["provider_status"] == "in_progress"
+    assert call["provider_status"] == "in_progress" and call["error"] is None
     assert "no terminal status after 1 s" in call["notes"][-1]
-    state = wait_run(gateway, started["run_id"], lambda b: b["state"] is not None,
-                     "a state")["state"]
-    assert state["status"] in ("queued", "in_progress")  # as the provider says: not failed
+    polls = [r for r in requests_to(sim, "openai-responses") if r["method"] == "GET"]
+    # The last read came at the deadline, after the backoff's earlier polls.
+    assert len(polls) == call["polls"] >= 3
+    assert polls[-1]["time"] - requests_to(sim, "openai-responses")[0]["time"] >= 1.0
+    state = wait_run(gateway, started["run_id"],
+                     lambda b: b["state"] and b["state"]["status"] == "in_progress",
+                     "the provider's in_progress on runs")["state"]
+    # As the provider says: not failed, not truncated — the job may still finish there.
+    assert state["needs_reconciliation"] is False and state["last_error"] is None
 
 
 def test_cancel_ends_the_run_cancelled_only_when_the_provider_confirms(gateway, sim):
+    # The provider answers the cancel with in_progress, and two polls after it too.
     started = start_run(gateway, neutral("openai", "openai-responses",
-                                         "sim:openai-responses/background-long", background=True))
+                                         "sim:openai-responses/background-cancel-slowly",
+                                         background=True))
     run_id = started["run_id"]
     wait_run(gateway, run_id, lambda b: b["calls"][0]["provider_object_id"], "the object id")
     response = httpx.post(f"{gateway.url}/v1/runs/{run_id}/cancel", timeout=30)
     assert response.status_code == 202, response.text
-    assert response.json()["provider_status"] == "cancelled"
+    assert response.json()["provider_status"] == "in_progress"
     body = wait_run(gateway, run_id, settled("cancelled"), "cancelled")
     assert body["state"]["needs_reconciliation"] is False
     cancels = [r for r in requests_to(sim, "openai-responses") if r["path"].endswith("/cancel")]
     assert len(cancels) == 1
+    # The end came from a poll after the cancel, not from the cancel's own answer.
+    [finished] = [data for _, kind, data in sse_events(gateway, run_id, follow="false")
+                  if kind == "run.finished"]
+    assert finished["status"] == "cancelled" and finished["frame_id"].endswith(":poll")
+    again = httpx.post(f"{gateway.url}/v1/runs/{run_id}/cancel", timeout=30)
+    assert again.status_code == 409 and "already ended" in again.json()["error"]
 
 
 def test_a_streaming_call_cannot_be_cancelled(gateway, sim):
     started = start_run(gateway, neutral("openai", "openai-chat", "sim:openai-chat/text"))
     wait_run(gateway, started["run_id"], settled("completed"), "completed")
     response = httpx.post(f"{gateway.url}/v1/runs/{started['run_id']}/cancel", timeout=10)
-    assert response.status_code == 409 and "background" in response.text
+    assert response.status_code == 409 and "background" in response.json()["error"]
 
 
-def test_a_background_run_completed_by_webhook_while_polling_has_one_terminal_state(
-        start_gateway, sim):
-    gateway = start_gateway(poll_initial_s=0.5, poll_max_s=1.0)
+def test_a_background_run_completed_by_webhook_while_a_poll_is_in_flight_has_one_end(
+        gateway, sim):
+    # Each poll takes 1.5 s at the provider; the first says in_progress, the next completed.
     started = start_run(gateway, neutral("openai", "openai-responses",
-                                         "sim:openai-responses/background-quick", background=True))
+                                         "sim:openai-responses/background-slow-poll",
+                                         background=True))
     run_id = started["run_id"]
-    # The run claimed its response id (run.started reached the processor) before the webhook.
+    # The run claimed its response id (run.started reached the processor), and the gateway's
+    # first poll is at the provider, when the webhook comes.
     body = wait_run(gateway, run_id, lambda b: b["state"] is not None
-                    and b["calls"][0]["provider_object_id"], "the run's first state")
+                    and b["calls"][0]["provider_object_id"] and any(
+                        r["method"] == "GET" for r in requests_to(sim, "openai-responses")),
+                    "the run's first state and its first poll")
     response_id = body["calls"][0]["provider_object_id"]
     payload = orjson.dumps({"id": f"evt_{secrets.token_hex(6)}", "object": "event",
                             "created_at": int(time.time()), "type": "response.completed",
@@ -447,9 +489,10 @@ def test_a_background_run_completed_by_webhook_while_polling_has_one_terminal_st
         "webhook-signature": sign(WEBHOOK_SECRET, webhook_id, ts, payload)})
     assert delivered.status_code == 200, delivered.text
     body = wait_run(gateway, run_id, settled("completed"), "completed")
-    # Both paths read the completed response: the webhook's fetch and the gateway's own poll.
     gets = [r for r in requests_to(sim, "openai-responses") if r["method"] == "GET"]
-    assert len(gets) >= 2
+    # The webhook's fetch reached the provider while the gateway's first poll was being
+    # answered (each answer takes 1.5 s), and both paths read the response.
+    assert len(gets) >= 3 and gets[1]["time"] - gets[0]["time"] < 1.5
     events = sse_events(gateway, run_id, follow="false")
     assert [kind for _, kind, _ in events].count("run.finished") == 1
     assert [seq for seq, _, _ in events] == list(range(len(events)))
@@ -473,6 +516,15 @@ def test_events_resume_after_last_event_id(gateway, sim):
     bad = httpx.get(f"{gateway.url}/v1/runs/{run_id}/events",
                     headers={"last-event-id": "x"}, timeout=10)
     assert bad.status_code == 400
+    assert httpx.get(f"{gateway.url}/v1/runs/{run_id}/events", params={"after": -2},
+                     timeout=10).status_code == 400
+    # EventSource reconnects after the stream ended: answered 204, which stops it.
+    wait_run(gateway, run_id, settled("completed", len(live) - 1), "the final state")
+    done = httpx.get(f"{gateway.url}/v1/runs/{run_id}/events",
+                     headers={"last-event-id": str(len(live) - 1)}, timeout=10)
+    assert done.status_code == 204
+    unknown = httpx.get(f"{gateway.url}/v1/runs/run_nope/events", timeout=10)
+    assert unknown.status_code == 404 and "run_nope" in unknown.json()["error"]
 
 
 def test_a_session_switches_provider_mid_turn_and_every_request_fits_its_schema(gateway, sim):
@@ -506,7 +558,12 @@ def test_a_session_switches_provider_mid_turn_and_every_request_fits_its_schema(
     assert [block["type"] for block in sent[1]["content"]] == ["tool_use", "tool_use"]
     assert {block["tool_use_id"] for block in sent[2]["content"]} == {c["tool_call_id"]
                                                                       for c in calls}
-    # The rendered Gemini request of the same history fits its schema too.
+    # The same history rendered for Gemini fits its schema too (the session could go on there).
+    gemini = build(NeutralRequest.model_validate({**neutral("google", "gemini-generate",
+                                                            "gemini-2.5-flash"),
+                                                  "transcript": transcript, "tools": tools}),
+                   "gemini-generate", "gemini-2.5-flash", stream=True)
+    assert validate_request("gemini-generate", gemini.body) == []
     events = sse_events(gateway, run_id, follow="false")
     assert [kind for _, kind, _ in events].count("run.started") == 2
     assert [seq for seq, _, _ in events] == list(range(len(events)))
@@ -517,5 +574,75 @@ def test_a_second_call_while_one_is_in_flight_is_409(gateway, sim):
                    background=True, run_id=f"run_{secrets.token_hex(6)}")
     start_run(gateway, body)
     answer = httpx.post(f"{gateway.url}/v1/runs", json=body, timeout=10)
-    assert answer.status_code == 409 and "in flight" in answer.text
+    assert answer.status_code == 409 and "in flight" in answer.json()["error"]
     httpx.post(f"{gateway.url}/v1/runs/{body['run_id']}/cancel", timeout=30)
+
+
+def test_a_retried_post_with_the_same_idempotency_key_sends_nothing_twice(gateway, sim):
+    body = neutral("openai", "openai-chat", "sim:openai-chat/text")
+    key = {"idempotency-key": f"key-{secrets.token_hex(6)}"}
+    first = httpx.post(f"{gateway.url}/v1/runs", json=body, headers=key, timeout=30)
+    assert first.status_code == 202 and first.headers["location"].endswith(first.json()["run_id"])
+    wait_run(gateway, first.json()["run_id"], settled("completed"), "completed")
+    again = httpx.post(f"{gateway.url}/v1/runs", json=body, headers=key, timeout=30)
+    assert again.status_code == 202 and again.json() == first.json()
+    assert again.headers["idempotent-replayed"] == "true"
+    assert len(requests_to(sim, "openai-chat")) == 1
+    other = httpx.post(f"{gateway.url}/v1/runs", json={**body, "max_output_tokens": 9},
+                       headers=key, timeout=30)
+    assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
+    assert len(requests_to(sim, "openai-chat")) == 1
+
+
+def test_a_run_that_ended_takes_no_next_call(gateway, sim):
+    started = start_run(gateway, neutral("openai", "openai-chat", "sim:openai-chat/text"))
+    wait_run(gateway, started["run_id"], settled("completed"), "completed")
+    answer = httpx.post(f"{gateway.url}/v1/runs", timeout=10, json={
+        **neutral("openai", "openai-chat", "sim:openai-chat/text"), "run_id": started["run_id"]})
+    assert answer.status_code == 409 and answer.json()["code"] == "run_ended"
+    assert len(requests_to(sim, "openai-chat")) == 1
+
+
+def test_a_second_call_on_the_same_api_that_is_cut_is_reported(gateway, sim):
+    # Call 1 asks for tools; call 2 (same run, same API) is cut before its terminal event.
+    first = start_run(gateway, neutral("openai", "openai-responses",
+                                       "sim:openai-responses/tool-call-parallel"))
+    run_id = first["run_id"]
+    wait_run(gateway, run_id, settled("waiting_for_tool"), "waiting_for_tool")
+    start_run(gateway, {**neutral("openai", "openai-responses",
+                                  "sim:openai-responses/truncated-mid-text"), "run_id": run_id})
+    state = wait_run(gateway, run_id, lambda b: len(b["calls"]) == 2 and call_over(b)
+                     and b["state"]["last_error"], "the truncation of call 2")["state"]
+    assert state["status"] == "in_progress" and state["needs_reconciliation"] is True
+    assert state["last_error"].startswith("stream_truncated")
+
+
+def test_api_tokens_bind_each_caller_to_its_tenant(start_gateway, sim):
+    acme, other = f"tok-{secrets.token_hex(8)}", f"tok-{secrets.token_hex(8)}"
+    gateway = start_gateway(api_tokens={"acme": [acme], "other": [other]})
+    body = neutral("openai", "openai-chat", "sim:openai-chat/text")
+    anonymous = httpx.post(f"{gateway.url}/v1/runs", json=body, timeout=10)
+    assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"] == "Bearer"
+    wrong = httpx.post(f"{gateway.url}/v1/runs", json=body, timeout=10,
+                       headers={"authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    as_acme = {"authorization": f"Bearer {acme}"}
+    posing = httpx.post(f"{gateway.url}/v1/runs", json={**body, "tenant": "other"},
+                        headers=as_acme, timeout=10)
+    assert posing.status_code == 403
+    assert sim.simulator.requests() == []
+    started = httpx.post(f"{gateway.url}/v1/runs", json=body, headers=as_acme, timeout=10).json()
+    run_id = started["run_id"]
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        seen = httpx.get(f"{gateway.url}/v1/runs/{run_id}", headers=as_acme, timeout=10).json()
+        if seen["state"] and seen["state"]["status"] == "completed":
+            break
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.1)
+    assert seen["state"]["tenant"] == "acme"
+    # Another tenant's token does not find the run, its events or its messages.
+    as_other = {"authorization": f"Bearer {other}"}
+    for path in ("", "/events", "/messages"):
+        answer = httpx.get(f"{gateway.url}/v1/runs/{run_id}{path}", headers=as_other, timeout=10)
+        assert answer.status_code == 404, path

@@ -85,7 +85,7 @@ def test_rejection_lists_every_candidate_and_exactly_what_it_lacks(manifest):
             {"provider": "openai", "api": "openai-responses", "model": "gpt-3.5-turbo"}]),
             manifest)
     body = info.value.to_dict()
-    assert body["error"] == "capability_rejected"
+    assert body["code"] == "capability_rejected" and body["error"] == str(info.value)
     candidates = body["candidates"]
     assert candidates[0] == {"provider": "anthropic", "api": "anthropic-messages",
                              "model": "claude-sonnet-4-5", "missing": [

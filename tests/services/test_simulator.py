@@ -493,10 +493,28 @@ def test_interactions_background_poll_and_cancel(http):
     assert created.status_code == 200 and created.json()["status"] == "in_progress"
     assert http.get("/v1beta/interactions/v1_search").json()["status"] == "in_progress"
     assert http.get("/v1beta/interactions/v1_search").json()["status"] == "completed"
-    cancelled = http.post("/v1beta/interactions/v1_search/cancel")
-    assert cancelled.json()["status"] == "cancelled"
+    # Finished: the provider's terminal state stands, a cancel is refused.
+    late = http.post("/v1beta/interactions/v1_search/cancel")
+    assert late.status_code == 400 and "already completed" in late.text
+    http.post("/v1beta/interactions", json={"model": "gemini-3-flash-preview", "input": "w?",
+                                            "background": True})
     assert http.post("/v1beta/interactions/v1_search:cancel").json()["status"] == "cancelled"
+    assert http.get("/v1beta/interactions/v1_search").json()["status"] == "cancelled"
     assert http.post("/v1beta/interactions/v1_search:delete").status_code == 404
+
+
+def test_a_slow_cancel_and_a_slow_poll(http):
+    # cancel_polls: the cancel and the next N polls still say in_progress; poll_delay_ms: each
+    # poll's answer waits.
+    knobs = {"x-simulator-cancel-polls": "2", "x-simulator-poll-steps": "50",
+             "x-simulator-poll-delay-ms": "200"}
+    http.post("/v1/responses", json={"model": "gpt-4o", "input": "hi", "background": True},
+              headers={**knobs, "x-simulator-scenario": "openai-responses/structured-output"})
+    assert http.post("/v1/responses/resp_struct/cancel").json()["status"] == "in_progress"
+    started = time.monotonic()
+    statuses = [http.get("/v1/responses/resp_struct").json()["status"] for _ in range(3)]
+    assert statuses == ["in_progress", "in_progress", "cancelled"]
+    assert time.monotonic() - started >= 0.6
 
 
 # --- pacing, request log -----------------------------------------------------------------------
