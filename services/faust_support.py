@@ -206,11 +206,19 @@ class LogStarts:
         self.settings = settings
         self.consumer: AIOKafkaConsumer | None = None
 
-    async def __call__(self, tps: Iterable[Any]) -> dict[Any, int]:
+    async def connect(self) -> None:
+        """Connect now (a worker does it while it starts, so that its first batch does not wait
+        ~100 ms for the connection)."""
         if self.consumer is None:
             consumer = make_consumer(self.settings)
             await start_client(consumer, self.settings)
-            self.consumer = consumer
+            if self.consumer is None:
+                self.consumer = consumer
+            else:  # connected meanwhile by another caller
+                await consumer.stop()
+
+    async def __call__(self, tps: Iterable[Any]) -> dict[Any, int]:
+        await self.connect()
         # Faust's TP and aiokafka's TopicPartition are both (topic, partition) tuples.
         found = await self.consumer.beginning_offsets([TopicPartition(*tp) for tp in tps])
         return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
@@ -332,7 +340,7 @@ class BatchingConsumer(faust_aiokafka.Consumer):
     stall every few thousand records under load, and as added latency at any load.
     ``fetch_max_wait_ms`` bounds that wait (the cost is one empty fetch per interval when idle).
     And a partition Faust leaves out of its fetches is paused in aiokafka too (see
-    ``_ConsumerThread._pause_inactive``).
+    ``_ConsumerThread._pause_as_faust_does``).
     """
 
     fetch_max_wait_ms = 1500  # the transport's subclass sets the value the processor chose
@@ -418,26 +426,28 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
     async def _fetch_records(self, consumer: AIOKafkaConsumer, active_partitions: Any,
                              timeout: float | None = None, max_records: int | None = None) -> Any:
-        if active_partitions is not None and self.consumer.flow_active:
-            await self._pause_inactive(consumer, active_partitions)
+        if self.consumer.flow_active:
+            await self._pause_as_faust_does(consumer)
         return await super()._fetch_records(consumer, active_partitions, timeout=timeout,
                                             max_records=max_records)
 
-    @staticmethod
-    async def _pause_inactive(consumer: AIOKafkaConsumer, active: Any) -> None:
-        # Faust "pauses" a partition (a changelog once its table is recovered, a partition whose
-        # stream buffer is full) by leaving it out of the partitions it asks for; aiokafka knows
-        # nothing of it, goes on fetching it, and keeps what it fetched for it — and while a
-        # partition holds fetched records nobody takes, aiokafka sends no fetch to that broker
-        # for 100 ms (its prefetch backoff). Seen as ~100 ms stalls after every start: the
-        # worker's own changelog writes, fetched and never consumed. So what Faust leaves out is
-        # paused in aiokafka too, and what aiokafka holds for it dropped (its position did not
-        # move: resumed, it is fetched again from there).
+    async def _pause_as_faust_does(self, consumer: AIOKafkaConsumer) -> None:
+        # Faust pauses a partition (a changelog once its table is recovered, every source
+        # partition while tables recover) only in its own bookkeeping: it leaves the partition
+        # out of what it asks aiokafka for. aiokafka goes on fetching it and keeps what it
+        # fetched — and while a partition holds fetched records nobody takes, aiokafka sends no
+        # fetch to that broker for 100 ms (its prefetch backoff). Seen as ~100 ms stalls after
+        # every start: the worker's own changelog writes, fetched and never consumed. So what
+        # Faust pauses is paused in aiokafka too, and what aiokafka holds for it dropped (its
+        # position did not move: resumed, it is fetched again from there). A partition Faust
+        # only stops asking for because its stream buffer is full keeps its fetched records:
+        # Faust takes them once the buffer drains.
+        paused_here = set(self.consumer._paused_partitions)  # Faust's TPs: (topic, partition)
         paused = consumer.paused()
-        resumed = [tp for tp in paused if tp in active]
+        resumed = [tp for tp in paused if tp not in paused_here]
         if resumed:
             consumer.resume(*resumed)
-        idle = [tp for tp in consumer.assignment() if tp not in active and tp not in paused]
+        idle = [tp for tp in consumer.assignment() if tp in paused_here and tp not in paused]
         if idle:
             consumer.pause(*idle)
             try:  # a paused partition's fetched records are dropped when asked for

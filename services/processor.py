@@ -147,6 +147,9 @@ _LEGACY_ORIGIN_HEADER = "modelevents-origin"
 # more records (linger) only delays its acknowledgement.
 _PRODUCER_TUNING: dict[str, Any] = {"linger_ms": 0}
 _TOPIC_ALREADY_EXISTS = 36
+# Records computed between two turns of the event loop.
+_YIELD_EVERY = 64
+STREAM_BUFFER = 16_384
 
 
 @dataclass(frozen=True)
@@ -276,6 +279,11 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
         agent_supervisor=mode.CrashingSupervisor,
         autodiscover=False,
         datadir=str(datadir),
+        # Records Faust buffers for the run agent. Beyond 80% of it Faust stops asking for the
+        # partitions concerned, and aiokafka then sends no fetch at all for 100 ms (see
+        # BatchingConsumer): sized to hold one fetch of a few partitions (1 MiB each, ~3,000
+        # frames), four times Faust's default. Costs up to ~25 MB while a backlog fills it.
+        stream_buffer_maxsize=STREAM_BUFFER,
     )
     app.transport = faust_support.transport(app, tuning.fetch_max_wait)
     _Processor(app, settings, tuning)
@@ -328,8 +336,9 @@ class RunWork:
 class _WorkingState:
     """The run agent's view of the ``run`` table while batches are in flight (see "Pipelining").
 
-    ``get`` gives the cached state of a run, else the table's. A state that a batch in flight
-    touched (``hold`` … ``release``) is newer than its table value and stays cached; the others
+    ``get`` gives the cached state of a run, else the table's. A state that the batch being
+    computed got (``get`` … ``computed``) or a batch in flight changed (``computed`` …
+    ``release``) is newer than its table value, or may become so, and stays cached; the others
     equal their table values and are evicted oldest first beyond ``limit``.
     """
 
@@ -337,18 +346,23 @@ class _WorkingState:
         self.table = table
         self.limit = limit
         self.cache: dict[bytes, RunWork] = {}
-        self.in_flight: dict[bytes, int] = {}  # key → batches in flight that touched it
+        self.in_flight: dict[bytes, int] = {}  # key → batches in flight that changed it
+        self.computing: set[bytes] = set()  # keys the batch being computed got
 
     def get(self, key: bytes) -> RunWork:
         work = self.cache.pop(key, None)  # popped and put back: most recently used last
         if work is None:
             work = _unpack(self.table.get(key)) or RunWork()
         self.cache[key] = work
+        self.computing.add(key)
         return work
 
-    def hold(self, keys: Iterable[bytes]) -> None:
-        for key in keys:
+    def computed(self, changed: Iterable[bytes]) -> None:
+        """The batch being computed is done: the states it changed are held until its writes
+        are done (:meth:`release`)."""
+        for key in changed:
             self.in_flight[key] = self.in_flight.get(key, 0) + 1
+        self.computing.clear()
 
     def release(self, keys: Iterable[bytes]) -> None:
         for key in keys:
@@ -359,18 +373,19 @@ class _WorkingState:
                 del self.in_flight[key]
         excess = len(self.cache) - self.limit
         if excess > 0:
-            oldest = islice(self.cache, excess + len(self.in_flight))
-            for key in [k for k in oldest if k not in self.in_flight][:excess]:
+            busy = self.busy
+            oldest = islice(self.cache, excess + len(self.in_flight) + len(self.computing))
+            for key in [k for k in oldest if not busy(k)][:excess]:
                 del self.cache[key]
 
     def busy(self, key: bytes) -> bool:
-        return key in self.in_flight
+        return key in self.in_flight or key in self.computing
 
     def forget(self, key: bytes) -> None:
         self.cache.pop(key, None)
 
     def clear(self) -> None:
-        assert not self.in_flight, "cleared with batches in flight"
+        assert not self.in_flight and not self.computing, "cleared with batches in flight"
         self.cache.clear()
 
 
@@ -446,7 +461,8 @@ class _Processor:
 
     # --- shared batch machinery -------------------------------------------------------------
 
-    async def _batches(self, stream: Any, compute: Callable[[Sequence[Any], Outbox | None], _Computed],
+    async def _batches(self, stream: Any,
+                       compute: Callable[[Sequence[Any], Outbox | None], Awaitable[_Computed]],
                        topics: Iterable[str], with_producer: bool = True,
                        pipelined: bool = False) -> None:
         """Run ``compute`` over the stream's batches; each batch's second half (send, write,
@@ -455,6 +471,7 @@ class _Processor:
         # Before the first await: this subscribes the agent's topics (see take_batches).
         batches = take_batches(stream, self.tuning.batch_size, self.tuning.batch_within)
         producer = await start_producer(self.settings, **_PRODUCER_TUNING) if with_producer else None
+        await self.log_starts.connect()
         order = PartitionOrder(self.app, topics, self.log_starts)
         self.orders.append(order)
         in_flight: list[asyncio.Task] = []  # oldest first; at most two
@@ -473,7 +490,7 @@ class _Processor:
                 fresh, again, held = await order.split(batch)
                 order.abandon(held)
                 outbox = Outbox(producer, self.settings.partitions) if producer is not None else None
-                computed = compute(fresh, outbox)
+                computed = await compute(fresh, outbox)
                 computed.records = fresh + again
                 previous = in_flight[-1] if in_flight else None
                 task = asyncio.ensure_future(self._finish(stream, order, computed, previous))
@@ -533,11 +550,15 @@ class _Processor:
                             (self.frames_topic, self.rerouted_topic, self.ingest_topic),
                             pipelined=True)
 
-    def _run_batch(self, batch: Sequence[Any], outbox: Outbox) -> _Computed:
+    async def _run_batch(self, batch: Sequence[Any], outbox: Outbox) -> _Computed:
         now = time.time()
         changed: dict[bytes, RunWork] = {}
         published: set[bytes] = set()
-        for item in batch:
+        for position, item in enumerate(batch, 1):
+            if not position % _YIELD_EVERY:
+                # Let the loop take acknowledgements and fetched records in: the previous batch
+                # completes, and the next one fills, while this one is computed.
+                await asyncio.sleep(0)
             message = item.message
             if message.topic == self.ingest_topic:
                 self._ingest(message, outbox, changed, published, now)
@@ -548,7 +569,7 @@ class _Processor:
         retention = self.tuning.retention
         # Snapshots of the states now: the next batch goes on changing the cached objects.
         writes = [(self.run_table, key, work.pack(retention)) for key, work in changed.items()]
-        self.working.hold(changed)
+        self.working.computed(changed)
         return _Computed(outbox, writes, [], list(changed))
 
     def _frame(self, message: Any, outbox: Outbox, changed: dict[bytes, RunWork],
@@ -657,7 +678,7 @@ class _Processor:
         # Not pipelined: a batch must see the claims of the one before in the table.
         await self._batches(stream, self._alias_batch, (self.aliases_topic,), with_producer=False)
 
-    def _alias_batch(self, batch: Sequence[Any], _outbox: None) -> _Computed:
+    async def _alias_batch(self, batch: Sequence[Any], _outbox: None) -> _Computed:
         now = time.time()
         writes = []
         seen: dict[bytes, str] = {}
