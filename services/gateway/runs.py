@@ -5,6 +5,7 @@
     GET  /v1/runs/{id}/events      the run's ModelEvents as SSE, resumable with Last-Event-ID = seq
     GET  /v1/runs/{id}/messages    the model's side of the run as neutral messages
     POST /v1/runs/{id}/cancel      ask the provider to cancel a background call
+    POST /v1/runs/{id}/reconcile   read a live run's provider object back until it ends
 
 The request is checked against the capability manifest before anything is sent (422 naming,
 per candidate target, what it lacks), and Kafka must be ready (503 otherwise: output it could
@@ -22,6 +23,11 @@ turn is a new run). A client that retries a POST sends the same ``Idempotency-Ke
 answer is given again (header ``Idempotent-Replayed: true``) and nothing is sent twice; the same
 key with another body is a 422. Keys are remembered by this gateway process (the latest
 ``local_runs``): behind a load balancer, route a key to one process.
+
+A run whose outcome is unknown — its gateway restarted while polling it, the polling timed out,
+a stream was cut — is reconciled before anything is retried: ``/reconcile`` polls its provider
+object (OpenAI Responses, Interactions) with the same backoff and terminal timeout, and the run
+ends as the provider says.
 
 Errors have one shape across the gateway: ``{"error": "<what happened and what to do>", …}``,
 plus ``code`` where a client branches on it.
@@ -43,7 +49,7 @@ import orjson
 from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from modelevents.adapters.requests import RenderError, build
+from modelevents.adapters.requests import Endpoint, RenderError, WireRequest, build
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES, RunState
 from modelevents.schemas.transcript import NeutralRequest, messages_from_events
@@ -51,6 +57,7 @@ from modelevents.services.gateway.auth import caller_tenant, may_see
 from modelevents.services.gateway.health import readiness
 from modelevents.services.gateway.router import CapabilityRejected, route
 from modelevents.services.gateway.run_views import run_events, run_history
+from modelevents.services.gateway.provider_http import FOLLOW_UPS
 from modelevents.services.gateway.runner import (CallRunner, CallTiming, FollowUpFailed,
                                                  ProviderCall)
 from modelevents.services.gateway.state import RETRY_AFTER_S, Gateway, gateway_of
@@ -62,6 +69,8 @@ log = logging.getLogger("modelevents.gateway.runs")
 router = APIRouter(tags=["runs"])
 
 MAX_IDEMPOTENCY_KEY = 255
+# The APIs whose provider objects a GET reads back (provider_http.FOLLOW_UPS).
+READ_BACK_APIS = frozenset(api for api, follow_up in FOLLOW_UPS.items() if follow_up.get)
 
 
 def _error(status: int, message: str, code: str | None = None, headers: dict[str, str] | None
@@ -263,6 +272,47 @@ async def cancel_run(run_id: str, request: Request) -> JSONResponse:
                         status_code=202)
 
 
+@router.post("/v1/runs/{run_id}/reconcile", status_code=202,
+             summary="Read the run's provider object back until the provider says it ended",
+             responses={404: {"description": "no such run"},
+                        409: {"description": "the run ended, a call of it is in flight here, or "
+                                             "its API has no object to read back"},
+                        422: {"description": "the run's provider is not configured here"}})
+async def reconcile_run(run_id: str, request: Request) -> JSONResponse:
+    """For a run left in progress (the gateway restarted while polling it, the polling timed out,
+    a stream was cut): the provider's object — the last one the run's events named — is polled
+    to its end and published, so the run ends as the provider says."""
+    gateway = gateway_of(request)
+    state = _known_run(request, run_id)
+    if state is None:
+        raise HTTPException(409, detail=f"run {run_id!r} has no state on the runs topic yet; "
+                                        "nothing to reconcile")
+    if state.status in TERMINAL_RUN_STATES:
+        raise HTTPException(409, detail=f"run {run_id!r} ended {state.status}; nothing to "
+                                        "reconcile")
+    if state.api not in READ_BACK_APIS or not state.provider_object_ids:
+        raise HTTPException(409, detail=f"run {run_id!r} ({state.api}) names no provider object "
+                                        "that can be read back (only OpenAI Responses and Gemini "
+                                        "Interactions objects can)")
+    provider = gateway.config.provider(state.provider or "")
+    if provider is None or not provider.takes_runs:
+        raise HTTPException(422, detail=f"provider {state.provider!r} is not configured on this "
+                                        "gateway")
+    object_id = state.provider_object_ids[-1]
+    call = ProviderCall(
+        run_id=run_id, tenant=state.tenant, call_tag=gateway.runs.next_tag(run_id),
+        wire=WireRequest(state.api, state.provider, state.model or "", Endpoint("GET", ""), {}),
+        stream=False, background=True, base_url=provider.base_url,
+        api_key=provider.api_key.get_secret_value() if provider.api_key else None)
+    runner = CallRunner(call, gateway.http, gateway.publish_all, _timing(gateway))
+    runner.outcome.object_id = object_id
+    gateway.runs.start(runner, runner.settle())
+    log.info("run %s: reconciling %s %s", run_id, state.api, object_id)
+    return JSONResponse({"run_id": run_id, "call": call.call_tag, "provider_object_id": object_id,
+                         "note": "the run ends as the provider says; watch its events"},
+                        status_code=202, headers={"Location": f"/v1/runs/{run_id}"})
+
+
 def _known_run(request: Request, run_id: str) -> RunState | None:
     """The run's state (None before the processor wrote one); 404 for a run nobody knows or
     the caller may not see, 503 while the gateway has not read ``runs`` up to its end yet."""
@@ -373,12 +423,14 @@ class LocalRuns:
         count = len(calls.runners) if calls is not None else 0
         return f"c{count}-{uuid.uuid4().hex[:8]}"
 
-    def start(self, runner: CallRunner) -> None:
+    def start(self, runner: CallRunner, work: Any = None) -> None:
+        """Carry out the runner's call (``work``: instead of ``runner.run()``) in a task."""
         run_id = runner.call.run_id
         calls = self._runs.pop(run_id, None) or _RunCalls()
         self._runs[run_id] = calls  # most recently used last
         calls.runners.append(runner)
-        self._track(calls, runner.run(), f"run {run_id} {runner.call.call_tag}")
+        self._track(calls, work if work is not None else runner.run(),
+                    f"run {run_id} {runner.call.call_tag}")
         excess = len(self._runs) - self.keep
         for old in [k for k, c in self._runs.items() if c.task is None][:max(0, excess)]:
             del self._runs[old]

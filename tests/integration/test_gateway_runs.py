@@ -646,3 +646,32 @@ def test_api_tokens_bind_each_caller_to_its_tenant(start_gateway, sim):
     for path in ("", "/events", "/messages"):
         answer = httpx.get(f"{gateway.url}/v1/runs/{run_id}{path}", headers=as_other, timeout=10)
         assert answer.status_code == 404, path
+
+
+def test_a_run_left_in_progress_by_a_stopped_gateway_is_reconciled_by_another(start_gateway,
+                                                                             sim):
+    # The first gateway stops while it polls a background run (a deploy); the second one knows
+    # the run from the runs topic only, and reads its provider object back to the end.
+    first = start_gateway(poll_initial_s=0.3, poll_max_s=0.3)
+    started = start_run(first, neutral("openai", "openai-responses",
+                                       "sim:openai-responses/background-8-polls", background=True))
+    run_id = started["run_id"]
+    wait_run(first, run_id, lambda b: b["state"] and b["state"]["provider_object_ids"],
+             "the run's object id on runs")
+    first.stop()
+    second = start_gateway()
+    body = wait_run(second, run_id, lambda b: b["state"] is not None, "the run on runs")
+    assert body["calls"] == [] and body["state"]["status"] in ("queued", "in_progress")
+    answer = httpx.post(f"{second.url}/v1/runs/{run_id}/reconcile", timeout=30)
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["provider_object_id"] == body["state"]["provider_object_ids"][-1]
+    wait_run(second, run_id, settled("completed"), "completed")
+    events = sse_events(second, run_id, follow="false")
+    assert [kind for _, kind, _ in events].count("run.finished") == 1
+    assert [seq for seq, _, _ in events] == list(range(len(events)))
+    again = httpx.post(f"{second.url}/v1/runs/{run_id}/reconcile", timeout=30)
+    assert again.status_code == 409 and "ended completed" in again.json()["error"]
+    streamed = start_run(second, neutral("openai", "openai-chat", "sim:openai-chat/text"))
+    wait_run(second, streamed["run_id"], settled("completed"), "completed")
+    refused = httpx.post(f"{second.url}/v1/runs/{streamed['run_id']}/reconcile", timeout=30)
+    assert refused.status_code == 409
