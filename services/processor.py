@@ -94,6 +94,7 @@ import math
 import pickle
 import struct
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -139,8 +140,11 @@ CHANGELOG_CONFIG = {
     "delete.retention.ms": str(60 * 60 * 1000),
 }
 # Table values: two release times (epoch seconds, inf = never) + a pickle: when the whole value
-# may go, and when its normalizer part (a run's adapters) may go.
+# may go, and when its normalizer part (a run's adapters) may go. A terminal run's pickle is
+# compressed (zlib): such values are most of what a worker holds (they stay for the retention
+# period), are rarely read again, and shrink to ~60%.
 _EXPIRY = struct.Struct("<dd")
+_ZLIB = b"\x78"
 # The ingest header of candidate events that earlier versions' normalizer agent wrote.
 _LEGACY_ORIGIN_HEADER = "modelevents-origin"
 # The outputs' producer: a batch is queued whole before anything is awaited, so waiting for
@@ -149,6 +153,8 @@ _PRODUCER_TUNING: dict[str, Any] = {"linger_ms": 0}
 _TOPIC_ALREADY_EXISTS = 36
 # Records computed between two turns of the event loop.
 _YIELD_EVERY = 64
+# Table entries the release timer looks at between two turns of the event loop.
+_SWEEP_YIELD_EVERY = 2_000
 STREAM_BUFFER = 16_384
 
 
@@ -163,8 +169,9 @@ class ProcessorTuning:
     batch_within: float = 0.01
     # Seconds the broker may hold a fetch that finds nothing new (see BatchingConsumer).
     fetch_max_wait: float = 0.025
-    # Run states kept unpickled between batches (beyond those of the batches in flight).
-    cached_runs: int = 10_000
+    # Run states kept unpickled between batches (beyond those of the batches in flight): enough
+    # for the runs of the last couple of batches; each costs ~8 KB unpickled (~2 KB in the table).
+    cached_runs: int = 2_000
     retention: float = 3600.0  # seconds before idle/terminal run state is released
     sweep_interval: float | None = None  # seconds between releases; default retention/4, ≤ 60 s
     stats_interval: float = 5.0  # seconds between progress log lines (0: none)
@@ -293,13 +300,18 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
 # --- table values ------------------------------------------------------------------------------
 
 
-def _pack(state: Any, expires_at: float, part_expires_at: float = math.inf) -> bytes:
-    return (_EXPIRY.pack(expires_at, part_expires_at)
-            + pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+def _pack(state: Any, expires_at: float, part_expires_at: float = math.inf,
+          compress: bool = False) -> bytes:
+    data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+    return _EXPIRY.pack(expires_at, part_expires_at) + (zlib.compress(data, 1) if compress else data)
 
 
 def _unpack(value: bytes | None) -> Any:
-    return None if value is None else pickle.loads(memoryview(value)[_EXPIRY.size:])
+    if value is None:
+        return None
+    data = memoryview(value)[_EXPIRY.size:]
+    # A pickle (protocol ≥ 2) starts with its PROTO opcode 0x80, a zlib stream with 0x78.
+    return pickle.loads(zlib.decompress(data) if data[:1] == _ZLIB else data)
 
 
 def _expiries(value: bytes) -> tuple[float, float]:
@@ -330,7 +342,8 @@ class RunWork:
         else:
             numbering = self.sequence.terminal_since + retention
         return _pack(self, max(adapters, numbering),
-                     adapters if self.normalizer is not None else math.inf)
+                     adapters if self.normalizer is not None else math.inf,
+                     compress=self.sequence is not None and self.sequence.terminal_since is not None)
 
 
 class _WorkingState:
@@ -710,7 +723,12 @@ class _Processor:
         released = trimmed = 0
         retention = self.tuning.retention
         for table in (self.run_table, self.aliases_table):
-            for key, value in list(table.items()):
+            for position, key in enumerate(list(table.keys()), 1):
+                if not position % _SWEEP_YIELD_EVERY:
+                    await asyncio.sleep(0)  # a long table is swept between batches, not instead
+                value = table.get(key)  # read now: a batch may have written it since the list
+                if value is None:
+                    continue
                 whole, part = _expiries(value)
                 if min(whole, part) > now or partition_for_key(key, partitions) not in owned:
                     continue
@@ -726,7 +744,6 @@ class _Processor:
                     work.normalizer = None
                     table[key] = work.pack(retention)
                     trimmed += 1
-            await asyncio.sleep(0)
         if released or trimmed:
             await self.app.producer.flush()
             log.info("released the state of %d runs/aliases past their retention, and the "
