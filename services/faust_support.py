@@ -205,17 +205,18 @@ class LogStarts:
     def __init__(self, settings: PipelineSettings) -> None:
         self.settings = settings
         self.consumer: AIOKafkaConsumer | None = None
+        self._connecting: asyncio.Lock | None = None
 
     async def connect(self) -> None:
         """Connect now (a worker does it while it starts, so that its first batch does not wait
-        ~100 ms for the connection)."""
-        if self.consumer is None:
-            consumer = make_consumer(self.settings)
-            await start_client(consumer, self.settings)
+        ~100 ms for the connection). Several agents may call it at once: one connects."""
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
             if self.consumer is None:
+                consumer = make_consumer(self.settings)
+                await start_client(consumer, self.settings)
                 self.consumer = consumer
-            else:  # connected meanwhile by another caller
-                await consumer.stop()
 
     async def __call__(self, tps: Iterable[Any]) -> dict[Any, int]:
         await self.connect()
