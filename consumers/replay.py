@@ -327,7 +327,7 @@ def renormalize(frames: list[ProviderFrame], run_id: str) -> Renormalized:
     """One run's frames (log order) through the current adapters with the processor's own
     per-run normalizer: one adapter per API of the run, closed where an end-of-input marker
     says the input ended."""
-    normalizer = RunNormalizer(run_id, incarnation="replay")
+    normalizer = RunNormalizer(run_id)
     out = Renormalized(frames, [], [], [])
     seen: set[str] = set()
     for frame in frames:

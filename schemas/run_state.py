@@ -44,7 +44,7 @@ class RunState:
 
 @dataclass(slots=True)
 class DeadLetter:
-    stage: str  # decode | translate | sequence | apply
+    stage: str  # decode | translate | sequence | apply | resolve
     reason: str
     error_type: str
     at: int  # epoch milliseconds

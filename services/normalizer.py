@@ -99,9 +99,6 @@ class Translation:
 @dataclass
 class RunNormalizer:
     run_id: str
-    # Where this state was created. Unused since candidates are sequenced beside this state (no
-    # replay to recognise on ingest); kept so that callers naming it (consumers/replay.py) work.
-    incarnation: str = ""
     adapters: dict[str, Adapter] = field(default_factory=dict)
     applied: dict[str, int] = field(default_factory=dict)
     claimed: list[str] = field(default_factory=list)

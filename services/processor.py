@@ -20,7 +20,8 @@ changelog belongs to the same worker: Faust assigns equally partitioned topics t
   handlers and one run's events have one producer (their ``seq`` order is the log's order).
   Illegal transitions are published and also dead-lettered (stage ``apply``); undecodable
   records and unknown kinds go to ``dlq`` only.
-- **aliases** (``<app>-run-aliases``): records which run claimed a provider object id.
+- **aliases** (``<app>-run-aliases``): records which run claimed a provider object id, and
+  dead-letters (stage ``resolve``) a claim that splits an object's frames between two runs.
 
 Earlier versions sent every candidate event through ``ingest`` to a second agent; an ``ingest``
 record carrying their ``modelevents-origin`` header is such a candidate, whose frame the run
@@ -36,9 +37,18 @@ to the worker that reads those frames. A frame whose key is a claimed object id 
 record goes, unchanged, to ``<app>-frames-rerouted`` keyed by the run id, which puts it on the
 run's partition, where the run agent feeds it to the run's own adapters — the adapter then
 dedupes across paths (a webhook repeating what the stream said adds nothing). The first claim
-of an object id wins, and a claim lasts ``retention`` seconds. A frame keyed by an object id that
-no run has claimed (yet, or any more) starts a run of that name: a webhook that overtakes the
-stream announcing the id is not merged afterwards.
+of an object id wins, and a claim lasts ``retention`` seconds.
+
+A frame keyed by an object id that no run has claimed (yet, or any more) starts a run of that
+name. So a webhook or a poll that overtakes the stream announcing its object — its frame is
+processed before the stream's ``run.started`` is — makes a run named by the object id, with the
+events of what it carried (a webhook notification carries none, a poll the whole object), and
+that run is not merged into the stream's afterwards (its events are published; a run's events
+are never taken back). When the stream's run then claims the id, the claim succeeds — frames
+keyed by the id from then on go to the stream's run, which dedupes them against what it said —
+and the split is reported: a DeadLetter, stage ``resolve``, error type ``UnmergedRun``, keyed by
+the claiming run, naming both runs. A claim of an id that another run claimed first is reported
+the same way (``ClaimConflict``); the second run keeps only its own frames.
 
 Delivery: at-least-once with idempotent outputs (Faust's exactly_once has open duplicate bugs).
 Each agent takes records in batches (``faust_support.take_batches``: what is waiting, up to
@@ -103,7 +113,6 @@ from typing import Any
 
 import faust
 import mode
-from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from modelevents.schemas import codec
@@ -424,7 +433,7 @@ class _Stats:
 class _Computed:
     """What computing a batch gave, for its second half (send, write, ack)."""
 
-    outbox: Outbox | None
+    outbox: Outbox
     writes: list[tuple[Any, bytes, bytes]]
     records: list[Any]  # to ack
     held: list[bytes]  # run keys held in the working state until the writes are done
@@ -475,15 +484,15 @@ class _Processor:
     # --- shared batch machinery -------------------------------------------------------------
 
     async def _batches(self, stream: Any,
-                       compute: Callable[[Sequence[Any], Outbox | None], Awaitable[_Computed]],
-                       topics: Iterable[str], with_producer: bool = True,
+                       compute: Callable[[Sequence[Any], Outbox], Awaitable[_Computed]],
+                       topics: Iterable[str],
                        pipelined: bool = False) -> None:
         """Run ``compute`` over the stream's batches; each batch's second half (send, write,
         ack: :meth:`_finish`) in a task chained after the previous batch's. ``pipelined``: the
         next batch is computed while the previous one's outputs are acknowledged."""
         # Before the first await: this subscribes the agent's topics (see take_batches).
         batches = take_batches(stream, self.tuning.batch_size, self.tuning.batch_within)
-        producer = await start_producer(self.settings, **_PRODUCER_TUNING) if with_producer else None
+        producer = await start_producer(self.settings, **_PRODUCER_TUNING)
         await self.log_starts.connect()
         order = PartitionOrder(self.app, topics, self.log_starts)
         self.orders.append(order)
@@ -502,7 +511,7 @@ class _Processor:
                     self.rebalanced = False
                 fresh, again, held = await order.split(batch)
                 order.abandon(held)
-                outbox = Outbox(producer, self.settings.partitions) if producer is not None else None
+                outbox = Outbox(producer, self.settings.partitions)
                 computed = await compute(fresh, outbox)
                 computed.records = fresh + again
                 previous = in_flight[-1] if in_flight else None
@@ -518,8 +527,7 @@ class _Processor:
             if in_flight:
                 await asyncio.wait(in_flight)
             self.orders.remove(order)
-            if producer is not None:
-                await producer.stop()
+            await producer.stop()
             if not self.orders:
                 await self.log_starts.close()
 
@@ -527,8 +535,7 @@ class _Processor:
                       previous: asyncio.Task | None) -> None:
         if previous is not None:
             await previous  # outputs in batch order; a failure there fails this batch too
-        if computed.outbox is not None:
-            await computed.outbox.send_all()
+        await computed.outbox.send_all()
         # Queued on Faust's producer; every commit flushes that producer before it commits
         # offsets, so a committed record's state is always durable.
         for table, key, value in computed.writes:
@@ -689,25 +696,39 @@ class _Processor:
 
     async def _aliases_agent(self, stream: Any) -> None:
         # Not pipelined: a batch must see the claims of the one before in the table.
-        await self._batches(stream, self._alias_batch, (self.aliases_topic,), with_producer=False)
+        await self._batches(stream, self._alias_batch, (self.aliases_topic,))
 
-    async def _alias_batch(self, batch: Sequence[Any], _outbox: None) -> _Computed:
+    async def _alias_batch(self, batch: Sequence[Any], outbox: Outbox) -> _Computed:
         now = time.time()
         writes = []
         seen: dict[bytes, str] = {}
         for item in batch:
-            object_id, run_id = item.message.key, _text(item.message.value)
+            message = item.message
+            object_id, run_id = message.key, _text(message.value)
             if object_id is None or not run_id:
                 continue
             current = seen.get(object_id) or _unpack(self.aliases_table.get(object_id))
             if current is None:
                 seen[object_id] = run_id
                 writes.append((self.aliases_table, object_id, _pack(run_id, now + self.tuning.retention)))
+                if self._has_run(object_id):
+                    self._dead(outbox, "resolve",
+                               f"frames keyed by provider object {_text(object_id)} arrived before run "
+                               f"{run_id} announced that object, and started a run of that name; "
+                               f"they stay in run {_text(object_id)} (runs are not merged), frames "
+                               f"keyed by {_text(object_id)} from now on go to run {run_id}",
+                               "UnmergedRun", message, run_id, message.value)
             elif current != run_id:
-                log.warning("provider object %s is claimed by run %s; run %s claimed it too and "
-                            "keeps only its own frames (the first claim wins)",
-                            _text(object_id), current, run_id)
-        return _Computed(None, writes, [], [])
+                self._dead(outbox, "resolve",
+                           f"provider object {_text(object_id)} is claimed by run {current}; run "
+                           f"{run_id} announced it too and keeps only its own frames (the first "
+                           "claim wins)", "ClaimConflict", message, run_id, message.value)
+        return _Computed(outbox, writes, [], [])
+
+    def _has_run(self, key: bytes) -> bool:
+        """Whether a run of this id has state here (the ``run`` table is partitioned as the
+        aliases are, so a run named by an object id lives on the object id's worker)."""
+        return key in self.working.cache or self.run_table.get(key) is not None
 
     # --- timers -----------------------------------------------------------------------------
 

@@ -7,6 +7,13 @@
                        Faust app id, its five topics created; they are deleted afterwards.
     make_settings      function: a factory for more such settings in one test
                        (``make_settings(partitions=2, create_topics=False)``).
+    settings           function: such settings with the pipeline tests' partition count
+                       (``pipeline.PARTITIONS``).
+    start_worker       function: ``start_worker(name, wait=True, extra=())`` starts a
+                       ``modelevents worker`` subprocess on ``settings`` (``pipeline.Worker``),
+                       by default waiting until it is ready; ``start_worker.logs(name)`` gives
+                       the log lines of the workers of that name; every worker is killed at the
+                       end of the test.
 
 A test module that wants a broker of its own (because it stops or restarts it, or to keep its
 load apart) overrides ``kafka_broker`` with :func:`broker_fixture`; ``pipeline_settings`` then
@@ -27,11 +34,13 @@ import dataclasses
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from modelevents.services import kafka_local, topics
 from modelevents.services.settings import PipelineSettings
+from tests.integration.pipeline import PARTITIONS, Worker
 
 SHARED_BASE_PORT = 19400
 
@@ -117,3 +126,26 @@ def make_settings(kafka_broker: str) -> Iterator[Callable[..., PipelineSettings]
 @pytest.fixture
 def pipeline_settings(make_settings: Callable[..., PipelineSettings]) -> PipelineSettings:
     return make_settings()
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., PipelineSettings]) -> PipelineSettings:
+    return make_settings(partitions=PARTITIONS)
+
+
+@pytest.fixture
+def start_worker(settings: PipelineSettings, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    workers: list[Worker] = []
+
+    def start(name: str = "worker", wait: bool = True, extra: tuple[str, ...] = ()) -> Worker:
+        worker = Worker(settings, tmp_path, f"{name}-{len(workers)}", extra)
+        workers.append(worker)
+        if wait:
+            worker.wait_ready()
+        return worker
+
+    start.logs = lambda name: [line for w in workers if w.log_path.stem.startswith(name)
+                               for line in w.log_text().splitlines()]
+    yield start
+    for worker in workers:
+        worker.close()

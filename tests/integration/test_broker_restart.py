@@ -10,7 +10,7 @@ import pytest
 
 from modelevents.services import kafka_local
 from tests.integration.conftest import worker_port
-from tests.integration.test_processor import (  # noqa: F401 - fixtures used by name
+from tests.integration.pipeline import (
     ONE_PER_API,
     assert_run_as_normalized,
     collect,
@@ -18,8 +18,6 @@ from tests.integration.test_processor import (  # noqa: F401 - fixtures used by 
     feed,
     halves,
     run,
-    settings,
-    start_worker,
 )
 
 pytestmark = pytest.mark.kafka

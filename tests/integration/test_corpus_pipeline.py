@@ -11,7 +11,7 @@ import pytest
 from modelevents.adapters.registry import normalize_file
 from modelevents.schemas.errors import DetectionError
 from tests.corpus import corpus_files, require_corpus
-from tests.integration.test_processor import (  # noqa: F401 - fixtures used by name
+from tests.integration.pipeline import (
     assert_run_as_normalized,
     collect,
     expected_counts,
@@ -19,8 +19,6 @@ from tests.integration.test_processor import (  # noqa: F401 - fixtures used by 
     fixture_frames,
     own_recordings,
     run,
-    settings,
-    start_worker,
 )
 
 pytestmark = pytest.mark.kafka

@@ -28,12 +28,7 @@ from modelevents.schemas.errors import ConfigError
 from modelevents.services.commands import gateway as gateway_command
 from modelevents.services.settings import PipelineSettings
 from tests.integration.test_gateway_webhooks import free_port, frames_on_topic
-from tests.integration.test_processor import (  # noqa: F401 - fixtures used by name
-    collect,
-    run,
-    settings,
-    start_worker,
-)
+from tests.integration.pipeline import collect, run
 
 pytestmark = pytest.mark.kafka
 

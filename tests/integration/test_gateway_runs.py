@@ -41,7 +41,7 @@ from modelevents.services.simulator.scenarios import ScenarioRegistry, manifest_
 from modelevents.services.simulator.server import SimulatorHandle, run_in_thread
 from tests.integration.conftest import unique_settings
 from tests.integration.test_gateway_webhooks import Served, sign
-from tests.integration.test_processor import PARTITIONS, Worker, run
+from tests.integration.pipeline import PARTITIONS, Worker, run
 
 pytestmark = pytest.mark.kafka
 

@@ -45,13 +45,7 @@ from modelevents.services.gateway.webhooks import verify_signature, WebhookRejec
 from modelevents.services.settings import PipelineSettings
 from tests.corpus import CORPUS_DIR, require_corpus
 from tests.integration.conftest import worker_port
-from tests.integration.test_processor import (  # noqa: F401 - fixtures used by name
-    Published,
-    collect,
-    run,
-    settings,
-    start_worker,
-)
+from tests.integration.pipeline import Published, collect, run
 
 pytestmark = pytest.mark.kafka
 
