@@ -73,26 +73,32 @@ and also takes Faust's per-record tasks and waits out of the path from the consu
 Pipelining. The run agent computes batch ``n + 1`` while the broker acknowledges batch ``n``'s
 outputs: a batch's sending, table writes and acks run in a task of their own, chained after
 the previous batch's (so outputs reach the log in batch order, and states and acks are written
-in order), and at most one batch waits behind the one being sent. Since batch ``n``'s states
+in order), and at most one batch waits behind the one being sent. A batch is computed with a
+turn of the event loop every 64 records, so that acknowledgements and fetched records are taken
+in meanwhile (the batch before completes, the batch after fills). Since batch ``n``'s states
 are not in the table yet when batch ``n + 1`` is computed, the agent works on a cache of run
 states (:class:`_WorkingState`): the in-memory state at the end of the last batch computed,
-snapshotted (pickled) for the table at the end of each batch. A cached state that no batch in
-flight touched equals its table value and may be evicted; the cache is emptied at a rebalance
-(after Faust waited for the batches in flight), since another worker may change the states of
-a partition this worker gave up.
+snapshotted (pickled) for the table at the end of each batch. A cached state that neither the
+batch being computed nor a batch in flight touched equals its table value and may be evicted
+(beyond ``cached_runs``); the cache is emptied at a rebalance (after Faust waited for the
+batches in flight), since another worker may change the states of a partition this worker gave
+up.
 
 State. The store is ``memory://``: RocksDB (rocksdict) is not installed with this project, and
 the changelogs recover the tables when a worker starts or takes over a partition. Recovery reads
 a changelog partition from its start, so the changelogs are compacted eagerly (small segments)
 to keep that proportional to the live runs. Standby replicas are off: with an in-memory store
 each standby would cost a worker the memory of partitions it does not process. Values are
-pickles prefixed with two times (epoch seconds) at which parts of the value may be released; a
-timer releases, on the partitions this worker owns: a run's adapters and an alias after
-``retention`` seconds without activity, and a run's numbering and state ``retention`` seconds
-after the run became terminal. State is thus bounded by the runs active (or terminal) within one
-retention period times a per-run bound (``services/normalizer.py``, ``services/sequencer.py``).
-An event for a run whose terminal state was released starts the run afresh at ``seq`` 0: choose
-a retention longer than the latest webhook or poll you expect after a run ends.
+pickles (a terminal run's compressed with zlib) prefixed with two times (epoch seconds) at which
+parts of the value may be released; a timer releases, on the partitions this worker owns: a
+run's adapters and an alias after ``retention`` seconds without activity, and a run's numbering
+and state ``retention`` seconds after the run became terminal. State is thus bounded by the runs
+active (or terminal) within one retention period times a per-run bound
+(``services/normalizer.py``, ``services/sequencer.py``). Measured (bench/pipeline.py (d), a
+small Chat Completions run, default retention): ~2 KB of worker RSS per run held, on top of
+~130 MB for the worker itself, its ``cached_runs`` states and its stream buffer — 306 MB with
+100,000 runs. An event for a run whose terminal state was released starts the run afresh at
+``seq`` 0: choose a retention longer than the latest webhook or poll you expect after a run ends.
 """
 
 from __future__ import annotations

@@ -35,10 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "worker",
         help="run the stream processor: frames → events and run state",
-        description="Run one worker of the stream processor (faust-streaming): it normalizes the "
-                    "frames topic into candidate events (ingest), dedupes them, numbers each run's "
-                    "events 0, 1, 2, … and advances the run state machine, publishing to events, "
-                    "runs and dlq. Start several workers with the same app id to share the "
+        description="Run one worker of the stream processor (faust-streaming): it feeds each "
+                    "run's frames to the run's adapters, dedupes the events they give and those "
+                    "on ingest, numbers each run's events 0, 1, 2, … and advances the run state "
+                    "machine, publishing to events, runs and dlq. Start several "
+                    "workers with the same app id to share the "
                     "partitions; stop one with Ctrl-C or SIGTERM (it finishes its batch and "
                     "commits). The pipeline's topics must exist (`modelevents topics create`).",
         epilog=ENV_HELP + " MODELEVENTS_APP_ID (default modelevents) names the consumer group and "
