@@ -30,6 +30,7 @@ from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services import kafka_io, topics
+from modelevents.services.asgi_thread import ServedApp, serve_in_thread
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.capabilities import load_manifest
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
@@ -40,7 +41,7 @@ from modelevents.services.simulator.app import Simulator
 from modelevents.services.simulator.scenarios import ScenarioRegistry, manifest_with_scenarios
 from modelevents.services.simulator.server import SimulatorHandle, run_in_thread
 from tests.integration.conftest import unique_settings
-from tests.integration.test_gateway_webhooks import Served, sign
+from tests.integration.test_gateway_webhooks import sign
 from tests.integration.pipeline import PARTITIONS, Worker, run
 
 pytestmark = pytest.mark.kafka
@@ -100,11 +101,11 @@ def settings(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture
 def start_gateway(settings: PipelineSettings, sim: SimulatorHandle
-                  ) -> Iterator[Callable[..., Served]]:
-    started: list[Served] = []
+                  ) -> Iterator[Callable[..., ServedApp]]:
+    started: list[ServedApp] = []
     manifest = manifest_with_scenarios(load_manifest())
 
-    def start(**overrides: Any) -> Served:
+    def start(**overrides: Any) -> ServedApp:
         values: dict[str, Any] = dict(
             kafka=settings, ack_timeout_s=5.0, poll_initial_s=0.05, poll_max_s=0.2,
             call_backoff_s=0.05, fetch_backoff_s=0.05,
@@ -115,7 +116,7 @@ def start_gateway(settings: PipelineSettings, sim: SimulatorHandle
                 "gemini": ProviderConfig(base_url=sim.base_url, api_key=GEMINI_KEY),
             })
         values.update(overrides)
-        served = Served(create_app(GatewayConfig(**values), manifest=manifest))
+        served = serve_in_thread(create_app(GatewayConfig(**values), manifest=manifest))
         started.append(served)
         return served
 
@@ -125,7 +126,7 @@ def start_gateway(settings: PipelineSettings, sim: SimulatorHandle
 
 
 @pytest.fixture
-def gateway(start_gateway: Callable[..., Served]) -> Served:
+def gateway(start_gateway: Callable[..., ServedApp]) -> ServedApp:
     return start_gateway()
 
 
@@ -138,19 +139,19 @@ def neutral(provider: str, api: str | None, model: str, **extra: Any) -> dict[st
             "target": target, "max_output_tokens": 256, **extra}
 
 
-def start_run(gateway: Served, body: dict[str, Any], expect: int = 202) -> dict[str, Any]:
+def start_run(gateway: ServedApp, body: dict[str, Any], expect: int = 202) -> dict[str, Any]:
     response = httpx.post(f"{gateway.url}/v1/runs", json=body, timeout=30)
     assert response.status_code == expect, response.text
     return response.json()
 
 
-def get_run(gateway: Served, run_id: str) -> dict[str, Any]:
+def get_run(gateway: ServedApp, run_id: str) -> dict[str, Any]:
     response = httpx.get(f"{gateway.url}/v1/runs/{run_id}", timeout=30)
     assert response.status_code == 200, response.text
     return response.json()
 
 
-def wait_run(gateway: Served, run_id: str, done: Callable[[dict[str, Any]], bool],
+def wait_run(gateway: ServedApp, run_id: str, done: Callable[[dict[str, Any]], bool],
              what: str, timeout: float = SETTLE_S) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     body = get_run(gateway, run_id)
@@ -173,7 +174,7 @@ def settled(status: str, last_seq: int | None = None) -> Callable[[dict[str, Any
     return done
 
 
-def sse_events(gateway: Served, run_id: str, headers: dict[str, str] | None = None,
+def sse_events(gateway: ServedApp, run_id: str, headers: dict[str, str] | None = None,
                **params: Any) -> list[tuple[int, str, dict[str, Any]]]:
     """(id, event, data) of every SSE event ``GET /v1/runs/{id}/events`` sends until it ends."""
     out = []
@@ -202,7 +203,7 @@ def offline(recording: str, run_id: str | None = None) -> list[ModelEvent]:
     return normalize_bytes(path.read_bytes(), run_id=run_id, source_name=path.name).events
 
 
-def assert_events_as_normalized(gateway: Served, run_id: str, recording: str) -> None:
+def assert_events_as_normalized(gateway: ServedApp, run_id: str, recording: str) -> None:
     received = sse_events(gateway, run_id, follow="false")
     expected = offline(recording, run_id)
     assert [seq for seq, _, _ in received] == list(range(len(expected))), recording

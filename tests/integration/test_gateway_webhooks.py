@@ -22,7 +22,6 @@ import logging
 import os
 import secrets
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,7 +30,6 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -39,6 +37,7 @@ from starlette.routing import Route
 
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services import kafka_io, kafka_local
+from modelevents.services.asgi_thread import ServedApp, serve_in_thread
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig, load_config
 from modelevents.services.gateway.webhooks import verify_signature, WebhookRejected
@@ -75,28 +74,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class Served:
-    """An ASGI app under uvicorn on a thread, on a free loopback port."""
-
-    def __init__(self, app: Any) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False,
-            lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise AssertionError("the server did not start (see the log above)")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-
-
 class FakeProvider:
     """OpenAI's GET /v1/responses/{id} and Gemini's GET /v1beta/interactions/{id}, serving
     recorded objects (their ids rewritten to the requested one); ``fail_first`` answers 503
@@ -108,7 +85,7 @@ class FakeProvider:
         app = Starlette(routes=[
             Route("/v1/responses/{object_id}", self.openai),
             Route("/v1beta/interactions/{object_id}", self.gemini)])
-        self.served = Served(app)
+        self.served = serve_in_thread(app)
         self.url = self.served.url
 
     def _answer(self, request: Request, recorded: Path) -> Response:
@@ -181,11 +158,11 @@ def gateway_config(settings: PipelineSettings, provider_url: str, **overrides: A
 
 @pytest.fixture
 def start_gateway(settings: PipelineSettings, provider: FakeProvider
-                  ) -> Iterator[Callable[..., Served]]:
-    started: list[Served] = []
+                  ) -> Iterator[Callable[..., ServedApp]]:
+    started: list[ServedApp] = []
 
-    def start(**overrides: Any) -> Served:
-        served = Served(create_app(gateway_config(settings, provider.url, **overrides)))
+    def start(**overrides: Any) -> ServedApp:
+        served = serve_in_thread(create_app(gateway_config(settings, provider.url, **overrides)))
         started.append(served)
         return served
 
@@ -195,7 +172,7 @@ def start_gateway(settings: PipelineSettings, provider: FakeProvider
 
 
 @pytest.fixture
-def gateway(start_gateway: Callable[..., Served]) -> Served:
+def gateway(start_gateway: Callable[..., ServedApp]) -> ServedApp:
     return start_gateway()
 
 
@@ -223,7 +200,7 @@ def delivery(body: bytes, secret: str = SECRET_NEW, webhook_id: str | None = Non
             "webhook-signature": signature or sign(secret, webhook_id, ts, body)}
 
 
-def post(served: Served, body: bytes, headers: dict[str, str], path: str = "/webhooks/openai"
+def post(served: ServedApp, body: bytes, headers: dict[str, str], path: str = "/webhooks/openai"
          ) -> httpx.Response:
     return httpx.post(served.url + path, content=body, headers=headers, timeout=30)
 
