@@ -207,9 +207,11 @@ class LogStarts:
         self.consumer: AIOKafkaConsumer | None = None
         self._connecting: asyncio.Lock | None = None
 
-    async def connect(self) -> None:
-        """Connect now (a worker does it while it starts, so that its first batch does not wait
-        ~100 ms for the connection). Several agents may call it at once: one connects."""
+    async def connect(self, topics: Iterable[str] = ()) -> None:
+        """Connect now, and look up the first offsets of ``topics`` once: a worker does it while
+        it starts, so that its first batch does not wait for the connection, nor for the
+        metadata of topics the lookup does not know yet (aiokafka fetches it and retries after
+        its 100 ms retry backoff). Several agents may call it at once: one connects."""
         if self._connecting is None:
             self._connecting = asyncio.Lock()
         async with self._connecting:
@@ -217,11 +219,16 @@ class LogStarts:
                 consumer = make_consumer(self.settings)
                 await start_client(consumer, self.settings)
                 self.consumer = consumer
+        partitions = range(self.settings.partitions)
+        await self([(topic, partition) for topic in topics for partition in partitions])
 
     async def __call__(self, tps: Iterable[Any]) -> dict[Any, int]:
-        await self.connect()
-        # Faust's TP and aiokafka's TopicPartition are both (topic, partition) tuples.
-        found = await self.consumer.beginning_offsets([TopicPartition(*tp) for tp in tps])
+        tps = [TopicPartition(*tp) for tp in tps]  # Faust's TP: a (topic, partition) tuple too
+        if not tps:
+            return {}
+        if self.consumer is None:
+            await self.connect()
+        found = await self.consumer.beginning_offsets(tps)
         return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
 
     async def close(self) -> None:

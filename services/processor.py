@@ -89,15 +89,16 @@ the changelogs recover the tables when a worker starts or takes over a partition
 a changelog partition from its start, so the changelogs are compacted eagerly (small segments)
 to keep that proportional to the live runs. Standby replicas are off: with an in-memory store
 each standby would cost a worker the memory of partitions it does not process. Values are
-pickles (a terminal run's compressed with zlib) prefixed with two times (epoch seconds) at which
-parts of the value may be released; a timer releases, on the partitions this worker owns: a
-run's adapters and an alias after ``retention`` seconds without activity, and a run's numbering
-and state ``retention`` seconds after the run became terminal. State is thus bounded by the runs
+pickles prefixed with two times (epoch seconds) at which parts of the value may be released; a
+timer releases, on the partitions this worker owns: a run's adapters and an alias after
+``retention`` seconds without activity, and a run's numbering and state ``retention`` seconds
+after the run became terminal. State is thus bounded by the runs
 active (or terminal) within one retention period times a per-run bound
 (``services/normalizer.py``, ``services/sequencer.py``). Measured (bench/pipeline.py (d), a
-small Chat Completions run, default retention): ~2 KB of worker RSS per run held, on top of
-~130 MB for the worker itself, its ``cached_runs`` states and its stream buffer — 306 MB with
-100,000 runs. An event for a run whose terminal state was released starts the run afresh at
+small Chat Completions run, default retention): ~2.8 KB of worker RSS per run held (its table
+value, ~2 KB of pickled adapters, numbering and RunState; its alias; their keys), on top of
+~150 MB for the worker itself, its ``cached_runs`` unpickled states (~8 KB each) and its stream
+buffer — 406 MB with 100,000 runs. An event for a run whose terminal state was released starts the run afresh at
 ``seq`` 0: choose a retention longer than the latest webhook or poll you expect after a run ends.
 """
 
@@ -110,7 +111,6 @@ import math
 import pickle
 import struct
 import time
-import zlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -155,11 +155,8 @@ CHANGELOG_CONFIG = {
     "delete.retention.ms": str(60 * 60 * 1000),
 }
 # Table values: two release times (epoch seconds, inf = never) + a pickle: when the whole value
-# may go, and when its normalizer part (a run's adapters) may go. A terminal run's pickle is
-# compressed (zlib): such values are most of what a worker holds (they stay for the retention
-# period), are rarely read again, and shrink to ~60%.
+# may go, and when its normalizer part (a run's adapters) may go.
 _EXPIRY = struct.Struct("<dd")
-_ZLIB = b"\x78"
 # The ingest header of candidate events that earlier versions' normalizer agent wrote.
 _LEGACY_ORIGIN_HEADER = "modelevents-origin"
 # The outputs' producer: a batch is queued whole before anything is awaited, so waiting for
@@ -181,7 +178,7 @@ class ProcessorTuning:
     # Seconds a batch waits, after its first record, for more. Records that are waiting are taken
     # at once; under load batches fill while the previous one is being sent, so this only bounds
     # how long a lone record waits for company (latency at low load).
-    batch_within: float = 0.01
+    batch_within: float = 0.005
     # Seconds the broker may hold a fetch that finds nothing new (see BatchingConsumer).
     fetch_max_wait: float = 0.025
     # Run states kept unpickled between batches (beyond those of the batches in flight): enough
@@ -315,18 +312,13 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
 # --- table values ------------------------------------------------------------------------------
 
 
-def _pack(state: Any, expires_at: float, part_expires_at: float = math.inf,
-          compress: bool = False) -> bytes:
-    data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-    return _EXPIRY.pack(expires_at, part_expires_at) + (zlib.compress(data, 1) if compress else data)
+def _pack(state: Any, expires_at: float, part_expires_at: float = math.inf) -> bytes:
+    return (_EXPIRY.pack(expires_at, part_expires_at)
+            + pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _unpack(value: bytes | None) -> Any:
-    if value is None:
-        return None
-    data = memoryview(value)[_EXPIRY.size:]
-    # A pickle (protocol ≥ 2) starts with its PROTO opcode 0x80, a zlib stream with 0x78.
-    return pickle.loads(zlib.decompress(data) if data[:1] == _ZLIB else data)
+    return None if value is None else pickle.loads(memoryview(value)[_EXPIRY.size:])
 
 
 def _expiries(value: bytes) -> tuple[float, float]:
@@ -357,8 +349,7 @@ class RunWork:
         else:
             numbering = self.sequence.terminal_since + retention
         return _pack(self, max(adapters, numbering),
-                     adapters if self.normalizer is not None else math.inf,
-                     compress=self.sequence is not None and self.sequence.terminal_since is not None)
+                     adapters if self.normalizer is not None else math.inf)
 
 
 class _WorkingState:
@@ -499,7 +490,8 @@ class _Processor:
         # Before the first await: this subscribes the agent's topics (see take_batches).
         batches = take_batches(stream, self.tuning.batch_size, self.tuning.batch_within)
         producer = await start_producer(self.settings, **_PRODUCER_TUNING)
-        await self.log_starts.connect()
+        topics = list(topics)
+        await self.log_starts.connect(topics)
         order = PartitionOrder(self.app, topics, self.log_starts)
         self.orders.append(order)
         in_flight: list[asyncio.Task] = []  # oldest first; at most two

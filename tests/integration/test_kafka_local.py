@@ -1,8 +1,9 @@
 """The project's own Kafka broker manager against a real Apache Kafka 4.x JVM.
 
 These tests start a broker on a non-default port (``MODELEVENTS_TEST_KAFKA_PORT``, default 19092,
-controller on port+1) with its state in a temporary directory, so a developer's broker on 9092 is
-left alone. The jars come from the shared cache (fetched with Maven on first use). Everything
+plus ``MODELEVENTS_TEST_PORT_OFFSET`` as for every test broker; controller on port+1) with its
+state in a temporary directory, so a developer's broker on 9092, and another test run on the
+same machine, are left alone. The jars come from the shared cache (fetched with Maven on first use). Everything
 talks to the broker over the network: an idempotent producer (acks=all) and a consumer group.
 """
 
@@ -23,12 +24,13 @@ from aiokafka.errors import UnknownTopicOrPartitionError
 
 from modelevents.services import kafka_local
 from modelevents.services.kafka_local import KafkaSettings
+from tests.integration.conftest import worker_port
 
 pytestmark = pytest.mark.kafka
 
-# One broker per pytest-xdist worker (gw0 -> 19092, gw1 -> 19102, ...): no worker sees another's.
-_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-TEST_PORT = int(os.environ.get("MODELEVENTS_TEST_KAFKA_PORT", "19092")) + 10 * _WORKER
+# One broker per pytest-xdist worker (gw0 -> 19092, gw1 -> 19102, ...): no worker sees another's;
+# shifted by MODELEVENTS_TEST_PORT_OFFSET, as conftest.worker_port shifts the other test brokers.
+TEST_PORT = worker_port(int(os.environ.get("MODELEVENTS_TEST_KAFKA_PORT", "19092")))
 
 
 def _free_port() -> int:
