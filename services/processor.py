@@ -92,14 +92,14 @@ each standby would cost a worker the memory of partitions it does not process. V
 pickles prefixed with two times (epoch seconds) at which parts of the value may be released; a
 timer releases, on the partitions this worker owns: a run's adapters and an alias after
 ``retention`` seconds without activity, and a run's numbering and state ``retention`` seconds
-after the run became terminal. State is thus bounded by the runs
-active (or terminal) within one retention period times a per-run bound
-(``services/normalizer.py``, ``services/sequencer.py``). Measured (bench/pipeline.py (d), a
-small Chat Completions run, default retention): ~2.8 KB of worker RSS per run held (its table
-value, ~2 KB of pickled adapters, numbering and RunState; its alias; their keys), on top of
-~150 MB for the worker itself, its ``cached_runs`` unpickled states (~8 KB each) and its stream
-buffer — 406 MB with 100,000 runs. An event for a run whose terminal state was released starts the run afresh at
-``seq`` 0: choose a retention longer than the latest webhook or poll you expect after a run ends.
+after the run became terminal. State is thus bounded by the runs active (or terminal) within one
+retention period times a per-run bound (``services/normalizer.py``, ``services/sequencer.py``).
+Measured (bench/pipeline.py (d), a small Chat Completions run, default retention): ~2.8 KB of
+worker RSS per run held (its table value, ~2 KB of pickled adapters, numbering and RunState;
+its alias; their keys), on top of ~150 MB for the worker itself, its ``cached_runs`` unpickled
+states (~8 KB each) and its stream buffer — 406 MB with 100,000 runs. An event for a run whose
+terminal state was released starts the run afresh at ``seq`` 0: choose a retention longer than
+the latest webhook or poll you expect after a run ends.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ class ProcessorTuning:
     # Seconds a batch waits, after its first record, for more. Records that are waiting are taken
     # at once; under load batches fill while the previous one is being sent, so this only bounds
     # how long a lone record waits for company (latency at low load).
-    batch_within: float = 0.005
+    batch_within: float = 0.01
     # Seconds the broker may hold a fetch that finds nothing new (see BatchingConsumer).
     fetch_max_wait: float = 0.025
     # Run states kept unpickled between batches (beyond those of the batches in flight): enough
