@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import sys
 import tempfile
@@ -85,9 +86,11 @@ def make_workload(target_frames: int, tag: str) -> tuple[list[ProviderFrame], in
     fixtures = fixture_runs()
     copy = 0
     while len(frames) < target_frames:
-        for path, count, object_ids in fixtures:
+        for n, (path, count, object_ids) in enumerate(fixtures):
             fed = frames_for_file(path, run_id=f"{tag}-{copy}-{path.parent.name}-{path.stem}")
-            frames += with_end_markers(unique_copy(fed.frames, object_ids, f"{tag}{copy}"))
+            # Unique per file too: the fixtures of successive polls of one provider object would
+            # otherwise be separate runs claiming one object id (dead letters, not a workload).
+            frames += with_end_markers(unique_copy(fed.frames, object_ids, f"{tag}{copy}f{n}"))
             events += count
         copy += 1
     return frames, events
@@ -322,9 +325,13 @@ def main() -> int:
         p50, p99, n = asyncio.run(latency(settings("c"), args.rate, args.latency_seconds, workdir))
         say(f"(c) latency p50 {p50:.0f} ms, p99 {p99:.0f} ms over {n} events")
         curve = asyncio.run(memory(settings("d"), args.rss_runs, workdir)) if args.rss_runs else []
+    except BaseException:
+        say(f"the broker's and the workers' logs are kept in {workdir}")
+        raise
     finally:
         if broker.started:
             kafka_local.stop(kafka)
+    shutil.rmtree(workdir, ignore_errors=True)  # ~100 MB of broker data per run
     print("| figure | value |")
     print("|---|---:|")
     print(f"| (a) raw aiokafka consume→produce passthrough | {a:,.0f} frames/s |")

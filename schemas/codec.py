@@ -12,7 +12,9 @@ readable after the schema evolves.
 Encoding runs through encoders compiled from the same schema files (``avro_writer``: fastavro's
 interpreter costs ~0.5 µs per field, too much for the adapters' hot path); the tests hold them
 byte-identical to fastavro's writer. ``CACHED_STRINGS`` names the string fields whose few values
-repeat on every event: their encodings are memoized. Decoding is fastavro's.
+repeat on every event: their encodings are memoized. Records written with a current schema are
+read by readers compiled from it (``avro_reader``; the tests hold them equal to fastavro's
+reader); records of an earlier schema version are read, and resolved, by fastavro.
 
 The Confluent wire form (magic 0 + 4-byte registry id) is the other common choice; it needs a
 registry service and is left to the Kafka layer to add when one is configured.
@@ -30,6 +32,7 @@ from typing import Any, Callable
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
+from modelevents.schemas.avro_reader import CorruptRecord, compile_reader
 from modelevents.schemas.avro_writer import compile_encoder
 from modelevents.schemas.errors import SchemaError, UnknownSchemaError
 from modelevents.schemas.events import (
@@ -53,10 +56,12 @@ NAMESPACE = "modelevents"
 CURRENT_FILES = ("model_event.avsc", "provider_frame.avsc", "run_state.avsc", "dead_letter.avsc")
 
 # (record, field) of strings drawn from a small vocabulary, repeated from event to event (the
-# run's identity, the kind, the adapter, roles and statuses, the response id of a message's
-# deltas): the compiled encoders memoize their encodings (bounded, see avro_writer).
+# tenant, provider, api and model, the kind, the adapter, roles and statuses, the response id of
+# a message's deltas): the compiled encoders memoize their encodings (bounded, see avro_writer).
+# Not the run id: consecutive memoized fields share one memo entry, and with the run id among
+# them a worker interleaving many short runs missed that memo on nearly every event.
 CACHED_STRINGS = frozenset({
-    ("ModelEvent", "run_id"), ("ModelEvent", "tenant"), ("ModelEvent", "provider"),
+    ("ModelEvent", "tenant"), ("ModelEvent", "provider"),
     ("ModelEvent", "api"), ("ModelEvent", "model"), ("ModelEvent", "kind"),
     ("ModelEvent", "adapter"), ("EventSource", "transport"), ("Envelope", "content_type"),
     ("RunStarted", "status"), ("RunStatus", "status"), ("RunStatus", "raw_status"),
@@ -85,6 +90,8 @@ class SchemaSet:
         self.writers: dict[bytes, tuple[str, dict]] = {}
         # Python type name → compiled single-object encoder (magic + fingerprint + body).
         self.encoders: dict[str, Callable[[Any], bytes]] = {}
+        # Current fingerprint → (record name, compiled reader of a record it wrote).
+        self.readers: dict[bytes, tuple[str, Callable[[bytes, int], dict]]] = {}
         named: dict[str, Any] = {}
         compiled_named: dict[str, Any] = {}
         for name in CURRENT_FILES:
@@ -97,6 +104,7 @@ class SchemaSet:
             self.writers[fp] = (full_name, parsed)
             self.encoders[raw["name"]] = compile_encoder(raw, MAGIC + fp, compiled_named,
                                                          CACHED_STRINGS)
+            self.readers[fp] = (full_name, compile_reader(parsed, named))
         history = avro_dir / "history"
         for path in sorted(history.glob("*.avsc")) if history.is_dir() else ():
             # Each historical file is self-contained; parse it in its own namespace of names.
@@ -197,6 +205,14 @@ def decode(data: bytes) -> ModelEvent | ProviderFrame | RunState | DeadLetter:
             f" ({len(data)} bytes)")
     fp = bytes(data[2:10])
     schema_set = schemas()
+    current = schema_set.readers.get(fp)
+    if current is not None:  # written with the current schema: the compiled reader
+        name, read = current
+        try:
+            record = read(data if type(data) is bytes else bytes(data), 10)
+        except CorruptRecord as exc:
+            raise SchemaError(f"corrupt {name} record ({len(data)} bytes): {exc}") from exc
+        return _from_record(name, record)
     known = schema_set.writers.get(fp)
     if known is None:
         raise UnknownSchemaError(
@@ -212,8 +228,12 @@ def decode(data: bytes) -> ModelEvent | ProviderFrame | RunState | DeadLetter:
     return _from_record(name, record)
 
 
+_MODELEVENT, _PROVIDERFRAME, _RUNSTATE, _DEADLETTER = (
+    f"{NAMESPACE}.{name}" for name in ("ModelEvent", "ProviderFrame", "RunState", "DeadLetter"))
+
+
 def _from_record(name: str, record: dict[str, Any]):
-    if name == f"{NAMESPACE}.ModelEvent":
+    if name == _MODELEVENT:
         payload_name, payload = record["payload"]
         cls = PAYLOAD_TYPES[payload_name.rsplit(".", 1)[-1]]
         expected = KIND_PAYLOAD.get(record["kind"])
@@ -226,13 +246,13 @@ def _from_record(name: str, record: dict[str, Any]):
             kind=record["kind"], seq=record["seq"], source=EventSource(**record["source"]),
             received_at=record["received_at"], adapter=record["adapter"],
             envelope=Envelope(**record["envelope"]), payload=cls(**payload))
-    if name == f"{NAMESPACE}.ProviderFrame":
+    if name == _PROVIDERFRAME:
         return ProviderFrame(**record)
-    if name == f"{NAMESPACE}.RunState":
+    if name == _RUNSTATE:
         for field_name in _USAGE_FIELDS:
             if record.get(field_name) is not None:
                 record[field_name] = Usage(**record[field_name])
         return RunState(**record)
-    if name == f"{NAMESPACE}.DeadLetter":
+    if name == _DEADLETTER:
         return DeadLetter(**record)
     raise UnknownSchemaError(f"no Python type for record {name}")

@@ -10,9 +10,11 @@ aiokafka's fetcher from the event loop's thread and can break a fetch in progres
   what the consumer dropped (around rebalances, at start-up) fetched again (faust-streaming#596);
 - :class:`RecoveryWatch`: a table recovery that stopped receiving its changelog helped along;
 - :class:`QuietMonitor`: Faust's default monitor without its per-record bookkeeping;
+- :class:`RawRecords`: an agent's records as bytes, without Faust's per-record codec calls;
 - :func:`transport` (:class:`BatchingConsumer`) and :func:`take_batches`: records from the
   consumer to an agent without a task, a wait or an event-loop turn per record, and fetches
-  that do not sit at the broker while records wait.
+  that do not sit at the broker while records wait; :class:`UnthreadedProducerBuffer`: the
+  producer buffer's size without a settings lookup per record.
 
 A newer faust-streaming may make some of them unnecessary; the processor's rebalance and
 SIGKILL tests say whether they still hold.
@@ -31,15 +33,33 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from faust.sensors.monitor import Monitor
 from faust.transport import consumer as faust_consumer
+from faust.transport import producer as faust_producer
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from modelevents.services.kafka_io import make_consumer, partition_for_key, start_client
 from modelevents.services.settings import PipelineSettings
 
 __all__ = ["RunTable", "PartitionOrder", "LogStarts", "RecoveryWatch", "QuietMonitor",
-           "BatchingConsumer", "transport", "take_batches"]
+           "RawRecords", "BatchingConsumer", "UnthreadedProducerBuffer", "transport",
+           "take_batches"]
 
 log = logging.getLogger("modelevents.processor")
+
+
+class RawRecords(faust.Schema):
+    """A topic schema that hands an agent each record's key and value as the bytes they are.
+
+    With the ``raw`` serializers Faust returns them unchanged too, but through two serializer
+    lookups and calls per record (~5 % of a busy worker's time); the processor decodes values
+    itself, so the event is made from the message directly. Only for topics an agent reads."""
+
+    def compile(self, app: Any, **kwargs: Any) -> Any:
+        create_event = app.create_event
+
+        async def decode(message: Any, *, propagate: bool = False) -> Any:
+            return create_event(message.key, message.value, message.headers, message)
+
+        return decode
 
 
 class RunTable(faust.Table):
@@ -464,12 +484,38 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
                 log.debug("dropped the fetch error of paused partitions %s: %r", idle, exc)
 
 
+class UnthreadedProducerBuffer(faust_producer.ProducerBuffer):
+    """Faust's producer buffer, for a producer that is not threaded (``producer_threaded`` off,
+    Faust's default and the processor's choice).
+
+    Faust's ``size`` and ``put`` read that setting each time, a settings-registry lookup of about
+    a microsecond; the conductor takes the size once per record delivered, the consumer's
+    delivery (``BatchingConsumer._may_block``) once more, and every table write puts. Here they
+    go to the pending queue directly."""
+
+    @property
+    def size(self) -> int:
+        return self.pending.qsize()
+
+    def put(self, fut: Any) -> None:
+        self.pending.put_nowait(fut)
+
+
+class _Producer(faust_aiokafka.Producer):
+    def __init__(self, transport: Any, **kwargs: Any) -> None:
+        super().__init__(transport, **kwargs)
+        if not self.app.conf.producer_threaded:
+            self.buffer.__class__ = UnthreadedProducerBuffer
+
+
 def transport(app: faust.App, fetch_max_wait: float) -> faust_aiokafka.Transport:
-    """The aiokafka transport of ``app`` with :class:`BatchingConsumer` as its consumer; assign
-    it to ``app.transport`` before anything uses the app's consumer."""
+    """The aiokafka transport of ``app`` with :class:`BatchingConsumer` as its consumer and
+    :class:`UnthreadedProducerBuffer` as its producer's buffer; assign it to ``app.transport``
+    before anything uses the app's consumer or producer."""
     consumer = type("BatchingConsumer", (BatchingConsumer,),
                     {"fetch_max_wait_ms": max(1, round(fetch_max_wait * 1000))})
-    cls = type("BatchingTransport", (faust_aiokafka.Transport,), {"Consumer": consumer})
+    cls = type("BatchingTransport", (faust_aiokafka.Transport,),
+               {"Consumer": consumer, "Producer": _Producer})
     return cls(app.conf.broker_consumer, app)
 
 

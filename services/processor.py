@@ -132,11 +132,13 @@ from modelevents.services.faust_support import (
     LogStarts,
     PartitionOrder,
     QuietMonitor,
+    RawRecords,
     RecoveryWatch,
     RunTable,
     take_batches,
 )
-from modelevents.services.kafka_io import partition_for_key, start_client, start_producer
+from modelevents.services.kafka_io import (PRODUCER_BATCH_BYTES, partition_for_key, start_client,
+                                          start_producer)
 from modelevents.services.outbox import Outbox
 from modelevents.services.normalizer import RunNormalizer
 from modelevents.services.sequencer import RunSequence
@@ -303,6 +305,11 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
         # BatchingConsumer): sized to hold one fetch of a few partitions (1 MiB each, ~3,000
         # frames), four times Faust's default. Costs up to ~25 MB while a backlog fills it.
         stream_buffer_maxsize=STREAM_BUFFER,
+        # Faust's producer writes the tables' changelogs with one request in flight and at most
+        # one batch per partition in it; at its default 16 KiB batches (~7 run states), that
+        # request's round trip bounded the table writes below what a busy worker makes, and
+        # the changelog backlog then stopped delivery (see _batches). The outputs' batch size.
+        producer_max_batch_size=PRODUCER_BATCH_BYTES,
     )
     app.transport = faust_support.transport(app, tuning.fetch_max_wait)
     _Processor(app, settings, tuning)
@@ -467,9 +474,10 @@ class _Processor:
         self.working = _WorkingState(self.run_table, tuning.cached_runs)
         self.rebalanced = False  # set at a revocation: the working state must be emptied
 
-        app.agent(app.topic(self.frames_topic, self.rerouted_topic, self.ingest_topic),
-                  name="run")(self._run_agent)
-        app.agent(app.topic(self.aliases_topic), name="aliases")(self._aliases_agent)
+        raw = RawRecords()
+        app.agent(app.topic(self.frames_topic, self.rerouted_topic, self.ingest_topic,
+                            schema=raw), name="run")(self._run_agent)
+        app.agent(app.topic(self.aliases_topic, schema=raw), name="aliases")(self._aliases_agent)
         app.on_partitions_assigned.connect(self._on_partitions_assigned)
         app.on_partitions_revoked.connect(self._on_partitions_revoked)
         app.timer(PartitionOrder.STALL_CHECK_S)(_guarded(self._check_stalled))
@@ -492,6 +500,12 @@ class _Processor:
         producer = await start_producer(self.settings, **_PRODUCER_TUNING)
         topics = list(topics)
         await self.log_starts.connect(topics)
+        # Faust queues table writes (changelog records) on its producer's buffer and, beyond 100
+        # of them, blocks the delivery of every record to the agents until it sent 100: one batch
+        # writes one value per run it touched, up to batch_size, so that stalled delivery after
+        # most large batches (and logged "producer buffer full"). Twice a batch's writes fit.
+        buffer = self.app.producer.buffer
+        buffer.max_messages = max(buffer.max_messages, 2 * self.tuning.batch_size)
         order = PartitionOrder(self.app, topics, self.log_starts)
         self.orders.append(order)
         in_flight: list[asyncio.Task] = []  # oldest first; at most two
