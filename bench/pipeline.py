@@ -1,16 +1,18 @@
 """The pipeline's figures, on a broker of its own, in one run.
 
-    .venv/bin/python bench/pipeline.py [--frames 20000] [--rate 2000] [--latency-seconds 15]
-                                       [--rss-runs 100000]
+    .venv/bin/python bench/pipeline.py [--frames 40000] [--rounds 3] [--rate 2000]
+                                       [--latency-seconds 15] [--rss-runs 100000]
 
   (a) limit   a raw aiokafka consume→produce passthrough of the same frame records (consumer
               group, batches of up to 2,000, idempotent acks=all producer, commit per batch): what
               this box does with Kafka and Python and no work at all;
   (b) ours    the worker (`modelevents worker`, a subprocess) turning pre-produced frames into
               ModelEvents on `events`: sustained frames/s and events/s, from the first event to
-              the last; reported as a ratio to (a);
+              the last; reported as a ratio to (a). (a) and (b) run alternately --rounds times
+              (each on topics of its own, deleted after it) and their medians are compared;
   (c) latency frame produced → its events readable on `events`, p50/p99, at a steady offered
-              load of --rate frames/s;
+              load of --rate frames/s (measured first: after the throughput rounds the broker
+              is still busy deleting and compacting their logs);
   (d) memory  the worker's RSS while it holds the state of --rss-runs small runs (default
               retention, so every run's state is still held), sampled as the runs go through.
 
@@ -135,6 +137,20 @@ async def passthrough(settings: PipelineSettings, frames: list[ProviderFrame]) -
     finally:
         await producer.stop()
         await consumer.stop()
+
+
+async def drop_topics(settings: PipelineSettings) -> None:
+    """Delete a phase's topics, so that the broker's log cleaner does not work on them (on the
+    CPU the next phase measures with)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
+    await admin.start()
+    try:
+        mine = [t for t in await admin.list_topics()
+                if t.startswith(settings.topic_prefix) or t.startswith(f"{settings.app_id}-")]
+        if mine:
+            await admin.delete_topics(mine)
+    finally:
+        await admin.close()
 
 
 # --- the worker ---------------------------------------------------------------------------------
@@ -286,7 +302,8 @@ async def memory(settings: PipelineSettings, runs: int, workdir: Path) -> list[t
             if len(finished) >= len(curve) * step:
                 curve.append((len(finished), rss_mb(worker.pid)))
                 say(f"  (d) {len(finished)} runs done, worker RSS {curve[-1][1]:.0f} MB")
-        curve.append((len(finished), rss_mb(worker.pid)))
+        if curve[-1][0] != len(finished):
+            curve.append((len(finished), rss_mb(worker.pid)))
         return curve[1:]
     finally:
         stop_worker_process(worker)
@@ -296,10 +313,13 @@ async def memory(settings: PipelineSettings, runs: int, workdir: Path) -> list[t
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--frames", type=int, default=20000, help="frames for (a) and (b)")
+    parser.add_argument("--frames", type=int, default=40000, help="frames for (a) and (b)")
     parser.add_argument("--rate", type=float, default=2000.0, help="offered load for (c)")
     parser.add_argument("--latency-seconds", type=float, default=15.0, help="duration of (c)")
     parser.add_argument("--rss-runs", type=int, default=100_000, help="runs for (d); 0 skips it")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="(a) and (b) alternately this many times; medians are reported "
+                             "(this box's figures vary by a third from one run to the next)")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--port", type=int, default=19950, help="port of the bench's own broker")
     args = parser.parse_args()
@@ -318,12 +338,23 @@ def main() -> int:
     try:
         frames, expected = make_workload(args.frames, "thr")
         say(f"workload: {len(frames)} frames → {expected} events, {args.partitions} partitions")
-        a = asyncio.run(passthrough(settings("a"), frames))
-        say(f"(a) passthrough {a:,.0f} records/s")
-        b_frames, b_events = asyncio.run(sustained(settings("b"), frames, expected, workdir))
-        say(f"(b) pipeline {b_frames:,.0f} frames/s, {b_events:,.0f} events/s")
+        # (c) first: measured after the throughput rounds it took the broker's aftermath of
+        # them (deleting and compacting their logs) — p99 300 ms instead of 50–85 ms.
         p50, p99, n = asyncio.run(latency(settings("c"), args.rate, args.latency_seconds, workdir))
         say(f"(c) latency p50 {p50:.0f} ms, p99 {p99:.0f} ms over {n} events")
+        asyncio.run(drop_topics(settings("c")))
+        a_runs, b_runs = [], []
+        for r in range(args.rounds):
+            a_runs.append(asyncio.run(passthrough(settings(f"a{r}"), frames)))
+            say(f"(a) round {r + 1}: passthrough {a_runs[-1]:,.0f} records/s")
+            asyncio.run(drop_topics(settings(f"a{r}")))
+            b_runs.append(asyncio.run(sustained(settings(f"b{r}"), frames, expected, workdir)))
+            say(f"(b) round {r + 1}: pipeline {b_runs[-1][0]:,.0f} frames/s, "
+                f"{b_runs[-1][1]:,.0f} events/s")
+            asyncio.run(drop_topics(settings(f"b{r}")))
+        a = statistics.median(a_runs)
+        b_frames = statistics.median(run[0] for run in b_runs)
+        b_events = b_frames * expected / len(frames)
         curve = asyncio.run(memory(settings("d"), args.rss_runs, workdir)) if args.rss_runs else []
     except BaseException:
         say(f"the broker's and the workers' logs are kept in {workdir}")
@@ -334,9 +365,13 @@ def main() -> int:
     shutil.rmtree(workdir, ignore_errors=True)  # ~100 MB of broker data per run
     print("| figure | value |")
     print("|---|---:|")
-    print(f"| (a) raw aiokafka consume→produce passthrough | {a:,.0f} frames/s |")
-    print(f"| (b) pipeline, frames → `events` | {b_frames:,.0f} frames/s = {b_events:,.0f} "
-          f"ModelEvents/s ({b_frames / a:.0%} of (a)) |")
+    spread = lambda values: f"{min(values):,.0f}–{max(values):,.0f}"  # noqa: E731
+    print(f"| (a) raw aiokafka consume→produce passthrough, median of {args.rounds} "
+          f"({spread(a_runs)}) | {a:,.0f} frames/s |")
+    print(f"| (b) pipeline, frames → `events`, median of {args.rounds} "
+          f"({spread([run[0] for run in b_runs])} frames/s) | {b_frames:,.0f} frames/s = "
+          f"{b_events:,.0f} ModelEvents/s (frames {b_frames / a:.0%}, "
+          f"ModelEvents {b_events / a:.0%} of (a)) |")
     print(f"| (c) latency frame → event at {args.rate:,.0f} frames/s | p50 {p50:.0f} ms, "
           f"p99 {p99:.0f} ms ({n} events) |")
     for runs, mb in curve:

@@ -94,10 +94,11 @@ timer releases, on the partitions this worker owns: a run's adapters and an alia
 ``retention`` seconds without activity, and a run's numbering and state ``retention`` seconds
 after the run became terminal. State is thus bounded by the runs active (or terminal) within one
 retention period times a per-run bound (``services/normalizer.py``, ``services/sequencer.py``).
-Measured (bench/pipeline.py (d), a small Chat Completions run, default retention): ~2.8 KB of
+Measured (bench/pipeline.py (d), a small Chat Completions run, default retention): ~3.3 KB of
 worker RSS per run held (its table value, ~2 KB of pickled adapters, numbering and RunState;
-its alias; their keys), on top of ~150 MB for the worker itself, its ``cached_runs`` unpickled
-states (~8 KB each) and its stream buffer — 406 MB with 100,000 runs. An event for a run whose
+its alias; their keys, and the allocator's slack), on top of ~120 MB for the worker itself, its
+``cached_runs`` unpickled states (~8 KB each) and its stream buffer — 187 MB with 20,000 runs,
+450 MB with 100,000. An event for a run whose
 terminal state was released starts the run afresh at ``seq`` 0: choose a retention longer than
 the latest webhook or poll you expect after a run ends.
 """
@@ -421,6 +422,7 @@ class _WorkingState:
 class _Stats:
     def __init__(self) -> None:
         self.frames = self.candidates = self.ingested = self.events = self.dead = self.skipped = 0
+        self.batches = 0  # of the run agent
         self.reported = (0, 0, 0, 0, 0)
 
     def line(self) -> str | None:
@@ -430,7 +432,8 @@ class _Stats:
         self.reported = now
         return (f"normalized {self.frames} frames into {self.candidates} candidate events, read "
                 f"{self.ingested} from ingest; sequenced {self.events} events "
-                f"({self.skipped} duplicates dropped); {self.dead} dead letters")
+                f"({self.skipped} duplicates dropped) in {self.batches} batches; "
+                f"{self.dead} dead letters")
 
 
 @dataclass
@@ -584,6 +587,7 @@ class _Processor:
 
     async def _run_batch(self, batch: Sequence[Any], outbox: Outbox) -> _Computed:
         now = time.time()
+        self.stats.batches += 1
         changed: dict[bytes, RunWork] = {}
         published: set[bytes] = set()
         for position, item in enumerate(batch, 1):
