@@ -502,6 +502,9 @@ class UnthreadedProducerBuffer(faust_producer.ProducerBuffer):
 
 
 class _Producer(faust_aiokafka.Producer):
+    """Faust's aiokafka producer with an :class:`UnthreadedProducerBuffer` (Faust creates its
+    buffer in the constructor and offers no hook to choose its class)."""
+
     def __init__(self, transport: Any, **kwargs: Any) -> None:
         super().__init__(transport, **kwargs)
         if not self.app.conf.producer_threaded:
