@@ -139,3 +139,14 @@ def test_types_outside_the_subset_are_refused_at_compile_time():
         {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A"]}}]})
     with pytest.raises(SchemaError, match="does not support Avro type 'enum'"):
         compile_reader(schema, {})
+
+
+def test_a_boolean_byte_other_than_0_or_1_is_corrupt():
+    # Found by the flipped-bytes property: fastavro reads any non-zero byte as true.
+    schema = fastavro.parse_schema({"type": "record", "name": "B", "fields": [
+        {"name": "flag", "type": "boolean"}, {"name": "n", "type": "long"}]})
+    read = compile_reader(schema, {})
+    assert read(b"\x01\x04", 0) == {"flag": True, "n": 2}
+    assert read(b"\x00\x04", 0) == {"flag": False, "n": 2}
+    with pytest.raises(CorruptRecord, match="neither 0 nor 1"):
+        read(b"\x03\x04", 0)
