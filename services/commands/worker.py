@@ -38,10 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Run one worker of the stream processor (faust-streaming): it feeds each "
                     "run's frames to the run's adapters, dedupes the events they give and those "
                     "on ingest, numbers each run's events 0, 1, 2, … and advances the run state "
-                    "machine, publishing to events, runs and dlq. Start several "
-                    "workers with the same app id to share the "
-                    "partitions; stop one with Ctrl-C or SIGTERM (it finishes its batch and "
-                    "commits). The pipeline's topics must exist (`modelevents topics create`).",
+                    "machine, publishing to events, runs and dlq. Start several workers with "
+                    "the same app id to share the partitions; stop one with Ctrl-C or SIGTERM "
+                    "(it finishes its batch and commits). The pipeline's topics must exist (`modelevents topics create`).",
         epilog=ENV_HELP + " MODELEVENTS_APP_ID (default modelevents) names the consumer group and "
                           "the tables; MODELEVENTS_RUN_RETENTION (seconds, default 3600).")
     add_kafka_options(p, partitions=True)
