@@ -53,12 +53,14 @@ the same way (``ClaimConflict``); the second run keeps only its own frames.
 Delivery: at-least-once with idempotent outputs (Faust's exactly_once has open duplicate bugs).
 Each agent takes records in batches (``faust_support.take_batches``: what is waiting, up to
 ``batch_size``, or what arrives within ``batch_within`` of a batch's first record) and, per
-batch: computes; sends the outputs through an idempotent producer (acks=all), grouped into one
-record batch per partition (``services/outbox.py``), and waits for every acknowledgement; then
-writes each touched run's state to its table once (one changelog record per run and batch: the
-adapters and the numbering together, so they never disagree) and acks the batch's records.
-Faust commits acked offsets only after flushing the changelog records queued before them, so a
-committed record's state is durable, and its outputs were. A crash or SIGKILL anywhere leaves
+batch: computes; sends the outputs, and each touched run's state as a record of its table's
+changelog (one per run and batch: the adapters and the numbering together, so they never
+disagree), through an idempotent producer (acks=all), grouped into one record batch per
+partition (``services/outbox.py``), and waits for every acknowledgement; then sets the tables'
+in-memory values and acks the batch's records. (The agents write the changelogs themselves:
+through Faust's table, each write cost a future and a trip through Faust's producer buffer.)
+Faust commits only acked offsets, so a committed record's state is durable, and its outputs
+were. A crash or SIGKILL anywhere leaves
 each run's state at the end of some batch whose outputs are durable; the uncommitted records
 are delivered again and processed again from that state, which yields the same events with the
 same ``seq`` (duplicates a consumer drops by ``(run_id, seq)``), never a new number and never a
@@ -138,8 +140,7 @@ from modelevents.services.faust_support import (
     RunTable,
     take_batches,
 )
-from modelevents.services.kafka_io import (PRODUCER_BATCH_BYTES, partition_for_key, start_client,
-                                          start_producer)
+from modelevents.services.kafka_io import partition_for_key, start_client, start_producer
 from modelevents.services.outbox import Outbox
 from modelevents.services.normalizer import RunNormalizer
 from modelevents.services.sequencer import RunSequence
@@ -306,11 +307,6 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
         # BatchingConsumer): sized to hold one fetch of a few partitions (1 MiB each, ~3,000
         # frames), four times Faust's default. Costs up to ~25 MB while a backlog fills it.
         stream_buffer_maxsize=STREAM_BUFFER,
-        # Faust's producer writes the tables' changelogs with one request in flight and at most
-        # one batch per partition in it; at its default 16 KiB batches (~7 run states), that
-        # request's round trip bounded the table writes below what a busy worker makes, and
-        # the changelog backlog then stopped delivery (see _batches). The outputs' batch size.
-        producer_max_batch_size=PRODUCER_BATCH_BYTES,
     )
     app.transport = faust_support.transport(app, tuning.fetch_max_wait)
     _Processor(app, settings, tuning)
@@ -327,6 +323,15 @@ def _pack(state: Any, expires_at: float, part_expires_at: float = math.inf) -> b
 
 def _unpack(value: bytes | None) -> Any:
     return None if value is None else pickle.loads(memoryview(value)[_EXPIRY.size:])
+
+
+def _store(table: Any, key: bytes, value: bytes | None) -> None:
+    """Set (None: delete) a table's in-memory value without Faust's changelog write: the agent
+    wrote the changelog record itself (``_Processor._write``)."""
+    if value is None:
+        table.data.pop(key, None)
+    else:
+        table.data[key] = value
 
 
 def _expiries(value: bytes) -> tuple[float, float]:
@@ -441,9 +446,47 @@ class _Computed:
     """What computing a batch gave, for its second half (send, write, ack)."""
 
     outbox: Outbox
-    writes: list[tuple[Any, bytes, bytes]]
+    writes: list[tuple[Any, bytes, bytes | None]]  # (table, key, value; None: deleted)
     records: list[Any]  # to ack
     held: list[bytes]  # run keys held in the working state until the writes are done
+
+
+class _Lane:
+    """The order in which one agent's outputs reach the log: each batch's second half (send,
+    write, ack) and the release timer's table writes, in tasks chained one after the other.
+
+    Chained, a write reaches its changelog after every write queued before it, whichever task
+    queued it: the release timer's deletion of a run's value cannot overtake, or be overtaken
+    by, a batch's new value for the same run.
+    """
+
+    def __init__(self) -> None:
+        self.producer: Any = None  # the agent's outputs producer, while the agent runs
+        self.in_flight: list[asyncio.Task] = []  # oldest first
+
+    def chain(self, work: Awaitable[None], on_done: Callable[[asyncio.Task], None]) -> asyncio.Task:
+        previous = self.in_flight[-1] if self.in_flight else None
+
+        async def after_previous() -> None:
+            if previous is not None:
+                await previous  # a failure there fails this one too: nothing overtakes it
+            await work
+
+        task = asyncio.ensure_future(after_previous())
+        task.add_done_callback(on_done)
+        self.in_flight.append(task)
+        return task
+
+    async def wait(self, keep: int) -> None:
+        """Until at most ``keep`` tasks are in flight."""
+        while len(self.in_flight) > keep:
+            await self.in_flight.pop(0)
+
+    async def drain(self) -> None:
+        """Until every task is done, without raising what one raised (its callback reported it)."""
+        if self.in_flight:
+            await asyncio.wait(self.in_flight)
+        self.in_flight.clear()
 
 
 class _Processor:
@@ -475,6 +518,9 @@ class _Processor:
         self.run_table = table("run", "run id → RunWork (the run's adapters, seq, dedupe, RunState)")
         self.aliases_table = table("aliases", "provider object id → run id that claimed it")
         self.working = _WorkingState(self.run_table, tuning.cached_runs)
+        # Tables are written through the agents' outbox, not Faust's producer (see _write).
+        self.changelogs = changelog_topics(settings)
+        self.run_lane, self.alias_lane = _Lane(), _Lane()
         self.rebalanced = False  # set at a revocation: the working state must be emptied
 
         raw = RawRecords()
@@ -491,37 +537,29 @@ class _Processor:
 
     # --- shared batch machinery -------------------------------------------------------------
 
-    async def _batches(self, stream: Any,
+    async def _batches(self, stream: Any, lane: _Lane,
                        compute: Callable[[Sequence[Any], Outbox], Awaitable[_Computed]],
                        topics: Iterable[str],
                        pipelined: bool = False) -> None:
         """Run ``compute`` over the stream's batches; each batch's second half (send, write,
-        ack: :meth:`_finish`) in a task chained after the previous batch's. ``pipelined``: the
-        next batch is computed while the previous one's outputs are acknowledged."""
+        ack: :meth:`_finish`) in a task chained on ``lane`` after what was there before.
+        ``pipelined``: the next batch is computed while the previous one's outputs are
+        acknowledged."""
         # Before the first await: this subscribes the agent's topics (see take_batches).
         batches = take_batches(stream, self.tuning.batch_size, self.tuning.batch_within)
         producer = await start_producer(self.settings, **_PRODUCER_TUNING)
         topics = list(topics)
         await self.log_starts.connect(topics)
-        # Faust queues table writes (changelog records) on its producer's buffer and, beyond 100
-        # of them, blocks the delivery of every record to the agents until it sent 100: one batch
-        # writes one value per run it touched, up to batch_size, so that stalled delivery after
-        # most large batches (and logged "producer buffer full"). Twice a batch's writes fit.
-        buffer = self.app.producer.buffer
-        buffer.max_messages = max(buffer.max_messages, 2 * self.tuning.batch_size)
         order = PartitionOrder(self.app, topics, self.log_starts)
         self.orders.append(order)
-        in_flight: list[asyncio.Task] = []  # oldest first; at most two
+        lane.producer = producer
         try:
             async for batch in batches:
                 # At most one batch waits behind the one being sent (bounded memory, and a
                 # stop or rebalance waits for little).
-                while len(in_flight) > (1 if pipelined else 0):
-                    await in_flight.pop(0)
+                await lane.wait(keep=1 if pipelined else 0)
                 if self.rebalanced and pipelined:
-                    for task in in_flight:
-                        await task
-                    in_flight.clear()
+                    await lane.wait(keep=0)
                     self.working.clear()
                     self.rebalanced = False
                 fresh, again, held = await order.split(batch)
@@ -529,35 +567,38 @@ class _Processor:
                 outbox = Outbox(producer, self.settings.partitions)
                 computed = await compute(fresh, outbox)
                 computed.records = fresh + again
-                previous = in_flight[-1] if in_flight else None
-                task = asyncio.ensure_future(self._finish(stream, order, computed, previous))
-                task.add_done_callback(self._crash_on_failure)
-                in_flight.append(task)
+                task = lane.chain(self._finish(order, computed), self._crash_on_failure)
                 if not pipelined:
                     await task
-                    in_flight.clear()
         finally:
             # Stopping (or crashing): what was computed is still sent, written and acked in
             # order — Faust waits for those acks before it commits.
-            if in_flight:
-                await asyncio.wait(in_flight)
+            await lane.drain()
+            lane.producer = None
             self.orders.remove(order)
             await producer.stop()
             if not self.orders:
                 await self.log_starts.close()
 
-    async def _finish(self, stream: Any, order: PartitionOrder, computed: _Computed,
-                      previous: asyncio.Task | None) -> None:
-        if previous is not None:
-            await previous  # outputs in batch order; a failure there fails this batch too
+    def _write(self, outbox: Outbox, writes: list[tuple[Any, bytes, bytes | None]]) -> None:
+        """Queue table writes (None: a deletion) as changelog records on a batch's outbox: sent,
+        and acknowledged, with its outputs. :func:`_store` sets the in-memory values after."""
+        changelogs = self.changelogs
+        for table, key, value in writes:
+            outbox.add(changelogs[table.name], key, value)
+
+    async def _finish(self, order: PartitionOrder, computed: _Computed) -> None:
+        # The table values go to the changelogs with the outputs, acknowledged before the
+        # batch's records are acked: a committed record's state is durable, and its outputs.
         await computed.outbox.send_all()
-        # Queued on Faust's producer; every commit flushes that producer before it commits
-        # offsets, so a committed record's state is always durable.
         for table, key, value in computed.writes:
-            table[key] = value
+            _store(table, key, value)
         self.working.release(computed.held)
+        consumer = self.app.consumer
         for event in computed.records:
-            await stream.ack(event)
+            # Event.ack, without Stream.ack's sensor calls (the worker's monitor keeps no
+            # statistics): the message's last reference acked marks its offset processed.
+            event.message.ack(consumer)
         await order.seek_gaps()
 
     def _crash_on_failure(self, task: asyncio.Task) -> None:
@@ -581,7 +622,7 @@ class _Processor:
     # --- the run agent ----------------------------------------------------------------------
 
     async def _run_agent(self, stream: Any) -> None:
-        await self._batches(stream, self._run_batch,
+        await self._batches(stream, self.run_lane, self._run_batch,
                             (self.frames_topic, self.rerouted_topic, self.ingest_topic),
                             pipelined=True)
 
@@ -605,6 +646,7 @@ class _Processor:
         retention = self.tuning.retention
         # Snapshots of the states now: the next batch goes on changing the cached objects.
         writes = [(self.run_table, key, work.pack(retention)) for key, work in changed.items()]
+        self._write(outbox, writes)
         self.working.computed(changed)
         return _Computed(outbox, writes, [], list(changed))
 
@@ -712,7 +754,7 @@ class _Processor:
 
     async def _aliases_agent(self, stream: Any) -> None:
         # Not pipelined: a batch must see the claims of the one before in the table.
-        await self._batches(stream, self._alias_batch, (self.aliases_topic,))
+        await self._batches(stream, self.alias_lane, self._alias_batch, (self.aliases_topic,))
 
     async def _alias_batch(self, batch: Sequence[Any], outbox: Outbox) -> _Computed:
         now = time.time()
@@ -739,6 +781,7 @@ class _Processor:
                            f"provider object {_text(object_id)} is claimed by run {current}; run "
                            f"{run_id} announced it too and keeps only its own frames (the first "
                            "claim wins)", "ClaimConflict", message, run_id, message.value)
+        self._write(outbox, writes)
         return _Computed(outbox, writes, [], [])
 
     def _has_run(self, key: bytes) -> bool:
@@ -751,40 +794,62 @@ class _Processor:
     async def _release_expired(self) -> None:
         """Release what outlived its retention, on the partitions this worker owns: delete a
         run's value (or an alias) when all of it is due, drop a run's adapters when only they
-        are. A run that a batch in flight touched is left for the next tick: its table value is
-        older than its working state."""
-        now = time.time()
-        assigned = self.app.consumer.assignment()
-        partitions = self.settings.partitions
-        owned = {tp.partition for tp in assigned if tp.topic == self.frames_topic}
+        are. A run that a batch being computed or in flight touched is left for the next tick:
+        its table value is older than its working state.
+
+        The writes go through the table's agent's lane (:class:`_Lane`), chained after its
+        batches, and are awaited: a deletion reaches the changelog after the value it deletes
+        and before any later value. So each chunk of keys is decided, set in memory and chained
+        with no turn of the event loop in between — a batch computed after it sees the released
+        state and is sent after it; one computed before holds its keys busy."""
         released = trimmed = 0
-        retention = self.tuning.retention
-        for table in (self.run_table, self.aliases_table):
-            for position, key in enumerate(list(table.keys()), 1):
-                if not position % _SWEEP_YIELD_EVERY:
+        for table, lane in ((self.run_table, self.run_lane), (self.aliases_table, self.alias_lane)):
+            if lane.producer is None:
+                continue  # the agent has not started (or has stopped): its table is not served
+            keys = list(table.keys())
+            for start in range(0, len(keys), _SWEEP_YIELD_EVERY):
+                writes = self._expired(table, keys[start:start + _SWEEP_YIELD_EVERY])
+                if writes:
+                    outbox = Outbox(lane.producer, self.settings.partitions)
+                    self._write(outbox, writes)
+                    await lane.chain(outbox.send_all(), self._crash_on_failure)
+                    released += sum(value is None for _, _, value in writes)
+                    trimmed += sum(value is not None for _, _, value in writes)
+                else:
                     await asyncio.sleep(0)  # a long table is swept between batches, not instead
-                value = table.get(key)  # read now: a batch may have written it since the list
-                if value is None:
-                    continue
-                whole, part = _expiries(value)
-                if min(whole, part) > now or partition_for_key(key, partitions) not in owned:
-                    continue
-                if table is self.run_table:
-                    if self.working.busy(key):
-                        continue
-                    self.working.forget(key)
-                if whole <= now:
-                    del table[key]
-                    released += 1
-                else:  # a live run idle for the retention period keeps its numbering only
-                    work = _unpack(value)
-                    work.normalizer = None
-                    table[key] = work.pack(retention)
-                    trimmed += 1
         if released or trimmed:
-            await self.app.producer.flush()
             log.info("released the state of %d runs/aliases past their retention, and the "
                      "adapters of %d idle runs", released, trimmed)
+
+    def _expired(self, table: Any, keys: Iterable[bytes]) -> list[tuple[Any, bytes, bytes | None]]:
+        """The writes that release what is due among ``keys``, already set in memory."""
+        now = time.time()
+        partitions = self.settings.partitions
+        owned = {tp.partition for tp in self.app.consumer.assignment()
+                 if tp.topic == self.frames_topic}
+        retention = self.tuning.retention
+        writes: list[tuple[Any, bytes, bytes | None]] = []
+        for key in keys:
+            value = table.get(key)  # read now: a batch may have written it since the list
+            if value is None:
+                continue
+            whole, part = _expiries(value)
+            if min(whole, part) > now or partition_for_key(key, partitions) not in owned:
+                continue
+            if table is self.run_table:
+                if self.working.busy(key):
+                    continue
+                self.working.forget(key)
+            # (An alias needs no such check: a claim is written only where none is, so a claim
+            # in flight is never one that is here to be released.)
+            if whole <= now:
+                writes.append((table, key, None))
+            else:  # a live run idle for the retention period keeps its numbering only
+                work = _unpack(value)
+                work.normalizer = None
+                writes.append((table, key, work.pack(retention)))
+            _store(table, key, writes[-1][2])
+        return writes
 
     async def _check_stalled(self) -> None:
         for order in list(self.orders):
@@ -795,8 +860,12 @@ class _Processor:
         # A partition's next session starts at its committed offset, wherever it is assigned.
         for order in self.orders:
             order.forget(revoked)
-        # Faust waited for the batches in flight; the run agent empties its working state before
-        # its next batch (another worker may change the states of what was revoked).
+        # Faust waited for the acks of the batches in flight; the release timer's writes have no
+        # records to ack: they are waited for here, before another worker can take a partition
+        # over and read its changelog. The run agent empties its working state before its next
+        # batch (another worker may change the states of what was revoked).
+        for lane in (self.run_lane, self.alias_lane):
+            await lane.drain()
         self.rebalanced = True
 
     async def _on_partitions_assigned(self, _sender: Any, assigned: Iterable[Any],
