@@ -1,6 +1,6 @@
 """The pipeline's figures, on a broker of its own, in one run.
 
-    .venv/bin/python bench/pipeline.py [--frames 40000] [--rounds 3] [--rate 2000]
+    .venv/bin/python bench/pipeline.py [--frames 40000] [--rounds 5] [--rate 2000]
                                        [--latency-seconds 15] [--rss-runs 100000]
 
   (a) limit   a raw aiokafka consume→produce passthrough of the same frame records (consumer
@@ -322,7 +322,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=2000.0, help="offered load for (c)")
     parser.add_argument("--latency-seconds", type=float, default=15.0, help="duration of (c)")
     parser.add_argument("--rss-runs", type=int, default=100_000, help="runs for (d); 0 skips it")
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--rounds", type=int, default=5,
                         help="(a) and (b) alternately this many times; medians are reported "
                              "(this box's figures vary by a third from one run to the next)")
     parser.add_argument("--partitions", type=int, default=4)

@@ -489,9 +489,9 @@ class UnthreadedProducerBuffer(faust_producer.ProducerBuffer):
     Faust's default and the processor's choice).
 
     Faust's ``size`` and ``put`` read that setting each time, a settings-registry lookup of about
-    a microsecond; the conductor takes the size once per record delivered, the consumer's
-    delivery (``BatchingConsumer._may_block``) once more, and every table write puts. Here they
-    go to the pending queue directly."""
+    a microsecond; the conductor takes the size once per record delivered, and the consumer's
+    delivery (``BatchingConsumer._may_block``) once more. Here they go to the pending queue
+    directly."""
 
     @property
     def size(self) -> int:

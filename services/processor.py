@@ -96,11 +96,11 @@ timer releases, on the partitions this worker owns: a run's adapters and an alia
 ``retention`` seconds without activity, and a run's numbering and state ``retention`` seconds
 after the run became terminal. State is thus bounded by the runs active (or terminal) within one
 retention period times a per-run bound (``services/normalizer.py``, ``services/sequencer.py``).
-Measured (bench/pipeline.py (d), a small Chat Completions run, default retention): ~3.4 KB of
-worker RSS per run held (its table value, ~2 KB of pickled adapters, numbering and RunState;
-its alias; their keys, and the allocator's slack), on top of ~120 MB for the worker itself, its
-``cached_runs`` unpickled states (~8 KB each) and its stream buffer — 171–187 MB with 20,000
-runs, ~450 MB with 100,000. An event for a run whose terminal state was released starts the run
+Measured (bench/pipeline.py (d), a small Chat Completions run, default retention): ~3.1–3.4 KB
+of worker RSS per run held (its table value, ~2 KB of pickled adapters, numbering and RunState;
+its alias; their keys, and the allocator's slack), on top of ~120–140 MB for the worker itself,
+its ``cached_runs`` unpickled states (~8 KB each) and its stream buffer — 171–208 MB with 20,000
+runs, 433–448 MB with 100,000. An event for a run whose terminal state was released starts the run
 afresh at ``seq`` 0: choose a retention longer than the latest webhook or poll you expect after
 a run ends.
 """
