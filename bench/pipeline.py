@@ -9,7 +9,9 @@
   (b) ours    the worker (`modelevents worker`, a subprocess) turning pre-produced frames into
               ModelEvents on `events`: sustained frames/s and events/s, from the first event to
               the last; reported as a ratio to (a). (a) and (b) run alternately --rounds times
-              (each on topics of its own, deleted after it) and their medians are compared;
+              (each on topics of its own, deleted after it) and their medians are compared.
+              Also the CPU time each took per record (the passthrough's process, the worker's):
+              unlike the rates, it does not count what the VM's hypervisor stole;
   (c) latency frame produced → its events readable on `events`, p50/p99, at a steady offered
               load of --rate frames/s (measured first: after the throughput rounds the broker
               is still busy deleting and compacting their logs);
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
 import sys
@@ -111,7 +114,8 @@ async def produce_all(settings: PipelineSettings, topic: str, frames: list[Provi
 # --- (a) the raw passthrough ------------------------------------------------------------------
 
 
-async def passthrough(settings: PipelineSettings, frames: list[ProviderFrame]) -> float:
+async def passthrough(settings: PipelineSettings, frames: list[ProviderFrame]) -> tuple[float, float]:
+    """(frames/s, this process's CPU µs per frame) from its first fetched batch to the last ack."""
     src, dst = f"{settings.topic_prefix}pass-src", f"{settings.topic_prefix}pass-dst"
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
     await admin.start()
@@ -127,13 +131,14 @@ async def passthrough(settings: PipelineSettings, frames: list[ProviderFrame]) -
         while moved < len(frames):
             batches = await consumer.getmany(timeout_ms=500, max_records=2000)
             if first is None and batches:
-                first = time.perf_counter()
+                first, cpu = time.perf_counter(), time.process_time()
             futures = [await producer.send(dst, key=m.key, value=m.value)
                        for messages in batches.values() for m in messages]
             await asyncio.gather(*futures)
             await consumer.commit()
             moved += len(futures)
-        return moved / (time.perf_counter() - first)
+        return (moved / (time.perf_counter() - first),
+                (time.process_time() - cpu) / moved * 1e6)
     finally:
         await producer.stop()
         await consumer.stop()
@@ -156,6 +161,12 @@ async def drop_topics(settings: PipelineSettings) -> None:
 # --- the worker ---------------------------------------------------------------------------------
 
 
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (not the time the hypervisor stole from it)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
@@ -192,12 +203,14 @@ async def sustained(settings: PipelineSettings, frames: list[ProviderFrame], exp
             for messages in (await consumer.getmany(timeout_ms=500, max_records=5000)).values():
                 for m in messages:
                     if first is None:
-                        first = time.perf_counter()
+                        first, cpu, before = time.perf_counter(), cpu_seconds(worker.pid), len(seen)
                     # (run_id, seq): what a consumer of events dedupes by
                     seen.add((m.key, codec.decode(m.value).seq))
                     last = time.perf_counter()
         seconds = last - first
-        return len(frames) / seconds, expected / seconds
+        used = cpu_seconds(worker.pid) - cpu
+        return (len(frames) / seconds, expected / seconds, used / (expected - before) * 1e6,
+                used / seconds)
     finally:
         stop_worker_process(worker)
         await consumer.stop()
@@ -351,13 +364,18 @@ def main() -> int:
         a_runs, b_runs = [], []
         for r in range(args.rounds):
             a_runs.append(asyncio.run(passthrough(settings(f"a{r}"), frames)))
-            say(f"(a) round {r + 1}: passthrough {a_runs[-1]:,.0f} records/s")
+            say(f"(a) round {r + 1}: passthrough {a_runs[-1][0]:,.0f} records/s, "
+                f"{a_runs[-1][1]:.0f} µs CPU per record")
             asyncio.run(drop_topics(settings(f"a{r}")))
             b_runs.append(asyncio.run(sustained(settings(f"b{r}"), frames, expected, workdir)))
             say(f"(b) round {r + 1}: pipeline {b_runs[-1][0]:,.0f} frames/s, "
-                f"{b_runs[-1][1]:,.0f} events/s")
+                f"{b_runs[-1][1]:,.0f} events/s; worker {b_runs[-1][2]:.0f} µs CPU per event "
+                f"at {b_runs[-1][3]:.0%} of a core")
             asyncio.run(drop_topics(settings(f"b{r}")))
-        a = statistics.median(a_runs)
+        a = statistics.median(run[0] for run in a_runs)
+        a_cpu = statistics.median(run[1] for run in a_runs)
+        b_cpu = statistics.median(run[2] for run in b_runs)
+        b_busy = statistics.median(run[3] for run in b_runs)
         b_frames = statistics.median(run[0] for run in b_runs)
         b_events = b_frames * expected / len(frames)
         curve = asyncio.run(memory(settings("d"), args.rss_runs, workdir)) if args.rss_runs else []
@@ -372,11 +390,14 @@ def main() -> int:
     print("|---|---:|")
     spread = lambda values: f"{min(values):,.0f}–{max(values):,.0f}"  # noqa: E731
     print(f"| (a) raw aiokafka consume→produce passthrough, median of {args.rounds} "
-          f"({spread(a_runs)}) | {a:,.0f} frames/s |")
+          f"({spread([run[0] for run in a_runs])}) | {a:,.0f} frames/s |")
     print(f"| (b) pipeline, frames → `events`, median of {args.rounds} "
           f"({spread([run[0] for run in b_runs])} frames/s) | {b_frames:,.0f} frames/s = "
           f"{b_events:,.0f} ModelEvents/s (frames {b_frames / a:.0%}, "
           f"ModelEvents {b_events / a:.0%} of (a)) |")
+    print(f"| CPU, medians: (a) the passthrough per frame; (b) the worker per ModelEvent, and "
+          f"how busy it kept its core | (a) {a_cpu:.0f} µs; (b) {b_cpu:.0f} µs at "
+          f"{b_busy:.0%} of a core |")
     print(f"| (c) latency frame → event at {args.rate:,.0f} frames/s | p50 {p50:.0f} ms, "
           f"p99 {p99:.0f} ms ({n} events) |")
     for runs, mb in curve:
