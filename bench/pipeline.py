@@ -29,6 +29,7 @@ import asyncio
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -161,6 +162,18 @@ async def drop_topics(settings: PipelineSettings) -> None:
 # --- the worker ---------------------------------------------------------------------------------
 
 
+
+
+_PROBE = "import time\nt = time.perf_counter()\nn = 0\nfor i in range(10_000_000):\n    n += i\nprint(time.perf_counter() - t)"
+
+
+def speed_probe() -> float:
+    """Seconds a fixed pure-Python loop takes, run on both vCPUs at once (the slower of the two):
+    how fast this machine was at the time. On this VM the host takes time from it when both are
+    busy, more at some hours than at others — and every figure moves with it."""
+    probes = [subprocess.Popen([sys.executable, "-c", _PROBE], stdout=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    return max(float(probe.communicate()[0]) for probe in probes)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -353,6 +366,7 @@ def main() -> int:
                                 topic_prefix=f"bench-{tag}.", partitions=args.partitions,
                                 app_id=f"bench-{tag}")
 
+    probes = [speed_probe()]
     try:
         frames, expected = make_workload(args.frames, "thr")
         say(f"workload: {len(frames)} frames → {expected} events, {args.partitions} partitions")
@@ -378,6 +392,7 @@ def main() -> int:
         b_busy = statistics.median(run[3] for run in b_runs)
         b_frames = statistics.median(run[0] for run in b_runs)
         b_events = b_frames * expected / len(frames)
+        probes.append(speed_probe())
         curve = asyncio.run(memory(settings("d"), args.rss_runs, workdir)) if args.rss_runs else []
     except BaseException:
         say(f"the broker's and the workers' logs are kept in {workdir}")
@@ -388,6 +403,8 @@ def main() -> int:
     shutil.rmtree(workdir, ignore_errors=True)  # ~100 MB of broker data per run
     print("| figure | value |")
     print("|---|---:|")
+    print(f"| the machine's speed: a 10M-iteration Python loop on both vCPUs, before (c) / after (b) | "
+          f"{probes[0]:.2f} s / {probes[1]:.2f} s |")
     spread = lambda values: f"{min(values):,.0f}–{max(values):,.0f}"  # noqa: E731
     print(f"| (a) raw aiokafka consume→produce passthrough, median of {args.rounds} "
           f"({spread([run[0] for run in a_runs])}) | {a:,.0f} frames/s |")
