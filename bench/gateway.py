@@ -35,6 +35,8 @@ import time
 import uuid
 from pathlib import Path
 
+from proc_stats import cpu_seconds  # bench/, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "whsec_" + base64.b64encode(b"bench-gateway-secret-32-bytes!!!").decode()
 
@@ -167,17 +169,6 @@ async def forwarded(port: int, frames: int) -> dict:
     accepted = json.loads(answer).get("accepted", 0) if status == 200 else 0
     return {"frames": accepted, "body_bytes": len(body), "seconds": elapsed,
             "frames_per_s": accepted / elapsed if elapsed else 0.0, "status": status}
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU seconds a process has used (Linux /proc); 0 when unknown."""
-    if not pid:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def measured(pid: int | None, work) -> dict:  # noqa: ANN001 - a coroutine

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import statistics
 import subprocess
@@ -49,6 +48,7 @@ from modelevents.services.feeder import frames_for_file, with_end_markers
 from modelevents.services.kafka_io import make_consumer, start_client, start_producer
 from modelevents.services.settings import PipelineSettings
 from modelevents.services.worker_process import start_worker_process, stop_worker_process
+from proc_stats import cpu_seconds, rss_mb  # bench/, beside this script
 from modelevents.services.topics import ensure_topics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,19 +176,6 @@ def speed_probe() -> float:
     probes = [subprocess.Popen([sys.executable, "-c", _PROBE], stdout=subprocess.PIPE, text=True)
               for _ in range(2)]
     return max(float(probe.communicate()[0]) for probe in probes)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (not the time the hypervisor stole from it)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 async def prepared(settings: PipelineSettings) -> PipelineSettings:
