@@ -325,29 +325,6 @@ def _unpack(value: bytes | None) -> Any:
     return None if value is None else pickle.loads(memoryview(value)[_EXPIRY.size:])
 
 
-def _store(table: Any, key: bytes, value: bytes | None) -> None:
-    """Set (None: delete) a table's in-memory value without Faust's changelog write: the agent
-    wrote the changelog record itself (``_Processor._write``).
-
-    The key's partition is noted as Faust's memory store notes it for what it recovers, so that
-    when a rebalance took the partition away, the store drops the key (``on_recovery_completed``)
-    instead of keeping a value another worker now writes."""
-    store = table.data
-    if value is None:
-        store.data.pop(key, None)
-        store._key_partition.pop(key, None)
-    else:
-        store.data[key] = value
-        store._key_partition[key] = table.partition_for_key(key)
-
-
-def _lookup(table: Any, key: bytes) -> bytes | None:
-    """A table's in-memory value, or None: the store's dict read directly. Through the table a
-    missing key costs a KeyError raised and caught in Faust's mapping layers (~1.5 µs; the
-    common case: every frame looks up its key's alias, every new run its state)."""
-    return table.data.data.get(key)
-
-
 def _expiries(value: bytes) -> tuple[float, float]:
     return _EXPIRY.unpack_from(value)
 
@@ -398,7 +375,7 @@ class _WorkingState:
     def get(self, key: bytes) -> RunWork:
         work = self.cache.pop(key, None)  # popped and put back: most recently used last
         if work is None:
-            work = _unpack(_lookup(self.table, key)) or RunWork()
+            work = _unpack(self.table.lookup(key)) or RunWork()
         self.cache[key] = work
         self.computing.add(key)
         return work
@@ -596,7 +573,8 @@ class _Processor:
 
     def _write(self, outbox: Outbox, writes: list[tuple[Any, bytes, bytes | None]]) -> None:
         """Queue table writes (None: a deletion) as changelog records on a batch's outbox: sent,
-        and acknowledged, with its outputs. :func:`_store` sets the in-memory values after."""
+        and acknowledged, with its outputs. ``RunTable.store_written`` sets the in-memory values
+        after."""
         changelogs = self.changelogs
         for table, key, value in writes:
             outbox.add(changelogs[table.name], key, value)
@@ -606,7 +584,7 @@ class _Processor:
         # batch's records are acked: a committed record's state is durable, and its outputs.
         await computed.outbox.send_all()
         for table, key, value in computed.writes:
-            _store(table, key, value)
+            table.store_written(key, value)
         self.working.release(computed.held)
         consumer = self.app.consumer
         for event in computed.records:
@@ -756,7 +734,7 @@ class _Processor:
             # No key: the record landed on an arbitrary partition; move it to its run's.
             outbox.add(self.rerouted_topic, frame.run_key.encode(), message.value)
             return None
-        claimed = _lookup(self.aliases_table, key)
+        claimed = self.aliases_table.lookup(key)
         if claimed is not None:
             run_id = _unpack(claimed)
             if run_id.encode() != key:
@@ -779,7 +757,7 @@ class _Processor:
             object_id, run_id = message.key, _text(message.value)
             if object_id is None or not run_id:
                 continue
-            current = seen.get(object_id) or _unpack(_lookup(self.aliases_table, object_id))
+            current = seen.get(object_id) or _unpack(self.aliases_table.lookup(object_id))
             if current is None:
                 seen[object_id] = run_id
                 writes.append((self.aliases_table, object_id, _pack(run_id, now + self.tuning.retention)))
@@ -801,7 +779,7 @@ class _Processor:
     def _has_run(self, key: bytes) -> bool:
         """Whether a run of this id has state here (the ``run`` table is partitioned as the
         aliases are, so a run named by an object id lives on the object id's worker)."""
-        return key in self.working.cache or _lookup(self.run_table, key) is not None
+        return key in self.working.cache or self.run_table.lookup(key) is not None
 
     # --- timers -----------------------------------------------------------------------------
 
@@ -844,7 +822,7 @@ class _Processor:
         retention = self.tuning.retention
         writes: list[tuple[Any, bytes, bytes | None]] = []
         for key in keys:
-            value = _lookup(table, key)  # read now: a batch may have written it since the list
+            value = table.lookup(key)  # read now: a batch may have written it since the list
             if value is None:
                 continue
             whole, part = _expiries(value)
@@ -862,7 +840,7 @@ class _Processor:
                 work = _unpack(value)
                 work.normalizer = None
                 writes.append((table, key, work.pack(retention)))
-            _store(table, key, writes[-1][2])
+            table.store_written(key, writes[-1][2])
         return writes
 
     async def _check_stalled(self) -> None:
