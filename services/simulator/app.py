@@ -267,7 +267,13 @@ class Simulator:
             return None
         run = StoredRun(call.api, obj["id"], call.scenario, recording, call.knobs, background)
         with self._lock:
-            self._runs[run.object_id] = run
+            held = self._runs.get(run.object_id)
+            # A replayed recording repeats its object id, which a provider never does: a call
+            # served the same recording while a background run of it is live must not reset that
+            # run's polls (seen in the demo: a second call's store between two polls of the
+            # background run made it answer in_progress once more). The live run keeps the id.
+            if held is None or not held.background or held.finished:
+                self._runs[run.object_id] = run
         return run
 
     def run(self, object_id: str) -> StoredRun | None:

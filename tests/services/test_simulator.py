@@ -477,6 +477,19 @@ def test_background_response_is_polled_to_completion(sim):
     assert statuses == ["in_progress", "completed"]
 
 
+def test_a_call_replaying_a_live_background_runs_recording_leaves_its_polls_alone(sim, http):
+    # The demo starts a background run and a streamed call of one recording (one object id).
+    http.post("/_simulator/reset")
+    client = openai.OpenAI(base_url=sim.urls()["openai"], api_key="sk-sim", max_retries=0)
+    created = client.responses.create(model="sim:openai-responses/structured-output",
+                                      input="hi", background=True)
+    assert client.responses.retrieve(created.id).status == "in_progress"
+    streamed = list(client.responses.create(model="sim:openai-responses/structured-output",
+                                            input="hi", stream=True))
+    assert streamed[-1].response.id == created.id  # the recording's own id, again
+    assert client.responses.retrieve(created.id).status == "completed"
+
+
 def test_background_response_can_be_cancelled_and_others_cannot(sim, http):
     client = openai.OpenAI(base_url=sim.urls()["openai"], api_key="sk-sim", max_retries=0)
     created = client.responses.create(model="sim:openai-responses/refusal", input="hi",
