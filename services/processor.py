@@ -50,6 +50,16 @@ and the split is reported: a DeadLetter, stage ``resolve``, error type ``Unmerge
 the claiming run, naming both runs. A claim of an id that another run claimed first is reported
 the same way (``ClaimConflict``); the second run keeps only its own frames.
 
+The gateway narrows that race at the edge: a webhook naming an object of a run it knows (a call
+it made, or a run whose state on ``runs`` names the object) is keyed by that run's id, so it
+lands on the run's partition behind the run's own frames (services/gateway/webhooks.py). What
+remains is an object no gateway knows yet: another gateway's run that ``runs`` does not show
+yet, or frames from a producer of its own.
+
+Tenancy: a run belongs to the tenant of its first event. A frame or ``ingest`` record of another
+tenant that reaches it (by its key, or by the run's claim of an object it names) is not applied:
+it is dead-lettered, stage ``resolve``, error type ``TenantMismatch``.
+
 Delivery: at-least-once with idempotent outputs (Faust's exactly_once has open duplicate bugs).
 Each agent takes records in batches (``faust_support.take_batches``: what is waiting, up to
 ``batch_size``, or what arrives within ``batch_within`` of a batch's first record) and, per
@@ -657,6 +667,8 @@ class _Processor:
         if run_key is None:
             return  # re-keyed: the frame comes back on the rerouted topic
         work = self.working.get(run_key)
+        if self._other_tenant(work, frame.tenant, message, outbox, raw):
+            return
         run = work.normalizer
         if run is None:
             run = work.normalizer = RunNormalizer(run_key.decode())
@@ -698,8 +710,23 @@ class _Processor:
             return  # an earlier version's candidate: its frame is normalized here itself
         self.stats.ingested += 1
         work = self.working.get(key)
+        if self._other_tenant(work, event.tenant, message, outbox, raw):
+            return
         if self._sequence(work, key, event, message.offset, raw, message, outbox, published, now):
             changed[key] = work
+
+    def _other_tenant(self, work: RunWork, tenant: str, message: Any, outbox: Outbox,
+                      raw: bytes | None) -> bool:
+        """True (and dead-lettered, stage ``resolve``) when a record of ``tenant`` reaches a run
+        of another tenant: a run's story is its tenant's alone, whatever key or claim led there."""
+        if work.sequence is None or work.sequence.state.tenant == tenant:
+            return False
+        run = work.sequence.state
+        self._dead(outbox, "resolve",
+                   f"a record of tenant {tenant!r} reached run {run.run_id} of tenant "
+                   f"{run.tenant!r} (by its key, or by the run's claim of the provider object it "
+                   "names); not applied", "TenantMismatch", message, run.run_id, raw)
+        return True
 
     def _sequence(self, work: RunWork, key: bytes, event: ModelEvent, ingest_offset: int | None,
                   raw: bytes | None, message: Any, outbox: Outbox, published: set[bytes],

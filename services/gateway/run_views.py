@@ -4,7 +4,8 @@
   from the beginning when the gateway starts and then follows it, keeping the latest RunState of
   each run. ``GET /v1/runs/{id}`` answers from it. Memory: one RunState per run the topic still
   holds (about 1 KB each; compaction keeps one record per run, and the processor's retention
-  decides how long a finished run stays).
+  decides how long a finished run stays), and which run announced each provider object id,
+  so that a webhook naming the object goes to its run (:meth:`RunStates.run_of_object`).
 - :func:`run_events` streams one run's events from ``events`` (only the partition its key maps
   to), in ``seq`` order, each ``seq`` once — a record written twice by an at-least-once retry is
   dropped here, as every consumer of ``events`` must — after a given ``seq`` (``Last-Event-ID``),
@@ -42,6 +43,7 @@ class RunStates:
     def __init__(self, settings: PipelineSettings) -> None:
         self.settings = settings
         self.states: dict[str, RunState] = {}
+        self.object_runs: dict[str, str] = {}  # provider object id → the run that announced it
         self.caught_up = asyncio.Event()
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
@@ -59,6 +61,12 @@ class RunStates:
 
     def get(self, run_id: str) -> RunState | None:
         return self.states.get(run_id)
+
+    def run_of_object(self, object_id: str, tenant: str) -> str | None:
+        """The run of ``tenant`` whose state names provider object ``object_id``, if any."""
+        run_id = self.object_runs.get(object_id)
+        state = self.states.get(run_id) if run_id is not None else None
+        return run_id if state is not None and state.tenant == tenant else None
 
     async def wait_for(self, run_id: str, predicate, timeout: float) -> RunState | None:  # type: ignore[no-untyped-def]
         """The run's state once ``predicate(state)`` holds, or the latest after ``timeout``."""
@@ -108,7 +116,10 @@ class RunStates:
                     for message in messages:
                         record = kafka_io.decode_record(message)
                         if isinstance(record.value, RunState):
-                            self.states[record.value.run_id] = record.value
+                            state = record.value
+                            self.states[state.run_id] = state
+                            for object_id in state.provider_object_ids:
+                                self.object_runs.setdefault(object_id, state.run_id)
                             changed = True
                         if tp in pending and message.offset + 1 >= ends[tp]:
                             pending.discard(tp)

@@ -160,6 +160,8 @@ class CallRunner:
         self._last_stream_frame: ProviderFrame | None = None
         self._cancel_requested = asyncio.Event()
         self._follow_ups = asyncio.Lock()  # one poll or cancel at a time, answers in order
+        # Told the provider object id once the call learns it (LocalRuns routes webhooks by it).
+        self.on_object_id: Callable[[str], None] | None = None
 
     # --- what the gateway calls -----------------------------------------------------------
 
@@ -381,7 +383,7 @@ class CallRunner:
             return
         if isinstance(doc, dict):
             if self.outcome.object_id is None and isinstance(doc.get("id"), str):
-                self.outcome.object_id = doc["id"]
+                self._learned_object_id(doc["id"])
             status = doc.get("status")
             if isinstance(status, str):
                 self.outcome.status = status
@@ -395,6 +397,11 @@ class CallRunner:
             await self._emit([self._object_frame(exc.body, "error", exc.status, {})])
         except Exception:  # noqa: BLE001 - already failing; the error is reported by run()
             log.warning("run %s: could not publish the error answer", self.call.run_id)
+
+    def _learned_object_id(self, object_id: str) -> None:
+        self.outcome.object_id = object_id
+        if self.on_object_id is not None:
+            self.on_object_id(object_id)
 
     def _retried(self, message: str) -> None:
         self.outcome.retries += 1
@@ -432,7 +439,7 @@ class CallRunner:
         for event in self._adapter.feed(frame):
             object_id = getattr(event.payload, "provider_object_id", None)
             if event.kind == "run.started" and object_id and self.outcome.object_id is None:
-                self.outcome.object_id = object_id
+                self._learned_object_id(object_id)
         if frame.transport == "sse":
             self._last_stream_frame = frame
             cursor = _cursor_of(self.call.api, frame)

@@ -369,6 +369,8 @@ class LocalRuns:
         self.keep = keep
         self._runs: dict[str, _RunCalls] = {}
         self._answers: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        # Provider object id → the run whose call it is (the calls of the runs kept above).
+        self._objects: dict[str, str] = {}
 
     # --- idempotency --------------------------------------------------------------------------
 
@@ -429,11 +431,22 @@ class LocalRuns:
         calls = self._runs.pop(run_id, None) or _RunCalls()
         self._runs[run_id] = calls  # most recently used last
         calls.runners.append(runner)
+        if runner.outcome.object_id is not None:  # a read-back of an object known already
+            self._objects[runner.outcome.object_id] = run_id
+        runner.on_object_id = lambda object_id: self._objects.__setitem__(object_id, run_id)
         self._track(calls, work if work is not None else runner.run(),
                     f"run {run_id} {runner.call.call_tag}")
         excess = len(self._runs) - self.keep
         for old in [k for k, c in self._runs.items() if c.task is None][:max(0, excess)]:
-            del self._runs[old]
+            for forgotten in self._runs.pop(old).runners:
+                self._objects.pop(forgotten.outcome.object_id, None)
+
+    def run_of_object(self, object_id: str, tenant: str) -> str | None:
+        """The run of one of this process's calls whose provider object is ``object_id``, if
+        that call was made for ``tenant``."""
+        run_id = self._objects.get(object_id)
+        runner = self.latest(run_id) if run_id is not None else None
+        return run_id if runner is not None and runner.call.tenant == tenant else None
 
     def settle(self, runner: CallRunner) -> None:
         """Follow a call whose polling ended (e.g. after a cancel) to its terminal status."""

@@ -92,6 +92,18 @@ class Gateway:
                 self._keys[(provider, tenant)] = keys
         return keys
 
+    def run_of_object(self, object_id: str, tenant: str) -> str | None:
+        """The run of ``tenant`` a provider object belongs to, as far as this gateway knows: a
+        call it made (known the moment the call names its object), else a run whose state on
+        ``runs`` announced it (any gateway's). None: the processor resolves the object id."""
+        if self.runs is not None:
+            run_id = self.runs.run_of_object(object_id, tenant)
+            if run_id is not None:
+                return run_id
+        if self.run_states is not None:
+            return self.run_states.run_of_object(object_id, tenant)
+        return None
+
     @property
     def settings(self):  # noqa: ANN201 - PipelineSettings
         return self.config.kafka

@@ -17,10 +17,14 @@ What a delivery gets, in order:
    (``hmac.compare_digest``). A rejected delivery writes nothing;
 4. a ``webhook-id`` acknowledged recently → 200 ``duplicate`` without a second write;
 5. the body, verbatim, becomes a ProviderFrame (transport ``webhook``, frame_id = webhook-id, so
-   a redelivery is the same frame and the processor drops it; run key = the provider object id
-   the payload names, so the processor joins it to the run that claimed that id) written with
-   acks=all; 200 once Kafka acknowledged it, 503 (with Retry-After) when Kafka is unavailable,
-   so the provider retries: nothing acknowledged is ever lost;
+   a redelivery is the same frame and the processor drops it) written with acks=all. Its run
+   key is the run of the provider object the payload names when this gateway knows it — a call
+   it made, or a run whose state on ``runs`` announced the object — so the delivery goes
+   straight to that run, even before the processor has read the run's stream; otherwise the
+   object id, which the processor resolves to the run that claimed it (services/processor.py,
+   "Run key resolution"). Only a run of the delivery's tenant is chosen. 200 once Kafka
+   acknowledged the frame, 503 (with Retry-After) when Kafka is unavailable, so the provider
+   retries: nothing acknowledged is ever lost;
 6. a webhook that names an object but not its content (OpenAI ``response.*``, Gemini
    ``interaction.*``) schedules the fetch of that object (``services/gateway/fetch.py``).
 
@@ -190,9 +194,13 @@ async def accept_delivery(gateway: Gateway, provider: str, tenant: str | None,
         log.warning("webhook %s/%s %s: signed body is not JSON; kept verbatim (the processor "
                     "reports it as malformed_frame)", provider, tenant, webhook_id)
     event_type, object_id = webhook_object(provider, doc)
+    # Keyed by the object's run when the gateway knows it: the delivery then lands on the run's
+    # partition behind the run's own frames, whatever the processor has read of them yet.
+    run_key = ((object_id and gateway.run_of_object(object_id, tenant)) or object_id
+               or webhook_id)
     api, provider_name = PROVIDER_API[provider]
     frame = ProviderFrame(
-        frame_id=webhook_id, run_key=object_id or webhook_id, provider=provider_name, api=api,
+        frame_id=webhook_id, run_key=run_key, provider=provider_name, api=api,
         transport="webhook", received_at=int(time.time() * 1000),
         content_type=headers.get("content-type") or "application/json", body=body,
         tenant=tenant, headers={h: headers[h] for h in KEPT_HEADERS if h in headers})

@@ -235,19 +235,40 @@ def halves(paths: list[Path]) -> tuple[list[ProviderFrame], list[ProviderFrame]]
 
 async def committed(settings: PipelineSettings, topic: str, count: int) -> None:
     """Wait until the worker's group committed ``count`` records of ``topic`` (all partitions)."""
+    await _commits_reach(settings, lambda offsets: sum(
+        meta.offset for tp, meta in offsets.items()
+        if tp.topic == topic and meta.offset > 0) >= count,
+        f"the worker did not commit {count} records of {topic}")
+
+
+async def processed_to_end(settings: PipelineSettings, topic: str) -> None:
+    """Wait until the worker's group committed every record ``topic`` holds now (each of its
+    partitions up to the end offset it has at the call)."""
+    consumer = kafka_io.make_consumer(settings)
+    await kafka_io.start_client(consumer, settings)
+    try:
+        ends = await consumer.end_offsets(
+            [TopicPartition(topic, p) for p in range(settings.partitions)])
+    finally:
+        await consumer.stop()
+    await _commits_reach(settings, lambda offsets: all(
+        end == 0 or (tp in offsets and offsets[tp].offset >= end) for tp, end in ends.items()),
+        f"the worker did not commit {topic} up to {ends}")
+
+
+async def _commits_reach(settings: PipelineSettings, done: Callable[[dict], bool],
+                         failure: str) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
     await admin.start()
     try:
         deadline = time.monotonic() + HANG_GUARD_S / 2
         while time.monotonic() < deadline:
-            offsets = await admin.list_consumer_group_offsets(settings.app_id)
-            if sum(meta.offset for tp, meta in offsets.items()
-                   if tp.topic == topic and meta.offset > 0) >= count:
+            if done(await admin.list_consumer_group_offsets(settings.app_id)):
                 return
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.3)
     finally:
         await admin.close()
-    raise AssertionError(f"the worker did not commit {count} records of {topic}")
+    raise AssertionError(failure)
 
 
 async def claim_recorded(settings: PipelineSettings, object_id: str) -> None:

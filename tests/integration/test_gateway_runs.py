@@ -42,7 +42,7 @@ from modelevents.services.simulator.scenarios import ScenarioRegistry, manifest_
 from modelevents.services.simulator.server import SimulatorHandle, run_in_thread
 from tests.integration.conftest import unique_settings
 from tests.integration.test_gateway_webhooks import sign
-from tests.integration.pipeline import PARTITIONS, Worker, run
+from tests.integration.pipeline import PARTITIONS, Worker, processed_to_end, run
 
 pytestmark = pytest.mark.kafka
 
@@ -51,6 +51,7 @@ OPENAI_KEY = "sk-test-" + secrets.token_hex(16)
 ANTHROPIC_KEY = "sk-ant-test-" + secrets.token_hex(16)
 GEMINI_KEY = "AIza-test-" + secrets.token_hex(16)
 WEBHOOK_SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+ACME_WEBHOOK_SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 SETTLE_S = 90.0
 
 # One scenario per provider API: (provider, api, scenario, the recording it serves).
@@ -111,7 +112,8 @@ def start_gateway(settings: PipelineSettings, sim: SimulatorHandle
             call_backoff_s=0.05, fetch_backoff_s=0.05,
             providers={
                 "openai": ProviderConfig(base_url=sim.base_url, api_key=OPENAI_KEY,
-                                         webhook_secrets={"default": [WEBHOOK_SECRET]}),
+                                         webhook_secrets={"default": [WEBHOOK_SECRET],
+                                                          "acme": [ACME_WEBHOOK_SECRET]}),
                 "anthropic": ProviderConfig(base_url=sim.base_url, api_key=ANTHROPIC_KEY),
                 "gemini": ProviderConfig(base_url=sim.base_url, api_key=GEMINI_KEY),
             })
@@ -214,6 +216,22 @@ def assert_events_as_normalized(gateway: ServedApp, run_id: str, recording: str)
 
 def requests_to(sim: SimulatorHandle, api: str) -> list[dict[str, Any]]:
     return sim.simulator.requests(api)
+
+
+def deliver_completed(gateway: ServedApp, response_id: str, tenant: str = "default",
+                      ) -> dict[str, Any]:
+    """OpenAI's signed ``response.completed`` webhook for the response, to the tenant's URL."""
+    payload = orjson.dumps({"id": f"evt_{secrets.token_hex(6)}", "object": "event",
+                            "created_at": int(time.time()), "type": "response.completed",
+                            "data": {"id": response_id}})
+    webhook_id, ts = f"wh_{secrets.token_hex(8)}", str(int(time.time()))
+    secret = WEBHOOK_SECRET if tenant == "default" else ACME_WEBHOOK_SECRET
+    delivered = httpx.post(f"{gateway.url}/webhooks/openai/{tenant}", content=payload, timeout=30,
+                           headers={"webhook-id": webhook_id, "webhook-timestamp": ts,
+                                    "content-type": "application/json",
+                                    "webhook-signature": sign(secret, webhook_id, ts, payload)})
+    assert delivered.status_code == 200, delivered.text
+    return delivered.json()
 
 
 def frames_on_topic(settings: PipelineSettings) -> list[bytes]:
@@ -481,14 +499,7 @@ def test_a_background_run_completed_by_webhook_while_a_poll_is_in_flight_has_one
                         r["method"] == "GET" for r in requests_to(sim, "openai-responses")),
                     "the run's first state and its first poll")
     response_id = body["calls"][0]["provider_object_id"]
-    payload = orjson.dumps({"id": f"evt_{secrets.token_hex(6)}", "object": "event",
-                            "created_at": int(time.time()), "type": "response.completed",
-                            "data": {"id": response_id}})
-    webhook_id, ts = f"wh_{secrets.token_hex(8)}", str(int(time.time()))
-    delivered = httpx.post(f"{gateway.url}/webhooks/openai", content=payload, timeout=30, headers={
-        "webhook-id": webhook_id, "webhook-timestamp": ts, "content-type": "application/json",
-        "webhook-signature": sign(WEBHOOK_SECRET, webhook_id, ts, payload)})
-    assert delivered.status_code == 200, delivered.text
+    deliver_completed(gateway, response_id)
     body = wait_run(gateway, run_id, settled("completed"), "completed")
     gets = [r for r in requests_to(sim, "openai-responses") if r["method"] == "GET"]
     # The webhook's fetch reached the provider while the gateway's first poll was being
@@ -498,6 +509,53 @@ def test_a_background_run_completed_by_webhook_while_a_poll_is_in_flight_has_one
     assert [kind for _, kind, _ in events].count("run.finished") == 1
     assert [seq for seq, _, _ in events] == list(range(len(events)))
     assert body["state"]["needs_reconciliation"] is False
+
+
+def test_a_webhook_for_a_run_a_gateway_knows_is_keyed_by_that_run(start_gateway, sim, settings):
+    # The race the processor cannot close (a webhook processed before the stream announcing its
+    # object: a run of its own, "Run key resolution") is closed at the edge for every run a
+    # gateway knows: the one that made the call at once, any other once `runs` shows the run.
+    maker = start_gateway()
+    run_id = start_run(maker, neutral("openai", "openai-responses",
+                                      "sim:openai-responses/refusal"))["run_id"]
+    expected = run_state_of(offline("openai-responses/refusal.sse"))
+    body = wait_run(maker, run_id, settled(expected.status, expected.last_seq), expected.status)
+    response_id = body["calls"][0]["provider_object_id"]
+    assert response_id and response_id != run_id
+    assert deliver_completed(maker, response_id)["run_key"] == run_id
+    other = start_gateway()  # made no call: it knows the run from `runs`
+    wait_run(other, run_id, lambda b: b["state"] is not None
+             and response_id in b["state"]["provider_object_ids"], "the run in the view")
+    assert deliver_completed(other, response_id)["run_key"] == run_id
+    # Another tenant's delivery naming the object is not keyed into this tenant's run.
+    assert deliver_completed(other, response_id, tenant="acme")["run_key"] == response_id
+    # The fetches those deliveries scheduled were keyed like them; the run, which has said all
+    # of it, got nothing more from the deliveries or the fetched objects.
+    def keys_of_fetched() -> list[str]:
+        async def read() -> list[str]:
+            return [r.value.run_key async for r in kafka_io.read_records(settings, "frames",
+                                                                          timeout=2.0)
+                    if r.value.transport == "poll" and r.value.frame_id.startswith(
+                        f"poll:{response_id}:")]
+        return run(read())
+
+    deadline = time.monotonic() + SETTLE_S
+    while len(fetched := keys_of_fetched()) < 3:
+        assert time.monotonic() < deadline, f"fetches published: {fetched}"
+        time.sleep(0.2)
+    assert sorted(fetched) == sorted([run_id, run_id, response_id])
+    run(processed_to_end(settings, settings.topic("frames")))
+    events = sse_events(maker, run_id, follow="false")
+    assert [seq for seq, _, _ in events] == list(range(expected.last_seq + 1))
+    assert [kind for _, kind, _ in events].count("run.finished") == 1
+    assert get_run(other, run_id)["state"]["status"] == expected.status
+    # The other tenant's delivery and fetch, keyed by the object id, reached the run through
+    # its claim, and were refused there: dead-lettered, not applied.
+    async def refused() -> list[Any]:
+        return [r.value async for r in kafka_io.read_records(settings, "dlq", timeout=2.0)
+                if r.value.error_type == "TenantMismatch" and r.value.run_key == run_id]
+    letters = run(refused())
+    assert len(letters) == 2 and all("'acme'" in letter.reason for letter in letters)
 
 
 # --- sessions -------------------------------------------------------------------------------
