@@ -170,6 +170,35 @@ def test_undecodable_frame_goes_to_dlq_and_the_stream_goes_on(settings: Pipeline
     assert letter.topic == settings.topic("frames") and letter.offset is not None
 
 
+def test_a_record_of_another_tenant_reaching_a_run_is_dead_lettered_not_applied(
+        settings: PipelineSettings, start_worker) -> None:
+    start_worker()
+    path = FIXTURES / "openai-chat" / "refusal.sse"
+    run_id, frames = fixture_frames(path)  # tenant "default"
+    # Keyed by the run's id, but another tenant's: a frame (of a stream of its own, so no frame
+    # id repeats) and an ingest event.
+    intruder = dataclasses.replace(frames[1], tenant="acme", stream_id="x", frame_id="x:0")
+    expected = normalize_file(path).events
+    ingested = dataclasses.replace(expected[-1], event_id="acme-event", tenant="acme", seq=-1)
+
+    async def scenario() -> Published:
+        await feed(settings, frames[:2])
+        await feed(settings, [intruder])
+        await produce_raw(settings, "ingest", run_id.encode(), codec.encode(ingested))
+        await feed(settings, frames[2:])
+        return await collect(settings, lambda p: p.complete(run_id, len(expected))
+                             and len(p.dead) >= 2)
+
+    published = run(scenario())
+    assert_run_as_normalized(published, path)  # neither was applied
+    assert sorted((d.stage, d.error_type, d.run_key, d.topic) for d in published.dead) == sorted([
+        ("resolve", "TenantMismatch", run_id, settings.topic("frames")),
+        ("resolve", "TenantMismatch", run_id, settings.topic("ingest"))])
+    assert all("'acme'" in d.reason and "'default'" in d.reason for d in published.dead)
+    records = [codec.decode(d.record) for d in published.dead]
+    assert intruder in records and ingested in records
+
+
 def test_illegal_transition_is_published_dead_lettered_and_flagged(settings: PipelineSettings,
                                                                    start_worker) -> None:
     start_worker()
