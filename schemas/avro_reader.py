@@ -38,6 +38,9 @@ def _long(data: bytes, pos: int, first: int) -> tuple[int, int]:
         pos += 1
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
+            # The tenth byte holds bit 63 alone: more is beyond a long (fastavro wraps it).
+            if shift == 63 and byte > 1:
+                raise CorruptRecord("a varint beyond 64 bits")
             return (value >> 1) ^ -(value & 1), pos
         shift += 7
         if shift > 63:

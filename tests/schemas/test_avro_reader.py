@@ -150,3 +150,16 @@ def test_a_boolean_byte_other_than_0_or_1_is_corrupt():
     assert read(b"\x00\x04", 0) == {"flag": False, "n": 2}
     with pytest.raises(CorruptRecord, match="neither 0 nor 1"):
         read(b"\x03\x04", 0)
+
+
+def test_a_varint_beyond_64_bits_is_corrupt():
+    # Found by the flipped-bytes property: a tenth varint byte above 1 carries bits past a long,
+    # which fastavro wraps into another number.
+    schema = fastavro.parse_schema({"type": "record", "name": "L", "fields": [
+        {"name": "n", "type": "long"}]})
+    read = compile_reader(schema, {})
+    largest = b"\xfe" + b"\xff" * 8 + b"\x01"  # zigzag 2**64 - 2: the largest long
+    assert read(largest, 0) == {"n": 2**63 - 1} == fastavro_read(schema, largest)
+    assert read(b"\xff" * 9 + b"\x01", 0) == {"n": -2**63}
+    with pytest.raises(CorruptRecord, match="beyond 64 bits"):
+        read(b"\xff" * 9 + b"\x02", 0)
