@@ -181,7 +181,6 @@ _TOPIC_ALREADY_EXISTS = 36
 _YIELD_EVERY = 64
 # Table entries the release timer looks at between two turns of the event loop.
 _SWEEP_YIELD_EVERY = 2_000
-STREAM_BUFFER = 16_384
 
 
 @dataclass(frozen=True)
@@ -204,12 +203,19 @@ class ProcessorTuning:
     # A worker that dies without leaving its group (SIGKILL, a lost host) keeps its partitions
     # this long; Kafka's 45 s default (Faust's 60 s) is a long pause for a stream.
     session_timeout: float = 30.0
+    # Records Faust buffers for the run agent. Beyond 80% of it Faust stops fetching the
+    # partitions concerned until it drained to 40%, and aiokafka then sends no fetch at all for
+    # 100 ms (see BatchingConsumer): sized to hold one fetch of a few partitions (1 MiB each,
+    # ~3,000 frames), four times Faust's default. Costs up to ~25 MB while a backlog fills it.
+    stream_buffer: int = 16_384
 
     def __post_init__(self) -> None:
         if (self.batch_size < 1 or self.batch_within <= 0 or self.retention <= 0
-                or self.session_timeout < 6 or self.cached_runs < 0 or self.fetch_max_wait <= 0):
+                or self.session_timeout < 6 or self.cached_runs < 0 or self.fetch_max_wait <= 0
+                or self.stream_buffer < 2):
             raise ValueError("batch_size ≥ 1, batch_within > 0, fetch_max_wait > 0, retention > 0, "
-                             "cached_runs ≥ 0 and session_timeout ≥ 6 s are required")
+                             "cached_runs ≥ 0, stream_buffer ≥ 2 and session_timeout ≥ 6 s are "
+                             "required")
 
     @property
     def sweep_every(self) -> float:
@@ -312,11 +318,7 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
         agent_supervisor=mode.CrashingSupervisor,
         autodiscover=False,
         datadir=str(datadir),
-        # Records Faust buffers for the run agent. Beyond 80% of it Faust stops asking for the
-        # partitions concerned, and aiokafka then sends no fetch at all for 100 ms (see
-        # BatchingConsumer): sized to hold one fetch of a few partitions (1 MiB each, ~3,000
-        # frames), four times Faust's default. Costs up to ~25 MB while a backlog fills it.
-        stream_buffer_maxsize=STREAM_BUFFER,
+        stream_buffer_maxsize=tuning.stream_buffer,  # see ProcessorTuning
     )
     app.transport = faust_support.transport(app, tuning.fetch_max_wait)
     _Processor(app, settings, tuning)

@@ -56,6 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "or 3600)")
     p.add_argument("--batch-size", type=positive_int, default=None, metavar="N",
                    help="records processed per batch (default 1000)")
+    p.add_argument("--stream-buffer", type=positive_int, default=None, metavar="N",
+                   help="records buffered for processing; past 80%% of it fetching pauses until "
+                        "it drained to 40%% (default 16384, ~25 MB at most)")
     p.add_argument("--session-timeout", type=positive_float, default=None, metavar="SECONDS",
                    help="how long the group waits for a worker that died without leaving before "
                         "its partitions move to the others (default 30; at least 6)")
@@ -103,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         overrides["retention"] = retention
     if args.batch_size is not None:
         overrides["batch_size"] = args.batch_size
+    if args.stream_buffer is not None:
+        overrides["stream_buffer"] = args.stream_buffer
     if args.session_timeout is not None:
         overrides["session_timeout"] = args.session_timeout
     try:

@@ -523,7 +523,11 @@ def test_a_webhook_for_a_run_a_gateway_knows_is_keyed_by_that_run(start_gateway,
     response_id = body["calls"][0]["provider_object_id"]
     assert response_id and response_id != run_id
     assert deliver_completed(maker, response_id)["run_key"] == run_id
-    other = start_gateway()  # made no call: it knows the run from `runs`
+    other = start_gateway()  # made no call: it knows the run from `runs`, once it has read it
+    deadline = time.monotonic() + SETTLE_S
+    while (answer := httpx.get(f"{other.url}/v1/runs/{run_id}", timeout=30)).status_code == 503:
+        assert time.monotonic() < deadline, answer.text  # 503: still reading `runs`
+        time.sleep(0.1)
     wait_run(other, run_id, lambda b: b["state"] is not None
              and response_id in b["state"]["provider_object_ids"], "the run in the view")
     assert deliver_completed(other, response_id)["run_key"] == run_id

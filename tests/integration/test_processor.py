@@ -72,6 +72,25 @@ def test_events_and_runs_equal_what_normalize_gives(settings: PipelineSettings, 
     assert "stopped (exit status 0)" in worker.log_text()
 
 
+def test_a_backlog_beyond_the_stream_buffer_pauses_fetching_and_loses_nothing(
+        settings: PipelineSettings, start_worker) -> None:
+    # Every own recording fed before the worker starts, with a stream buffer of 32 records: the
+    # consumer hands the run agent whole fetches, fills its queue past the pressure mark over and
+    # over, stops fetching those partitions and resumes them as the agent drains the queue.
+    paths = own_recordings()
+    frames = [f for path in paths for f in fixture_frames(path)[1]]
+    assert len(frames) > 15 * 32
+    run(feed(settings, frames, duplicate=0.1, seed=5))
+    worker = start_worker(extra=("--stream-buffer", "32"))
+    counts = expected_counts(paths)
+    published = run(collect(settings, lambda p: all(p.complete(r, n) for r, n in counts.items()),
+                            lambda: worker.log_text()[-3000:]))
+    for path in paths:
+        assert_run_as_normalized(published, path)
+    # (Several recordings are polls of one provider object, each fed as a run of its own.)
+    assert {letter.error_type for letter in published.dead} <= {"ClaimConflict"}
+
+
 def test_sigkill_mid_feed_then_restart_loses_nothing(settings: PipelineSettings, start_worker) -> None:
     paths = own_recordings()
     before, after = halves(paths)
