@@ -429,7 +429,9 @@ class BatchingConsumer(faust_aiokafka.Consumer):
         is read by :func:`take_batches`, else None (the conductor delivers)."""
         channels = self.app.topics._tp_index.get(tp)
         cached = self._direct.get(tp)
-        if cached is not None and cached[0] is channels and len(channels) == 1:
+        # (The conductor rebuilds its index on a resubscription, or adds to a partition's set.)
+        if cached is not None and cached[0] is channels and (cached[1] is None
+                                                             or len(channels) == 1):
             return cached[1]
         target = None
         if channels is not None and len(channels) == 1:
@@ -441,7 +443,7 @@ class BatchingConsumer(faust_aiokafka.Consumer):
 
     def _pressure_callbacks(self, tp: Any) -> tuple[Any, Any]:
         # As the conductor's handler for ``tp`` makes them (faust/transport/conductor.py): a queue
-        # past its pressure mark stops the fetching of ``tp`` until it drains to half. Faust's
+        # past its pressure mark stops the fetching of ``tp`` until it drained to 40%. Faust's
         # bookkeeping of paused partitions wants its own TP type (the fetched records carry
         # aiokafka's).
         app = self.app
