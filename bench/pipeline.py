@@ -11,8 +11,8 @@
               the last (their record timestamps; while the worker runs, only the end offsets of
               `events` are polled — no reader shares the two cores with it, as none does with
               (a) — and the events are counted by (run_id, seq) afterwards); reported as a
-              ratio to (a). (a) and (b) run alternately --rounds times
-              (each on topics of its own, deleted after it) and their medians are compared.
+              ratio to (a). (a) and (b) run alternately --rounds times (each on topics of its
+              own, deleted after it) and their medians are compared.
               Also the CPU time each took per record (the passthrough's process, the worker's):
               unlike the rates, it does not count what the VM's hypervisor stole;
   (c) latency frame produced → its events readable on `events`, p50/p99, at a steady offered
@@ -222,10 +222,11 @@ async def sustained(settings: PipelineSettings, frames: list[ProviderFrame], exp
             if written >= expected:
                 # Within 20 ms of the last record's writing: the worker's CPU time up to here.
                 used, wall = cpu_seconds(worker.pid) - cpu, time.perf_counter() - since
-                if len(await _distinct_events(settings)) >= expected:
+                distinct = await _distinct_events(settings)
+                if len(distinct) >= expected:
                     break
             await asyncio.sleep(0.02)
-        stamps = sorted((await _distinct_events(settings)).values())
+        stamps = sorted(distinct.values())
         seconds = (stamps[-1] - stamps[0]) / 1000
         return (len(frames) / seconds, expected / seconds, used / (written - before) * 1e6,
                 used / wall)
