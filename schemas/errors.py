@@ -6,6 +6,7 @@
     ├── InputError                   input the user gave cannot be read (file, framing, provider)
     │   ├── FramingError             bytes are not SSE / JSON lines / a JSON array / a JSON object
     │   ├── DetectionError           no adapter recognises the input; name --provider
+    │   ├── InvalidId                a run/stream/webhook id holds what ids may not    (schemas/ids.py)
     │   ├── RenderError              a neutral request holds what the target API cannot carry
     │   │                                                        (adapters/requests/base.py)
     │   └── CapabilityRejected       no target offers what a request requires: the gateway's 422

@@ -1,0 +1,36 @@
+"""What a run id (and any other id a caller names: a stream id, a webhook id) may be.
+
+A run id is a Kafka key, a log field, a URL path segment and a file name in exports: it must
+survive all of them unchanged. So: 1 to 200 characters of ASCII letters, digits and ``._:-``
+(provider object ids such as ``resp_…``, ``msg_…``, ``v1_…`` and the gateway's ``run_…`` are all
+of that shape). Anything else — CR, LF or NUL that forge log lines, ``/`` that changes a path,
+spaces, non-ASCII look-alikes — is refused before anything is sent or written.
+"""
+
+from __future__ import annotations
+
+import re
+
+from modelevents.schemas.errors import InputError
+
+__all__ = ["MAX_ID_LENGTH", "InvalidId", "check_id", "is_valid_id"]
+
+MAX_ID_LENGTH = 200
+_ID = re.compile(r"[A-Za-z0-9._:\-]{1,%d}" % MAX_ID_LENGTH)
+
+
+class InvalidId(InputError):
+    """An id a caller named is empty, too long, or holds a character ids may not hold."""
+
+
+def is_valid_id(value: str) -> bool:
+    return _ID.fullmatch(value) is not None
+
+
+def check_id(value: str, what: str = "run id") -> str:
+    """``value`` when it is a valid id, else :class:`InvalidId` saying what is allowed."""
+    if is_valid_id(value):
+        return value
+    shown = repr(value[:40]) + ("…" if len(value) > 40 else "")
+    raise InvalidId(f"{what} {shown} is not valid: use 1 to {MAX_ID_LENGTH} characters of ASCII "
+                    "letters, digits and . _ : -")
