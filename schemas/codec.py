@@ -41,10 +41,11 @@ from modelevents.schemas.events import (
     EventSource,
     Envelope,
     ModelEvent,
+    Piece,
     Usage,
     payload_dict,
 )
-from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.frames import FramePiece, ProviderFrame
 from modelevents.schemas.run_state import DeadLetter, RunState
 
 AVRO_DIR = Path(__file__).parent / "avro"
@@ -139,6 +140,8 @@ def _event_record(event: ModelEvent) -> dict[str, Any]:
         "envelope": {"content_type": env.content_type, "body": env.body},
         # Tuple notation names the union branch, so fastavro need not try each record in turn.
         "payload": (f"{NAMESPACE}.{type(event.payload).__name__}", payload_dict(event.payload)),
+        "piece": (None if event.piece is None
+                  else {"index": event.piece.index, "count": event.piece.count}),
     }
 
 
@@ -150,6 +153,9 @@ def _plain_record(obj: Any) -> dict[str, Any]:
     for name in _USAGE_FIELDS:
         if isinstance(record.get(name), Usage):
             record[name] = payload_dict(record[name])
+    piece = record.get("piece")
+    if isinstance(piece, FramePiece):
+        record["piece"] = {"index": piece.index, "count": piece.count}
     return record
 
 
@@ -245,8 +251,12 @@ def _from_record(name: str, record: dict[str, Any]):
             provider=record["provider"], api=record["api"], model=record["model"],
             kind=record["kind"], seq=record["seq"], source=EventSource(**record["source"]),
             received_at=record["received_at"], adapter=record["adapter"],
-            envelope=Envelope(**record["envelope"]), payload=cls(**payload))
+            envelope=Envelope(**record["envelope"]), payload=cls(**payload),
+            piece=None if record.get("piece") is None else Piece(**record["piece"]))
     if name == _PROVIDERFRAME:
+        piece = record.get("piece")
+        if piece is not None:
+            record["piece"] = FramePiece(**piece)
         return ProviderFrame(**record)
     if name == _RUNSTATE:
         for field_name in _USAGE_FIELDS:

@@ -244,6 +244,15 @@ class Envelope:
 
 
 @dataclass(slots=True)
+class Piece:
+    """Where a record stands among the pieces of an event too large for one Kafka record
+    (``schemas/pieces.py`` cuts and joins them)."""
+
+    index: int  # 0 … count - 1
+    count: int
+
+
+@dataclass(slots=True)
 class ModelEvent:
     event_id: str
     run_id: str
@@ -258,6 +267,7 @@ class ModelEvent:
     envelope: Envelope
     payload: Payload
     seq: int = -1  # assigned by the sequencer
+    piece: Piece | None = None  # set on each record of an event cut into pieces
 
     def projection(self) -> dict[str, Any]:
         """The flat JSON shape printed by `modelevents normalize` and `tail`: kind, seq, the
@@ -273,6 +283,8 @@ class ModelEvent:
         out["transport"] = self.source.transport
         if self.source.cursor is not None:
             out["cursor"] = self.source.cursor
+        if self.piece is not None:
+            out["piece"] = {"index": self.piece.index, "count": self.piece.count}
         return out
 
 

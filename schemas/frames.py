@@ -6,6 +6,15 @@ from dataclasses import dataclass, field
 
 
 @dataclass(slots=True)
+class FramePiece:
+    """Where a frame stands among the pieces of a delivery too large for one Kafka record
+    (``schemas/pieces.py`` cuts and joins them)."""
+
+    index: int  # 0 … count - 1
+    count: int
+
+
+@dataclass(slots=True)
 class ProviderFrame:
     frame_id: str  # deterministic: stream id + index, webhook-id, poll id
     run_key: str
@@ -22,3 +31,4 @@ class ProviderFrame:
     cursor: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     http_status: int | None = None
+    piece: FramePiece | None = None  # set on each frame of a delivery cut into pieces
