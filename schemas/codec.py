@@ -40,6 +40,7 @@ from modelevents.schemas.events import (
     PAYLOAD_TYPES,
     EventSource,
     Envelope,
+    Elided,
     ModelEvent,
     Piece,
     Usage,
@@ -142,6 +143,9 @@ def _event_record(event: ModelEvent) -> dict[str, Any]:
         "payload": (f"{NAMESPACE}.{type(event.payload).__name__}", payload_dict(event.payload)),
         "piece": (None if event.piece is None
                   else {"index": event.piece.index, "count": event.piece.count}),
+        "elided": (None if event.elided is None
+                   else {"field": event.elided.field, "from_kind": event.elided.from_kind,
+                         "size": event.elided.size}),
     }
 
 
@@ -252,7 +256,8 @@ def _from_record(name: str, record: dict[str, Any]):
             kind=record["kind"], seq=record["seq"], source=EventSource(**record["source"]),
             received_at=record["received_at"], adapter=record["adapter"],
             envelope=Envelope(**record["envelope"]), payload=cls(**payload),
-            piece=None if record.get("piece") is None else Piece(**record["piece"]))
+            piece=None if record.get("piece") is None else Piece(**record["piece"]),
+            elided=None if record.get("elided") is None else Elided(**record["elided"]))
     if name == _PROVIDERFRAME:
         piece = record.get("piece")
         if piece is not None:

@@ -253,6 +253,16 @@ class Piece:
 
 
 @dataclass(slots=True)
+class Elided:
+    """On a done event whose accumulated value the run's state could not hold (see
+    ``adapters/accumulate.py``): which payload field is empty, and which delta kind rebuilds it."""
+
+    field: str  # text | arguments | json | data | …
+    from_kind: str  # text.delta | tool.call.delta | …
+    size: int  # UTF-8 bytes (bytes for media) of the whole value
+
+
+@dataclass(slots=True)
 class ModelEvent:
     event_id: str
     run_id: str
@@ -268,6 +278,7 @@ class ModelEvent:
     payload: Payload
     seq: int = -1  # assigned by the sequencer
     piece: Piece | None = None  # set on each record of an event cut into pieces
+    elided: Elided | None = None  # set on a done event that refers to its deltas
 
     def projection(self) -> dict[str, Any]:
         """The flat JSON shape printed by `modelevents normalize` and `tail`: kind, seq, the
@@ -285,6 +296,9 @@ class ModelEvent:
             out["cursor"] = self.source.cursor
         if self.piece is not None:
             out["piece"] = {"index": self.piece.index, "count": self.piece.count}
+        if self.elided is not None:
+            out["elided"] = {"field": self.elided.field, "from_kind": self.elided.from_kind,
+                             "size": self.elided.size}
         return out
 
 
