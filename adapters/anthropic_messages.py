@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from modelevents.adapters.accumulate import Parts
 from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
 from modelevents.schemas.events import (
     Citation,
@@ -206,7 +207,7 @@ class _Block:
         # (translated whole at its start) | "opaque" (a block type this revision does not know)
         self.kind = kind
         self.index = index
-        self.parts: list[str] = []  # text / thinking / partial_json fragments / compaction summary
+        self.parts = Parts()  # text / thinking / partial_json fragments / compaction summary
         self.name: str | None = None
         self.call_id: str | None = None
         self.start_input: Any = None
@@ -428,7 +429,7 @@ class AnthropicMessagesAdapter(Adapter):
             if type(text) is not str:
                 raise TypeError(f"text_delta.text is {type(text).__name__}, not a string")
             if text:
-                block.parts.append(text)
+                block.parts.add(text)
                 self.emit("text.delta", Text(block.index, 0, text, self._message_id))
             return
         if block is None:
@@ -490,7 +491,7 @@ class AnthropicMessagesAdapter(Adapter):
         if type(text) is not str:
             raise TypeError(f"text is {type(text).__name__}, not a string")
         if text:
-            block.parts.append(text)
+            block.parts.add(text)
             self.emit("text.delta", Text(block.index, 0, text, self._message_id))
 
     def _citations_delta(self, block: _Block, delta: dict) -> None:
@@ -510,7 +511,8 @@ class AnthropicMessagesAdapter(Adapter):
             cited_text=citation.get("cited_text")))
 
     def _end_text(self, block: _Block) -> None:
-        self.emit("text.done", Text(block.index, 0, "".join(block.parts), self._message_id))
+        self.emit("text.done", Text(block.index, 0, block.parts.text(), self._message_id))
+        self.elide_last(block.parts, "text", "text.delta")
 
     # thinking
 
@@ -526,7 +528,7 @@ class AnthropicMessagesAdapter(Adapter):
     def _thinking_delta(self, block: _Block, delta: dict) -> None:
         text = delta["thinking"]
         if text:  # an empty thinking_delta precedes the signature (§3)
-            block.parts.append(text)
+            block.parts.add(text)
             self.emit("reasoning.delta", Reasoning(block.index, 0, self._reasoning_form(), text,
                                                    self._message_id))
 
@@ -535,8 +537,9 @@ class AnthropicMessagesAdapter(Adapter):
 
     def _end_thinking(self, block: _Block) -> None:
         self.emit("reasoning.done", Reasoning(
-            block.index, 0, self._reasoning_form(), "".join(block.parts), self._message_id,
+            block.index, 0, self._reasoning_form(), block.parts.text(), self._message_id,
             signature=block.signature, valid_for=f"{self.provider}/{self.model}"))
+        self.elide_last(block.parts, "text", "reasoning.delta")
 
     def _start_redacted_thinking(self, index: int, block_doc: dict) -> None:
         # Arrives whole, no deltas (§4); the data must go back unchanged, to this model only.
@@ -560,7 +563,7 @@ class AnthropicMessagesAdapter(Adapter):
         fragment = delta["partial_json"]
         if not fragment:  # the first fragment is often "" (§3)
             return
-        block.parts.append(fragment)
+        block.parts.add(fragment)
         if block.kind == "tool_use":
             self.emit("tool.call.delta", ToolCall(block.index, block.name, block.call_id,
                                                   fragment, self._message_id))
@@ -569,14 +572,16 @@ class AnthropicMessagesAdapter(Adapter):
         # Deltas are the input; without any (no-arg tools stream only "", or the block arrived
         # whole in message_start) the start block's input is the whole input — "{}" at least.
         if block.parts:
-            return "".join(block.parts)
+            return block.parts.text()
         return json_text(block.start_input if block.start_input is not None else {})
 
     def _end_tool_use(self, block: _Block) -> None:
         arguments = self._arguments(block)
         # `caller` (direct / code_execution_20250825) has no field yet: it stays in the envelope.
-        self.emit("tool.call", ToolCall(block.index, block.name, block.call_id, arguments,
-                                        self._message_id, arguments_valid=json_valid(arguments)))
+        self.emit("tool.call", ToolCall(
+            block.index, block.name, block.call_id, arguments, self._message_id,
+            arguments_valid=None if block.parts.elided else json_valid(arguments)))
+        self.elide_last(block.parts, "arguments", "tool.call.delta")
 
     # hosted (provider-executed) tools
 
@@ -600,6 +605,7 @@ class AnthropicMessagesAdapter(Adapter):
     def _end_hosted_call(self, block: _Block) -> None:
         tool_type, authority, unit = block.hosted
         arguments = self._arguments(block)
+        self.too_large_to_hold(block.parts, f"the input of hosted tool call {block.call_id}")
         self._hosted_calls[block.call_id] = (block.name, tool_type, authority, unit, arguments)
         self.emit("hosted.call", Hosted(
             output_index=block.index, call_id=block.call_id, tool_type=tool_type,
@@ -642,7 +648,7 @@ class AnthropicMessagesAdapter(Adapter):
         block = self._blocks[index] = _Block("compaction", index)
         block.call_id = stable_id(self.run_id, self._message_id, index, "compaction")
         if block_doc.get("content"):
-            block.parts.append(block_doc["content"])
+            block.parts.add(block_doc["content"])
         block.signature = block_doc.get("encrypted_content")
         self.emit("hosted.call", Hosted(
             output_index=index, call_id=block.call_id, tool_type="compaction",
@@ -650,13 +656,14 @@ class AnthropicMessagesAdapter(Adapter):
 
     def _compaction_delta(self, block: _Block, delta: dict) -> None:
         if delta.get("content"):
-            block.parts.append(delta["content"])
+            block.parts.add(delta["content"])
         if delta.get("encrypted_content"):
             block.signature = delta["encrypted_content"]
 
     def _end_compaction(self, block: _Block) -> None:
         # The summary replaces earlier context; its encrypted form must be sent back as is.
-        evidence = {"summary": "".join(block.parts), "encrypted_content": block.signature}
+        self.too_large_to_hold(block.parts, f"the summary of compaction {block.call_id}")
+        evidence = {"summary": block.parts.text(), "encrypted_content": block.signature}
         self.emit("hosted.result", Hosted(
             output_index=block.index, call_id=block.call_id, tool_type="compaction",
             authority="provider", name="compaction", status="completed",

@@ -36,7 +36,9 @@ from typing import Any, ClassVar
 
 import orjson
 
+from modelevents.adapters.accumulate import HOLD_BYTES, Parts
 from modelevents.schemas.events import (
+    Elided,
     Envelope,
     Error,
     EventSource,
@@ -198,6 +200,21 @@ class Adapter:
             self.run_id, self.tenant, self.provider, self.api, self.model, kind,
             EventSource(source_id, index, frame.transport, self._cursor),
             frame.received_at, self.adapter_id, envelope, payload))
+
+    def elide_last(self, parts: Parts, field: str, from_kind: str) -> None:
+        """The done event just emitted carries ``parts``' value in ``field``: when that was too
+        large to hold (``adapters/accumulate.py``), say which deltas rebuild it."""
+        if parts.elided:
+            self._out[-1].elided = Elided(field, from_kind, parts.size)
+
+    def too_large_to_hold(self, parts: Parts, what: str) -> None:
+        """A value streamed without deltas of its own was too large to hold
+        (``adapters/accumulate.py``): its event carries "" — say so, never drop it silently."""
+        if parts.elided:
+            self.emit("error", Error(
+                error_type="value_too_large", retryable=False,
+                message=f"{what} was {parts.size} bytes, more than an adapter holds "
+                        f"({HOLD_BYTES}); it is in the frames' envelopes only"))
 
     def use_cursor(self, cursor: str) -> None:
         """The provider's cursor for this frame when the body, not the transport, carries it

@@ -43,6 +43,7 @@ from typing import Any, Callable
 
 import orjson
 
+from modelevents.adapters.accumulate import Parts
 from modelevents.adapters.base import Adapter, json_text, stable_id
 from modelevents.schemas.events import (
     Citation,
@@ -360,9 +361,9 @@ class _Candidate:
         self.message: int | None = None  # the message's ordinal in the run, once started
         self.kind: int | None = None  # the open block: _TEXT | _THOUGHT | _CALL | None
         self.block = -1  # output_index of the open block
-        self.parts: list[str] = []  # fragments of the open text / thought block
+        self.parts = Parts()  # fragments of the open text / thought block
         self.signature: str | None = None  # thoughtSignature of the open thought block
-        self.texts: list[tuple[int, list[str]]] = []  # every text block, for citation offsets
+        self.texts: list[tuple[int, Parts]] = []  # every text block, for citation offsets
         self.call: _Call | None = None  # the open streamed function call
         self.calls = 0  # function calls in this response
         self.names: dict[str, str] = {}  # function name -> its last tool_call_id
@@ -601,7 +602,7 @@ class GeminiGenerateAdapter(Adapter):
                         if text:
                             if cand.kind != _TEXT:
                                 self._open_block(cand, _TEXT)
-                            cand.parts.append(text)
+                            cand.parts.add(text)
                             self.emit("text.delta", Text(cand.block, 0, text, cand.item_id))
                     else:
                         self._on_part(cand, part)
@@ -664,7 +665,7 @@ class GeminiGenerateAdapter(Adapter):
         self._close_block(cand)
         cand.kind = kind
         cand.block = self._next_output()
-        cand.parts = []
+        cand.parts = Parts()
         cand.signature = None
         if kind == _TEXT:
             cand.texts.append((cand.block, cand.parts))
@@ -675,11 +676,13 @@ class GeminiGenerateAdapter(Adapter):
             return
         cand.kind = None
         if kind == _TEXT:
-            self.emit("text.done", Text(cand.block, 0, "".join(cand.parts), cand.item_id))
+            self.emit("text.done", Text(cand.block, 0, cand.parts.text(), cand.item_id))
+            self.elide_last(cand.parts, "text", "text.delta")
         elif kind == _THOUGHT:
             self.emit("reasoning.done", Reasoning(
-                cand.block, 0, "summary", "".join(cand.parts), cand.item_id,
+                cand.block, 0, "summary", cand.parts.text(), cand.item_id,
                 signature=cand.signature, valid_for=self._valid_for()))
+            self.elide_last(cand.parts, "text", "reasoning.delta")
         else:
             self._end_call(cand)
 
@@ -725,7 +728,7 @@ class GeminiGenerateAdapter(Adapter):
             if text:
                 if cand.kind != _THOUGHT:
                     self._open_block(cand, _THOUGHT)
-                cand.parts.append(text)
+                cand.parts.add(text)
                 self.emit("reasoning.delta", Reasoning(cand.block, 0, "summary", text,
                                                        cand.item_id))
             if cand.kind == _THOUGHT:
@@ -737,7 +740,7 @@ class GeminiGenerateAdapter(Adapter):
         if text:
             if cand.kind != _TEXT:
                 self._open_block(cand, _TEXT)
-            cand.parts.append(text)
+            cand.parts.add(text)
             self.emit("text.delta", Text(cand.block, 0, text, cand.item_id))
         if cand.kind == _TEXT:
             return (cand.block, None)
@@ -1029,13 +1032,16 @@ def _grounding_source(chunk: dict) -> tuple[str, dict]:
     return "unknown", {}
 
 
-def _locate(texts: list[tuple[int, list[str]]], start_byte: int,
+def _locate(texts: list[tuple[int, Parts]], start_byte: int,
             end_byte: int) -> tuple[int, int, int]:
     """Byte offsets into the candidate's whole text (B2: segment indices are bytes, over the
     concatenated text of all chunks) → (output_index of the text block where the span starts,
     start and end in characters from that block's start). A span may run on into the next block."""
     offset = 0
-    blocks = [(index, "".join(parts).encode()) for index, parts in texts]
+    # A block too large to hold (adapters/accumulate.py) counts its bytes; characters are then
+    # counted as bytes within it.
+    blocks = [(index, b" " * parts.size if parts.elided else parts.text().encode())
+              for index, parts in texts]
     for position, (index, raw) in enumerate(blocks):
         if start_byte < offset + len(raw) or position == len(blocks) - 1:
             rest = b"".join(raw for _, raw in blocks[position:])

@@ -54,6 +54,7 @@ from typing import Any, Callable
 
 import orjson
 
+from modelevents.adapters.accumulate import Parts
 from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
 from modelevents.schemas.events import (
     Citation,
@@ -173,12 +174,12 @@ class _Step:
         self.index = index
         self.ptype = ptype  # the provider's step / content type
         self.part = 0  # part index inside a model_output step
-        self.text: list[str] | None = None  # open text part / thought summary fragments
+        self.text: Parts | None = None  # open text part / thought summary fragments
         self.last_text = ""  # the last closed text part, for annotations that follow it
         self.signature: str | None = None
         self.name: str | None = None
         self.call_id: str | None = None
-        self.args: list[str] = []  # function-call argument JSON fragments
+        self.args = Parts()  # function-call argument JSON fragments
         self.args_whole = False  # args holds a whole object, not stream fragments
         self.started = False  # tool.call.started emitted
         self.body: dict[str, Any] = {}  # hosted step fields merged from start and deltas
@@ -566,9 +567,8 @@ class GeminiInteractionsAdapter(Adapter):
         text = delta.get("text")
         if text:
             if step.text is None:
-                step.text = [text]
-            else:
-                step.text.append(text)
+                step.text = Parts()
+            step.text.add(text)
             self.emit("text.delta", Text(step.index, step.part, text, self._iid or None))
         if delta.get("annotations"):  # legacy text deltas and whole text items carry them inline
             self._citations(step, delta["annotations"])
@@ -578,7 +578,7 @@ class GeminiInteractionsAdapter(Adapter):
 
     def _citations(self, step: _Step, annotations: Any) -> None:
         if step.text is not None:
-            text, part = "".join(step.text), step.part
+            text, part = step.text.text(), step.part
         else:  # annotations after the part closed (an image followed): they cite that part
             text, part = step.last_text, max(step.part - 1, 0)
         for note in annotations:
@@ -615,9 +615,10 @@ class GeminiInteractionsAdapter(Adapter):
 
     def _close_part(self, step: _Step) -> None:
         if step.text is not None:
-            step.last_text = "".join(step.text)
-            step.text = None
+            step.last_text = step.text.text()
             self.emit("text.done", Text(step.index, step.part, step.last_text, self._iid or None))
+            self.elide_last(step.text, "text", "text.delta")
+            step.text = None
             step.part += 1
 
     def _close_output(self, step: _Step) -> None:
@@ -640,8 +641,8 @@ class GeminiInteractionsAdapter(Adapter):
             text = item.get("text")
             if text:
                 if step.text is None:
-                    step.text = []
-                step.text.append(text)
+                    step.text = Parts()
+                step.text.add(text)
                 self.emit("reasoning.delta", Reasoning(step.index, 0, "summary", text,
                                                        self._iid or None))
         elif item.get("type") in MEDIA_TYPES:
@@ -654,10 +655,12 @@ class GeminiInteractionsAdapter(Adapter):
             step.signature = delta["signature"]
 
     def _close_thought(self, step: _Step) -> None:
-        text = "".join(step.text) if step.text else ""
+        text = step.text.text() if step.text else ""
         self.emit("reasoning.done", Reasoning(
-            step.index, 0, "summary" if text else "redacted", text, self._iid or None,
+            step.index, 0, "summary" if step.text else "redacted", text, self._iid or None,
             signature=step.signature, valid_for=self._valid_for()))
+        if step.text:
+            self.elide_last(step.text, "text", "reasoning.delta")
 
     def _valid_for(self) -> str:
         return f"{self.provider}/{self.model}" if self.model else self.provider
@@ -697,7 +700,8 @@ class GeminiInteractionsAdapter(Adapter):
 
     def _whole_arguments(self, step: _Step, arguments: Any) -> None:
         text = arguments if isinstance(arguments, str) else json_text(arguments)
-        step.args = [text]
+        step.args = Parts()
+        step.args.add(text)
         step.args_whole = True
         if not step.started:
             self._call_started(step)
@@ -716,10 +720,10 @@ class GeminiInteractionsAdapter(Adapter):
         if not fragment:
             return
         if step.args_whole:  # fragments replace a whole object the start carried
-            step.args, step.args_whole = [], False
+            step.args, step.args_whole = Parts(), False
         if not step.started:
             self._call_started(step)
-        step.args.append(fragment)
+        step.args.add(fragment)
         self.emit("tool.call.delta", ToolCall(step.index, step.name or "", self._call_id(step),
                                               fragment, self._iid or None))
 
@@ -737,11 +741,13 @@ class GeminiInteractionsAdapter(Adapter):
     def _close_call(self, step: _Step) -> None:
         if not step.started:
             self._call_started(step)
-        arguments = "".join(step.args) if step.args else "{}"
+        arguments = step.args.text() if step.args else "{}"
         self._function_calls += 1
         call_id = self._call_id(step)
-        self.emit("tool.call", ToolCall(step.index, step.name or "", call_id, arguments,
-                                        self._iid or None, arguments_valid=json_valid(arguments)))
+        self.emit("tool.call", ToolCall(
+            step.index, step.name or "", call_id, arguments, self._iid or None,
+            arguments_valid=None if step.args.elided else json_valid(arguments)))
+        self.elide_last(step.args, "arguments", "tool.call.delta")
         self._carried_signature(step, step.signature, call_id)
 
     # hosted (provider-executed) tools

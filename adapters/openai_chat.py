@@ -40,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from modelevents.adapters.accumulate import Parts
 from modelevents.adapters.base import Adapter, json_valid, stable_id
 from modelevents.schemas.events import (
     Citation,
@@ -98,7 +99,7 @@ class _Tool:
         self.slot = slot  # arrival position within the choice: names synthesized ids
         self.call_id = call_id
         self.name: str | None = None
-        self.arguments: list[str] = []
+        self.arguments = Parts()
         self.started = False
 
 
@@ -112,9 +113,9 @@ class _Choice:
         self.index = index
         # The open text / reasoning part, empty when none is open. A part closes when other
         # output begins; output of its kind after that opens the next part_index.
-        self.text: list[str] = []
+        self.text = Parts()
         self.text_part = 0
-        self.reasoning: list[str] = []
+        self.reasoning = Parts()
         self.reasoning_part = 0
         self.refusal: list[str] = []
         self.tools: dict[Any, _Tool] = {}  # provider tool-call index → current call
@@ -310,7 +311,7 @@ class OpenAIChatAdapter(Adapter):
         elif text:  # OpenAI's role chunk carries content "" (fx:openai-python/e2aad469….bin)
             if choice.reasoning:
                 self._close_reasoning(choice)
-            choice.text.append(text)
+            choice.text.add(text)
             self.emit("text.delta", Text(choice.index, choice.text_part, text))
 
     def _on_reasoning(self, choice: _Choice, text: Any, delta: dict) -> None:
@@ -319,7 +320,7 @@ class OpenAIChatAdapter(Adapter):
         elif text:
             if choice.text:
                 self._close_text(choice)
-            choice.reasoning.append(text)
+            choice.reasoning.add(text)
             self.emit("reasoning.delta",
                       Reasoning(choice.index, choice.reasoning_part, "raw", text))
 
@@ -375,12 +376,12 @@ class OpenAIChatAdapter(Adapter):
         fragment = arguments if type(arguments) is str else ""
         if tool.started:
             if fragment:
-                tool.arguments.append(fragment)
+                tool.arguments.add(fragment)
                 self.emit("tool.call.delta", ToolCall(choice.index, tool.name, tool.call_id,
                                                       fragment))
             return
         if fragment:
-            tool.arguments.append(fragment)
+            tool.arguments.add(fragment)
         if tool.name is not None:
             # Fragments that came before the name are flushed as one delta.
             self._start_tool(choice, tool)
@@ -394,7 +395,7 @@ class OpenAIChatAdapter(Adapter):
         self.emit("tool.call.started", ToolCall(choice.index, tool.name, tool.call_id, ""))
         if tool.arguments:
             self.emit("tool.call.delta", ToolCall(choice.index, tool.name, tool.call_id,
-                                                  "".join(tool.arguments)))
+                                                  tool.arguments.text()))
 
     def _synthesize_call_id(self, choice: _Choice, tool: _Tool) -> str:
         # Stable: the same frames give the same id. The call key (completion id, else the call's
@@ -463,14 +464,16 @@ class OpenAIChatAdapter(Adapter):
             self._close_text(choice)
 
     def _close_text(self, choice: _Choice) -> None:
-        self.emit("text.done", Text(choice.index, choice.text_part, "".join(choice.text)))
-        choice.text = []
+        self.emit("text.done", Text(choice.index, choice.text_part, choice.text.text()))
+        self.elide_last(choice.text, "text", "text.delta")
+        choice.text = Parts()
         choice.text_part += 1
 
     def _close_reasoning(self, choice: _Choice) -> None:
         self.emit("reasoning.done", Reasoning(choice.index, choice.reasoning_part, "raw",
-                                              "".join(choice.reasoning)))
-        choice.reasoning = []
+                                              choice.reasoning.text()))
+        self.elide_last(choice.reasoning, "text", "reasoning.delta")
+        choice.reasoning = Parts()
         choice.reasoning_part += 1
 
     def _finish_choice(self, choice: _Choice, finish_reason: Any) -> None:
@@ -486,9 +489,11 @@ class OpenAIChatAdapter(Adapter):
         for tool in choice.tool_order:
             if not tool.started:
                 self._start_tool(choice, tool)
-            arguments = "".join(tool.arguments)
-            self.emit("tool.call", ToolCall(choice.index, tool.name, tool.call_id, arguments,
-                                            arguments_valid=json_valid(arguments)))
+            arguments = tool.arguments.text()
+            self.emit("tool.call", ToolCall(
+                choice.index, tool.name, tool.call_id, arguments,
+                arguments_valid=None if tool.arguments.elided else json_valid(arguments)))
+            self.elide_last(tool.arguments, "arguments", "tool.call.delta")
         self.emit("message.finished", Message(choice.index, "assistant"))
 
     def _outcome(self, choice: _Choice) -> tuple[str, str, str | None]:

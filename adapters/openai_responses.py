@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 import orjson
 
+from modelevents.adapters.accumulate import Parts
 from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
 from modelevents.schemas.events import (
     Approval,
@@ -145,14 +146,12 @@ class _Part:
     __slots__ = ("chunks", "done", "citations")
 
     def __init__(self) -> None:
-        self.chunks: list[str] = []
+        self.chunks = Parts()
         self.done = False
         self.citations = 0  # annotations emitted so far (annotation_index is dense)
 
     def text(self) -> str:
-        if len(self.chunks) > 1:
-            self.chunks = ["".join(self.chunks)]
-        return self.chunks[0] if self.chunks else ""
+        return self.chunks.text()
 
 
 class _Item:
@@ -169,7 +168,7 @@ class _Item:
         self.done = False
         self.parts: dict[int, _Part] = {}
         self.summaries: dict[int, _Part] = {}
-        self.args: list[str] = []  # streamed argument / input / code / diff fragments
+        self.args = Parts()  # streamed argument / input / code / diff fragments
         self.name: str | None = None
         self.call_id: str | None = None
         self.encrypted_done = False
@@ -790,11 +789,19 @@ class OpenAIResponsesAdapter(Adapter):
     def _catch_up(self, part: _Part, text: str, kind: str, state: _Item, index: int,
                   form: str | None = None) -> None:
         """Emit the part of `text` not yet streamed, when what was streamed is its prefix."""
-        sofar = part.text()
-        if len(text) <= len(sofar) or not text.startswith(sofar):
-            return
-        rest = text[len(sofar):]
-        part.chunks.append(rest)
+        if part.chunks.elided:
+            # Too much streamed to hold: only its size is known; what the snapshot holds beyond
+            # that many bytes is what was not streamed.
+            encoded = text.encode()
+            if len(encoded) <= part.chunks.size:
+                return
+            rest = encoded[part.chunks.size:].decode("utf-8", "replace")
+        else:
+            sofar = part.text()
+            if len(text) <= len(sofar) or not text.startswith(sofar):
+                return
+            rest = text[len(sofar):]
+        part.chunks.add(rest)
         if form is None:
             self.emit(kind, Text(state.index, index, rest, state.id))
         else:
@@ -814,7 +821,7 @@ class OpenAIResponsesAdapter(Adapter):
         part = state.parts.get(content_index)
         if part is None:
             part = state.parts[content_index] = _Part()
-        part.chunks.append(delta)
+        part.chunks.add(delta)
         self.emit("text.delta", Text(state.index, content_index, delta, state.id))
 
     def _on_text_done(self, doc: dict[str, Any]) -> None:
@@ -880,6 +887,8 @@ class OpenAIResponsesAdapter(Adapter):
             part.done = True
             self._call.refused = True
             self.emit("refusal", Refusal(text=text or part.text(), output_index=state.index))
+            if not text:
+                self.too_large_to_hold(part.chunks, f"the refusal of item {state.id}")
 
     def _on_refusal_delta(self, doc: dict[str, Any]) -> None:
         # The vocabulary has no refusal delta: gather it, the refusal is emitted whole.
@@ -888,7 +897,7 @@ class OpenAIResponsesAdapter(Adapter):
             state = self._state_for(doc)
             if not state.announced:
                 self._announce_message(state)
-            self._part(state.parts, doc.get("content_index", 0)).chunks.append(delta)
+            self._part(state.parts, doc.get("content_index", 0)).chunks.add(delta)
 
     def _on_refusal_done(self, doc: dict[str, Any]) -> None:
         state = self._state_for(doc)
@@ -907,6 +916,8 @@ class OpenAIResponsesAdapter(Adapter):
             part.done = True
             self.emit("reasoning.done", Reasoning(state.index, index, form, text or part.text(),
                                                   state.id))
+            if not text:
+                self.elide_last(part.chunks, "text", "reasoning.delta")
 
     def _sync_reasoning_item(self, state: _Item, item: dict[str, Any], final: bool) -> None:
         for key, table, form in (("summary", state.summaries, "summary"),
@@ -939,7 +950,7 @@ class OpenAIResponsesAdapter(Adapter):
         part = table.get(index)
         if part is None:
             part = table[index] = _Part()
-        part.chunks.append(delta)
+        part.chunks.add(delta)
         self.emit("reasoning.delta", Reasoning(state.index, index, form, delta, state.id))
 
     def _on_reasoning_done(self, doc: dict[str, Any]) -> None:
@@ -977,17 +988,21 @@ class OpenAIResponsesAdapter(Adapter):
             return
         custom = state.type == "custom_tool_call"
         arguments = item.get("input" if custom else "arguments")
-        if not isinstance(arguments, str) or (not arguments and state.args):
-            arguments = "".join(state.args)
+        from_deltas = not isinstance(arguments, str) or (not arguments and bool(state.args))
+        if from_deltas:
+            arguments = state.args.text()
         self._call.awaits_tools = True
         name = state.name or "unknown"
         call_id = state.call_id or self._synth_id(state.index, name)
         if not custom and name == "parallel" and self._expand_parallel(state, call_id, arguments):
             return
+        elided = from_deltas and state.args.elided
         self.emit("tool.call", ToolCall(
             state.index, name, call_id, arguments, state.id,
             # Custom tools take free text by contract (a grammar, not a JSON schema).
-            None if custom else json_valid(arguments)))
+            None if custom or elided else json_valid(arguments)))
+        if from_deltas:
+            self.elide_last(state.args, "arguments", "tool.call.delta")
 
     def _expand_parallel(self, state: _Item, call_id: str, arguments: str) -> bool:
         """Azure leaks its internal parallel-dispatch wrapper as one function_call named
@@ -1012,7 +1027,7 @@ class OpenAIResponsesAdapter(Adapter):
         if not delta or type(delta) is not str:
             return
         state = self._state_for(doc)
-        state.args.append(delta)
+        state.args.add(delta)
         if state.announced and state.type in ("function_call", "custom_tool_call"):
             self.emit("tool.call.delta", ToolCall(
                 state.index, state.name, state.call_id, delta, state.id))
@@ -1024,7 +1039,8 @@ class OpenAIResponsesAdapter(Adapter):
         for key in ("arguments", "input"):
             value = doc.get(key)
             if isinstance(value, str):
-                state.args = [value]
+                state.args = Parts()
+                state.args.add(value)
                 return
 
     # hosted tools ----------------------------------------------------------------------------

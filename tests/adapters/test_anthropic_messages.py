@@ -15,7 +15,7 @@ import orjson
 from modelevents.adapters.anthropic_messages import AnthropicMessagesAdapter
 from modelevents.adapters.base import stable_id
 from modelevents.adapters.framing import frames_from_bytes
-from modelevents.schemas.events import KIND_PAYLOAD, ModelEvent
+from modelevents.schemas.events import KIND_PAYLOAD, Elided, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from tests.snapshots import assert_matches_snapshot
 
@@ -307,11 +307,14 @@ def test_empty_deltas_emit_nothing():
     assert of_kind(events, "tool.call")[0].arguments == "{}"  # empty input is "{}", never ""
 
 
-def test_huge_delta_passes_through_whole():
+def test_huge_delta_passes_through_whole_and_its_done_event_refers_to_the_deltas():
     huge = "é" * 2_000_000
     events = run(text_stream("<", huge, ">"))
     assert of_kind(events, "text.delta")[1].text == huge
-    assert of_kind(events, "text.done")[0].text == "<" + huge + ">"
+    # 4 MB is more than the run's state holds: the done event names the deltas that rebuild it.
+    done = next(e for e in events if e.kind == "text.done")
+    assert done.payload.text == "" and done.elided == Elided("text", "text.delta", 4_000_002)
+    assert "".join(p.text for p in of_kind(events, "text.delta")) == "<" + huge + ">"
 
 
 def test_event_ids_are_deterministic_and_unique():

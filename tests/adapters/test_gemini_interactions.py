@@ -15,7 +15,7 @@ import pytest
 
 from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.gemini_interactions import GeminiInteractionsAdapter
-from modelevents.schemas.events import ModelEvent
+from modelevents.schemas.events import Elided, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from tests.snapshots import assert_matches_snapshot
 
@@ -421,11 +421,12 @@ def test_empty_deltas_emit_nothing():
     assert of_kind(events, "tool.call")[0].arguments == "{}"
 
 
-def test_huge_delta_passes_through_whole():
+def test_huge_delta_passes_through_whole_and_its_done_event_refers_to_the_deltas():
     huge = "é" * 1_000_000
     events = run(stream(*text_stream(huge)))
     assert of_kind(events, "text.delta")[0].text == huge
-    assert of_kind(events, "text.done")[0].text == huge
+    done = next(e for e in events if e.kind == "text.done")
+    assert done.payload.text == "" and done.elided == Elided("text", "text.delta", 2_000_000)
 
 
 def test_invalid_tool_arguments_are_kept_and_flagged():
