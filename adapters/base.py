@@ -25,13 +25,17 @@ What the base guarantees:
   (``stream_truncated``), never a ``run.finished``;
 - event ids are deterministic: ``<run hash>:<frame_id>:<index>`` (the run hash is 16 hex digits
   of blake2b over the run id), so re-normalizing the same frames gives the same ids, and an id
-  says at a glance which frame it came from.
+  says at a glance which frame it came from;
+- no event is too large for one Kafka record: one that would be is cut into pieces
+  (``schemas/pieces.py``, ids ``<id>~<i>``), and a block's deltas are held only to a bound
+  (``adapters/accumulate.py``), so the adapter's state stays small whatever the run's size.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import deque
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import orjson
@@ -47,9 +51,16 @@ from modelevents.schemas.events import (
     Unknown,
 )
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.limits import PIECE_BYTES
+from modelevents.schemas.pieces import split_events
 
 # Enough to catch a retried delivery or a reconnect overlap; bounded so state stays small.
 SEEN_FRAMES_WINDOW = 1024
+
+# A frame whose body is at most this size gives events that each fit one record: an event's
+# content is its envelope (the body), what it took from the body, and at most a couple of blocks
+# held to their bound (adapters/accumulate.py). Larger frames have their events checked and cut.
+_LIGHT_FRAME_BYTES = (PIECE_BYTES - 2 * HOLD_BYTES) // 2
 
 # What ``Adapter.undecodable`` returns for a frame it reported: there is nothing to handle.
 MALFORMED = object()
@@ -138,6 +149,8 @@ class Adapter:
         if doc is not MALFORMED:
             self.handle(doc)
         self._out = []
+        if len(frame.body) > _LIGHT_FRAME_BYTES:
+            out = split_events(out)  # an event of this frame may be too large for one record
         return out
 
     def close(self) -> list[ModelEvent]:
@@ -155,7 +168,7 @@ class Adapter:
                 error_type="stream_truncated", retryable=True,
                 message="input ended before the provider's terminal event; the run's outcome "
                         "is unknown"))
-        return self._end()
+        return split_events(self._end())
 
     # --- what subclasses implement ------------------------------------------------------------
 
@@ -248,5 +261,10 @@ class Adapter:
         state = dict(self.__dict__)
         state["_out"] = []
         state["_envelope"] = None
+        frame = state.get("_frame")
+        if frame is not None and frame.body:
+            # Kept for what close() says about the last frame, which never needs its body: a
+            # run's state must not carry a delivery of megabytes (schemas/limits.py).
+            state["_frame"] = replace(frame, body=b"")
         return state
 

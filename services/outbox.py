@@ -21,11 +21,17 @@ from collections.abc import Iterator
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError, KafkaTimeoutError
+from aiokafka.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
 
 from modelevents.services.kafka_io import partition_for_key
 
-__all__ = ["Outbox", "transient"]
+__all__ = ["Outbox", "transient", "too_large"]
 
 log = logging.getLogger("modelevents.processor")
 
@@ -47,6 +53,11 @@ class Outbox:
         self.producer = producer
         self.partitions = partitions
         self.records: list[_Record] = []
+        # Records the producer or the broker refused as too large (a topic configured with a
+        # smaller max.message.bytes than the project's record limit): never retried — they can
+        # never succeed — but handed back, with why, for the caller to dead-letter.
+        self.refused: list[tuple[_Record, BaseException]] = []
+        self._one_per_batch = False  # after a record batch was refused as too large
 
     def add(self, topic: str, key: bytes | None, value: bytes) -> None:
         self.records.append((topic, key, value))
@@ -56,7 +67,8 @@ class Outbox:
 
     async def send_all(self) -> None:
         """Send every record and wait for the broker's acks. Transient failures are retried
-        (resending is safe: every output is idempotent); anything else raises."""
+        (resending is safe: every output is idempotent); a record refused as too large is left
+        out and noted in ``refused``; anything else raises."""
         pending = self.records
         attempt = 0
         while pending:
@@ -78,11 +90,20 @@ class Outbox:
             first_error: BaseException | None = None
             for records, future in sent:
                 outcome = future if isinstance(future, BaseException) else next(outcomes)
-                if isinstance(outcome, BaseException):
+                if isinstance(outcome, BaseException) and too_large(outcome):
+                    if len(records) > 1:  # the batch as a whole: each record on its own again
+                        failed += records
+                        continue
+                    self.refused.append((records[0], outcome))
+                elif isinstance(outcome, BaseException):
                     failed += records
                     first_error = first_error or outcome
             if not failed:
                 break
+            if first_error is None:  # only batches refused as too large: resent record by record
+                pending, attempt = failed, attempt + 1
+                self._one_per_batch = True
+                continue
             if not transient(first_error):
                 raise first_error  # type: ignore[misc]
             delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
@@ -98,6 +119,10 @@ class Outbox:
         ``records`` within each; a record batch holds as much as the producer's batch size lets
         it. A record without key, or one too big for a record batch of its own, comes with
         ``None`` for ``producer.send``."""
+        if self._one_per_batch:  # find the record that is too large: each is sent on its own
+            for record in records:
+                yield [record], None, record[0], -1
+            return
         by_partition: dict[tuple[str, int], list[_Record]] = {}
         for record in records:
             topic, key, _value = record
@@ -121,6 +146,11 @@ class Outbox:
                 members.append(record)
             if members:
                 yield members, batch, topic, partition
+
+
+def too_large(exc: BaseException) -> bool:
+    """Whether the producer or the broker refused a record for its size (never transient)."""
+    return isinstance(exc, (MessageSizeTooLargeError, RecordTooLargeError, RecordListTooLargeError))
 
 
 def transient(exc: BaseException | None) -> bool:

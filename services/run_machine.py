@@ -66,6 +66,8 @@ class RunMachine:
             st.provider, st.api = event.provider, event.api
         if event.model:
             st.model = event.model
+        if event.piece is not None and event.piece.index:
+            return Outcome.APPLIED  # the rest of an event cut into pieces: applied at piece 0
         handler = _HANDLERS.get(event.kind)
         legal = handler(self, event) if handler else True
         return Outcome.APPLIED if legal is not False else Outcome.ILLEGAL
@@ -170,6 +172,10 @@ class RunMachine:
         return True
 
     # --- helpers ----------------------------------------------------------------------------
+
+    def flag(self, note: str) -> None:
+        """Mark the run ``needs_reconciliation`` with why (what the log cannot show by itself)."""
+        self._flag(note)
 
     def _flag(self, note: str) -> None:
         self.state.needs_reconciliation = True

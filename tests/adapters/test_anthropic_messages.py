@@ -17,6 +17,8 @@ from modelevents.adapters.base import stable_id
 from modelevents.adapters.framing import frames_from_bytes
 from modelevents.schemas.events import KIND_PAYLOAD, Elided, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.limits import PIECE_BYTES
+from modelevents.schemas.pieces import assemble, weight
 from tests.snapshots import assert_matches_snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "anthropic-messages"
@@ -310,6 +312,8 @@ def test_empty_deltas_emit_nothing():
 def test_huge_delta_passes_through_whole_and_its_done_event_refers_to_the_deltas():
     huge = "é" * 2_000_000
     events = run(text_stream("<", huge, ">"))
+    assert max(weight(e) for e in events) <= PIECE_BYTES + 3  # cut to fit Kafka records
+    events = assemble(events)
     assert of_kind(events, "text.delta")[1].text == huge
     # 4 MB is more than the run's state holds: the done event names the deltas that rebuild it.
     done = next(e for e in events if e.kind == "text.done")

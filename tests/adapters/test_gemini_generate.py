@@ -19,6 +19,8 @@ from modelevents.adapters.gemini_generate import (
 )
 from modelevents.schemas.events import Elided, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.limits import PIECE_BYTES
+from modelevents.schemas.pieces import assemble, weight
 from tests.snapshots import assert_matches_snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gemini-generate"
@@ -361,6 +363,8 @@ def test_empty_text_emits_nothing_and_a_huge_delta_passes_whole() -> None:
     huge = "x" * 5_000_000
     events = feed_bodies([chunk({"text": ""}), chunk({"text": huge}), chunk({"text": ""},
                                                                             finish="STOP")])
+    assert max(weight(e) for e in events) <= PIECE_BYTES + 3  # cut to fit Kafka records
+    events = assemble(events)
     assert [t.text for t in of(events, "text.delta")] == [huge]
     done = next(e for e in events if e.kind == "text.done")
     assert done.payload.text == "" and done.elided == Elided("text", "text.delta", 5_000_000)

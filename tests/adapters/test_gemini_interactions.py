@@ -17,6 +17,8 @@ from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.gemini_interactions import GeminiInteractionsAdapter
 from modelevents.schemas.events import Elided, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.limits import PIECE_BYTES
+from modelevents.schemas.pieces import assemble, weight
 from tests.snapshots import assert_matches_snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gemini-interactions"
@@ -424,6 +426,8 @@ def test_empty_deltas_emit_nothing():
 def test_huge_delta_passes_through_whole_and_its_done_event_refers_to_the_deltas():
     huge = "é" * 1_000_000
     events = run(stream(*text_stream(huge)))
+    assert max(weight(e) for e in events) <= PIECE_BYTES + 3  # cut to fit Kafka records
+    events = assemble(events)
     assert of_kind(events, "text.delta")[0].text == huge
     done = next(e for e in events if e.kind == "text.done")
     assert done.payload.text == "" and done.elided == Elided("text", "text.delta", 2_000_000)

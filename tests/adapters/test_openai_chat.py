@@ -13,6 +13,8 @@ from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.openai_chat import OpenAIChatAdapter
 from modelevents.schemas.events import Elided, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.limits import PIECE_BYTES
+from modelevents.schemas.pieces import assemble, weight
 from tests.snapshots import assert_matches_snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "openai-chat"
@@ -300,6 +302,8 @@ def test_empty_deltas_emit_nothing_and_a_huge_delta_passes_whole_its_done_refers
     events = normalize(stream(chunk({"role": "assistant", "content": ""}), chunk({"content": ""}),
                               chunk({}), chunk({"content": huge}), chunk({"content": ""}, "stop"),
                               b"[DONE]"))
+    assert max(weight(e) for e in events) <= PIECE_BYTES + 3  # cut to fit Kafka records
+    events = assemble(events)
     assert [p.text for p in of_kind(events, "text.delta")] == [huge]
     # Too large for the run's state to hold: the done event names the deltas that rebuild it.
     done = [e for e in events if e.kind == "text.done"][0]

@@ -18,6 +18,8 @@ from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.openai_responses import REORDER_WINDOW, OpenAIResponsesAdapter
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.limits import PIECE_BYTES
+from modelevents.schemas.pieces import assemble, weight
 from tests.snapshots import assert_matches_snapshot, event_projection
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "openai-responses"
@@ -328,6 +330,8 @@ def test_garbage_bytes_that_are_not_json_at_all_are_malformed():
 def test_huge_delta_passes_whole():
     huge = "x" * 2_000_000
     events = normalize(stream(CREATED, ADDED, delta(huge, 2), completed(3, huge)))
+    assert max(weight(e) for e in events) <= PIECE_BYTES + 3  # cut to fit Kafka records
+    events = assemble(events)
     assert text_of(events) == huge
     assert of_kind(events, "text.done")[0].text == huge
 
