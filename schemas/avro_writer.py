@@ -80,7 +80,12 @@ CACHE_LIMIT = 4096
 # index too), keyed by the string. Shared by every compiled writer: equal strings encode equally.
 _STRINGS: dict[str, bytes] = {}
 _OPTIONAL_STRINGS: dict[str | None, bytes] = {None: b"\x00"}
+# Keyed by (pattern, *values): the pattern numbers which of the group's fields are optional, so
+# groups of different records never share an entry (("", "", "") is b"\x00\x00\x02\x00" for
+# RunFinished's status, reason, raw_reason and b"\x02\x00\x00\x02\x00" for Message's item_id,
+# role, phase; keyed by values alone, whichever came first was written for both).
 _GROUPS: dict[tuple, bytes] = {}
+_PATTERNS: dict[tuple[bool, ...], int] = {}
 
 
 def _cache_string(value: str) -> bytes:
@@ -93,14 +98,14 @@ def _cache_string(value: str) -> bytes:
     return encoded
 
 
-def _cache_group(values: tuple, optional: tuple[bool, ...]) -> bytes:
-    """Consecutive memoized fields encoded together, memoized by the tuple of their values."""
+def _cache_group(key: tuple, optional: tuple[bool, ...]) -> bytes:
+    """Consecutive memoized fields encoded together, memoized by their pattern and values."""
     encoded = b"".join(
         (_OPTIONAL_STRINGS.get(v) or _cache_optional_string(v)) if opt
-        else (_STRINGS.get(v) or _cache_string(v)) for v, opt in zip(values, optional))
+        else (_STRINGS.get(v) or _cache_string(v)) for v, opt in zip(key[1:], optional))
     if len(_GROUPS) >= CACHE_LIMIT:
         _GROUPS.clear()
-    _GROUPS[values] = encoded
+    _GROUPS[key] = encoded
     return encoded
 
 
@@ -168,7 +173,8 @@ class _Compiler:
                 out += [f"{pad}{v} = {obj}.{f['name']}" for v, f in zip(values, group)]
                 key, piece = self.var(), self.var()
                 optional = tuple(self.string_kind(record, f) == "optional" for f in group)
-                out += [f"{pad}{key} = ({', '.join(values)},)", f"{pad}try:",
+                pattern = _PATTERNS.setdefault(optional, len(_PATTERNS))
+                out += [f"{pad}{key} = ({pattern}, {', '.join(values)})", f"{pad}try:",
                         f"{pad}    {piece} = _GROUPS[{key}]", f"{pad}except KeyError:",
                         f"{pad}    {piece} = _cache_group({key}, {optional!r})"]
                 pieces.append(piece)

@@ -173,3 +173,21 @@ def test_tool_and_usage_events_round_trip(name, call_id, args, valid, units, tok
         data = codec.encode(event)
         assert data == codec.encode_with_fastavro(event)
         assert codec.decode(data) == event
+
+
+def test_memoized_field_groups_of_different_records_never_share_an_encoding():
+    """Found by pieces (an event's later pieces carry empty small fields): Message's (item_id,
+    role, phase) and RunFinished's (status, reason, raw_reason) are both memoized groups, and
+    ("", "", "") encodes differently in each; keyed by values alone, the first one written was
+    reused for the other and the record decoded as garbage."""
+    from modelevents.schemas.events import Envelope, EventSource, Message, ModelEvent, RunFinished
+
+    def event(kind, payload):
+        return ModelEvent("id", "r", "t", "p", "a", None, kind, EventSource("f", 0, "sse"), 1,
+                          "x@1", Envelope("c", b""), payload)
+
+    message = event("message.started", Message(0, "", item_id="", phase=""))
+    finished = event("run.finished", RunFinished("", "", ""))
+    for record in (message, finished, message):
+        assert codec.decode(codec.encode(record)) == record
+        assert codec.encode(record) == codec.encode_with_fastavro(record)
