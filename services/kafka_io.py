@@ -41,6 +41,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from modelevents.schemas import codec
 from modelevents.schemas.errors import ConfigError, ModelEventsError, SchemaError
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.pieces import split_frame
 from modelevents.services.settings import TOPICS, PipelineSettings
 
 __all__ = [
@@ -253,8 +254,27 @@ async def send_record(producer: AIOKafkaProducer, settings: PipelineSettings, to
 
 async def send_frame(producer: AIOKafkaProducer, settings: PipelineSettings,
                      frame: ProviderFrame) -> asyncio.Future:
-    """Queue a ProviderFrame on the frames topic, keyed by its run key; returns the delivery future."""
-    return await send_record(producer, settings, "frames", frame.run_key, frame)
+    """Queue a ProviderFrame on the frames topic, keyed by its run key; returns the delivery future.
+
+    A delivery too large for one record goes as its pieces (``schemas/pieces.py``), queued one
+    after the other on the run's partition; the future is done when all are acknowledged."""
+    pieces = split_frame(frame)
+    if len(pieces) == 1:
+        return await send_record(producer, settings, "frames", frame.run_key, frame)
+    futures = [await send_record(producer, settings, "frames", frame.run_key, piece)
+               for piece in pieces]
+    last = asyncio.get_running_loop().create_future()
+
+    def done(gathered: asyncio.Future) -> None:
+        if gathered.cancelled():
+            last.cancel()
+        elif gathered.exception() is not None:
+            last.set_exception(gathered.exception())
+        else:
+            last.set_result(gathered.result()[-1])  # the last piece's RecordMetadata
+
+    asyncio.gather(*futures).add_done_callback(done)
+    return last
 
 
 async def produce_frame(producer: AIOKafkaProducer, settings: PipelineSettings, frame: ProviderFrame):

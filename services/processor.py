@@ -126,6 +126,8 @@ import struct
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from dataclasses import replace as dataclass_replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -136,8 +138,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from modelevents.schemas import codec
 from modelevents.schemas.errors import ConfigError, SchemaError
-from modelevents.schemas.events import ModelEvent
+from modelevents.schemas.events import Envelope, Error, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.limits import MAX_RECORD_BYTES
+from modelevents.schemas.pieces import IncompletePieces, join_frames
 from modelevents.schemas.run_state import DeadLetter
 from modelevents.services import topics
 from modelevents.services import faust_support
@@ -153,6 +157,7 @@ from modelevents.services.faust_support import (
 from modelevents.services.kafka_io import partition_for_key, start_client, start_producer
 from modelevents.services.outbox import Outbox
 from modelevents.services.normalizer import RunNormalizer
+from modelevents.services.run_machine import RunMachine
 from modelevents.services.sequencer import RunSequence
 from modelevents.services.settings import PipelineSettings
 
@@ -181,6 +186,11 @@ _TOPIC_ALREADY_EXISTS = 36
 _YIELD_EVERY = 64
 # Table entries the release timer looks at between two turns of the event loop.
 _SWEEP_YIELD_EVERY = 2_000
+# Bytes of deliveries' pieces a worker holds while their last pieces are due (a producer writes
+# a delivery's pieces one after the other, so this is a few deliveries' worth).
+MAX_PENDING_PIECE_BYTES = 256 * 1024 * 1024
+# A dead letter carries the record it is about only while the letter stays a record itself.
+_DEAD_RECORD_BYTES = MAX_RECORD_BYTES - 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -452,6 +462,10 @@ class _Computed:
     writes: list[tuple[Any, bytes, bytes | None]]  # (table, key, value; None: deleted)
     records: list[Any]  # to ack
     held: list[bytes]  # run keys held in the working state until the writes are done
+    # Pieces of a delivery still incomplete: not acked with this batch (acked with the batch that
+    # completes them; a crash before that delivers them again, from the first piece).
+    pending: list[Any] = dataclass_field(default_factory=list)
+    completed: list[Any] = dataclass_field(default_factory=list)  # earlier batches' pieces to ack
 
 
 class _Lane:
@@ -525,6 +539,11 @@ class _Processor:
         self.changelogs = changelog_topics(settings)
         self.run_lane, self.alias_lane = _Lane(), _Lane()
         self.rebalanced = False  # set at a revocation: the working state must be emptied
+        # Deliveries arriving in pieces (schemas/pieces.py), by (run key, frame id): the pieces
+        # so far and their records, which are acked only once the delivery is whole.
+        self.pieces: dict[tuple[str, str], list[tuple[ProviderFrame, Any]]] = {}
+        self._pending: list[Any] = []  # of the batch being computed: pieces not to ack yet
+        self._completed: list[Any] = []  # of earlier batches: pieces to ack with this one
 
         raw = RawRecords()
         app.agent(app.topic(self.frames_topic, self.rerouted_topic, self.ingest_topic,
@@ -564,12 +583,19 @@ class _Processor:
                 if self.rebalanced and pipelined:
                     await lane.wait(keep=0)
                     self.working.clear()
+                    # Pieces collected from partitions that may be gone: never acked, so they
+                    # are delivered again, from the first piece, wherever their partition went.
+                    self.pieces.clear()
                     self.rebalanced = False
                 fresh, again, held = await order.split(batch)
                 order.abandon(held)
                 outbox = Outbox(producer, self.settings.partitions)
                 computed = await compute(fresh, outbox)
                 computed.records = fresh + again
+                if computed.pending or computed.completed:
+                    pending = {id(item) for item in computed.pending}
+                    computed.records = [item for item in computed.records
+                                        if id(item) not in pending] + computed.completed
                 task = lane.chain(self._finish(order, computed), self._crash_on_failure)
                 if not pipelined:
                     await task
@@ -595,6 +621,8 @@ class _Processor:
         # The table values go to the changelogs with the outputs, acknowledged before the
         # batch's records are acked: a committed record's state is durable, and its outputs.
         await computed.outbox.send_all()
+        if computed.outbox.refused:
+            await self._refused(computed.outbox)
         for table, key, value in computed.writes:
             table.store_written(key, value)
         self.working.release(computed.held)
@@ -615,13 +643,34 @@ class _Processor:
 
     def _dead(self, outbox: Outbox, stage: str, reason: str, error_type: str, message: Any,
               run_key: str | None, record: bytes | None) -> None:
-        self.stats.dead += 1
+        if record is not None and len(record) > _DEAD_RECORD_BYTES:
+            reason += (f" (the record, {len(record)} bytes, is too large to carry here: it stays "
+                       f"at {message.topic}[{message.partition}]@{message.offset})")
+            record = None
         letter = DeadLetter(stage=stage, reason=reason, error_type=error_type,
                             at=int(time.time() * 1000), run_key=run_key, topic=message.topic,
                             partition=message.partition, offset=message.offset, record=record)
-        outbox.add(self.dlq_topic, run_key.encode() if run_key else message.key, codec.encode(letter))
-        log.warning("dead letter (%s) %s[%s]@%s: %s", stage, message.topic, message.partition,
-                    message.offset, reason)
+        self._dead_letter(outbox, letter, run_key.encode() if run_key else message.key)
+
+    def _dead_letter(self, outbox: Outbox, letter: DeadLetter, key: bytes | None) -> None:
+        self.stats.dead += 1
+        outbox.add(self.dlq_topic, key, codec.encode(letter))
+        where = (f" {letter.topic}[{letter.partition}]@{letter.offset}" if letter.topic else "")
+        log.warning("dead letter (%s)%s: %s", letter.stage, where, letter.reason)
+
+    async def _refused(self, sent: Outbox) -> None:
+        """Records the producer or broker refused as too large (a topic whose max.message.bytes
+        is below the project's record limit): dead-lettered with why, never retried — the
+        batch goes on, and so does the partition."""
+        outbox = Outbox(sent.producer, self.settings.partitions)
+        for (topic, key, value), error in sent.refused:
+            self._dead_letter(outbox, DeadLetter(
+                stage="write", error_type="RecordTooLarge", at=int(time.time() * 1000),
+                run_key=key.decode("utf-8", "replace") if key else None, topic=topic,
+                reason=f"a {len(value)}-byte record for {topic} was refused ({error!r}); raise "
+                       f"the topic's max.message.bytes to at least {MAX_RECORD_BYTES + 65536}"),
+                key)
+        await outbox.send_all()
 
     # --- the run agent ----------------------------------------------------------------------
 
@@ -635,6 +684,7 @@ class _Processor:
         self.stats.batches += 1
         changed: dict[bytes, RunWork] = {}
         published: set[bytes] = set()
+        self._pending, self._completed = [], []
         for position, item in enumerate(batch, 1):
             if not position % _YIELD_EVERY:
                 # Let the loop take acknowledgements and fetched records in: the previous batch
@@ -644,18 +694,39 @@ class _Processor:
             if message.topic == self.ingest_topic:
                 self._ingest(message, outbox, changed, published, now)
             else:
-                self._frame(message, outbox, changed, published, now)
+                self._frame(item, outbox, changed, published, now)
+        # Snapshots of the states now: the next batch goes on changing the cached objects.
+        writes = [(self.run_table, key, self._pack(key, work, outbox, published))
+                  for key, work in changed.items()]
         for key in published:
             outbox.add(self.runs_topic, key, codec.encode(changed[key].sequence.state))
-        retention = self.tuning.retention
-        # Snapshots of the states now: the next batch goes on changing the cached objects.
-        writes = [(self.run_table, key, work.pack(retention)) for key, work in changed.items()]
         self._write(outbox, writes)
         self.working.computed(changed)
-        return _Computed(outbox, writes, [], list(changed))
+        return _Computed(outbox, writes, [], list(changed), self._pending, self._completed)
 
-    def _frame(self, message: Any, outbox: Outbox, changed: dict[bytes, RunWork],
+    def _pack(self, key: bytes, work: RunWork, outbox: Outbox, published: set[bytes]) -> bytes:
+        """The run's table value — one that fits a record. The adapters are bounded
+        (adapters/accumulate.py), but should a run's still outgrow a record, they are dropped
+        (here and in memory alike, so a restart continues as this worker does), the run is
+        flagged and the drop dead-lettered: its state stays durable and the partition goes on."""
+        value = work.pack(self.tuning.retention)
+        if len(value) <= MAX_RECORD_BYTES or work.normalizer is None:
+            return value
+        size = len(value)
+        work.normalizer = None
+        run_id = key.decode("utf-8", "replace")
+        note = (f"the run's adapter state grew to {size} bytes, more than a record holds "
+                f"({MAX_RECORD_BYTES}); it was dropped, frames after this batch start afresh")
+        if work.sequence is not None:
+            RunMachine(work.sequence.state).flag(note)
+            published.add(key)
+        self._dead_letter(outbox, DeadLetter(stage="write", reason=note, error_type="StateTooLarge",
+                                             at=int(time.time() * 1000), run_key=run_id), key)
+        return work.pack(self.tuning.retention)
+
+    def _frame(self, item: Any, outbox: Outbox, changed: dict[bytes, RunWork],
                published: set[bytes], now: float) -> None:
+        message = item.message
         raw = message.value
         try:
             frame = codec.decode(raw) if raw is not None else None
@@ -668,6 +739,11 @@ class _Processor:
         run_key = self._run_key(message, frame, outbox)
         if run_key is None:
             return  # re-keyed: the frame comes back on the rerouted topic
+        if frame.piece is not None:
+            whole = self._assemble(item, frame, outbox)
+            if whole is None:
+                return  # more pieces to come
+            frame = whole
         work = self.working.get(run_key)
         if self._other_tenant(work, frame.tenant, message, outbox, raw):
             return
@@ -691,6 +767,59 @@ class _Processor:
         for object_id in translation.claims:
             outbox.add(self.aliases_topic, object_id.encode(), run_key)
 
+    def _assemble(self, item: Any, frame: ProviderFrame, outbox: Outbox) -> ProviderFrame | None:
+        """Collect one piece of a delivery: the whole frame once its last piece is here (the
+        records of its pieces are then acked with this batch), else None (this record is not
+        acked yet). A delivery that starts over (a producer's resend) replaces what was
+        collected; pieces that cannot make a whole are dead-lettered and acked."""
+        piece = frame.piece
+        assert piece is not None
+        key = (frame.run_key, frame.frame_id)
+        collected = self.pieces.get(key)
+        if piece.index == 0:
+            if collected:
+                self._completed += [i for _, i in collected]  # superseded by the resend
+            collected = self.pieces[key] = []
+        elif collected is None:
+            self._broken_pieces(item, [], frame, outbox,
+                                f"piece {piece.index} of {piece.count} of frame {frame.frame_id} "
+                                "came without the pieces before it")
+            return None
+        collected.append((frame, item))
+        if len(collected) < piece.count:
+            self._pending.append(item)
+            self._bound_pieces(outbox)
+            return None
+        del self.pieces[key]
+        try:
+            whole = join_frames([f for f, _ in collected])
+        except IncompletePieces as exc:
+            self._broken_pieces(item, collected[:-1], frame, outbox, str(exc))
+            return None
+        self._completed += [i for _, i in collected[:-1]]
+        return whole
+
+    def _broken_pieces(self, item: Any, collected: list[tuple[ProviderFrame, Any]],
+                       frame: ProviderFrame, outbox: Outbox, why: str) -> None:
+        self._completed += [i for _, i in collected]
+        self._dead(outbox, "decode", why, "IncompletePieces", item.message, frame.run_key,
+                   item.message.value)
+
+    def _bound_pieces(self, outbox: Outbox) -> None:
+        """Pieces wait in memory only: beyond :data:`MAX_PENDING_PIECE_BYTES` the oldest
+        incomplete delivery is given up (dead-lettered, its records acked)."""
+        while sum(len(f.body) for pieces in self.pieces.values() for f, _ in pieces) \
+                > MAX_PENDING_PIECE_BYTES:
+            key = next(iter(self.pieces))
+            collected = self.pieces.pop(key)
+            frame, item = collected[-1]
+            pending = {id(i) for _, i in collected}
+            self._pending = [i for i in self._pending if id(i) not in pending]
+            self._broken_pieces(item, collected[:-1], frame, outbox,
+                                f"frame {frame.frame_id} of run {frame.run_key}: {len(collected)} "
+                                f"of its {frame.piece.count if frame.piece else '?'} pieces came, "
+                                f"and pieces waiting passed {MAX_PENDING_PIECE_BYTES} bytes")
+
     def _ingest(self, message: Any, outbox: Outbox, changed: dict[bytes, RunWork],
                 published: set[bytes], now: float) -> None:
         raw = message.value
@@ -710,6 +839,16 @@ class _Processor:
             return
         if _LEGACY_ORIGIN_HEADER in _headers(message):
             return  # an earlier version's candidate: its frame is normalized here itself
+        if message.partition != partition_for_key(key, self.settings.partitions):
+            # Its run's state is on the partition Kafka's murmur2 gives; applied here it would
+            # start a second run of that id. The producer must partition as Kafka's Java client.
+            self._dead(outbox, "sequence",
+                       f"ingest record of run {event.run_id!r} is on partition "
+                       f"{message.partition}, not {partition_for_key(key, self.settings.partitions)}"
+                       " where murmur2 of its key puts it: produce with Kafka's default "
+                       "partitioner (librdkafka: partitioner=murmur2_random)",
+                       "PartitionMismatch", message, event.run_id, raw)
+            return
         self.stats.ingested += 1
         work = self.working.get(key)
         if self._other_tenant(work, event.tenant, message, outbox, raw):
@@ -743,7 +882,7 @@ class _Processor:
         if step.skipped:
             self.stats.skipped += 1
         if step.event is not None:
-            outbox.add(self.events_topic, key, codec.encode(step.event))
+            outbox.add(self.events_topic, key, self._event_record(run, step.event))
             published.add(key)
             self.stats.events += 1
         if step.failure:
@@ -753,16 +892,41 @@ class _Processor:
                        event.run_id, record)
         return True
 
+    def _event_record(self, run: RunSequence, event: ModelEvent) -> bytes:
+        """The event's record — or, should it not fit one (adapters cut what would not, so this
+        is a safeguard), an ``error`` event in its place at its ``seq``, naming it, and the run
+        flagged: ``seq`` stays contiguous and nothing is silently missing."""
+        record = codec.encode(event)
+        if len(record) <= MAX_RECORD_BYTES:
+            return record
+        note = (f"event {event.event_id} ({event.kind}, seq {event.seq}) was {len(record)} bytes, "
+                f"more than a record holds ({MAX_RECORD_BYTES}); its frame is on the frames topic")
+        RunMachine(run.state).flag(note)
+        stand_in = dataclass_replace(
+            event, event_id=f"{event.event_id}~too-large", kind="error", piece=None, elided=None,
+            envelope=Envelope(event.envelope.content_type, b""),
+            payload=Error(error_type="record_too_large", message=note, retryable=False))
+        return codec.encode(stand_in)
+
     def _run_key(self, message: Any, frame: ProviderFrame, outbox: Outbox) -> bytes | None:
         """The run id (as key bytes) a frame belongs to, or None when it was sent to that run's
         partition instead (a claimed object id, or a record without key)."""
-        if message.topic != self.frames_topic:
-            return message.key  # rerouted: keyed by the run id already
         key = message.key
-        if key is None:
-            # No key: the record landed on an arbitrary partition; move it to its run's.
-            outbox.add(self.rerouted_topic, frame.run_key.encode(), message.value)
-            return None
+        if message.topic == self.frames_topic:
+            if key is None:
+                # No key: the record landed on an arbitrary partition; move it to its run's.
+                outbox.add(self.rerouted_topic, frame.run_key.encode(), message.value)
+                return None
+            if message.partition != partition_for_key(key, self.settings.partitions):
+                # Produced with another partitioner than Kafka's murmur2 (librdkafka's default
+                # is CRC32: kcat, confluent-kafka): its run lives on the partition murmur2
+                # gives, where the rerouted topic (written with murmur2) takes it.
+                outbox.add(self.rerouted_topic, key, message.value)
+                return None
+        elif key is None:
+            return None  # not written by a worker: rerouted records always have a key
+        # A rerouted record is keyed by its run id, or by the object id it was keyed by when it
+        # came from another partitioner: that one may be claimed by a run.
         claimed = self.aliases_table.lookup(key)
         if claimed is not None:
             run_id = _unpack(claimed)

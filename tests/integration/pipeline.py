@@ -212,8 +212,18 @@ def assert_run_as_normalized(published: Published, path: Path) -> None:
     assert sorted(by_seq) == list(range(len(expected))), f"{path.name}: seq gaps or extras"
     got = [by_seq[seq] for seq in range(len(expected))]
     assert [e.kind for e in got] == [e.kind for e in expected], path.name
-    assert got == expected, path.name
+    assert got == expected, f"{path.name}: {_first_difference(got, expected)}"
     assert published.runs[run_id] == run_state_of(expected), path.name
+
+
+def _first_difference(got: list[ModelEvent], expected: list[ModelEvent]) -> str:
+    for a, b in zip(got, expected):
+        for field in dataclasses.fields(b):
+            if getattr(a, field.name) != getattr(b, field.name):
+                return (f"seq {b.seq} ({b.kind}) differs in {field.name}: got "
+                        f"{str(getattr(a, field.name))[:300]}, expected "
+                        f"{str(getattr(b, field.name))[:300]}")
+    return "equal"
 
 
 def expected_counts(paths: list[Path]) -> dict[str, int]:
