@@ -34,6 +34,7 @@ from aiokafka import AIOKafkaProducer
 
 from modelevents.adapters.cassette import Interaction, looks_like_cassette, read_cassette
 from modelevents.adapters.framing import detect_framing, frames_from_bytes
+from modelevents.adapters.limits import InputLimits, current_limits, using_limits
 from modelevents.adapters.registry import (
     ADAPTERS,
     cassette_streams,
@@ -83,12 +84,14 @@ def _now_ms() -> int:
 def frames_for_file(path: str | Path, *, api: str = "auto", framing: str = "auto",
                     run_id: str | None = None, tenant: str = "default",
                     received_at: int | None = None,
-                    on_skip: Callable[[str], None] | None = None) -> FeedInput:
+                    on_skip: Callable[[str], None] | None = None,
+                    limits: InputLimits | None = None) -> FeedInput:
     """The frames of one recorded run; ``-`` reads standard input. Raises InputError subclasses.
 
     ``run_id`` defaults to normalize's (file stem + content hash); ``received_at`` (epoch ms,
     default now) is stamped on every frame; ``on_skip`` hears about cassette interactions that are
-    not model calls.
+    not model calls. The whole input is cut under ``limits`` (adapters/limits.py; default: those
+    in effect) before anything is returned, so nothing of an input past a limit is ever sent.
     """
     if str(path) == "-":
         body, name = sys.stdin.buffer.read(), "stdin"
@@ -97,8 +100,9 @@ def frames_for_file(path: str | Path, *, api: str = "auto", framing: str = "auto
             body, name = Path(path).read_bytes(), str(path)
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    return frames_for_bytes(body, source_name=name, api=api, framing=framing, run_id=run_id,
-                            tenant=tenant, received_at=received_at, on_skip=on_skip)
+    with using_limits(limits or current_limits(), source=name):
+        return frames_for_bytes(body, source_name=name, api=api, framing=framing, run_id=run_id,
+                                tenant=tenant, received_at=received_at, on_skip=on_skip)
 
 
 def frames_for_bytes(body: bytes, *, source_name: str | None = None, api: str = "auto",

@@ -8,6 +8,10 @@ import sys
 from modelevents.adapters.registry import CLI_CHOICES
 from modelevents.schemas.errors import ConfigError, InputError
 from modelevents.services import feeder, kafka_io, topics
+from modelevents.services.commands.input_limits import (
+    add_input_limit_options,
+    limits_from_args,
+)
 from modelevents.services.commands.kafka_options import (
     ENV_HELP,
     add_kafka_options,
@@ -42,7 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                     "run id as `modelevents normalize` — and publish them on the frames topic "
                     "with an idempotent producer (acks=all). Optionally duplicate frames (the same "
                     "frame sent again, as a retried delivery) and pace the sends. Progress goes "
-                    "to stderr; a summary (frames, duplicates, run id) to stdout at the end.",
+                    "to stderr; a summary (frames, duplicates, run id) to stdout at the end. The "
+                    "whole input is read and checked against the input limits before the first "
+                    "frame is sent: a hostile or broken input publishes nothing.",
         epilog=ENV_HELP + " The topics must exist: `modelevents topics create`.")
     p.add_argument("file", help="the recorded input, or - for standard input")
     p.add_argument("--provider", default="auto", choices=CLI_CHOICES, metavar="API",
@@ -66,6 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "run then stays open, as a live stream that has not ended yet; by default "
                         "the markers tell the pipeline the recording ended, so a stream cut short "
                         "ends in stream_truncated as with `normalize`)")
+    add_input_limit_options(p)
     add_kafka_options(p)
     p.set_defaults(run=run)
 
@@ -100,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, tenant=args.tenant)
     skipped: list[str] = []
     fed = feeder.frames_for_file(args.file, api=args.provider, framing=args.format,
-                                 run_id=args.run_id, tenant=settings.tenant, on_skip=skipped.append)
+                                 run_id=args.run_id, tenant=settings.tenant, on_skip=skipped.append,
+                                 limits=limits_from_args(args))
     if not fed.frames:
         raise InputError(f"{args.file} holds no frames: nothing to feed")
     for line in skipped:

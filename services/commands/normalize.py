@@ -9,8 +9,13 @@ from pathlib import Path
 
 import orjson
 
+from modelevents.adapters.limits import using_limits
 from modelevents.adapters.registry import CLI_CHOICES, normalize_bytes
 from modelevents.schemas.errors import InputError
+from modelevents.services.commands.input_limits import (
+    add_input_limit_options,
+    limits_from_args,
+)
 from modelevents.services.digest import digest, render
 from modelevents.services.run_machine import run_state_of
 
@@ -25,7 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "JSON array, one JSON object such as a polled response or an HTTP error body, "
                     "or a VCR cassette) and print one JSON object per ModelEvent: kind, seq and the "
                     "payload fields (text, tool_name, tool_call_id, arguments, status, reason, url, "
-                    "...). Provider API and framing are detected unless given.")
+                    "...). Provider API and framing are detected unless given. What one input may "
+                    "expand to is bounded (see input limits): a gzip or YAML alias bomb, a "
+                    "truncated gzip body or an endless event ends in one error line, exit 2.")
     p.add_argument("file", help="the input file, or - for standard input")
     p.add_argument("--provider", default="auto", choices=CLI_CHOICES,
                    help="provider API of the input (default: detect)")
@@ -38,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="print a readable digest: final status and reason, text, tool calls, "
                            "hosted tools, citations, usage")
     view.add_argument("--state", action="store_true", help="print the final RunState as JSON")
+    add_input_limit_options(p)
     p.set_defaults(run=run)
 
 
@@ -58,8 +66,9 @@ def _json_default(value: object) -> object:
 
 def run(args: argparse.Namespace) -> int:
     body, name = _read(args.file)
-    result = normalize_bytes(body, api=args.provider, framing=args.format, run_id=args.run_id,
-                             tenant=args.tenant, source_name=name)
+    with using_limits(limits_from_args(args), source=name):
+        result = normalize_bytes(body, api=args.provider, framing=args.format,
+                                 run_id=args.run_id, tenant=args.tenant, source_name=name)
     out = sys.stdout.buffer
     if args.summary:
         out.write(render(digest(result.events)).encode() + b"\n")
