@@ -1,5 +1,8 @@
 """Pipeline settings: where Kafka is, what the topics are called, how many partitions they have.
 
+The topics are :data:`TOPICS`; ``run-owners`` is the gateway's (which tenant owns each run id,
+kept for ever), the others the pipeline's.
+
 Every value has a default that works with the project's own local broker and can be set from the
 environment (for the worker, the CLI and the tests alike):
 
@@ -25,6 +28,9 @@ TOPICS: dict[str, bool] = {
     "events": False,  # ModelEvent, key run_id; deduped, ordered, contiguous seq from 0
     "runs": True,  # RunState, key run_id; latest state of each run
     "dlq": False,  # DeadLetter, key run key; what could not be decoded, translated or applied
+    # Claims of run ids (JSON, key run_id; services/gateway/owners.py): the first claim of a key
+    # is its owner for ever, so the topic is never compacted and never expires.
+    "run-owners": False,
 }
 
 

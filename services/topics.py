@@ -1,6 +1,7 @@
 """The pipeline's topics: create what is missing, refuse what does not match.
 
-DESIGN.md "Topics": frames, ingest, events, runs (compacted) and dlq, created explicitly because
+DESIGN.md "Topics": frames, ingest, events, runs (compacted) and dlq, and the gateway's
+run-owners (never expired nor compacted: services/gateway/owners.py), created explicitly because
 the broker's auto-create is off. Every topic has ``settings.partitions`` partitions: Faust creates
 its changelog and repartition topics with that same count and stops with PartitionsMismatch (an
 agent crash loop, infra.md §2) when a source topic differs — so a mismatch is refused here, with
@@ -50,6 +51,11 @@ def topic_configs(name: str) -> dict[str, str]:
     if name == "frames":
         # frames is the source of truth: replay re-normalizes it through fixed adapters.
         return {"cleanup.policy": "delete", "retention.ms": "-1"}
+    if name == "run-owners":
+        # A run id's first claim is its owner for ever (services/gateway/owners.py): never
+        # expired (a claim must outlive the run's retention) and never compacted (compaction
+        # keeps the last claim of a key, which is not the owner's when two gateways raced).
+        return {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
     return {"cleanup.policy": "delete"}
 
 

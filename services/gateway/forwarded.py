@@ -28,6 +28,12 @@ accepted as an ``X-Modelevents-<Name>`` header):
   so a stream cut before the provider's terminal event is reported as truncated), ``run`` (no
   more input for the run at all), or ``none`` (more of this stream follows in another body).
 
+The run id belongs to the tenant that first used it (``owners.py``): the first body forwarded
+under a new id claims it on ``run-owners`` (after the body was read and parsed, before any frame
+is written); another tenant's body for it is 404, as for a run it cannot see, and nothing of it
+is written. Run ids and stream ids are checked with ``schemas/ids.check_id`` (1 to 200 ASCII
+letters, digits and ``._:-``; CR, LF or NUL would forge log lines): anything else is 422.
+
 Every frame (and the marker) is acknowledged by Kafka (acks=all) before the 2xx, which says how
 many frames were accepted. Kafka unavailable → 503: send the same body again.
 """
@@ -43,6 +49,7 @@ from fastapi.responses import JSONResponse, Response
 from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.registry import ADAPTERS, CLI_CHOICES, decoded_docs, detect_api, resolve_api
 from modelevents.schemas.errors import InputError
+from modelevents.schemas.ids import InvalidId, check_id
 from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.state import gateway_of
 from modelevents.services.normalizer import end_of_input
@@ -60,7 +67,6 @@ FRAMINGS_BY_CONTENT_TYPE: dict[str, str] = {
     "application/x-jsonlines": "jsonl",
 }
 ENDS = ("stream", "run", "none")
-MAX_ID = 256
 
 
 class _Refused(Exception):
@@ -68,6 +74,12 @@ class _Refused(Exception):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+
+
+def _not_yours(run_id: str) -> str:
+    # The same answer as for a run that does not exist: an id of another tenant says nothing.
+    return (f"no run {run_id!r} of this tenant: the run id is taken; forward under a run id "
+            "of your own")
 
 
 def _param(request: Request, name: str) -> str | None:
@@ -138,9 +150,10 @@ _OPENAPI: dict[str, Any] = {
     "responses": {
         "200": {"description": "every frame written and acknowledged by Kafka"},
         "400": {"description": "the body holds no frames"},
+        "404": {"description": "the run id is another tenant's: nothing was written"},
         "413": {"description": "body larger than max_forward_bytes"},
         "415": {"description": "not text/event-stream or application/x-ndjson"},
-        "422": {"description": "unknown api or bad parameter"},
+        "422": {"description": "unknown api, bad parameter, or an invalid run or stream id"},
         "503": {"description": "Kafka unavailable: nothing acknowledged, send the body again"},
     },
 }
@@ -167,10 +180,15 @@ async def forward_frames(request: Request, run_id: str) -> Response:
         end = _param(request, "end") or "stream"
         if end not in ENDS:
             raise _Refused(422, f"end={end!r}: choose one of {', '.join(ENDS)}")
-        if len(run_id) > MAX_ID or len(stream_id) > MAX_ID:
-            raise _Refused(422, f"run id and stream id are at most {MAX_ID} characters")
+        try:
+            check_id(run_id)
+            check_id(stream_id, "stream id")
+        except InvalidId as exc:
+            raise _Refused(422, str(exc)) from None
         first_index = _int_param(request, "index", 0)
         tenant = caller_tenant(request, _param(request, "tenant"))
+        if gateway.owner_of(run_id) not in (None, tenant):
+            raise _Refused(404, _not_yours(run_id))  # before the body is even read
         body = await _read_body(request, config.max_forward_bytes)
         frames = frames_from_bytes(body, run_key=run_id, provider="", api="", framing=framing,
                                    stream_id=stream_id, received_at=int(time.time() * 1000),
@@ -185,6 +203,8 @@ async def forward_frames(request: Request, run_id: str) -> Response:
                 api = detect_api(decoded_docs(frames), candidates=candidates)
             except InputError as exc:
                 raise _Refused(422, str(exc).replace("--provider ", "api=")) from None
+        if not await gateway.claim_run(run_id, tenant):  # KafkaUnavailable → 503 (app.py)
+            raise _Refused(404, _not_yours(run_id))
     except _Refused as exc:
         return JSONResponse({"error": exc.reason}, status_code=exc.status)
 

@@ -29,6 +29,16 @@ a stream was cut — is reconciled before anything is retried: ``/reconcile`` po
 object (OpenAI Responses, Interactions) with the same backoff and terminal timeout, and the run
 ends as the provider says.
 
+A run id belongs to one tenant (``owners.py``): the first request naming it (or the gateway,
+making one up) claims it on ``run-owners`` before anything is sent to a provider, and a request
+of another tenant for an owned id — a POST, any GET, a cancel, a reconcile, forwarded frames —
+is answered 404 as for a run it cannot see, with nothing sent or written. ``/events`` and
+``/messages`` pass on only records of the owner (every record is authorized, not only the
+request). Run ids are 1 to 200 characters of ASCII letters, digits and ``._:-``
+(``schemas/ids.py``): anything else is a 422 with what is allowed. Followers of ``/events``
+share one reader of the run (``followers.py``); one that falls too far behind the run is ended
+cleanly and resumes with ``Last-Event-ID``.
+
 Errors have one shape across the gateway: ``{"error": "<what happened and what to do>", …}``,
 plus ``code`` where a client branches on it.
 """
@@ -36,11 +46,11 @@ plus ``code`` where a client branches on it.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import logging
 import uuid
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,13 +60,14 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from modelevents.adapters.requests import Endpoint, RenderError, WireRequest, build
-from modelevents.schemas.events import ModelEvent
+from modelevents.schemas.ids import InvalidId, check_id
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES, RunState
 from modelevents.schemas.transcript import NeutralRequest, messages_from_events
 from modelevents.services.gateway.auth import caller_tenant, may_see
 from modelevents.services.gateway.health import readiness
 from modelevents.services.gateway.router import CapabilityRejected, route
-from modelevents.services.gateway.run_views import run_events, run_history
+from modelevents.services.gateway.followers import json_default, sse_event
+from modelevents.services.gateway.run_views import run_history
 from modelevents.services.gateway.provider_http import FOLLOW_UPS
 from modelevents.services.gateway.runner import (CallRunner, CallTiming, FollowUpFailed,
                                                  ProviderCall)
@@ -83,8 +94,10 @@ def _error(status: int, message: str, code: str | None = None, headers: dict[str
     "/v1/runs", status_code=202, summary="Start a run (or its next call) from a neutral request",
     responses={202: {"description": "the call is under way; follow `links.events`"},
                401: {"description": "a bearer token is required (api_tokens configured)"},
+               404: {"description": "`run_id` is another tenant's: nothing was sent"},
                409: {"description": "a call of this run is in flight, or the run ended"},
-               422: {"description": "the request is invalid (`detail` names the field), no "
+               422: {"description": "the request is invalid (`detail` names the field; an "
+                                    "invalid `run_id`: code `invalid_id`), no "
                                     "target offers what it requires (`candidates`: what each "
                                     "one lacks), or an Idempotency-Key was reused"},
                429: {"description": "too many calls in flight; retry after Retry-After"},
@@ -94,6 +107,11 @@ async def start_run(neutral: NeutralRequest, request: Request,
                     ) -> Response:
     gateway = gateway_of(request)
     tenant = caller_tenant(request, neutral.tenant)
+    if neutral.run_id is not None:
+        try:
+            check_id(neutral.run_id)
+        except InvalidId as exc:
+            return _error(422, str(exc), "invalid_id")
     runs = gateway.runs
     if idempotency_key is not None:
         digest = hashlib.sha256(neutral.model_dump_json().encode()).hexdigest()
@@ -122,12 +140,8 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
     except RenderError as exc:
         return _error(422, str(exc), "render_failed")
     run_id = neutral.run_id or f"run_{uuid.uuid4().hex[:24]}"
-    state = gateway.run_states.get(run_id)
-    if state is not None and state.tenant != tenant:
-        return _error(409, f"run id {run_id!r} is taken; choose another", "run_id_taken")
-    if state is not None and state.status in TERMINAL_RUN_STATES:
-        return _error(409, f"run {run_id!r} ended {state.status}; a new turn is a new run "
-                           "(omit run_id, or choose another)", "run_ended")
+    if gateway.owner_of(run_id) not in (None, tenant):
+        return _not_yours(run_id)  # known already: refused before anything else is asked
     if gateway.runs.in_flight >= config.max_calls_in_flight:
         return _error(429, f"{config.max_calls_in_flight} provider calls are in flight on this "
                            "gateway; retry shortly", "busy", {"Retry-After": "1"})
@@ -136,6 +150,12 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
         return _error(503, f"Kafka is not ready, so nothing was sent to the provider: "
                            f"{ready.get('reason')}", "kafka_unavailable",
                       {"Retry-After": str(RETRY_AFTER_S)})
+    if not await gateway.claim_run(run_id, tenant, fresh=neutral.run_id is None):
+        return _not_yours(run_id)
+    state = _owned_state(gateway, run_id, tenant)
+    if state is not None and state.status in TERMINAL_RUN_STATES:
+        return _error(409, f"run {run_id!r} ended {state.status}; a new turn is a new run "
+                           "(omit run_id, or choose another)", "run_ended")
     provider = config.provider(target.provider)
     call = ProviderCall(
         run_id=run_id, tenant=tenant, wire=wire, call_tag=gateway.runs.next_tag(run_id),
@@ -163,7 +183,7 @@ async def get_run(run_id: str, request: Request) -> dict[str, Any]:
     ``calls``: the provider calls this gateway process made for the run, newest last (another
     gateway process of a deployment knows its own)."""
     gateway = gateway_of(request)
-    state = _known_run(request, run_id)
+    state, _owner = _known_run(request, run_id)
     return {"run_id": run_id, "state": _jsonable(state), "calls": gateway.runs.describe(run_id)}
 
 
@@ -197,18 +217,11 @@ async def stream_events(run_id: str, request: Request,
     if after < -1:
         raise HTTPException(400, detail="Last-Event-ID / after must be -1 (from the start) or a "
                                         "seq")
-    state = _known_run(request, run_id)
+    state, owner = _known_run(request, run_id)
     if state is not None and state.status in TERMINAL_RUN_STATES and after >= state.last_seq:
         return Response(status_code=204)
-
-    async def body():  # type: ignore[no-untyped-def]
-        source = (run_events(gateway.config.kafka, run_id, after_seq=after) if follow
-                  else run_history(gateway.config.kafka, run_id, after_seq=after))
-        async with aclosing(source) as events:
-            async for event in events:
-                yield b": waiting\n\n" if event is None else _sse(event)
-
-    return StreamingResponse(body(), media_type="text/event-stream",
+    return StreamingResponse(_event_stream(gateway, run_id, owner, after, follow),
+                             media_type="text/event-stream",
                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
 
@@ -223,8 +236,8 @@ async def get_messages(run_id: str, request: Request) -> dict[str, Any]:
     that (with this ``run_id`` to continue the turn), on any provider — signatures go back only
     to the model that made them."""
     gateway = gateway_of(request)
-    _known_run(request, run_id)
-    events = [e async for e in run_history(gateway.config.kafka, run_id) if e is not None]
+    _state, owner = _known_run(request, run_id)
+    events = [e async for e in run_history(gateway.config.kafka, run_id, owner)]
     if not events:
         raise HTTPException(404, detail=f"no events for run {run_id!r} on "
                                         f"{gateway.config.kafka.topic('events')} yet")
@@ -242,6 +255,7 @@ async def get_messages(run_id: str, request: Request) -> dict[str, Any]:
 async def cancel_run(run_id: str, request: Request) -> JSONResponse:
     """The run ends ``cancelled`` only when the provider confirms it: watch ``events``."""
     gateway = gateway_of(request)
+    _check_path_id(run_id)
     runner = gateway.runs.latest(run_id)
     if runner is None or not may_see(request, runner.call.tenant):
         raise HTTPException(404, detail=f"run {run_id!r} has no call made by this gateway")
@@ -283,7 +297,7 @@ async def reconcile_run(run_id: str, request: Request) -> JSONResponse:
     a stream was cut): the provider's object — the last one the run's events named — is polled
     to its end and published, so the run ends as the provider says."""
     gateway = gateway_of(request)
-    state = _known_run(request, run_id)
+    state, _owner = _known_run(request, run_id)
     if state is None:
         raise HTTPException(409, detail=f"run {run_id!r} has no state on the runs topic yet; "
                                         "nothing to reconcile")
@@ -313,20 +327,61 @@ async def reconcile_run(run_id: str, request: Request) -> JSONResponse:
                         status_code=202, headers={"Location": f"/v1/runs/{run_id}"})
 
 
-def _known_run(request: Request, run_id: str) -> RunState | None:
-    """The run's state (None before the processor wrote one); 404 for a run nobody knows or
-    the caller may not see, 503 while the gateway has not read ``runs`` up to its end yet."""
+def _known_run(request: Request, run_id: str) -> tuple[RunState | None, str]:
+    """The run's state (None before the processor wrote one, or when the latest state on
+    ``runs`` is another tenant's) and its owner; 422 for an invalid id, 404 for a run nobody
+    owns or the caller may not see, 503 while the gateway has not read ``runs`` and
+    ``run-owners`` up to their ends yet."""
     gateway = gateway_of(request)
-    state = gateway.run_states.get(run_id)
-    runner = gateway.runs.latest(run_id)
-    tenant = state.tenant if state is not None else runner.call.tenant if runner else None
-    if (state is None and runner is None) or not may_see(request, tenant):
-        if not gateway.run_states.caught_up.is_set():
-            raise HTTPException(503, detail="this gateway is still reading the runs topic; retry "
-                                            "in a moment", headers={"Retry-After": "1"})
+    _check_path_id(run_id)
+    owner = gateway.owner_of(run_id)
+    if owner is None:
+        runner = gateway.runs.latest(run_id)
+        owner = runner.call.tenant if runner is not None else None
+    if owner is None or not may_see(request, owner):
+        if not gateway.views_caught_up():
+            raise HTTPException(503, detail="this gateway is still reading the runs and "
+                                            "run-owners topics; retry in a moment",
+                                headers={"Retry-After": "1"})
         raise HTTPException(404, detail=f"no run {run_id!r}: not on the runs topic and not "
                                         "started by this gateway")
-    return state
+    return _owned_state(gateway, run_id, owner), owner
+
+
+def _owned_state(gateway: Gateway, run_id: str, owner: str) -> RunState | None:
+    # Every record is authorized, not only the request: a state of another tenant under the
+    # owner's run id (written before run ids had owners) is not the owner's run.
+    state = gateway.run_states.get(run_id)
+    return state if state is not None and state.tenant == owner else None
+
+
+def _check_path_id(run_id: str) -> None:
+    try:
+        check_id(run_id)
+    except InvalidId as exc:
+        raise HTTPException(422, detail=str(exc)) from None
+
+
+def _not_yours(run_id: str) -> JSONResponse:
+    # The same answer as for a run that does not exist: an id of another tenant says nothing.
+    return _error(404, f"no run {run_id!r}: not on the runs topic and not started by this "
+                       "gateway; choose another run id (or omit it)", "run_not_found")
+
+
+async def _event_stream(gateway: Gateway, run_id: str, owner: str, after: int,
+                        follow: bool) -> AsyncIterator[bytes]:
+    """The SSE body: followers share the run's one reader; ``follow=false`` reads what
+    ``events`` holds now on its own (it ends soon)."""
+    if follow:
+        source = gateway.run_states.followers.follow(run_id, owner, after)
+        async with aclosing(source) as chunks:
+            async for chunk in chunks:
+                yield chunk
+        return
+    async with aclosing(run_history(gateway.config.kafka, run_id, owner,
+                                    after_seq=after)) as events:
+        async for event in events:
+            yield sse_event(event)
 
 
 def _timing(gateway: Gateway) -> CallTiming:
@@ -336,19 +391,8 @@ def _timing(gateway: Gateway) -> CallTiming:
                       backoff=config.call_backoff_s)
 
 
-def _sse(event: ModelEvent) -> bytes:
-    data = orjson.dumps(event.projection(), default=_json_default)
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.kind.encode(), data)
-
-
 def _jsonable(value: Any) -> Any:
-    return None if value is None else orjson.loads(orjson.dumps(value, default=_json_default))
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    raise TypeError(type(value).__name__)
+    return None if value is None else orjson.loads(orjson.dumps(value, default=json_default))
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """What the gateway's routes share while it runs: its config, the Kafka producer, the recently
 acknowledged webhook deliveries, the fetcher, and for runs the capability manifest, the HTTP
-client to the providers, the calls in flight and the view of run states.
+client to the providers, the calls in flight, the view of run states and the owners of run ids
+(:meth:`Gateway.owner_of`, :meth:`Gateway.claim_run`: services/gateway/owners.py).
 
 One :class:`Gateway` lives in ``app.state.gateway`` from the app's startup to its shutdown
 (``services/gateway/app.py``); routes reach it with :func:`gateway_of`. Publishing goes through
@@ -22,7 +23,8 @@ from fastapi import Request
 
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.gateway.config import GatewayConfig
-from modelevents.services.kafka_io import KafkaUnavailable, await_acks, produce_frame, send_frame
+from modelevents.services.kafka_io import (KafkaUnavailable, await_acks, produce_frame,
+                                           run_key_bytes, send_frame)
 
 if TYPE_CHECKING:
     import httpx
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 
     from modelevents.services.gateway.capabilities import Manifest
     from modelevents.services.gateway.fetch import Fetcher
+    from modelevents.services.gateway.owners import RunOwners
     from modelevents.services.gateway.run_views import RunStates
     from modelevents.services.gateway.runs import LocalRuns
 
@@ -107,6 +110,54 @@ class Gateway:
     @property
     def settings(self):  # noqa: ANN201 - PipelineSettings
         return self.config.kafka
+
+    # --- run ids and their owners (services/gateway/owners.py) --------------------------------
+
+    def owner_of(self, run_id: str) -> str | None:
+        """The tenant that owns ``run_id``: its first claim on ``run-owners``; for a run from
+        before the claims, its state's tenant on ``runs``; None: nobody's (as far as the views
+        have read)."""
+        owner = self.run_states.owners.owner(run_id)
+        if owner is None:
+            state = self.run_states.get(run_id)
+            owner = state.tenant if state is not None else None
+        return owner
+
+    def views_caught_up(self) -> bool:
+        """Whether an owner not found is really nobody's (the views read their topics to the
+        end they had when the gateway started)."""
+        return self.run_states.caught_up.is_set() and self.run_states.owners.caught_up.is_set()
+
+    async def claim_run(self, run_id: str, tenant: str, *, fresh: bool = False) -> bool:
+        """Whether ``run_id`` is ``tenant``'s, claiming it when nobody owns it yet (a claim
+        written, acknowledged and read back: the first claim of the id is its owner, whichever
+        gateway wrote it). Nothing is written when another tenant owns it already. ``fresh``:
+        the gateway made the id up just now, so no run from before the claims can have it.
+        KafkaUnavailable (503) when the claim or the views cannot be read in time."""
+        owners = self.run_states.owners
+        if not fresh:
+            # An id someone owns is found without writing anything once the views were read.
+            await self._caught_up(owners)
+            known = self.owner_of(run_id)
+            if known is not None and known != tenant:
+                return False
+        owner = await owners.claim(run_id, tenant, self._publish_claim, self.config.ack_timeout_s)
+        if owner is None:
+            raise KafkaUnavailable(self.settings.bootstrap_servers,
+                                   f"the claim of run id {run_id!r} was not read back within "
+                                   f"{self.config.ack_timeout_s:g} s")
+        return owner == tenant
+
+    async def _caught_up(self, owners: RunOwners) -> None:
+        for view in (owners, self.run_states):  # a run from before the claims: its state
+            if not await view.wait_until(view.caught_up.is_set, self.config.ack_timeout_s):
+                raise KafkaUnavailable(self.settings.bootstrap_servers,
+                                       f"{view.topic} not read to its end yet")
+
+    async def _publish_claim(self, run_id: str, value: bytes) -> Any:
+        topic = self.settings.topic("run-owners")
+        return await self._bounded(self.producer.send_and_wait(
+            topic, key=run_key_bytes(run_id), value=value))
 
     async def publish(self, frame: ProviderFrame) -> Any:
         """Write one frame and wait for the broker's acknowledgement; RecordMetadata."""

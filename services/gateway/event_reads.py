@@ -1,0 +1,74 @@
+"""One run's ModelEvents read from ``events``, each ``seq`` once, in order, of one tenant only.
+
+- :func:`run_events` streams them (only the partition the run's key maps to), after a given
+  ``seq`` (``Last-Event-ID``), until the run finished or the caller stops reading;
+  :func:`run_history` the same, up to what the topic holds now. Both read the run's partition
+  from its start: cost grows with the partition, not the run (fine for the gateway's interactive
+  use; bulk readers use ``replay``; followers of one run share one such reader: followers.py).
+- Every record is authorized, not only the request: only events of ``tenant`` (the run id's
+  owner, ``owners.py``) are passed on. A key can hold events of another tenant — a run that
+  expired and was started afresh by someone else before run ids had owners, or any writer that
+  bypassed the gateway — and those are neither shown nor allowed to take a ``seq`` of the
+  owner's run. A record written twice by an at-least-once retry is dropped here, as every
+  consumer of ``events`` must.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from modelevents.schemas.events import ModelEvent
+from modelevents.services import kafka_io
+from modelevents.services.settings import PipelineSettings
+
+__all__ = ["run_events", "run_history", "in_seq_order", "IDLE_TICK_S"]
+
+# How long run_events waits for the next event of a run before it reports that it is still
+# waiting (the SSE route sends a comment as a keep-alive); reading goes on after that.
+IDLE_TICK_S = 15.0
+
+
+async def run_events(settings: PipelineSettings, run_id: str, tenant: str | None, *,
+                     after_seq: int = -1, stop_at_finish: bool = True,
+                     idle_tick: float = IDLE_TICK_S) -> AsyncIterator[ModelEvent | None]:
+    """The run's events of ``tenant`` (None: any, for tools) with ``seq > after_seq`` in order,
+    each once; ``None`` every ``idle_tick`` s while nothing arrives (a keep-alive tick). Ends
+    after ``run.finished`` when ``stop_at_finish``; otherwise when the caller stops iterating."""
+    records = kafka_io.read_records(settings, "events", run_id=run_id, timeout=float("inf"),
+                                    idle_tick=idle_tick)
+    async for event in in_seq_order(records, after_seq, tenant):
+        yield event
+        if stop_at_finish and event is not None and event.kind == "run.finished":
+            return
+
+
+async def run_history(settings: PipelineSettings, run_id: str, tenant: str | None, *,
+                      after_seq: int = -1) -> AsyncIterator[ModelEvent]:
+    """The run's events of ``tenant`` with ``seq > after_seq`` that ``events`` holds now, in
+    order, each once."""
+    records = kafka_io.read_records(settings, "events", run_id=run_id, timeout=30.0, to_end=True)
+    async for event in in_seq_order(records, after_seq, tenant):
+        if event is not None:
+            yield event
+
+
+async def in_seq_order(records: AsyncIterator[kafka_io.Record | None], after_seq: int,
+                       tenant: str | None) -> AsyncIterator[ModelEvent | None]:
+    """Events of ``tenant`` from ``seq`` after_seq + 1 on, each seq once (a record written twice
+    by an at-least-once retry is dropped); ``None`` ticks pass through."""
+    expected = after_seq + 1
+    held: dict[int, ModelEvent] = {}
+    async for record in records:
+        if record is None:
+            yield None
+            continue
+        event = record.value
+        if not isinstance(event, ModelEvent) or event.seq is None or event.seq < expected:
+            continue  # not an event, or a duplicate of one already passed on
+        if tenant is not None and event.tenant != tenant:
+            continue  # another tenant's record under this key: never the owner's
+        held[event.seq] = event
+        while expected in held:
+            ready = held.pop(expected)
+            expected += 1
+            yield ready
