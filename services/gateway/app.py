@@ -19,18 +19,22 @@ acknowledged is ever lost.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 import httpx
+import orjson
 
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.services.gateway import forwarded, health, runs, webhooks
+from modelevents.services.gateway.auth import CHALLENGE, Unauthorized, token_tenant
 from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, load_manifest
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.fetch import Fetcher
@@ -92,6 +96,7 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
 
     app = GatewayApp(title="modelevents gateway", version="0.1.0", description=_DESCRIPTION,
                      lifespan=lifespan)
+    app.edge_config = config
     for router in ROUTERS:
         app.include_router(router)
     app.add_exception_handler(ModelEventsError, _unavailable)
@@ -101,17 +106,147 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
 
 
 class GatewayApp(FastAPI):
-    """FastAPI, with webhook deliveries — the hot path — answered before FastAPI's middleware
-    stack and routing (``webhooks.serve_delivery``: the same code as the documented routes,
-    without the per-request machinery, which cost more than the delivery itself in profiles)."""
+    """FastAPI behind :class:`Edge` (every HTTP request: token, body size, read timeout), with
+    webhook deliveries — the hot path — answered before FastAPI's middleware stack and routing
+    (``webhooks.serve_delivery``: the same code as the documented routes, without the
+    per-request machinery, which cost more than the delivery itself in profiles)."""
+
+    edge_config: GatewayConfig | None = None  # set by create_app
 
     async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
-        if scope["type"] == "http" and scope["method"] == "POST" and \
-                scope["path"].startswith("/webhooks/"):
+        if scope["type"] != "http" or self.edge_config is None:
+            await super().__call__(scope, receive, send)
+            return
+        await Edge(self.edge_config, scope, receive, send).serve(self._dispatch)
+
+    async def _dispatch(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+        if scope["method"] == "POST" and scope["path"].startswith("/webhooks/"):
             gateway = getattr(self.state, "gateway", None)
             if gateway is not None and await webhooks.serve_delivery(gateway, scope, receive, send):
                 return
         await super().__call__(scope, receive, send)
+
+
+def body_limit(config: GatewayConfig, method: str, path: str) -> tuple[int, str]:
+    """The largest body a request may send, and the setting that says so (for the 413)."""
+    if path.startswith("/webhooks/"):
+        return config.max_body_bytes, "max_body_bytes"
+    if method == "POST" and path.rstrip("/") == "/v1/runs":
+        return config.max_run_request_bytes, "max_run_request_bytes"
+    if method == "POST" and path.startswith("/v1/runs/") and path.endswith("/frames"):
+        return config.max_forward_bytes, "max_forward_bytes"
+    return config.max_other_body_bytes, "max_other_body_bytes"
+
+
+class Edge:
+    """What every HTTP request meets before any route, as a pure ASGI wrapper of one exchange.
+
+    In order, each before any of the body is read: a ``/v1/`` request without a valid bearer
+    token (when ``api_tokens`` are configured) → 401; a ``Content-Length`` that is not a number
+    → 400; one above the route's limit (:func:`body_limit`) → 413. Then, while the route reads
+    the body: a body that grows past the limit (chunked) → 413 as soon as it does, and a body
+    not complete ``read_timeout_s`` after the headers (a client trickling it, or stopped) → 408.
+    Those answers close the connection (``connection: close``): what the client still sends is
+    never read, and the route, which sees the client gone, frees what it had read; anything it
+    tries to answer after that is dropped.
+    """
+
+    def __init__(self, config: GatewayConfig, scope: dict, receive: Any, send: Any) -> None:
+        self.config = config
+        self.scope = scope
+        self._receive = receive
+        self._send = send
+        self.limit, self.limit_name = body_limit(config, scope["method"], scope["path"])
+        self.deadline = asyncio.get_running_loop().time() + config.read_timeout_s
+        self.size = 0
+        self.body_done = False
+        self.started = False  # a response (the route's or ours) has begun
+        self.refused = False  # the edge answered: the route's answer is dropped
+
+    async def serve(self, app: Any) -> None:
+        early = self._check_headers()
+        if early is not None:
+            await self.refuse(*early)
+            return
+        try:
+            await app(self.scope, self.receive, self.send)
+        except Exception:
+            if not self.refused:
+                raise
+            # The route failed on the body the edge cut off (a disconnect mid-read): the client
+            # has its answer already.
+            log.debug("%s %s: route ended after the edge's answer", self.scope["method"],
+                      self.scope["path"], exc_info=True)
+
+    def _check_headers(self) -> tuple[int, str, dict[str, str]] | None:
+        headers = self.scope["headers"]
+        if self.config.api_tokens and self.scope["path"].startswith("/v1/"):
+            authorization = next((v.decode("latin-1") for k, v in headers
+                                  if k == b"authorization"), "")
+            try:
+                token_tenant(self.config, authorization)
+            except Unauthorized as exc:
+                return 401, str(exc), CHALLENGE
+        declared = next((v for k, v in headers if k == b"content-length"), None)
+        if declared is not None:
+            if not declared.strip().isdigit():
+                return 400, "Content-Length is not a whole number of bytes", {}
+            if int(declared) > self.limit:
+                return 413, self._too_large(f"a body of {int(declared)} bytes"), {}
+        return None
+
+    def _too_large(self, what: str) -> str:
+        return (f"{what} is over this route's limit of {self.limit} bytes ({self.limit_name} in "
+                "the gateway config); send a smaller body")
+
+    async def receive(self) -> dict:
+        if self.refused:
+            return {"type": "http.disconnect"}
+        if self.body_done:
+            return await self._receive()  # e.g. an SSE route waiting for the client to leave
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                message = await self._receive()
+        except TimeoutError:
+            await self.refuse(408, f"the request body did not arrive within "
+                                   f"{self.config.read_timeout_s:g} s (read_timeout_s); send it "
+                                   "again, whole and promptly", {})
+            return {"type": "http.disconnect"}
+        if message["type"] == "http.request":
+            self.size += len(message.get("body", b""))
+            if self.size > self.limit:
+                await self.refuse(413, self._too_large("the body"), {})
+                return {"type": "http.disconnect"}
+            self.body_done = not message.get("more_body", False)
+        return message
+
+    async def send(self, message: dict) -> None:
+        if self.refused:
+            return
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
+
+    async def refuse(self, status: int, reason: str, headers: dict[str, str]) -> None:
+        """Answer ``status`` (one error shape) and close, unless a response has begun already."""
+        if self.refused:
+            return
+        self.refused = True
+        log.info("%s %s: %d at the edge: %s", self.scope["method"], self.scope["path"], status,
+                 reason)
+        if self.started:
+            return  # too late for a status; the cut body ends the route's work
+        self.started = True
+        body = orjson.dumps({"error": reason, "code": _EDGE_CODES[status]})
+        await self._send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+            (b"connection", b"close"),
+            *((name.lower().encode(), value.encode()) for name, value in headers.items())]})
+        await self._send({"type": "http.response.body", "body": body})
+
+
+_EDGE_CODES = {400: "invalid_request", 401: "unauthorized", 408: "request_timeout",
+               413: "body_too_large"}
 
 
 async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:

@@ -8,6 +8,10 @@ tenant). With ``api_tokens`` (tenant → tokens, several during rotation; or
 is refused (403), and runs of other tenants are not found (404), so one tenant can neither spend
 the providers' keys for another nor read its runs. Tokens are compared in constant time, each
 against every configured token.
+
+The token is checked twice: by the app's edge (``services/gateway/app.py``, :func:`token_tenant`)
+for every ``/v1/`` request before any of its body is read — an unauthenticated caller cannot make
+the gateway hold a body — and by the routes (:func:`caller_tenant`), which need the tenant.
 """
 
 from __future__ import annotations
@@ -16,9 +20,36 @@ import hmac
 
 from fastapi import HTTPException, Request
 
+from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.state import gateway_of
 
-__all__ = ["caller_tenant", "may_see"]
+__all__ = ["Unauthorized", "caller_tenant", "may_see", "token_tenant"]
+
+CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+class Unauthorized(Exception):
+    """No valid bearer token: the 401's reason."""
+
+
+def token_tenant(config: GatewayConfig, authorization: str) -> str:
+    """The tenant whose token the ``Authorization`` header value carries; :class:`Unauthorized`
+    when it carries none of ``config.api_tokens`` (which must not be empty)."""
+    scheme, _, offered = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not offered.strip():
+        raise Unauthorized("this gateway requires Authorization: Bearer <token> on /v1/ "
+                           "(a token from api_tokens in its config)")
+    offered_bytes = offered.strip().encode("utf-8", "surrogateescape")
+    found = None
+    for tenant, tokens in config.api_tokens.items():
+        for token in tokens:
+            # No early exit: the time taken does not say which token (or whether one) matched.
+            if hmac.compare_digest(token.get_secret_value().encode(), offered_bytes):
+                found = tenant
+    if found is None:
+        raise Unauthorized("the bearer token is not one of this gateway's api_tokens; send a "
+                           "token from its config")
+    return found
 
 
 def caller_tenant(request: Request, asked: str | None = None) -> str:
@@ -26,21 +57,10 @@ def caller_tenant(request: Request, asked: str | None = None) -> str:
     config = gateway_of(request).config
     if not config.api_tokens:
         return asked or config.default_tenant
-    header = request.headers.get("authorization", "")
-    scheme, _, offered = header.partition(" ")
-    if scheme.lower() != "bearer" or not offered:
-        raise HTTPException(401, detail="this gateway requires Authorization: Bearer <token> on "
-                                        "/v1/runs (a token from api_tokens in its config)",
-                            headers={"WWW-Authenticate": "Bearer"})
-    found = None
-    for tenant, tokens in config.api_tokens.items():
-        for token in tokens:
-            # No early exit: the time taken does not say which token (or whether one) matched.
-            if hmac.compare_digest(token.get_secret_value().encode(), offered.strip().encode()):
-                found = tenant
-    if found is None:
-        raise HTTPException(401, detail="the bearer token is not one of this gateway's "
-                                        "api_tokens", headers={"WWW-Authenticate": "Bearer"})
+    try:
+        found = token_tenant(config, request.headers.get("authorization", ""))
+    except Unauthorized as exc:
+        raise HTTPException(401, detail=str(exc), headers=CHALLENGE) from None
     if asked is not None and asked != found:
         raise HTTPException(403, detail=f"the token is tenant {found!r}'s; it cannot act for "
                                         f"tenant {asked!r}")

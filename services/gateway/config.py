@@ -6,8 +6,12 @@ the environment for what it sets, explicit CLI options win over both. A file loo
     host: 127.0.0.1
     port: 8080
     webhook_tolerance_s: 300          # Standard Webhooks timestamp tolerance
-    max_body_bytes: 1048576           # a webhook body larger than this is refused (413)
+    max_body_bytes: 989055            # a webhook body larger than this is refused (413); at most
+                                      # WEBHOOK_BODY_FIT (the largest body one frame record holds)
     max_forward_bytes: 67108864       # a forwarded stream body larger than this is refused (413)
+    max_run_request_bytes: 4194304    # POST /v1/runs: a neutral request larger than this → 413
+    max_other_body_bytes: 65536       # any other route's body (cancel, reconcile …) → 413
+    read_timeout_s: 60                # a request body not complete within this → 408
     default_tenant: default
     providers:
       openai:
@@ -60,6 +64,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from modelevents.schemas.errors import ConfigError
+from modelevents.schemas.ids import InvalidId, check_id
+from modelevents.schemas.limits import MAX_RECORD_BYTES
+from modelevents.services.gateway.webhook_limits import WEBHOOK_BODY_FIT
 from modelevents.services.settings import PipelineSettings
 
 __all__ = ["GatewayConfig", "ProviderConfig", "PROVIDERS", "WEBHOOK_PROVIDERS", "load_config",
@@ -80,6 +87,14 @@ WEBHOOK_PROVIDERS = tuple(name for name, entry in PROVIDERS.items() if entry["se
 _DEFAULT_BASE_URLS = frozenset(entry["default_base_url"] for entry in PROVIDERS.values())
 # Provider names of events and the capability manifest that differ from the config's.
 _PROVIDER_ALIASES = {"google": "gemini"}
+
+
+def _check_tenant(tenant: str) -> str:
+    # A tenant is stamped on frames and names a URL segment: an id (and so of bounded size).
+    try:
+        return check_id(tenant, "tenant")
+    except InvalidId as exc:
+        raise ValueError(str(exc)) from None
 
 
 def secret_key(secret: str) -> bytes:
@@ -115,6 +130,7 @@ class ProviderConfig(BaseModel):
     @classmethod
     def _valid_secrets(cls, value: dict[str, list[SecretStr]]) -> dict[str, list[SecretStr]]:
         for tenant, secrets in value.items():
+            _check_tenant(tenant)
             for secret in secrets:
                 try:
                     secret_key(secret.get_secret_value())
@@ -143,13 +159,24 @@ class GatewayConfig(BaseModel):
     kafka: PipelineSettings = Field(default_factory=PipelineSettings)
     default_tenant: str = "default"
     webhook_tolerance_s: int = Field(300, ge=1)
-    max_body_bytes: int = Field(1024 * 1024, ge=1)
+    # Bodies, per route (services/gateway/app.py refuses one over its limit with 413 before
+    # reading it, or as soon as a chunked body grows past it). A webhook is one frame record, so
+    # its limit can be at most WEBHOOK_BODY_FIT (checked below).
+    max_body_bytes: int = Field(default_factory=lambda: WEBHOOK_BODY_FIT, ge=1)
     max_forward_bytes: int = Field(64 * 1024 * 1024, ge=1)
+    max_run_request_bytes: int = Field(4 * 1024 * 1024, ge=1)
+    max_other_body_bytes: int = Field(64 * 1024, ge=0)
+    # A request whose body has not fully arrived this long after its headers is cut with 408 (a
+    # client that trickles or stops would otherwise hold a connection and its buffer for ever).
+    read_timeout_s: float = Field(60.0, gt=0)
     # How long a request waits for Kafka's acknowledgement before answering 503 (the provider
     # retries; the record, if it is delivered after all, dedupes by frame_id).
     ack_timeout_s: float = Field(10.0, gt=0)
-    # webhook-ids acknowledged recently: a redelivery is answered 200 without a second write.
+    # webhook-ids sent or acknowledged recently (services/gateway/deliveries.py): a redelivery
+    # shares the first send, or is answered 200 without a second write, for dedupe_ttl_s (OpenAI
+    # retries a delivery for up to 72 hours) and among the latest dedupe_cache_size.
     dedupe_cache_size: int = Field(100_000, ge=0)
+    dedupe_ttl_s: float = Field(72 * 3600.0, gt=0)
     # The fetch of an object a webhook names: attempts and the first backoff (doubling, ≤ 60 s).
     fetch_attempts: int = Field(6, ge=1)
     fetch_backoff_s: float = Field(0.5, gt=0)
@@ -172,6 +199,20 @@ class GatewayConfig(BaseModel):
     max_provider_connections: int = Field(200, ge=1)
     # tenant → bearer tokens for /v1/runs… (services/gateway/auth.py); empty: open API.
     api_tokens: dict[str, list[SecretStr]] = Field(default_factory=dict)
+
+    @field_validator("max_body_bytes")
+    @classmethod
+    def _webhook_fits_a_record(cls, value: int) -> int:
+        if value > WEBHOOK_BODY_FIT:
+            raise ValueError(f"{value} is more than a webhook frame record holds; at most "
+                             f"{WEBHOOK_BODY_FIT} (MAX_RECORD_BYTES {MAX_RECORD_BYTES} less the "
+                             "frame's other fields)")
+        return value
+
+    @field_validator("default_tenant")
+    @classmethod
+    def _tenant_is_an_id(cls, value: str) -> str:
+        return _check_tenant(value)
 
     @field_validator("providers")
     @classmethod

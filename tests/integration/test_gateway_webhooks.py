@@ -156,19 +156,27 @@ def gateway_config(settings: PipelineSettings, provider_url: str, **overrides: A
     return GatewayConfig(**values)
 
 
-@pytest.fixture
-def start_gateway(settings: PipelineSettings, provider: FakeProvider
-                  ) -> Iterator[Callable[..., ServedApp]]:
+def gateway_starter(make_config: Callable[..., GatewayConfig]
+                    ) -> Iterator[Callable[..., ServedApp]]:
+    """A fixture's body: yields ``start(**overrides)``, which serves a gateway of
+    ``make_config(**overrides)``; every gateway started is stopped at the end."""
     started: list[ServedApp] = []
 
     def start(**overrides: Any) -> ServedApp:
-        served = serve_in_thread(create_app(gateway_config(settings, provider.url, **overrides)))
+        served = serve_in_thread(create_app(make_config(**overrides)))
         started.append(served)
         return served
 
     yield start
     for served in started:
         served.stop()
+
+
+@pytest.fixture
+def start_gateway(settings: PipelineSettings, provider: FakeProvider
+                  ) -> Iterator[Callable[..., ServedApp]]:
+    yield from gateway_starter(lambda **overrides: gateway_config(settings, provider.url,
+                                                                  **overrides))
 
 
 @pytest.fixture
