@@ -23,6 +23,7 @@ import only repeats records that consumers dedupe by ``(run_id, seq)``.
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import os
@@ -45,6 +46,8 @@ EVENT = "modelevents.ModelEvent"
 FRAME = "modelevents.ProviderFrame"
 ARCHIVE_CODEC = "deflate"
 _KEEP_NAMES = {EVENT: "event", FRAME: "frame"}
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MILLISECOND = dt.timedelta(milliseconds=1)
 
 
 class ArchiveError(InputError):
@@ -99,7 +102,8 @@ def record_of(value: bytes) -> tuple[str, dict[str, Any]]:
     current = schema_set.current_fingerprint[name] == bytes(value[2:10])
     try:
         record = fastavro.schemaless_reader(
-            io.BytesIO(value[10:]), writer, None if current else schema_set.current[name],
+            # Both schemas without logical types: timestamps stay epoch-millisecond ints.
+            io.BytesIO(value[10:]), writer, None if current else schema_set.plain[name],
             return_record_name=True, return_record_name_override=True)
     except Exception as exc:  # fastavro raises bare exceptions of many types on corrupt bodies
         raise SchemaError(f"corrupt {name} record: {exc}") from exc
@@ -260,6 +264,9 @@ def read_archive(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
     # Schema resolution halves fastavro's read speed: only ask for it when the file was written
     # with another version of the schemas.
     reader_schema = None if info.current_schema else _parsed(with_frames)
+    # fastavro turns the header schema's timestamp-millis longs into datetimes (by the writer
+    # schema, whatever the reader's): back to the epoch-millisecond ints record_of gives.
+    timestamps = codec.schemas().timestamp_fields
     with _open(path) as fo:
         reader = _container_reader(path, fo, reader_schema)
         position = 0
@@ -270,6 +277,10 @@ def read_archive(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
                     name, record = item
                 else:
                     name, record = EVENT, item
+                for field in timestamps[name]:
+                    moment = record.get(field)
+                    if isinstance(moment, dt.datetime):
+                        record[field] = (moment - _EPOCH) // _MILLISECOND
                 yield name, record
         except ArchiveError:
             raise

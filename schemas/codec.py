@@ -16,6 +16,20 @@ repeat on every event: their encodings are memoized. Records written with a curr
 read by readers compiled from it (``avro_reader``; the tests hold them equal to fastavro's
 reader); records of an earlier schema version are read, and resolved, by fastavro.
 
+Fingerprints are the spec's (issue #11 §4): every schema file is self-contained and parsed
+alone, so the fingerprint is CRC-64-AVRO of the Parsing Canonical Form official Avro (Java's
+``SchemaNormalization``, Python's ``avro``) computes from that one file, and Java's
+``BinaryMessageDecoder`` given the file reads the record. Until v2, run_state.avsc referred to
+``modelevents.Usage`` of model_event.avsc and the codec hashed a canonical form that named Usage
+without defining it: RunState records carried 6cad731c9afff2f0, not the spec's 00f0530e69598914
+(the other records' fingerprints were already right). ``LEGACY_FINGERPRINTS`` maps each such old
+fingerprint to the history file of the schema it named (history/run_state.v1.avsc, Usage defined
+inline), so records already on the compacted ``runs`` topic stay readable — through the compiled
+reader, their binary form being today's; nothing is written under an old fingerprint any more.
+Timestamps are ``timestamp-millis`` longs (epoch milliseconds, UTC) and stay ``int`` in Python:
+the compiled reader and writer see a long, and fastavro reads with schemas stripped of logical
+types (it would give datetimes); a logical type changes neither the encoding nor the fingerprint.
+
 The Confluent wire form (magic 0 + 4-byte registry id) is the other common choice; it needs a
 registry service and is left to the Kafka layer to add when one is configured.
 """
@@ -54,7 +68,7 @@ HISTORY_DIR = AVRO_DIR / "history"
 MAGIC = b"\xc3\x01"
 NAMESPACE = "modelevents"
 
-# Files in dependency order: run_state refers to modelevents.Usage defined in model_event.
+# Each file is self-contained (run_state defines Usage, the payload record of model_event, too).
 CURRENT_FILES = ("model_event.avsc", "provider_frame.avsc", "run_state.avsc", "dead_letter.avsc")
 
 # (record, field) of strings drawn from a small vocabulary, repeated from event to event (the
@@ -80,38 +94,105 @@ CACHED_STRINGS = frozenset({
 
 
 def _fingerprint(parsed: dict) -> bytes:
+    """CRC-64-AVRO of the Parsing Canonical Form, little-endian as the header carries it.
+
+    ``parsed`` must be self-contained (parsed alone): the canonical form defines each named type
+    in full where it is first used, and fastavro writes a type known from another schema as a
+    bare name instead — the RunState fingerprint of modelevents ≤ v1 (see LEGACY_FINGERPRINTS).
+    """
     return bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
 
 
+# Fingerprints that modelevents ≤ v1 wrote in headers although they are not the spec's, and the
+# history file of the writer schema each named. v1 parsed run_state.avsc (which then referred to
+# modelevents.Usage of model_event.avsc) in one namespace with model_event and hashed a canonical
+# form naming Usage without defining it: 6cad731c9afff2f0 where official Avro computes
+# 00f0530e69598914. The compacted `runs` topic keeps such records for ever, so they stay readable.
+LEGACY_FINGERPRINTS: dict[bytes, str] = {
+    bytes.fromhex("6cad731c9afff2f0"): "run_state.v1.avsc",
+}
+
+
+def _without_logical_types(schema: Any) -> Any:
+    """The schema with no ``logicalType``: the same binary form, read as plain values.
+
+    The contract's timestamps are ``timestamp-millis`` longs and stay ``int`` in Python; fastavro
+    would turn them into datetimes on read (by the writer schema's logical type), so every schema
+    fastavro reads with loses its logical types first. The compiled reader and writer read the
+    ``type`` alone and need no such copy."""
+    if isinstance(schema, dict):
+        return {k: _without_logical_types(v) for k, v in schema.items() if k != "logicalType"}
+    if isinstance(schema, list):
+        return [_without_logical_types(s) for s in schema]
+    return schema
+
+
+def _is_timestamp(schema: Any) -> bool:
+    """A timestamp-millis long, or a union of null and one."""
+    branches = schema if isinstance(schema, list) else [schema]
+    return any(isinstance(b, dict) and b.get("logicalType") == "timestamp-millis"
+               for b in branches)
+
+
 class SchemaSet:
-    """The current reader schemas by record name and every known writer schema by fingerprint."""
+    """The current reader schemas by record name and every known writer schema by fingerprint.
+
+    Every file is self-contained and parsed alone (as a client given that one file parses it),
+    so its fingerprint is the one official Avro computes."""
 
     def __init__(self, avro_dir: Path = AVRO_DIR) -> None:
+        # The current schemas as shipped (logical types included): fastavro writes with them.
         self.current: dict[str, dict] = {}
+        # The same without logical types: the reader schema of fastavro's resolution.
+        self.plain: dict[str, dict] = {}
         self.current_fingerprint: dict[str, bytes] = {}
+        # Fingerprint → (record name, writer schema without logical types, for fastavro).
         self.writers: dict[bytes, tuple[str, dict]] = {}
         # Python type name → compiled single-object encoder (magic + fingerprint + body).
         self.encoders: dict[str, Callable[[Any], bytes]] = {}
-        # Current fingerprint → (record name, compiled reader of a record it wrote).
+        # Fingerprint → (record name, compiled reader of a record it wrote): the current
+        # fingerprints, and any other whose writer has the current canonical form.
         self.readers: dict[bytes, tuple[str, Callable[[bytes, int], dict]]] = {}
-        named: dict[str, Any] = {}
+        # Record name → its top-level timestamp-millis fields (for readers that convert them).
+        self.timestamp_fields: dict[str, tuple[str, ...]] = {}
         compiled_named: dict[str, Any] = {}
+        canonical: dict[str, str] = {}  # current record name → its Parsing Canonical Form
         for name in CURRENT_FILES:
             raw = json.loads((avro_dir / name).read_text())
+            named: dict[str, Any] = {}
             parsed = fastavro.parse_schema(raw, named)
             full_name = parsed["name"]
             fp = _fingerprint(parsed)
             self.current[full_name] = parsed
+            self.plain[full_name] = fastavro.parse_schema(_without_logical_types(raw), {})
             self.current_fingerprint[full_name] = fp
-            self.writers[fp] = (full_name, parsed)
+            self.timestamp_fields[full_name] = tuple(
+                f["name"] for f in raw["fields"] if _is_timestamp(f["type"]))
+            canonical[full_name] = to_parsing_canonical_form(parsed)
+            self.writers[fp] = (full_name, self.plain[full_name])
+            # Records of the same short name (Usage, in model_event and run_state) are one record
+            # defined twice (a test holds them equal): sharing their compiled functions is right.
             self.encoders[raw["name"]] = compile_encoder(raw, MAGIC + fp, compiled_named,
                                                          CACHED_STRINGS)
             self.readers[fp] = (full_name, compile_reader(parsed, named))
         history = avro_dir / "history"
+        by_file: dict[str, tuple[bytes, str, dict]] = {}
         for path in sorted(history.glob("*.avsc")) if history.is_dir() else ():
             # Each historical file is self-contained; parse it in its own namespace of names.
-            parsed = fastavro.parse_schema(json.loads(path.read_text()), {})
-            self.writers.setdefault(_fingerprint(parsed), (parsed["name"], parsed))
+            raw = json.loads(path.read_text())
+            parsed = fastavro.parse_schema(_without_logical_types(raw), {})
+            fp = _fingerprint(parsed)
+            by_file[path.name] = (fp, parsed["name"], parsed)
+            self.writers.setdefault(fp, (parsed["name"], parsed))
+        for legacy, file_name in LEGACY_FINGERPRINTS.items():
+            if file_name not in by_file:
+                continue  # a test schema set without that history
+            fp, full_name, parsed = by_file[file_name]
+            self.writers.setdefault(legacy, (full_name, parsed))
+            if full_name in canonical and to_parsing_canonical_form(parsed) == canonical[full_name]:
+                # Written in today's binary form under its old name: the compiled reader reads it
+                # at full speed (RunState v1 differs from v2 only by logical types).
+                self.readers.setdefault(legacy, self.readers[self.current_fingerprint[full_name]])
 
 
 @cache
@@ -231,7 +312,7 @@ def decode(data: bytes) -> ModelEvent | ProviderFrame | RunState | DeadLetter:
     name, writer = known
     try:
         record = fastavro.schemaless_reader(
-            io.BytesIO(data[10:]), writer, schema_set.current[name],
+            io.BytesIO(data[10:]), writer, schema_set.plain[name],
             return_record_name=True, return_record_name_override=True)
     except Exception as exc:  # fastavro raises bare exceptions of many types on corrupt bodies
         raise SchemaError(f"corrupt {name} record ({len(data)} bytes): {exc}") from exc

@@ -117,3 +117,85 @@ def test_the_java_reference_implementation_reads_an_export(tmp_path: Path) -> No
     assert lines[1:] == (
         [f"event {e.event_id} {e.kind} {e.seq} {type(e.payload).__name__}" for e in events]
         + [f"frame {f.frame_id} {len(f.body)}" for f in frames])
+
+
+# --- Kafka values: BinaryMessageDecoder, the single-object decoder of the reference library -----
+
+MESSAGE_READER = """
+import java.io.File;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.file.Files;
+import org.apache.avro.Schema;
+import org.apache.avro.SchemaNormalization;
+import org.apache.avro.generic.GenericData;
+import org.apache.avro.generic.GenericRecord;
+import org.apache.avro.message.BinaryMessageDecoder;
+
+public class ReadMessages {
+  // args: schema file, then record files; one line per record.
+  public static void main(String[] args) throws Exception {
+    Schema schema = new Schema.Parser().parse(new File(args[0]));
+    byte[] fp = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN)
+        .putLong(SchemaNormalization.parsingFingerprint64(schema)).array();
+    StringBuilder hex = new StringBuilder();
+    for (byte b : fp) hex.append(String.format("%02x", b));
+    System.out.println("schema " + schema.getFullName() + " " + hex);
+    BinaryMessageDecoder<GenericRecord> decoder = new BinaryMessageDecoder<>(GenericData.get(), schema);
+    for (int i = 1; i < args.length; i++) {
+      byte[] value = Files.readAllBytes(new File(args[i]).toPath());
+      try {
+        GenericRecord r = decoder.decode(value);
+        StringBuilder times = new StringBuilder();
+        for (String name : new String[] {"received_at", "started_at", "updated_at", "finished_at", "at"}) {
+          if (r.getSchema().getField(name) != null) times.append(" ").append(name).append("=").append(r.get(name));
+        }
+        System.out.println("read " + new File(args[i]).getName() + times);
+      } catch (Exception e) {
+        System.out.println("refused " + new File(args[i]).getName() + " " + e.getClass().getSimpleName());
+      }
+    }
+  }
+}
+"""
+
+
+def test_the_java_reference_implementation_decodes_every_kafka_value(tmp_path: Path) -> None:
+    """Issue #11 §4: Java's BinaryMessageDecoder, given a shipped schema file, computes the
+    fingerprint itself and decodes every record the codec writes with it — RunState included
+    (its fingerprint was 6cad731c9afff2f0 until v2, which Java refused; the v1 sample shows it)."""
+    from tests.schemas.sample_records import PAYLOADS, model_event, other_records
+
+    records: dict[str, object] = {f"model_event.{k}": model_event(k, seq=i)
+                                  for i, k in enumerate(sorted(PAYLOADS))}
+    records.update(other_records())
+    files = {"ModelEvent": "model_event.avsc", "ProviderFrame": "provider_frame.avsc",
+             "RunState": "run_state.avsc", "DeadLetter": "dead_letter.avsc"}
+    source = tmp_path / "ReadMessages.java"
+    source.write_text(MESSAGE_READER)
+    old_runs = Path(__file__).parents[1] / "schemas" / "samples" / "v1" / "run_state.bin"
+    for type_name, file_name in files.items():
+        chosen = {key: obj for key, obj in records.items() if type(obj).__name__ == type_name}
+        paths = []
+        for key, obj in chosen.items():
+            (tmp_path / f"{key}.bin").write_bytes(codec.encode(obj))
+            paths.append(str(tmp_path / f"{key}.bin"))
+        if type_name == "RunState":
+            paths.append(str(old_runs))
+        proc = subprocess.run([shutil.which("java") or "java", "-cp", f"{avro_jars()}/*",
+                               str(source), str(codec.AVRO_DIR / file_name), *paths],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        fp = codec.schemas().current_fingerprint[f"modelevents.{type_name}"].hex()
+        assert lines[0] == f"schema modelevents.{type_name} {fp}"
+        expected = []
+        for key, obj in chosen.items():
+            times = [(n, getattr(obj, n)) for n in ("received_at", "started_at", "updated_at",
+                                                    "finished_at", "at") if hasattr(obj, n)]
+            expected.append(f"read {key}.bin" + "".join(
+                f" {n}={'null' if v is None else v}" for n, v in times))
+        if type_name == "RunState":
+            # Written under the old fingerprint: the codec still reads it, Java cannot.
+            expected.append("refused run_state.bin MissingSchemaException")
+        assert lines[1:] == expected

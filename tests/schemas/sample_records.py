@@ -4,7 +4,7 @@ of each released schema version (tests/schemas/samples/<version>/) and in round-
 from __future__ import annotations
 
 from modelevents.schemas import events as ev
-from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.frames import FramePiece, ProviderFrame
 from modelevents.schemas.run_state import DeadLetter, RunState
 
 PAYLOADS: dict[str, ev.Payload] = {
@@ -51,14 +51,21 @@ PAYLOADS: dict[str, ev.Payload] = {
 }
 
 
+# The kind whose sample is the first piece of an event cut into pieces (schema v2's piece).
+PIECE_KIND = "text.delta"
+
+
 def model_event(kind: str, seq: int = -1) -> ev.ModelEvent:
-    return ev.ModelEvent(
+    event = ev.ModelEvent(
         event_id=f"evt-{kind}", run_id="run-1", tenant="acme", provider="openai",
         api="openai-responses", model="gpt-5", kind=kind, seq=seq,
         source=ev.EventSource(frame_id="s0:3", index=0, transport="sse", cursor="3"),
         received_at=1_764_460_800_000, adapter="openai_responses@1",
         envelope=ev.Envelope(content_type="application/json", body=b'{"type": "x"}'),
         payload=PAYLOADS[kind])
+    if kind == PIECE_KIND:
+        event.piece = ev.Piece(index=0, count=2)
+    return event
 
 
 def other_records() -> dict[str, object]:
@@ -67,12 +74,14 @@ def other_records() -> dict[str, object]:
             frame_id="s0:0", run_key="run-1", provider="anthropic", api="anthropic-messages",
             transport="sse", received_at=1_764_460_800_000, content_type="application/json",
             body=b'{"type":"ping"}', stream_id="s0", sse_event="ping",
-            headers={"request-id": "req_1"}, http_status=200),
+            headers={"request-id": "req_1"}, http_status=200,
+            piece=FramePiece(index=1, count=3)),
         "run_state": RunState(
             run_id="run-1", tenant="acme", status="waiting_for_tool", provider="openai",
             api="openai-responses", model="gpt-5", provider_object_ids=["resp_1"],
             reason="tool_results", open_tool_calls=["call_1"], last_seq=7, event_count=8,
-            usage=ev.Usage(input_tokens=10, output_tokens=5)),
+            usage=ev.Usage(input_tokens=10, output_tokens=5), started_at=1_764_460_800_000,
+            updated_at=1_764_460_801_250),
         "dead_letter": DeadLetter(stage="apply", reason="illegal transition", error_type="Illegal",
                                   at=1_764_460_800_000, run_key="run-1", topic="x.ingest",
                                   partition=0, offset=42, record=b"\xc3\x01..."),

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from modelevents.schemas import codec
 from modelevents.schemas import events as ev
 from modelevents.schemas.errors import SchemaError, UnknownSchemaError
-from tests.schemas.sample_records import PAYLOADS, model_event, other_records
+from tests.schemas.sample_records import PAYLOADS, PIECE_KIND, model_event, other_records
 
 SAMPLES = Path(__file__).parent / "samples"
 
@@ -110,7 +110,44 @@ def test_frozen_samples_of_released_versions_stay_decodable(sample):
 
 
 def test_samples_exist_for_the_current_release():
-    assert len(list(SAMPLES.glob("v1/*.bin"))) == len(ev.KINDS) + 3
+    for version in ("v1", "v2"):
+        assert len(list(SAMPLES.glob(f"{version}/*.bin"))) == len(ev.KINDS) + 3, version
+    # v2's new fields are in its samples: a piece of an event and of a frame, timestamps.
+    piece = codec.decode((SAMPLES / "v2" / f"model_event.{PIECE_KIND}.bin").read_bytes())
+    assert piece.piece == ev.Piece(index=0, count=2)
+    frame = codec.decode((SAMPLES / "v2" / "provider_frame.bin").read_bytes())
+    assert frame.piece is not None and frame.piece.count == 3
+    state = codec.decode((SAMPLES / "v2" / "run_state.bin").read_bytes())
+    assert state.started_at == 1_764_460_800_000 and type(state.started_at) is int
+
+
+def test_v2_samples_carry_the_current_fingerprints():
+    current = set(codec.schemas().current_fingerprint.values())
+    assert {p.read_bytes()[2:10] for p in SAMPLES.glob("v2/*.bin")} == current
+
+
+def test_timestamps_stay_ints_when_fastavro_resolves_an_older_writer(tmp_path, monkeypatch):
+    """When today's schemas are history (the next release), their records go through fastavro's
+    resolution, which would turn timestamp-millis into datetimes: the codec gives ints still."""
+    new_dir = tmp_path / "avro"
+    shutil.copytree(codec.AVRO_DIR, new_dir)
+    for name in codec.CURRENT_FILES:
+        shutil.copy(codec.AVRO_DIR / name, new_dir / "history" / name.replace(".avsc", ".v2.avsc"))
+        schema = json.loads((new_dir / name).read_text())
+        # A change the Python types do not see but resolution must handle: the field order.
+        schema["fields"][:2] = schema["fields"][1::-1]
+        (new_dir / name).write_text(json.dumps(schema))
+    records = [model_event(kind, seq=1) for kind in sorted(PAYLOADS)] + list(
+        other_records().values())
+    written = [codec.encode(record) for record in records]
+    newer = codec.SchemaSet(new_dir)
+    assert not set(newer.readers) & {data[2:10] for data in written}  # fastavro's path
+    monkeypatch.setattr(codec, "schemas", lambda: newer)
+    for record, data in zip(records, written):
+        decoded = codec.decode(data)
+        assert decoded == record
+        for field in newer.timestamp_fields[f"modelevents.{type(record).__name__}"]:
+            assert type(getattr(decoded, field)) in (int, type(None)), field
 
 
 def test_a_newer_reader_resolves_records_of_the_old_writer(tmp_path):
