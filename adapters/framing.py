@@ -10,7 +10,11 @@
                 (transport "poll" unless the caller says otherwise).
 
 Frame bodies are the provider's bytes, verbatim (never re-serialized): they are what the
-envelope keeps and what replay re-normalizes. ``frame_id`` is ``f"{stream_id}:{index}"``, so the
+envelope keeps and what replay re-normalizes. A frame longer than ``max_event_bytes`` (default
+64 MiB; adapters/limits.py) — an SSE event, a JSON line, an array element, a whole object — is
+refused with :class:`~modelevents.adapters.limits.InputLimitError`: the incremental readers
+would otherwise buffer an element that never ends, and each frame is parsed into objects
+several times its size. ``frame_id`` is ``f"{stream_id}:{index}"``, so the
 same bytes always give the same frames.
 """
 
@@ -23,6 +27,7 @@ from contextlib import contextmanager
 
 import orjson
 
+from modelevents.adapters.limits import InputLimitError, current_limits
 from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.errors import FramingError
 from modelevents.schemas.frames import ProviderFrame
@@ -70,11 +75,17 @@ def _object_or_lines(body: bytes) -> str:
     body = bytes(body)
     if body.startswith(_BOM):
         body = body[3:]
-    try:
-        orjson.loads(body)  # for JSON lines this stops at the end of the first line
-        return "json"
-    except orjson.JSONDecodeError:
-        pass
+    # A body over the frame limit is not parsed whole (that could cost many times its size in
+    # objects): one line is an object (refused as too long), several lines decide below.
+    if len(body) > current_limits().max_event_bytes:
+        if b"\n" not in body.strip():
+            return "json"
+    else:
+        try:
+            orjson.loads(body)  # for JSON lines this stops at the end of the first line
+            return "json"
+        except orjson.JSONDecodeError:
+            pass
     # Not one object. JSON lines if one of the first lines is a whole document; otherwise a
     # single object that is broken or cut short — the adapter reports it as malformed.
     for line in body.split(b"\n", _SNIFF_LINES)[:_SNIFF_LINES]:
@@ -121,6 +132,7 @@ def frames_from_bytes(body: bytes, *, run_key: str, provider: str, api: str,
             bodies = splitter.feed(body) + splitter.close()
         elif framing == "json":
             bodies = [bytes(body).strip()]
+            _check_frame_sizes(bodies, len(bodies[0]), "a JSON object")
             # A whole object is a poll response unless the caller says it came another way.
             transport = "poll" if transport == "sse" else transport
         else:
@@ -135,6 +147,15 @@ def frames_from_bytes(body: bytes, *, run_key: str, provider: str, api: str,
         for frame in frames:
             frame.http_status = http_status
     return frames
+
+
+def _check_frame_sizes(bodies: list[bytes], total: int, what: str) -> None:
+    """Refuse a frame over max_event_bytes; only input longer than the limit is measured."""
+    limit = current_limits().max_event_bytes
+    if total > limit:
+        longest = max(map(len, bodies), default=0)
+        if longest > limit:
+            raise InputLimitError(f"{what} of {longest:,} bytes", "max_event_bytes", value=limit)
 
 
 def _fields(*fields):
@@ -160,11 +181,15 @@ def gc_paused() -> Iterator[None]:
 
 
 def json_lines(body: bytes) -> list[bytes]:
-    """Non-blank lines, without their line endings or surrounding whitespace."""
+    """Non-blank lines, without their line endings or surrounding whitespace.
+
+    Raises InputLimitError for a line over max_event_bytes."""
     body = bytes(body)
     if body.startswith(_BOM):
         body = body[3:]
-    return [line for line in (raw.strip() for raw in body.split(b"\n")) if line]
+    lines = [line for line in (raw.strip() for raw in body.split(b"\n")) if line]
+    _check_frame_sizes(lines, len(body), "a JSON line")
+    return lines
 
 
 # Where an element's structure can change outside strings.
@@ -178,14 +203,21 @@ class JSONArraySplitter:
     Only structure is tracked (string boundaries with their escapes, bracket depth), never
     values, so a malformed element still comes out as one element — the adapter reports it —
     and the array after it is not lost. Elements are yielded as soon as their closing bracket
-    arrives; ``close()`` yields an element the input cut short.
+    arrives; ``close()`` yields an element the input cut short. An element longer than
+    ``max_element_bytes`` (default: the limits in effect) raises InputLimitError as soon as so
+    much of it is buffered.
     """
 
-    __slots__ = ("_buf", "_pos", "_start", "_depth", "_in_string", "_state")
+    __slots__ = ("_buf", "_pos", "_start", "_depth", "_in_string", "_state", "max_element_bytes")
 
     _BEFORE, _INSIDE, _AFTER = 0, 1, 2
 
-    def __init__(self) -> None:
+    def __init__(self, max_element_bytes: int | None = None) -> None:
+        self.max_element_bytes = (current_limits().max_event_bytes if max_element_bytes is None
+                                  else max_element_bytes)
+        self._reset()
+
+    def _reset(self) -> None:
         self._buf = bytearray()
         self._pos = 0  # next byte of _buf to scan
         self._start = -1  # where the open element starts in _buf; -1 between elements
@@ -268,10 +300,20 @@ class JSONArraySplitter:
                 start = 0
         self._pos, self._start, self._depth, self._in_string, self._state = (
             i, start, depth, in_string, state)
+        if n > self.max_element_bytes:  # only then can an element be too long
+            self._check_sizes(out)
         return out
+
+    def _check_sizes(self, out: list[bytes]) -> None:
+        limit = self.max_element_bytes
+        open_size = len(self._buf) if self._start >= 0 else 0
+        longest = max(open_size, max(map(len, out), default=0))
+        if longest > limit:
+            raise InputLimitError(f"a JSON array element of {longest:,} bytes or more",
+                                  "max_event_bytes", value=limit)
 
     def close(self) -> list[bytes]:
         """End of input: an element cut short is returned as it is (it will not parse)."""
         rest = bytes(self._buf[self._start:]).strip() if self._start >= 0 else b""
-        self.__init__()
+        self._reset()
         return [rest] if rest else []

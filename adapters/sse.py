@@ -27,12 +27,20 @@ for line breaks left inside them. Otherwise complete events are cut out with
 ``event:`` + ``data:``) takes a fast path with no per-line loop.
 Input without a blank line is only appended to a list, so a huge event arriving in many small
 chunks costs linear time.
+
+Bounded: an event (the bytes between two blank lines) longer than ``max_event_bytes`` (default
+64 MiB, adapters/limits.py) raises :class:`~modelevents.adapters.limits.InputLimitError` as soon
+as its pending bytes pass the bound — a stream that never sends a blank line cannot grow the
+decoder without end. The check costs one addition per chunk; only a chunk larger than the bound
+itself has its events measured.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from modelevents.adapters.limits import InputLimitError, current_limits
 
 _BOM = b"\xef\xbb\xbf"
 _LF = 0x0A
@@ -50,14 +58,19 @@ class SSEDecoder:
     """Feed bytes as they arrive; get each message once its blank line has been seen."""
 
     __slots__ = ("strict", "last_event_id", "retry", "_pending", "_tail_lf", "_cr_pending",
-                 "_at_start", "_head", "_retry_new", "_names", "_make")
+                 "_at_start", "_head", "_retry_new", "_names", "_make", "max_event_bytes",
+                 "_pending_size")
 
     def __init__(self, *, strict: bool = False,
                  message: Callable[[str | None, bytes, str | None, int | None], Any] = SSEMessage,
-                 ) -> None:
+                 max_event_bytes: int | None = None) -> None:
         """``message`` builds what ``feed`` returns from (event, data, id, retry); bulk callers
-        that consume messages at once pass a plain-tuple maker and skip an object per frame."""
+        that consume messages at once pass a plain-tuple maker and skip an object per frame.
+        ``max_event_bytes``: the longest event accepted (default: the limits in effect)."""
         self.strict = strict
+        self.max_event_bytes = (current_limits().max_event_bytes if max_event_bytes is None
+                                else max_event_bytes)
+        self._pending_size = 0  # bytes in _pending: the open event's length so far
         self._make = message
         self.last_event_id: str | None = None
         self.retry: int | None = None  # the reconnection time currently in effect
@@ -90,11 +103,17 @@ class SSEDecoder:
         if b"\n\n" not in chunk and not (self._tail_lf and chunk[0] == _LF):
             self._pending.append(chunk)
             self._tail_lf = chunk[-1] == _LF
+            self._pending_size += len(chunk)
+            if self._pending_size > self.max_event_bytes:
+                self._too_long(self._pending_size)
             return []
         if self._pending:
             self._pending.append(chunk)
             chunk = b"".join(self._pending)
             self._pending.clear()
+        self._pending_size = 0
+        if len(chunk) > self.max_event_bytes:  # rare: only then can one event be too long
+            self._check_events(chunk)
         make = self._make
         last_id = self.last_event_id
         retry_new = self._retry_new
@@ -110,6 +129,7 @@ class SSEDecoder:
         if rest:
             self._pending.append(rest)
             self._tail_lf = rest[-1] == _LF
+            self._pending_size = len(rest)
         else:
             self._tail_lf = False
         out: list[SSEMessage] = []
@@ -148,12 +168,22 @@ class SSEDecoder:
         if rest and not self.strict:
             self._parse_lines(rest.split(b"\n"), out)
         self._pending.clear()
+        self._pending_size = 0
         self._tail_lf = self._cr_pending = False
         self._at_start, self._head = True, b""
         self._retry_new = None
         return out
 
     # --- internals ----------------------------------------------------------------------------
+
+    def _check_events(self, chunk: bytes) -> None:
+        longest = max(map(len, chunk.split(b"\n\n")))
+        if longest > self.max_event_bytes:
+            self._too_long(longest)
+
+    def _too_long(self, size: int) -> None:
+        raise InputLimitError(f"an SSE event of {size:,} bytes or more", "max_event_bytes",
+                              value=self.max_event_bytes)
 
     def _strip_bom(self, chunk: bytes) -> bytes:
         head = self._head + chunk

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import zlib
 from pathlib import Path
 
 import orjson
@@ -11,7 +12,16 @@ import pytest
 
 from modelevents.adapters.cassette import looks_like_cassette, read_cassette
 from modelevents.adapters.framing import detect_framing
+from modelevents.adapters.limits import InputLimitError, InputLimits, using_limits
 from modelevents.schemas.errors import InputError
+from tests.adapters.bombs import (
+    one_call_cassette,
+    gzip_of_zeros,
+    run_limited,
+    sse_chunks,
+    truncated_gzip,
+    yaml_alias_bomb,
+)
 from tests.corpus import corpus_files, corpus_id, require_corpus
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "cassettes"
@@ -144,3 +154,95 @@ def test_gzip_cassettes_match_their_derived_bodies():
         assert read_cassette(cassette)[number - 1].body == path.read_bytes(), path.name
         checked += 1
     assert checked >= 8
+
+
+# --- hostile cassettes (issue #11 §3): bounded before the memory is spent -------------------
+
+def _read_in_capped_process(path: Path) -> str:
+    """read_cassette(path) in a subprocess capped at MEMORY_CAP; what it raised, or 'read'."""
+    program = ("import sys\n"
+               "from modelevents.adapters.cassette import read_cassette\n"
+               "from modelevents.adapters.limits import InputLimitError\n"
+               "try:\n"
+               "    read_cassette(sys.argv[1])\n"
+               "    print('read')\n"
+               "except InputLimitError as exc:\n"
+               "    print(exc.limit, exc, sep='\\n')\n")
+    done = run_limited(["-c", program, str(path)])
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    return done.stdout.decode()
+
+
+@pytest.mark.parametrize("build, limit", [
+    (lambda: one_call_cassette(gzip_of_zeros()), "max_ratio"),  # 1 MB on disk, 1 GiB inflated
+    (yaml_alias_bomb, "max_yaml_alias_nodes"),  # 500 bytes, 387M strings serialized
+], ids=["gzip-of-zeros", "yaml-alias-bomb"])
+def test_a_bomb_is_refused_under_a_memory_cap(tmp_path, build, limit):
+    path = tmp_path / "bomb.yaml"
+    path.write_bytes(build())
+    limit_hit, message = _read_in_capped_process(path).splitlines()
+    assert limit_hit == limit
+    assert message.startswith(f"{path}: ") and f"--{limit.replace('_', '-')}" in message
+
+
+def test_each_decompression_limit_is_enforced_and_named():
+    bomb = one_call_cassette(gzip_of_zeros(64 << 20))
+    with pytest.raises(InputLimitError) as caught:
+        read_cassette(bomb, limits=InputLimits(max_ratio=10_000, max_body_bytes=16 << 20))
+    assert caught.value.limit == "max_body_bytes"
+    assert "interaction 1's response body decompresses (gzip)" in str(caught.value)
+    one = one_call_cassette(gzip_of_zeros(16 << 20))
+    two = one + one.split(b"\n", 1)[1]  # the same interaction listed twice
+    assert len(read_cassette(two, limits=InputLimits(max_ratio=10_000))) == 2
+    with pytest.raises(InputLimitError) as caught:
+        read_cassette(two, limits=InputLimits(max_ratio=10_000, max_cassette_bytes=24 << 20))
+    assert caught.value.limit == "max_cassette_bytes" and "at interaction 2" in str(caught.value)
+    assert len(read_cassette(bomb, limits=InputLimits(max_ratio=10_000))) == 1  # raised: read
+
+
+def test_a_small_body_may_compress_well_past_the_ratio():
+    text = sse_chunks(1) * 2000  # ~200 KB of one repeated frame: compresses ~200x
+    [interaction] = read_cassette(one_call_cassette(gzip.compress(text, mtime=0)))
+    assert interaction.body == text
+
+
+def test_a_truncated_gzip_body_is_one_clear_error():
+    with pytest.raises(InputError) as caught:
+        read_cassette(one_call_cassette(truncated_gzip()), name="cut.yaml")
+    assert str(caught.value) == (
+        "cassette cut.yaml, interaction 1: the gzip response body is cut short (it ends before "
+        "its end-of-stream marker): the recording is incomplete; re-record it")
+
+
+def test_multi_member_gzip_and_raw_deflate_bodies():
+    text = sse_chunks()
+    members = gzip.compress(text[:100], mtime=0) + gzip.compress(text[100:], mtime=0)
+    assert read_cassette(one_call_cassette(members))[0].body == text
+    packer = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    raw = packer.compress(text) + packer.flush()
+    assert read_cassette(one_call_cassette(raw, encoding="deflate"))[0].body == text
+    assert read_cassette(one_call_cassette(zlib.compress(text), encoding="deflate"))[0].body == text
+
+
+def test_ordinary_aliases_are_read_and_recursive_ones_refused():
+    shared = (b"hdrs: &h {content-type: [application/json]}\n"
+              b"interactions:\n"
+              b"- request: {method: GET, uri: 'https://example.test/a'}\n"
+              b"  response: {status: {code: 200}, headers: *h, body: {string: '{}'}}\n"
+              b"- request: {method: GET, uri: 'https://example.test/b'}\n"
+              b"  response: {status: {code: 200}, headers: *h, parsed_body: {x: 1}}\n")
+    assert [i.content_type for i in read_cassette(shared)] == ["application/json"] * 2
+    with pytest.raises(InputLimitError, match="max_yaml_alias_nodes"):
+        read_cassette(shared, limits=InputLimits(max_yaml_alias_nodes=1))
+    recursive = (b"interactions:\n- request: {method: GET, uri: x}\n"
+                 b"  response: {status: {code: 200}, parsed_body: &r [*r]}\n")
+    with pytest.raises(InputError, match="recursive"):
+        read_cassette(recursive)
+
+
+def test_limits_in_effect_name_the_file():
+    with using_limits(InputLimits(max_ratio=2), source="given.yaml"):
+        with pytest.raises(InputLimitError) as caught:
+            read_cassette(one_call_cassette(gzip_of_zeros(8 << 20)))
+    assert str(caught.value).startswith("given.yaml: interaction 1's response body")
+    assert str(caught.value).endswith("raise it with --max-ratio")

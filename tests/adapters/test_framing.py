@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelevents.adapters.framing import JSONArraySplitter, detect_framing, frames_from_bytes
+from modelevents.adapters.limits import InputLimitError, InputLimits, using_limits
 from modelevents.schemas.errors import FramingError
 from tests.corpus import corpus_files, corpus_id, require_corpus
 
@@ -238,3 +239,31 @@ def test_every_recording_frames_into_json_documents(path):
 
 # Synthetic fixtures that really hold invalid JSON: their adapter must report `malformed_frame`.
 KNOWN_BROKEN = {"parallel-tool-call-wrapper.1.chunks.txt": 2}  # lines 1 and 6 miss closing braces
+
+
+# --- bounded (issue #11 §3): no frame over max_event_bytes ------------------------------------
+
+def test_an_array_element_without_end_is_refused_once_past_the_limit():
+    splitter = JSONArraySplitter(max_element_bytes=10_000)
+    assert splitter.feed(b'[{"a": 1}, {"b": "') == [b'{"a": 1}']
+    fed = 0
+    with pytest.raises(InputLimitError, match="a JSON array element of"):
+        while fed < 1_000_000:
+            splitter.feed(b"x" * 1000)
+            fed += 1000
+    assert fed <= 10_000
+
+
+@pytest.mark.parametrize("body, what", [
+    (b"data: x\n\ndata: " + b"y" * 300 + b"\n\n", "an SSE event of"),
+    (b'{"a": 1}\n{"b": "' + b"y" * 300 + b'"}\n', "a JSON line of"),
+    (b'[{"a": 1}, {"b": "' + b"y" * 300 + b'"}]', "a JSON array element of"),
+    (b'{"b": "' + b"y" * 300 + b'"}', "a JSON object of"),
+    (b'{\n "b": "' + b"y" * 300 + b'"\n}', "a JSON object of"),
+], ids=["sse", "jsonl", "json-array", "json", "json-pretty"])
+def test_a_frame_over_the_limit_is_refused_in_every_framing(body, what):
+    with using_limits(InputLimits(max_event_bytes=200), source="big.txt"):
+        with pytest.raises(InputLimitError) as caught:
+            frames_from_bytes(body, run_key="r", provider="", api="")
+    assert str(caught.value).startswith(f"big.txt: {what}")
+    assert len(frames_from_bytes(body, run_key="r", provider="", api="")) >= 1  # default: read

@@ -5,6 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import pytest
+
+from modelevents.adapters.limits import InputLimitError, InputLimits, using_limits
 from modelevents.adapters.sse import SSEDecoder, SSEMessage
 
 BOM = b"\xef\xbb\xbf"
@@ -278,3 +281,39 @@ def test_any_stream_any_chunking_round_trips(case):
     body, cuts, expected = case
     assert decode(body, cuts) == expected
     assert decode(body, cuts, strict=True) == expected
+
+
+# --- bounded (issue #11 §3): an event that never ends cannot grow the decoder without end ------
+
+def test_an_event_without_end_is_refused_once_past_the_limit():
+    decoder = SSEDecoder(max_event_bytes=10_000)
+    decoder.feed(b"data: {}\n\ndata: ")
+    fed = 0
+    with pytest.raises(InputLimitError) as caught:
+        while fed < 1_000_000:  # a stream that would never stop sending
+            decoder.feed(b"x" * 1000)
+            fed += 1000
+    assert fed <= 10_000  # refused as soon as the pending event passed the bound
+    assert caught.value.limit == "max_event_bytes"
+    assert "an SSE event of 10," in str(caught.value)
+
+
+def test_one_chunk_holding_a_too_long_event_is_refused_and_short_ones_pass():
+    decoder = SSEDecoder(max_event_bytes=100)
+    with pytest.raises(InputLimitError):
+        decoder.feed(b"data: a\n\ndata: " + b"x" * 200 + b"\n\n")
+    many = b"data: 0123456789\n\n" * 100  # a chunk far over the bound, every event under it
+    assert len(SSEDecoder(max_event_bytes=100).feed(many)) == 100
+    lines = b"".join(b"data: %d\n" % n for n in range(100)) + b"\n"  # one event of many lines
+    with pytest.raises(InputLimitError):
+        SSEDecoder(max_event_bytes=100).feed(lines)
+
+
+def test_the_bound_is_the_limit_in_effect_by_default():
+    with using_limits(InputLimits(max_event_bytes=50)):
+        decoder = SSEDecoder()
+    assert decoder.max_event_bytes == 50
+    assert SSEDecoder().max_event_bytes == 64 << 20
+    with pytest.raises(InputLimitError):
+        for _ in range(10):
+            decoder.feed(b"data: 0123456789")

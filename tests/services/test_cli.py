@@ -9,6 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.adapters.bombs import (
+    gzip_of_zeros,
+    one_call_cassette,
+    run_limited,
+    truncated_gzip,
+    yaml_alias_bomb,
+)
 from tests.corpus import corpus_files, corpus_id, require_corpus
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -102,3 +109,64 @@ def test_every_command_is_listed_and_answers_help():
         result = cli(command, "--help")
         assert result.returncode == 0, (command, result.stderr)
         assert b"usage: modelevents " + command.encode() in result.stdout
+
+
+# --- hostile inputs (issue #11 §3): one error line, exit 2, under a memory cap ---------------
+
+def _one_error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, result.stderr.decode()[-2000:]
+    assert result.stdout == b""
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1, lines[-20:]
+    assert lines[0].startswith("modelevents: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("build, option", [
+    (lambda: one_call_cassette(gzip_of_zeros()), "--max-ratio"),  # 1 MB → 1 GiB
+    (yaml_alias_bomb, "--max-yaml-alias-nodes"),  # 500 bytes → 387M strings
+], ids=["gzip-of-zeros", "yaml-alias-bomb"])
+def test_a_cassette_bomb_is_one_error_line_under_a_memory_cap(tmp_path, build, option):
+    path = tmp_path / "bomb.yaml"
+    path.write_bytes(build())
+    line = _one_error_line(run_limited([*CLI[1:], "normalize", str(path)]))
+    assert f"error: {path}: " in line and f"raise it with {option}" in line
+
+
+def test_raising_a_limit_meets_the_next_one(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_bytes(one_call_cassette(gzip_of_zeros()))
+    line = _one_error_line(run_limited([*CLI[1:], "normalize", "--max-ratio", "100000",
+                                        "--max-body-bytes", "32M", str(path)]))
+    assert "decompresses (gzip) to more than 33,554,432 bytes" in line
+    assert "max_body_bytes=33,554,432 bytes; if the input is trusted, raise it with " \
+           "--max-body-bytes" in line
+
+
+def test_a_truncated_gzip_body_is_one_error_line(tmp_path):
+    path = tmp_path / "cut.yaml"
+    path.write_bytes(one_call_cassette(truncated_gzip()))
+    line = _one_error_line(cli("normalize", str(path)))
+    assert f"cassette {path}, interaction 1: the gzip response body is cut short" in line
+
+
+@pytest.mark.parametrize("body, what", [
+    (b"data: " + b"x" * (3 << 20), "an SSE event of"),  # no blank line, ever
+    (b'{"a": 1}\n{"b": "' + b"x" * (3 << 20) + b'"}\n', "a JSON line of"),
+    (b'[{"a": 1}, {"b": "' + b"x" * (3 << 20) + b'"}]', "a JSON array element of"),
+    (b'{"b": "' + b"x" * (3 << 20) + b'"}', "a JSON object of"),
+], ids=["sse", "jsonl", "json-array", "json"])
+def test_a_frame_over_the_event_limit_is_one_error_line(tmp_path, body, what):
+    path = tmp_path / "long.txt"
+    path.write_bytes(body)
+    line = _one_error_line(cli("normalize", "--max-event-bytes", "2M", str(path)))
+    assert f"{path}: {what}" in line and "raise it with --max-event-bytes" in line
+
+
+def test_input_limits_are_documented_in_help():
+    for command in ("normalize", "feed"):
+        text = cli(command, "--help").stdout.decode()
+        for option, default in (("--max-body-bytes", "64M"), ("--max-cassette-bytes", "256M"),
+                                ("--max-ratio", "100"), ("--max-yaml-alias-nodes", "1,000,000"),
+                                ("--max-event-bytes", "64M")):
+            assert option in text and f"default {default}" in text, (command, option)
