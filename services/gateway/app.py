@@ -12,9 +12,13 @@ The app's lifespan starts what every request shares through ``app.state.gateway`
 (``services/gateway/state.py``): one idempotent Kafka producer (acks=all), the fetcher, the HTTP
 client to the providers, the capability manifest, the calls in flight and the view of the
 ``runs`` topic; it stops them on shutdown (calls in flight are cancelled: their frames so far
-are on Kafka, and the run's state says where it stopped). A :class:`KafkaUnavailable` (or another pipeline error) raised while a request waits
-for Kafka becomes 503 with ``Retry-After``: the sender retries, and nothing that was
-acknowledged is ever lost.
+are on Kafka, and the run's state says where it stopped). A :class:`KafkaUnavailable` raised
+while a request waits for Kafka becomes 503 with ``Retry-After``: the sender retries, and nothing
+that was acknowledged is ever lost; a client's mistake is a 4xx saying what to change
+(``services/gateway/errors.py``).
+
+Every HTTP request first meets :class:`Edge`: the bearer token (``/v1/``), the route's body
+limit and the read timeout, each decided before the body is read.
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ from modelevents.services.gateway import forwarded, health, runs, webhooks
 from modelevents.services.gateway.auth import CHALLENGE, Unauthorized, token_tenant
 from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, load_manifest
 from modelevents.services.gateway.config import GatewayConfig
+from modelevents.services.gateway.deliveries import Deliveries
 from modelevents.services.gateway.fetch import Fetcher
 from modelevents.services.gateway.run_views import RunStates
-from modelevents.services.gateway.state import Gateway, unavailable
+from modelevents.services.gateway.errors import error_answer
+from modelevents.services.gateway.state import Gateway
 from modelevents.services.kafka_io import start_producer
 
 __all__ = ["create_app", "ROUTERS"]
@@ -76,6 +82,7 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
         producer = await start_producer(config.kafka)
         gateway = Gateway(config, producer, manifest=manifest)
         gateway.fetcher = Fetcher(config, gateway.publish)
+        gateway.deliveries = Deliveries(config.dedupe_cache_size, config.dedupe_ttl_s)
         # Streams: read may wait between frames (a model thinking); connecting may not.
         gateway.http = httpx.AsyncClient(
             timeout=httpx.Timeout(config.call_timeout_s, connect=10.0),
@@ -93,13 +100,14 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
             await gateway.http.aclose()
             await gateway.fetcher.close()
             await producer.stop()
+            await gateway.deliveries.close()
 
     app = GatewayApp(title="modelevents gateway", version="0.1.0", description=_DESCRIPTION,
                      lifespan=lifespan)
     app.edge_config = config
     for router in ROUTERS:
         app.include_router(router)
-    app.add_exception_handler(ModelEventsError, _unavailable)
+    app.add_exception_handler(ModelEventsError, _model_events_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     return app
@@ -264,7 +272,6 @@ async def _invalid_request(request: Request, exc: RequestValidationError) -> JSO
                          "code": "invalid_request", "detail": errors}, status_code=422)
 
 
-async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
-    log.warning("%s %s: answered 503: %s", request.method, request.url.path, exc)
-    status, answer, headers = unavailable(exc)
+async def _model_events_error(request: Request, exc: ModelEventsError) -> JSONResponse:
+    status, answer, headers = error_answer(exc, f"{request.method} {request.url.path}")
     return JSONResponse(answer, status_code=status, headers=headers)

@@ -9,24 +9,33 @@ HMAC-SHA256 with the secret's key (``whsec_<base64>`` decoded, any other string 
 What a delivery gets, in order:
 
 1. unknown provider → 404; a tenant with no secrets for that provider → 404 (nothing is read);
-2. ``Content-Length`` above ``max_body_bytes`` → 413 before the body is read; a body that grows
-   past it while being read → 413;
-3. a missing header or a timestamp that is not an integer → 400; a timestamp outside the
-   tolerance (default 300 s, either way) → 401; no signature in the header matches any of the
-   tenant's secrets (several at once: rotation) → 401. Comparison is constant-time
-   (``hmac.compare_digest``). A rejected delivery writes nothing;
-4. a ``webhook-id`` acknowledged recently → 200 ``duplicate`` without a second write;
+2. ``Content-Length`` above ``max_body_bytes`` → 413 before the body is read (the app's edge
+   says so first: services/gateway/app.py); a body that grows past it while being read → 413;
+   a kept header longer than its cap (``webhook_limits.KEPT_VALUE_CAPS``) → 431. The limit is
+   at most what one frame record holds (``webhook_limits.WEBHOOK_BODY_FIT``), so every body
+   accepted here can be written: no delivery is answered a 503 that no retry could change;
+3. a missing header, a webhook-id that is not an id (``schemas/ids.py``) or a timestamp that is
+   not an integer → 400; a timestamp outside the tolerance (default 300 s, either way) → 401; no
+   signature in the header matches any of the tenant's secrets (several at once: rotation) →
+   401. Comparison is constant-time (``hmac.compare_digest``). A rejected delivery writes
+   nothing;
+4. one send per (tenant, provider, webhook-id) (``services/gateway/deliveries.py``): copies of
+   a delivery arriving together wait for the one send; a copy after it was acknowledged → 200
+   ``duplicate`` without a second write; a retry after a 503 whose send was acknowledged later
+   (the broker came back) → 200, nothing written again;
 5. the body, verbatim, becomes a ProviderFrame (transport ``webhook``, frame_id = webhook-id, so
    a redelivery is the same frame and the processor drops it) written with acks=all. Its run
    key is the run of the provider object the payload names when this gateway knows it — a call
    it made, or a run whose state on ``runs`` announced the object — so the delivery goes
    straight to that run, even before the processor has read the run's stream; otherwise the
    object id, which the processor resolves to the run that claimed it (services/processor.py,
-   "Run key resolution"). Only a run of the delivery's tenant is chosen. 200 once Kafka
-   acknowledged the frame, 503 (with Retry-After) when Kafka is unavailable, so the provider
-   retries: nothing acknowledged is ever lost;
+   "Run key resolution"); an object id that is not an id keys nothing and is not fetched (the
+   webhook-id keys the frame). Only a run of the delivery's tenant is chosen. 200 once Kafka
+   acknowledged the frame, 503 (with Retry-After) when it did not within ``ack_timeout_s``, so
+   the provider retries: nothing acknowledged is ever lost;
 6. a webhook that names an object but not its content (OpenAI ``response.*``, Gemini
-   ``interaction.*``) schedules the fetch of that object (``services/gateway/fetch.py``).
+   ``interaction.*``) schedules the fetch of that object (``services/gateway/fetch.py``) once
+   its frame is acknowledged — once per delivery, however many copies came.
 
 A signed body that is not JSON is still the provider's delivery: it is kept verbatim as a frame
 (keyed by its webhook-id, since no object id can be read) and acknowledged; the processor's
@@ -53,14 +62,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordTooLargeError
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.ids import MAX_ID_LENGTH, is_valid_id
 from modelevents.services.gateway.config import WEBHOOK_PROVIDERS
+from modelevents.services.gateway.deliveries import Deliveries
 from modelevents.services.gateway.fetch import FetchJob, fetch_target
-from modelevents.services.gateway.state import Gateway, gateway_of, unavailable
+from modelevents.services.gateway.errors import error_answer
+from modelevents.services.gateway.state import Gateway, gateway_of
+from modelevents.services.gateway.webhook_limits import KEPT_VALUE_CAPS
+from modelevents.services.kafka_io import KafkaUnavailable, await_acks, send_frame
 
 __all__ = ["router", "WebhookRejected", "accept_delivery", "serve_delivery", "verify_signature",
            "webhook_object"]
@@ -70,8 +85,6 @@ log = logging.getLogger("modelevents.gateway.webhooks")
 router = APIRouter(tags=["webhooks"])
 
 KEPT_HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature", "user-agent")
-# A webhook-id becomes a frame_id and a Kafka header value: bound it.
-MAX_WEBHOOK_ID = 256
 
 # provider (URL) → (API of the frames, provider named on frames and events)
 PROVIDER_API: dict[str, tuple[str, str]] = {
@@ -99,8 +112,10 @@ def verify_signature(headers: Mapping[str, str], body: bytes, keys: list[bytes],
                                        "Standard Webhooks deliveries only")
     webhook_id = headers["webhook-id"]
     timestamp = headers["webhook-timestamp"]
-    if len(webhook_id) > MAX_WEBHOOK_ID:
-        raise WebhookRejected(400, f"webhook-id longer than {MAX_WEBHOOK_ID} characters")
+    # The webhook-id becomes the frame_id, and maybe the run key: an id (schemas/ids.py).
+    if not is_valid_id(webhook_id):
+        raise WebhookRejected(400, f"webhook-id is not an id: 1 to {MAX_ID_LENGTH} characters "
+                                   "of ASCII letters, digits and . _ : -")
     try:
         sent_at = int(timestamp)  # int() tolerates spaces and leading zeros, as the SDK does
     except ValueError:
@@ -164,7 +179,7 @@ async def accept_delivery(gateway: Gateway, provider: str, tenant: str | None,
                           headers: Mapping[str, str], chunks) -> tuple[int, dict[str, Any]]:
     """Everything a delivery gets (the module docstring's steps 1-6): ``(HTTP status, JSON
     body)``. ``headers`` are looked up by lower-case name; ``chunks`` is an async iterator of
-    the body's bytes. Raises KafkaUnavailable when Kafka did not acknowledge (→ 503)."""
+    the body's bytes. Raises KafkaUnavailable when Kafka did not acknowledge in time (→ 503)."""
     config = gateway.config
     if provider not in WEBHOOK_PROVIDERS:
         return 404, {"error": f"no webhooks for provider {provider!r}; this gateway accepts "
@@ -176,17 +191,51 @@ async def accept_delivery(gateway: Gateway, provider: str, tenant: str | None,
                               f"add providers.{provider}.webhook_secrets.{tenant} to the gateway "
                               "config"}
     try:
+        _check_kept_values(headers)
         body = await _read_limited(chunks, headers.get("content-length"), config.max_body_bytes)
         webhook_id, _ = verify_signature(headers, body, keys,
                                          tolerance_s=config.webhook_tolerance_s)
+        delivery = deliveries_of(gateway).get((tenant, provider, webhook_id))
+        if delivery is not None and delivery.answer is not None:
+            return 200, {"status": "duplicate", "frame_id": webhook_id}
+        if delivery is None:
+            frame, job = _frame_of(gateway, provider, tenant, webhook_id, headers, body)
+            delivery = deliveries_of(gateway).begin(
+                (tenant, provider, webhook_id), lambda: _send(gateway, frame, job))
+        try:
+            return 200, await delivery.wait(config.ack_timeout_s)
+        except TimeoutError:
+            raise KafkaUnavailable(gateway.settings.bootstrap_servers,
+                                   f"no acknowledgement within {config.ack_timeout_s:g} s; the "
+                                   "delivery stays queued, and its retry is answered once Kafka "
+                                   "acknowledges it") from None
     except WebhookRejected as exc:
         log.info("webhook %s/%s refused (%d): %s", provider, tenant, exc.status, exc.reason)
         return exc.status, {"error": exc.reason}
 
-    delivery = (provider, tenant, webhook_id)
-    if delivery in gateway.acked:
-        return 200, {"status": "duplicate", "frame_id": webhook_id}
 
+def deliveries_of(gateway: Gateway) -> Deliveries:
+    """The gateway's deliveries in single flight (services/gateway/deliveries.py), made on first
+    use when the app's lifespan did not (an app that includes ``router`` alone)."""
+    deliveries = getattr(gateway, "deliveries", None)
+    if deliveries is None:
+        deliveries = Deliveries(gateway.config.dedupe_cache_size, gateway.config.dedupe_ttl_s)
+        gateway.deliveries = deliveries  # type: ignore[attr-defined]
+    return deliveries
+
+
+def _check_kept_values(headers: Mapping[str, str]) -> None:
+    # What the frame keeps is bounded, so that any accepted delivery fits one record
+    # (webhook_limits.py); checked before the body is read or any signature computed.
+    for name, cap in KEPT_VALUE_CAPS.items():
+        if len(headers.get(name, "")) > cap:
+            raise WebhookRejected(431, f"the {name} header is longer than {cap} characters; "
+                                       "this endpoint accepts Standard Webhooks deliveries only")
+
+
+def _frame_of(gateway: Gateway, provider: str, tenant: str, webhook_id: str,
+              headers: Mapping[str, str], body: bytes) -> tuple[ProviderFrame, FetchJob | None]:
+    """The delivery's frame, and the fetch its object needs (None: it names none to fetch)."""
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -194,6 +243,11 @@ async def accept_delivery(gateway: Gateway, provider: str, tenant: str | None,
         log.warning("webhook %s/%s %s: signed body is not JSON; kept verbatim (the processor "
                     "reports it as malformed_frame)", provider, tenant, webhook_id)
     event_type, object_id = webhook_object(provider, doc)
+    if object_id is not None and not is_valid_id(object_id):
+        # Not an id: it could not key a run, and in a fetch URL it could change the path.
+        log.warning("webhook %s/%s %s names object %r, which is not an id; keyed by the "
+                    "webhook-id and not fetched", provider, tenant, webhook_id, object_id[:80])
+        object_id = None
     # Keyed by the object's run when the gateway knows it: the delivery then lands on the run's
     # partition behind the run's own frames, whatever the processor has read of them yet.
     run_key = ((object_id and gateway.run_of_object(object_id, tenant)) or object_id
@@ -204,13 +258,36 @@ async def accept_delivery(gateway: Gateway, provider: str, tenant: str | None,
         transport="webhook", received_at=int(time.time() * 1000),
         content_type=headers.get("content-type") or "application/json", body=body,
         tenant=tenant, headers={h: headers[h] for h in KEPT_HEADERS if h in headers})
-    meta = await gateway.publish(frame)
-    gateway.acked.add(delivery)
-    if gateway.fetcher is not None and object_id and fetch_target(provider, event_type, object_id):
-        gateway.fetcher.schedule(FetchJob(provider, tenant, api, object_id, webhook_id,
-                                          frame.run_key))
-    return 200, {"status": "accepted", "frame_id": webhook_id, "run_key": frame.run_key,
-                 "partition": meta.partition, "offset": meta.offset}
+    job = (FetchJob(provider, tenant, api, object_id, webhook_id, run_key)
+           if object_id and fetch_target(provider, event_type, object_id) else None)
+    return frame, job
+
+
+async def _send(gateway: Gateway, frame: ProviderFrame, job: FetchJob | None) -> dict[str, Any]:
+    """The delivery's one send: the frame queued and acknowledged, then the fetch scheduled —
+    also when every request had given up waiting (the provider's retry finds it done)."""
+    try:
+        future = await send_frame(gateway.producer, gateway.settings, frame)
+        meta = (await await_acks(gateway.settings, [future]))[0]
+    except (MessageSizeTooLargeError, RecordTooLargeError) as exc:
+        raise _too_large(exc) from exc
+    except ModelEventsError as exc:
+        if isinstance(exc.__cause__, (MessageSizeTooLargeError, RecordTooLargeError)):
+            raise _too_large(exc) from exc
+        raise
+    except KafkaError as exc:
+        raise KafkaUnavailable(gateway.settings.bootstrap_servers, repr(exc)) from exc
+    if job is not None and gateway.fetcher is not None:
+        gateway.fetcher.schedule(job)
+    return {"status": "accepted", "frame_id": frame.frame_id, "run_key": frame.run_key,
+            "partition": meta.partition, "offset": meta.offset}
+
+
+def _too_large(exc: Exception) -> WebhookRejected:
+    # Cannot happen within the limits (webhook_limits.py); if it does, a retry never succeeds,
+    # so it is a 413, not a 503.
+    return WebhookRejected(413, f"Kafka refuses this delivery's frame as too large ({exc}); "
+                                "lower max_body_bytes in the gateway config")
 
 
 _OPENAPI = {
@@ -229,7 +306,10 @@ _OPENAPI = {
         "400": {"description": "a Standard Webhooks header is missing or malformed"},
         "401": {"description": "bad signature or timestamp outside the tolerance"},
         "404": {"description": "unknown provider, or no webhook secrets for the tenant"},
+        "408": {"description": "the body did not arrive within read_timeout_s"},
         "413": {"description": "body larger than max_body_bytes"},
+        "431": {"description": "a kept header (signature, timestamp, user-agent, content-type) "
+                               "longer than its cap"},
         "503": {"description": "Kafka unavailable: nothing acknowledged, retry later"},
     },
 }
@@ -278,8 +358,7 @@ async def serve_delivery(gateway: Gateway, scope: dict, receive: Any, send: Any)
         status, answer = await accept_delivery(gateway, parts[0], parts[1] if len(parts) == 2
                                                else None, headers, _body_chunks(receive))
     except ModelEventsError as exc:
-        log.warning("POST %s: answered 503: %s", path, exc)
-        status, answer, extra = unavailable(exc)
+        status, answer, extra = error_answer(exc, f"POST {path}")
     body = orjson.dumps(answer)
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
@@ -292,7 +371,8 @@ async def _body_chunks(receive: Any):
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            return  # a cut body fails verification; nobody is there to hear the answer
+            # Cut off (by the client, or the app's edge: 408/413): no signature work on a part.
+            raise WebhookRejected(400, "the body ended before it was complete")
         yield message.get("body", b"")
         if not message.get("more_body", False):
             return
