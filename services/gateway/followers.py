@@ -3,14 +3,18 @@
 One Kafka consumer per followed run, whatever the number of its followers: a
 :class:`_Reader` reads the run's events of its owner (``event_reads.run_events``), encodes each
 as SSE once, keeps the last :attr:`RunFollowers.buffer_events` of them for followers that join
-late, and hands each to every follower's bounded queue. A follower whose queue holds
-:attr:`RunFollowers.max_pending` events it has not sent yet (a client that reads slower than the
-run writes, a stalled connection) is dropped from the fan-out: it sends what it holds — a
-contiguous run of seqs — and a comment saying why, and its stream ends cleanly; the client
-reconnects with ``Last-Event-ID`` (EventSource does) and goes on from there. So memory is one
-reader and a bounded buffer per followed run plus a bounded queue of shared items per follower,
-and it is given back when they leave: the reader stops (its consumer closed) with the last
-follower of its run, or after ``run.finished``.
+late, and hands each to every follower's bounded queue (:attr:`RunFollowers.max_pending` events
+it has not sent yet). When a queue is full the reader waits for it to have room, as long as
+followers go on sending: a follower catching up on a backlog drains its queue as fast as its
+client reads. When no follower sent anything for :attr:`RunFollowers.patience_s` while one's
+queue is full, that one's client stalled: it is too far behind and is dropped from the fan-out.
+It sends what it holds (a contiguous run of seqs) and a comment saying why, and its stream ends
+cleanly; the client reconnects with ``Last-Event-ID`` (EventSource does) and goes on from there.
+(So during a backlog the shared reader goes at the pace of its slowest follower that still
+reads; a live run writes far slower than any client reads, and only stalled clients are
+dropped.) So memory is one reader and a bounded buffer per followed run plus a bounded queue of
+shared items per follower, and it is given back when they leave: the reader stops (its consumer
+closed) with the last follower of its run, or after ``run.finished``.
 
 A follower that asks for events older than the reader's buffer (``Last-Event-ID`` far back,
 joining a long run late) catches up on a read of its own up to what the buffer covers, then
@@ -64,12 +68,17 @@ class _Item:
 class _Follower:
     """One follower's bounded queue of items not sent yet."""
 
-    def __init__(self, next_seq: int, limit: int) -> None:
+    def __init__(self, next_seq: int, limit: int, room: asyncio.Event) -> None:
         self.next_seq = next_seq  # the seq it is to get next
         self.limit = limit
         self.pending: deque[_Item] = deque()
         self.lagged = self.ended = self.tick = False
         self.wake = asyncio.Event()
+        self._room = room  # the reader's: set whenever a follower sent an item
+
+    @property
+    def full(self) -> bool:
+        return len(self.pending) >= self.limit
 
     def offer(self, item: _Item) -> bool:
         """Queue ``item`` (if the follower wants it); False when the queue is full — the
@@ -98,7 +107,9 @@ class _Follower:
     async def items(self) -> AsyncIterator[bytes]:
         while True:
             while self.pending:
-                yield self.pending.popleft().data
+                item = self.pending.popleft()
+                self._room.set()
+                yield item.data
             if self.lagged:
                 yield LAGGED
                 return
@@ -122,6 +133,7 @@ class _Reader:
         self.buffer: deque[_Item] = deque(maxlen=hub.buffer_events)
         self.next_seq = 0  # the seq of the next event it reads
         self.followers: set[_Follower] = set()
+        self.room = asyncio.Event()
         self.task = asyncio.create_task(self._read(), name=f"follow-{run_id}")
 
     @property
@@ -134,7 +146,7 @@ class _Reader:
         buffer (the caller catches up first)."""
         if after_seq + 1 < self.first_seq:
             return None
-        follower = _Follower(after_seq + 1, self.hub.max_pending)
+        follower = _Follower(after_seq + 1, self.hub.max_pending, self.room)
         for item in self.buffer:
             follower.offer(item)
         self.followers.add(follower)
@@ -153,6 +165,7 @@ class _Reader:
                     for follower in self.followers:
                         follower.ping()
                 else:
+                    await self._make_room()
                     self._fan_out(_Item(event.seq, sse_event(event)))
         except asyncio.CancelledError:
             raise
@@ -162,6 +175,19 @@ class _Reader:
             self.hub.drop(self, cancel=False)
             for follower in self.followers:
                 follower.end()
+
+    async def _make_room(self) -> None:
+        """Wait while a follower's queue is full, as long as followers go on sending: one
+        catching up on a backlog (as fast as its client reads) is not taken for one that
+        stalled. When no follower sent anything for ``patience_s``, the full ones stalled: the
+        next offer drops them."""
+        while any(f.full for f in self.followers):
+            self.room.clear()
+            try:
+                async with asyncio.timeout(self.hub.patience_s):
+                    await self.room.wait()
+            except TimeoutError:
+                return
 
     def _fan_out(self, item: _Item) -> None:
         self.buffer.append(item)
@@ -174,10 +200,12 @@ class RunFollowers:
     """The shared readers of this gateway's followed runs: :meth:`follow`."""
 
     def __init__(self, settings: PipelineSettings, *, buffer_events: int = 256,
-                 max_pending: int = 1024, idle_tick: float = IDLE_TICK_S) -> None:
+                 max_pending: int = 1024, patience_s: float = 2.0,
+                 idle_tick: float = IDLE_TICK_S) -> None:
         self.settings = settings
         self.buffer_events = buffer_events
         self.max_pending = max(max_pending, buffer_events)  # a joiner gets the whole buffer
+        self.patience_s = patience_s
         self.idle_tick = idle_tick
         self._readers: dict[tuple[str, str], _Reader] = {}
 
