@@ -29,9 +29,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import httpx
 import orjson
@@ -108,7 +109,9 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
     for router in ROUTERS:
         app.include_router(router)
     app.add_exception_handler(ModelEventsError, _model_events_error)
-    app.add_exception_handler(HTTPException, _http_error)
+    # Starlette's own (an unknown path: 404, a wrong method: 405) as well as the routes'.
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     return app
 
@@ -257,10 +260,23 @@ _EDGE_CODES = {400: "invalid_request", 401: "unauthorized", 408: "request_timeou
                413: "body_too_large"}
 
 
-async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     # One error shape across the gateway: {"error": "<what happened and what to do>"}.
-    return JSONResponse({"error": exc.detail}, status_code=exc.status_code,
-                        headers=exc.headers)
+    detail = exc.detail
+    if exc.status_code == 404 and detail == "Not Found":
+        detail = (f"no route {request.method} {request.url.path} on this gateway; its routes "
+                  "are listed at /docs")
+    elif exc.status_code == 405:
+        detail = (f"{request.url.path} does not take {request.method} (it takes "
+                  f"{(exc.headers or {}).get('Allow', 'another method')}); see /docs")
+    return JSONResponse({"error": detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    # A bug of the gateway's, not the client's: logged with its traceback by the server.
+    return JSONResponse({"error": f"the gateway failed on this request ({type(exc).__name__}); "
+                                  "nothing was kept — report it with the gateway's log",
+                         "code": "internal"}, status_code=500)
 
 
 async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:

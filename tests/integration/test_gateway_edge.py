@@ -16,15 +16,20 @@ import base64
 import secrets
 import socket
 import time
+from datetime import datetime, timezone
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
+from standardwebhooks.webhooks import Webhook
 
 from modelevents.services.asgi_thread import ServedApp
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
 from modelevents.services.settings import PipelineSettings
+from modelevents.schemas.frames import ProviderFrame
+from modelevents.services import kafka_io
+from tests.integration.pipeline import run
 from tests.integration.test_gateway_webhooks import gateway_starter
 
 pytestmark = pytest.mark.kafka
@@ -52,6 +57,12 @@ def start_gateway(pipeline_settings: PipelineSettings) -> Iterator[Callable[...,
 @pytest.fixture
 def gateway(start_gateway: Callable[..., ServedApp]) -> ServedApp:
     return start_gateway()
+
+
+def frames_written(settings: PipelineSettings) -> list[ProviderFrame]:
+    async def read() -> list[ProviderFrame]:
+        return [r.value async for r in kafka_io.read_records(settings, "frames", timeout=2.0)]
+    return run(read())
 
 
 # --- raw HTTP ---------------------------------------------------------------------------------
@@ -216,3 +227,48 @@ def test_a_request_without_a_body_is_not_cut_however_long_the_connection_lives(s
             status, data, closed = read_answer(sock)
             assert (status, closed) == (200, False), data
             time.sleep(1.0)
+
+
+# --- 5: a client's mistakes are 4xx that say what to do ---------------------------------------
+
+
+def signed(body: bytes, webhook_id: str, **extra: str) -> dict[str, str]:
+    sent_at = datetime.now(tz=timezone.utc)
+    return {"webhook-id": webhook_id, "webhook-timestamp": str(int(sent_at.timestamp())),
+            "webhook-signature": Webhook(SECRET).sign(webhook_id, sent_at, body.decode()),
+            "content-type": "application/json", **extra}
+
+
+def test_unknown_routes_and_methods_are_4xx_in_the_one_error_shape(gateway):
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    answer = httpx.get(gateway.url + "/v2/nothing", headers=auth)
+    assert answer.status_code == 404 and "/docs" in answer.json()["error"], answer.text
+    answer = httpx.get(gateway.url + "/v1/runs", headers=auth)
+    assert answer.status_code == 405 and "POST" in answer.json()["error"], answer.text
+    answer = httpx.post(gateway.url + "/v1/runs", content=b"{not json", headers=auth)
+    assert answer.status_code == 422 and answer.json()["code"] == "invalid_request", answer.text
+
+
+def test_webhook_mistakes_are_4xx_and_write_nothing(start_gateway, pipeline_settings):
+    served = start_gateway(providers=WEBHOOKS)
+    body = b'{"type": "response.completed", "data": {"id": "resp_edge"}}'
+    url = served.url + "/webhooks/openai"
+    cases = {
+        "a webhook-id that is not an id": (400, signed(body, "wh 1"), "webhook-id"),
+        "a signature header past its cap": (
+            431, signed(body, "wh_long_sig", **{"webhook-signature": " ".join(["v1,x"] * 1000)}),
+            "webhook-signature"),
+        "a content type past its cap": (
+            431, signed(body, "wh_long_ct", **{"content-type": "application/json;" + "x" * 300}),
+            "content-type"),
+        "no such tenant": (404, signed(body, "wh_tenant"), "webhook_secrets"),
+    }
+    for what, (status, headers, named) in cases.items():
+        path = url + ("/nobody" if what == "no such tenant" else "")
+        answer = httpx.post(path, content=body, headers=headers, timeout=30)
+        assert answer.status_code == status, (what, answer.text)
+        assert named in answer.json()["error"], (what, answer.text)
+    assert httpx.post(url, content=body, headers=signed(body, "wh_fine"), timeout=30
+                      ).status_code == 200
+    written = {f.frame_id for f in frames_written(pipeline_settings)}
+    assert written == {"wh_fine"}, written

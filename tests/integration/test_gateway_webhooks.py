@@ -433,6 +433,19 @@ def test_gemini_interaction_webhook_is_framed_and_fetched(settings, gateway, pro
     assert (path, sent.get("x-goog-api-key")) == ("/v1beta/interactions/v1_hooked", GEMINI_KEY)
 
 
+def test_an_object_id_that_is_not_an_id_keys_nothing_and_is_not_fetched(settings, gateway,
+                                                                          provider):
+    # In a fetch URL it would change the path the tenant's key is sent to.
+    seen = len(provider.requests)
+    body = b'{"type": "response.completed", "data": {"id": "../../v1/files"}}'
+    headers = delivery(body)
+    assert post(gateway, body, headers).status_code == 200
+    frame = wait_frame(settings, headers["webhook-id"])
+    assert (frame.body, frame.run_key) == (body, headers["webhook-id"])
+    time.sleep(1.0)
+    assert provider.requests[seen:] == []
+
+
 def test_a_fetch_the_provider_refuses_is_logged_and_never_blocks(settings, gateway, caplog):
     caplog.set_level(logging.INFO, logger="modelevents.gateway")
     body = openai_event("missing_resp")
