@@ -338,6 +338,9 @@ def cassette_streams(interactions: list[Interaction], candidates: tuple[str, ...
         frames = frames_from_bytes(interaction.body, run_key=run_id, provider="", api="",
                                    framing=framing, stream_id=stream_id,
                                    http_status=interaction.status)
+        if not frames:  # a body of whitespace between events, or SSE without a data line
+            on_skip(f"{label}: no frames in the response body")
+            continue
         if api is None:
             # Not a known model endpoint (a proxy path, or files/vector stores/conversations/
             # tokens): a model call only if an adapter recognizes what came back.

@@ -12,6 +12,7 @@ import pytest
 
 from modelevents.adapters.cassette import looks_like_cassette, read_cassette
 from modelevents.adapters.framing import detect_framing
+from modelevents.adapters.registry import normalize_bytes
 from modelevents.adapters.limits import InputLimitError, InputLimits, using_limits
 from modelevents.schemas.errors import InputError
 from tests.adapters.bombs import (
@@ -246,3 +247,26 @@ def test_limits_in_effect_name_the_file():
             read_cassette(one_call_cassette(gzip_of_zeros(8 << 20)))
     assert str(caught.value).startswith("given.yaml: interaction 1's response body")
     assert str(caught.value).endswith("raise it with --max-ratio")
+
+
+def test_a_call_whose_body_holds_no_frames_is_skipped_with_why_not_a_crash():
+    # An SSE body with no data line gives no frames: it raised IndexError in the registry.
+    empty_call = b"""- request:
+    method: POST
+    uri: https://api.anthropic.com/v1/messages
+  response:
+    headers:
+      content-type:
+      - text/event-stream
+    body:
+      string: ": keep-alive\n\n"
+    status:
+      code: 200
+      message: OK
+"""
+    cassette = TOOL_LOOP.read_bytes().replace(b"interactions:\n", b"interactions:\n" + empty_call, 1)
+    result = normalize_bytes(cassette, framing="cassette")
+    assert any("no frames" in line for line in result.skipped), result.skipped
+    alone = normalize_bytes(TOOL_LOOP.read_bytes(), framing="cassette", run_id=result.run_id)
+    assert [(e.kind, e.payload) for e in result.events] == [
+        (e.kind, e.payload) for e in alone.events]
