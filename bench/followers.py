@@ -24,7 +24,8 @@ import time
 import uuid
 from pathlib import Path
 
-from proc_stats import rss_mb  # bench/, beside this script
+from gateway import wait_ready  # bench/gateway.py, beside this script
+from proc_stats import rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTLE_S = 3.0  # after a phase, before memory is read (allocations and frees settle)
@@ -65,22 +66,6 @@ def events_so_far(port: int, run_id: str) -> int:
     answer = httpx.get(f"http://127.0.0.1:{port}/v1/runs/{run_id}/events",
                        params={"follow": "false"}, timeout=120)
     return answer.text.count("\nevent: ")  # one per SSE event (each starts with its id)
-
-
-def wait_ready(port: int, process: subprocess.Popen, timeout: float = 120.0) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"the gateway exited with {process.returncode}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("the gateway did not become ready")
 
 
 async def follower(port: int, run_id: str, last_seq: int, caught_up: asyncio.Event,
@@ -147,7 +132,7 @@ def main() -> int:
                                        "--loglevel", "warning"),
                                    stdout=log, stderr=subprocess.STDOUT, env=env)
         processes.append(gateway)
-        wait_ready(args.gateway_port, gateway)
+        wait_ready(args.gateway_port, gateway, timeout=120.0)
         run_id = f"bench-{uuid.uuid4().hex[:8]}"
         body = chat_stream(args.deltas)
         # What normalize gives but the end-of-input error (the stream stays open here).
