@@ -338,11 +338,13 @@ def _known_run(request: Request, run_id: str) -> tuple[RunState | None, str]:
     if owner is None:
         runner = gateway.runs.latest(run_id)
         owner = runner.call.tenant if runner is not None else None
+    # An owner found is final (a claim never changes); none found means nobody's only once
+    # the views have read their topics.
+    if owner is None and not gateway.views_caught_up():
+        raise HTTPException(503, detail="this gateway is still reading the runs and "
+                                        "run-owners topics; retry in a moment",
+                            headers={"Retry-After": "1"})
     if owner is None or not may_see(request, owner):
-        if not gateway.views_caught_up():
-            raise HTTPException(503, detail="this gateway is still reading the runs and "
-                                            "run-owners topics; retry in a moment",
-                                headers={"Retry-After": "1"})
         raise HTTPException(404, detail=f"no run {run_id!r}: not on the runs topic and not "
                                         "started by this gateway")
     return _owned_state(gateway, run_id, owner), owner
