@@ -158,12 +158,12 @@ def test_topics_command_creates_verifies_and_deletes(make_settings, cli_main, ca
     out = capsys.readouterr().out
     assert f"created   {settings.topic('runs')} (compacted)" in out
     assert cli_main(["topics", "verify", *args]) == 0
-    assert out.count("created") == 5 and capsys.readouterr().out.count("verified") == 5
+    assert out.count("created") == len(TOPICS) and capsys.readouterr().out.count("verified") == len(TOPICS)
     assert cli_main(["topics", "verify", *kafka_args(settings), "--partitions", "3"]) == 2
     assert "has 2 partitions, expected 3" in capsys.readouterr().err
     assert cli_main(["topics", "delete", *kafka_args(settings)]) == 2  # without --yes
     assert cli_main(["topics", "delete", "--yes", *kafka_args(settings)]) == 0
-    assert capsys.readouterr().out.count("deleted") == 5
+    assert capsys.readouterr().out.count("deleted") == len(TOPICS)
 
 
 # --- producer and feed -------------------------------------------------------------------------
