@@ -4,7 +4,9 @@
                        19400 + 10 * worker index (controller on port + 1), state in a temp dir;
                        yields its bootstrap string; stops it at the end of the session.
     pipeline_settings  function: PipelineSettings on that broker with a fresh topic prefix and
-                       Faust app id, its five topics created; they are deleted afterwards.
+                       Faust app id, its six topics created (frames, ingest, events, runs, dlq
+                       and the gateway's run-owners: services/settings.TOPICS); they are
+                       deleted afterwards.
     make_settings      function: a factory for more such settings in one test
                        (``make_settings(partitions=2, create_topics=False)``).
     settings           function: such settings with the pipeline tests' partition count
