@@ -16,6 +16,7 @@ from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES, DeadLetter, RunState
 from modelevents.services import kafka_io
 from modelevents.services.commands.kafka_options import ENV_HELP, add_kafka_options, run_async, settings_from_args
+from modelevents.services.gateway.owners import claim_document
 from modelevents.services.settings import TOPICS, PipelineSettings
 
 DEFAULT_TIMEOUT = 10.0
@@ -29,14 +30,16 @@ EXIT_NOT_TERMINAL = 1  # --until-terminal, but the topic went idle first
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "tail",
-        help="print the records of a pipeline topic (events, runs, dlq, frames, ingest) as JSON lines",
+        help="print the records of a pipeline topic (events, runs, dlq, frames, ingest, run-owners) "
+             "as JSON lines",
         description="Read a pipeline topic and print one JSON object per record: a ModelEvent as "
                     "`modelevents normalize` prints it (kind, seq, payload fields, run_id, "
                     "event_id, frame_id, ...), a RunState with all its fields, a DeadLetter with "
                     "the failed record's bytes in base64, a ProviderFrame with its body as text "
-                    "(base64 in body_base64 when it is not UTF-8). Stops after --timeout seconds "
-                    "without a record, or with --until-terminal when the run's terminal state is "
-                    "reached.",
+                    "(base64 in body_base64 when it is not UTF-8), a run-id claim on run-owners "
+                    "as the JSON object the gateway wrote (v, run_id, tenant, claimed_at). Stops "
+                    "after --timeout seconds without a record, or with --until-terminal when the "
+                    "run's terminal state is reached.",
         epilog=ENV_HELP + f" Exit status: 0 ok, {EXIT_NOT_TERMINAL} --until-terminal timed out "
                           "before the run ended, 2 error (Kafka unreachable, topic missing).")
     p.add_argument("--topic", required=True, choices=tuple(TOPICS), help="the topic to read")
@@ -96,6 +99,19 @@ def record_projection(obj: Any) -> dict[str, Any]:
     raise TypeError(f"no JSON shape for {type(obj).__name__}")
 
 
+def claim_projection(rec: kafka_io.Record) -> tuple[dict[str, Any], str | None]:
+    """A ``run-owners`` record: the claim's JSON object as written (services/gateway/owners.py),
+    or why it is not a claim (the gateways skip it: it owns nothing)."""
+    doc = claim_document(rec.raw)
+    if doc is None:
+        return {}, ("not a run-id claim (a JSON object with run_id and tenant); the gateways "
+                    "skip it")
+    if rec.key != doc["run_id"].encode():
+        return {}, (f"a claim of {doc['run_id']!r} keyed {rec.key_text!r}, not by its run id; "
+                    "the gateways skip it")
+    return doc, None
+
+
 def terminal_predicate(topic: str, run_id: str) -> Callable[[Any], bool]:
     """True for the record that ends ``run_id`` on ``topic`` (events, ingest or runs)."""
     if topic == "runs":
@@ -118,14 +134,19 @@ async def tail(settings: PipelineSettings, topic: str, out: BinaryIO, *, run_id:
     reached = False
     count = 0
     idle = math.inf if timeout <= 0 else timeout
+    claims = kafka_io.topic_name(settings, topic) == settings.topic("run-owners")
     async for rec in kafka_io.read_records(settings, topic, run_id=run_id, timeout=idle,
                                            until=until, from_beginning=from_beginning):
-        if rec.error is not None:
-            line: dict[str, Any] = {"error": rec.error, "record": _b64(rec.raw)}
-            meta_too = True
+        if claims:
+            line, error = claim_projection(rec)
+        elif rec.error is not None:
+            line, error = {}, rec.error
         else:
-            line = record_projection(rec.value)
-            meta_too = meta
+            line, error = record_projection(rec.value), None
+        meta_too = meta
+        if error is not None:
+            line = {"error": error, "record": _b64(rec.raw)}
+            meta_too = True
         if meta_too:
             line.update(_topic=rec.topic, _partition=rec.partition, _offset=rec.offset,
                         _key=rec.key_text)

@@ -51,7 +51,7 @@ import orjson
 from modelevents.services.gateway.topic_view import TopicView
 from modelevents.services.settings import PipelineSettings
 
-__all__ = ["RunOwners", "encode_claim", "decode_claim", "CLAIM_VERSION"]
+__all__ = ["RunOwners", "encode_claim", "decode_claim", "claim_document", "CLAIM_VERSION"]
 
 CLAIM_VERSION = 1
 
@@ -66,6 +66,14 @@ def encode_claim(run_id: str, tenant: str) -> bytes:
 
 def decode_claim(raw: bytes | None) -> tuple[str, str] | None:
     """``(run_id, tenant)`` of a claim; None for what is not one (skipped, never an owner)."""
+    doc = claim_document(raw)
+    return (doc["run_id"], doc["tenant"]) if doc is not None else None
+
+
+def claim_document(raw: bytes | None) -> dict[str, Any] | None:
+    """The whole JSON object of a claim (``modelevents tail --topic run-owners`` prints it);
+    None for what is not one: not JSON, not an object, or no non-empty ``run_id`` and
+    ``tenant`` strings."""
     try:
         doc = orjson.loads(raw or b"")
     except orjson.JSONDecodeError:
@@ -74,7 +82,7 @@ def decode_claim(raw: bytes | None) -> tuple[str, str] | None:
         return None
     run_id, tenant = doc.get("run_id"), doc.get("tenant")
     if isinstance(run_id, str) and isinstance(tenant, str) and run_id and tenant:
-        return run_id, tenant
+        return doc
     return None
 
 

@@ -26,6 +26,7 @@ from modelevents.schemas.errors import ConfigError
 from modelevents.schemas.run_state import DeadLetter, RunState
 from modelevents.services import cli, feeder, kafka_io, topics
 from modelevents.services.commands import tail as tail_command
+from modelevents.services.gateway.owners import encode_claim
 from modelevents.services.normalizer import is_end_of_input
 from modelevents.services.settings import TOPICS, PipelineSettings
 from tests.integration.conftest import broker_fixture
@@ -389,6 +390,44 @@ def test_tail_prints_frames_with_their_body(pipeline_settings) -> None:
     assert [line["body"].encode() for line in lines] == [f.body for f in fed.frames]
     assert {line["_topic"] for line in lines} == {pipeline_settings.topic("frames")}
     assert codec.decode(codec.encode(fed.frames[0])) == fed.frames[0]
+
+
+def test_tail_prints_run_id_claims_as_the_gateway_wrote_them(pipeline_settings, cli_main,
+                                                              capsysbinary) -> None:
+    # The bytes the gateway writes (state.Gateway._publish_claim): key the run id, value JSON.
+    claims = [("run-o1", encode_claim("run-o1", "acme")), ("run-o2", encode_claim("run-o2", "beta")),
+              ("run-o1", encode_claim("run-o1", "beta")),  # a lost race: printed, never owner
+              ("run-o2", b"junk"), ("run-o3", encode_claim("run-o4", "acme"))]
+
+    async def publish_claims() -> None:
+        producer = await kafka_io.start_producer(pipeline_settings)
+        try:
+            for key, value in claims:
+                await producer.send_and_wait(pipeline_settings.topic("run-owners"),
+                                             key=kafka_io.run_key_bytes(key), value=value)
+        finally:
+            await producer.stop()
+
+    run(publish_claims())
+    out = io.BytesIO()
+    count, _ = run(tail_command.tail(pipeline_settings, "run-owners", out, timeout=1.0))
+    lines = sorted(_lines(out), key=lambda line: (line.get("run_id", "~"), line.get("error", "")))
+    assert count == len(claims)
+    assert [{k: v for k, v in line.items() if k != "claimed_at"} for line in lines[:3]] == [
+        {"v": 1, "run_id": "run-o1", "tenant": "acme"},
+        {"v": 1, "run_id": "run-o1", "tenant": "beta"},
+        {"v": 1, "run_id": "run-o2", "tenant": "beta"}]
+    assert all(isinstance(line["claimed_at"], int) for line in lines[:3])
+    junk, keyed = sorted(lines[3:], key=lambda line: line["_key"])  # run-o2, run-o3
+    assert "keyed 'run-o3', not by its run id" in keyed["error"]
+    assert "not a run-id claim" in junk["error"] and base64.b64decode(junk["record"]) == b"junk"
+
+    code = cli_main(["tail", "--topic", "run-owners", "--run-id", "run-o1", "--timeout", "1",
+                     *kafka_args(pipeline_settings)])
+    captured = capsysbinary.readouterr()
+    assert code == 0, captured.err
+    assert [(c["run_id"], c["tenant"]) for c in map(orjson.loads, captured.out.splitlines())] == [
+        ("run-o1", "acme"), ("run-o1", "beta")]
 
 
 def test_tail_refuses_until_terminal_on_frames(pipeline_settings, cli_main, capsys) -> None:
