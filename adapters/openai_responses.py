@@ -27,6 +27,13 @@ Frames without a sequence number (polls, error bodies, synthetic fixtures, some 
 pass straight through. Only lifecycle events name their response, so a frame that arrives before
 any frame of its response said which one it is (after another response was followed) is taken
 for the previous response's: reordering is repaired within a response, not across two.
+
+What starts another response is what really starts one: its ``response.created``, or any lifecycle
+event (or polled object) once the response followed has ended. GitHub Copilot's endpoint and
+proxies before it give new item ids on every event (items are keyed by ``output_index`` anyway),
+and sanitized captures a new response id on every lifecycle event too: within one stream, numbered
+0..n, a lifecycle event under another id is the same response (its ids are kept as aliases, the
+events keep the first id).
 """
 
 from __future__ import annotations
@@ -180,11 +187,13 @@ class _Item:
 class _Call:
     """One provider call (one Response) within the run."""
 
-    __slots__ = ("response_id", "status", "items", "by_id", "finished", "errored",
+    __slots__ = ("response_id", "aliases", "status", "items", "by_id", "finished", "errored",
                  "refused", "awaits_tools", "approvals", "text_format", "calls", "tool_units")
 
     def __init__(self, response_id: str | None) -> None:
         self.response_id = response_id
+        # Every id this response was given: behind some proxies each event names it anew (§3).
+        self.aliases: set[str] = {response_id} if response_id is not None else set()
         self.status: str | None = None
         self.items: dict[int, _Item] = {}
         self.by_id: dict[str, int] = {}
@@ -220,7 +229,10 @@ def _int(value: Any) -> int | None:
 
 class OpenAIResponsesAdapter(Adapter):
     name = "openai_responses"
-    revision = "2"  # 2: frames put back in sequence_number order; sequence_gap errors
+    # 2: frames put back in sequence_number order; sequence_gap errors. 3 (issue #12): rotating
+    # ids are one response; client-executed tools are tool.call; empty arguments "{}"; mistyped
+    # fields are malformed_frame.
+    revision = "3"
     api = "openai-responses"
     default_provider = "openai"
 
@@ -372,7 +384,7 @@ class OpenAIResponsesAdapter(Adapter):
 
     def _other_response(self, doc: dict[str, Any]) -> str | None:
         """The id of the response a lifecycle event (or a polled object) is about, when it is
-        not the one whose numbering is followed; else None."""
+        another response than the one whose numbering is followed; else None."""
         response = doc.get("response")
         if type(response) is not dict:
             if doc.get("object") != "response":
@@ -380,9 +392,31 @@ class OpenAIResponsesAdapter(Adapter):
             response = doc
         rid = response.get("id")
         current = self._seq_rid or self._call.response_id
-        if type(rid) is not str or current is None or rid == current:
+        if type(rid) is not str or current is None or rid == current or \
+                rid in self._call.aliases:
+            return None
+        if "type" in doc and self._renamed(doc, rid):
             return None
         return rid
+
+    def _renamed(self, doc: dict[str, Any], rid: str) -> bool:
+        """A lifecycle event naming the response being followed by yet another id: GitHub
+        Copilot's endpoint and proxies before it give ids anew on every event (§3), while one
+        stream's sequence_number runs 0..n. Only what really starts a response starts one: its
+        response.created, or any lifecycle event once the response followed has ended. The id of
+        a response that ended is never another name of the one followed (a late replay)."""
+        if doc.get("type") == "response.created" or type(doc.get("sequence_number")) is not int \
+                or rid in self._finished_ids:
+            return False
+        if not self._follows_call():
+            return True  # the response followed has not begun here yet: it has not ended
+        call = self._call
+        return call.response_id is not None and not call.finished
+
+    def _follows_call(self) -> bool:
+        """Whether the numbering followed is the current call's (else its response.created is
+        late: the response whose frames are held or awaited is not adopted yet)."""
+        return self._seq_rid is None or self._seq_rid in self._call.aliases
 
     def _release_before(self, doc: dict[str, Any], rid: str, seq: int | None) -> None:
         """Response `rid` begins while frames of the current one are held: those can only be
@@ -489,10 +523,14 @@ class OpenAIResponsesAdapter(Adapter):
         if event_type == "response.created":
             call = self._call
             rid = response.get("id")
-            if rid is not None and rid == call.response_id:
+            if rid is not None and rid in call.aliases:
                 return  # the same response created twice: a replay
             self._on_response(response, None)
             return
+        rid = response.get("id")
+        if type(rid) is str and rid not in self._call.aliases and self._follows_call() and \
+                self._renamed(doc, rid):
+            self._call.aliases.add(rid)  # the response followed, under another id
         status = TERMINAL_EVENTS.get(event_type) or event_type.rpartition(".")[2]
         self._on_response(response, status)
 
@@ -521,7 +559,7 @@ class OpenAIResponsesAdapter(Adapter):
         model = response.get("model")
         if isinstance(model, str) and model:
             self.model = model
-        if rid is not None and rid == call.response_id:
+        if rid is not None and rid in call.aliases:
             return call
         if rid in self._finished_ids:
             return None  # a late poll of a call already finished
@@ -529,6 +567,8 @@ class OpenAIResponsesAdapter(Adapter):
         live = status if status in LIVE_STATUSES else "in_progress"
         if call.response_id is None and not call.finished:
             call.response_id = rid  # events of this response arrived before its object
+            if rid is not None:
+                call.aliases.add(rid)
         else:
             if not call.finished:
                 # The previous call never reached its terminal event: say so where it happened.
@@ -536,7 +576,10 @@ class OpenAIResponsesAdapter(Adapter):
                     error_type="stream_truncated", retryable=True,
                     message=f"response {call.response_id} ended without its terminal event "
                             f"before response {rid} started; its outcome is unknown"))
+            followed = None if self._follows_call() else self._seq_rid
             call = self._call = _Call(rid)
+            if followed is not None:
+                call.aliases.add(followed)  # the response numbered so far, named anew
         self.stream_complete = False
         call.status = live
         text = response.get("text")
@@ -574,8 +617,7 @@ class OpenAIResponsesAdapter(Adapter):
         if call.finished:
             return
         call.finished = True
-        if call.response_id is not None:
-            self._finished_ids.add(call.response_id)
+        self._finished_ids.update(call.aliases)
         self.stream_complete = True
         usage = response.get("usage")
         if isinstance(usage, dict):

@@ -631,3 +631,54 @@ def test_a_second_call_cut_after_the_first_was_closed_is_truncated_too():
     assert kinds(second)[0] == "run.started"
     assert second[-1].payload.error_type == "stream_truncated"
     assert adapter.close() == []  # closed twice without input in between: nothing again
+
+
+# --- ids that rotate (issue #12): one stream numbered 0..n is one response -------------------
+
+
+def test_ids_rotating_on_every_event_are_one_response_correlated_by_output_index():
+    # GitHub Copilot's endpoint (and proxies before it) gives every event new item ids, and
+    # sanitized captures a new response id on every lifecycle event too; sequence_number runs
+    # 0..n without a gap and one response.completed ends it.
+    events = normalize(frames_of("rotating-ids.sse"))
+    assert [p.provider_object_id for p in of_kind(events, "run.started")] == ["resp_Zk1"]
+    assert of_kind(events, "error") == []
+    assert [p.text for p in of_kind(events, "reasoning.delta")] == ["Two plus two", " is four."]
+    assert [p.text for p in of_kind(events, "reasoning.done")] == ["Two plus two is four."]
+    assert [p.text for p in of_kind(events, "text.delta")] == ["2 + 2", " = ", "4"]
+    assert [p.text for p in of_kind(events, "text.done")] == ["2 + 2 = 4"]
+    assert kinds(events).count("message.started") == kinds(events).count("message.finished") == 1
+    # Each item keeps the id it was announced with, whatever later events call it.
+    assert {(e.payload.output_index, e.payload.item_id) for e in events
+            if e.kind.startswith(("reasoning.", "text.", "message."))} == {
+        (0, "rs_a1"), (1, "msg_h8")}
+    (usage,) = of_kind(events, "usage")
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (18, 27, 45)
+    assert kinds(events)[-1] == "run.finished"
+    assert (events[-1].payload.status, events[-1].payload.reason) == ("completed", "end_turn")
+
+
+def test_rotating_ids_then_the_next_response_of_the_tool_loop_is_two_calls():
+    # What really starts a response: response.created after the terminal event (numbering
+    # restarts at 0). The second stream's ids rotate too.
+    adapter = OpenAIResponsesAdapter(RUN)
+    frames = frames_of("rotating-ids.sse") + frames_of("rotating-ids.sse", stream_id="s1")
+    bodies = [f.body.replace(b"resp_", b"resp_2") if f.frame_id.startswith("s1") else f.body
+              for f in frames]
+    frames = [dataclasses.replace(f, body=b) for f, b in zip(frames, bodies)]
+    events = normalize(frames, adapter)
+    assert [p.provider_object_id for p in of_kind(events, "run.started")] == [
+        "resp_Zk1", "resp_2Zk1"]
+    assert of_kind(events, "error") == []
+    assert [p.text for p in of_kind(events, "text.done")] == ["2 + 2 = 4"] * 2
+    assert kinds(events).count("run.finished") == 2 and kinds(events)[-1] == "run.finished"
+
+
+def test_a_late_replay_of_a_rotated_lifecycle_event_is_a_duplicate():
+    frames = frames_of("rotating-ids.sse")
+    in_order = normalize(frames)
+    # The in_progress event (seq 1, its own rotated id) delivered again after the deltas, as a
+    # resumed stream replays it re-serialised: same response, number already seen.
+    again = frames[:8] + [replayed(frames[1])] + frames[8:]
+    assert projections(normalize(again)) == projections(in_order)
+    assert kinds(in_order).count("run.started") == 1 and not of_kind(in_order, "error")
