@@ -63,6 +63,7 @@ from modelevents.schemas.events import (
     Structured,
     Text,
     ToolCall,
+    ToolResult,
     Usage,
 )
 from modelevents.schemas.frames import ProviderFrame
@@ -104,10 +105,9 @@ NOT_RETRYABLE = frozenset({"insufficient_quota", "credit_balance_exhausted", "in
 RETRYABLE = frozenset({"rate_limit_exceeded", "too_many_requests", "server_error", "overloaded",
                        "timeout", "vector_store_timeout"})
 
-# Output items that are tools run outside the application's own function calls (§3):
-# item type → (tool_type, billable unit, quantity per call, executor, argument fields).
-# Whatever else the item carries (minus bookkeeping) is the evidence. Executor "client" means the
-# provider only asks: the application runs it, and the response then awaits tool results.
+# Output items that are tools the provider runs (§3): item type → (tool_type, billable unit,
+# quantity per call, executor, argument fields). Whatever else the item carries (minus
+# bookkeeping) is the evidence.
 HOSTED_ITEMS: dict[str, tuple[str, str | None, float | None, str, tuple[str, ...]]] = {
     "web_search_call": ("web_search", "call", 1, "provider", ()),
     "file_search_call": ("file_search", "call", 1, "provider", ()),
@@ -118,15 +118,20 @@ HOSTED_ITEMS: dict[str, tuple[str, str | None, float | None, str, tuple[str, ...
     "tool_search_call": ("tool_search", None, None, "provider", ("arguments",)),
     # shell_call is the provider's when its environment is a container, else the client's.
     "shell_call": ("shell", "container", None, "provider", ("action", "environment")),
-    "local_shell_call": ("shell", None, None, "client", ("action",)),
-    "apply_patch_call": ("apply_patch", None, None, "client", ("operation",)),
-    "computer_call": ("computer", None, None, "client", ("action", "actions",
-                                                         "pending_safety_checks")),
 }
 # Output items carrying the outcome of an earlier hosted call item (matched by call_id).
-HOSTED_RESULT_ITEMS = frozenset({"shell_call_output", "tool_search_output",
-                                 "local_shell_call_output", "apply_patch_call_output",
-                                 "computer_call_output"})
+HOSTED_RESULT_ITEMS = frozenset({"shell_call_output", "tool_search_output"})
+# Output items in which the provider asks the application to run one of the provider's tools
+# (apply_patch, local shell, computer use; a shell_call whose environment is local or not given):
+# item type → the tool.call's tool_name. The application runs it like a function call, so it is a
+# tool.call whose arguments are what the item carries beside its bookkeeping (the operation, the
+# action, the safety checks), and the response then awaits tool results.
+CLIENT_TOOL_ITEMS = {"apply_patch_call": "apply_patch", "local_shell_call": "local_shell",
+                     "computer_call": "computer", "shell_call": "shell"}
+# What the application's run of such a tool gave (an input item, in listings): a tool.result.
+CLIENT_RESULT_ITEMS = {"apply_patch_call_output": "apply_patch",
+                       "local_shell_call_output": "local_shell",
+                       "computer_call_output": "computer"}
 # Item fields that identify or stage an item rather than describe the tool's work.
 _BOOKKEEPING = frozenset({"id", "type", "status", "call_id", "name", "server_label", "result",
                           "approval_request_id", "created_by", "caller"})
@@ -744,9 +749,11 @@ class OpenAIResponsesAdapter(Adapter):
         sync = self._ITEM_SYNC.get(item_type)
         if sync is not None:
             sync(self, state, item, final)
+        elif item_type in CLIENT_TOOL_ITEMS and self._runs_locally(state, item):
+            self._sync_client_tool(state, item, final)
         elif item_type in HOSTED_ITEMS:
             self._sync_hosted(state, item, final)
-        elif item_type in HOSTED_RESULT_ITEMS:
+        elif item_type in HOSTED_RESULT_ITEMS or item_type in CLIENT_RESULT_ITEMS:
             self._sync_hosted_result(state, item, final)
         elif not state.announced:
             state.announced = True
@@ -1098,17 +1105,44 @@ class OpenAIResponsesAdapter(Adapter):
         evidence = {k: v for k, v in item.items() if k not in _BOOKKEEPING and k not in fields}
         return arguments, json_text(evidence) if evidence else None
 
+    # client-executed provider tools ----------------------------------------------------------
+
+    def _runs_locally(self, state: _Item, item: dict[str, Any]) -> bool:
+        """Whether the application runs this item's tool: decided on the item's first sight."""
+        if state.executor is None:
+            local = True
+            if state.type == "shell_call":
+                environment = item.get("environment")
+                kind = environment.get("type") if isinstance(environment, dict) else None
+                local = kind is None or kind == "local"
+            state.executor = "client" if local else "provider"
+        return state.executor == "client"
+
+    def _sync_client_tool(self, state: _Item, item: dict[str, Any], final: bool) -> None:
+        name = CLIENT_TOOL_ITEMS[state.type or ""]
+        if state.call_id is None:
+            state.name = name
+            state.call_id = _str(item.get("call_id")) or state.id or self._synth_id(
+                state.index, name)
+            self._call.calls[state.call_id] = state
+        if not state.announced:
+            state.announced = True
+            self.emit("tool.call.started", ToolCall(state.index, name, state.call_id, "",
+                                                    state.id))
+        if not final:
+            return
+        self._call.awaits_tools = True
+        request = {k: v for k, v in item.items() if k not in _BOOKKEEPING}
+        self.emit("tool.call", ToolCall(state.index, name, state.call_id, json_text(request),
+                                        state.id, True))
+
+    # hosted tools ----------------------------------------------------------------------------
+
     def _sync_hosted(self, state: _Item, item: dict[str, Any], final: bool) -> None:
         item_type = state.type or ""
         tool_type, unit, quantity, executor, _ = HOSTED_ITEMS[item_type]
-        if item_type == "shell_call":
-            environment = item.get("environment")
-            kind = environment.get("type") if isinstance(environment, dict) else None
-            if kind is None or kind == "local":
-                executor, unit = "client", None
         server = _str(item.get("server_label"))
-        authority = f"mcp:{server}" if server else ("provider" if executor == "provider"
-                                                     else "client")
+        authority = f"mcp:{server}" if server else "provider"
         if state.call_id is None:
             state.call_id = _str(item.get("call_id")) or state.id or self._synth_id(
                 state.index, item_type)
@@ -1125,14 +1159,6 @@ class OpenAIResponsesAdapter(Adapter):
         status = _str(item.get("status"))
         arguments, evidence = self._hosted_payload(state, item)
         state.hosted_args = arguments
-        if executor == "client":
-            if final:
-                # Only a request: the application runs it and sends the output back.
-                self._call.awaits_tools = True
-                self.emit("hosted.call", Hosted(
-                    state.index, state.call_id, tool_type, authority, name, executor, status,
-                    unit, None, arguments, evidence))
-            return
         if not state.announced:
             state.announced = True
             self.emit("hosted.call", Hosted(
@@ -1157,21 +1183,26 @@ class OpenAIResponsesAdapter(Adapter):
             return
         call_id = _str(item.get("call_id")) or state.id or self._synth_id(state.index, state.type)
         origin = self._call.calls.get(call_id)
+        status = _str(item.get("status")) or "completed"
+        client_tool = origin.name if origin is not None and origin.executor == "client" else \
+            CLIENT_RESULT_ITEMS.get(state.type or "")
+        if client_tool is not None:
+            # What the application ran and sent back: its result, like a function's output.
+            output = item.get("output")
+            self.emit("tool.result", ToolResult(
+                client_tool, call_id, output if isinstance(output, str) else
+                ("" if output is None else json_text(output)), status in ("failed", "incomplete")))
+            return
         if origin is not None:
             tool_type, unit = HOSTED_ITEMS[origin.type or ""][:2]
-            executor, arguments, index = origin.executor or "provider", origin.hosted_args, \
-                origin.index
+            arguments, index = origin.hosted_args, origin.index
         else:
             tool_type = (state.type or "").removesuffix("_output").removesuffix("_call")
-            unit, executor, arguments, index = None, "provider", None, state.index
-        if executor != "provider":
-            unit = None
+            unit, arguments, index = None, None, state.index
         evidence = {k: v for k, v in item.items() if k not in _BOOKKEEPING}
-        status = _str(item.get("status")) or "completed"
         self.emit("hosted.result", Hosted(
-            index, call_id, tool_type, "provider" if executor == "provider" else "client", None,
-            executor, status, unit, None, arguments, json_text(evidence) if evidence else None,
-            status == "failed"))
+            index, call_id, tool_type, "provider", None, "provider", status, unit, None, arguments,
+            json_text(evidence) if evidence else None, status == "failed"))
 
     def _image(self, state: _Item, b64: Any, output_format: Any, partial: bool) -> None:
         if not isinstance(b64, str) or not b64:

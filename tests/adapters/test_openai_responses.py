@@ -218,13 +218,64 @@ def test_code_interpreter_is_hosted_with_code_and_logs_and_citations_are_kept():
         ("url", 0, 9, "https://en.wikipedia.org/wiki/Factorial")]
 
 
-def test_computer_call_is_a_client_executed_hosted_call_that_awaits_results():
+def test_computer_call_is_a_tool_call_the_application_runs_and_the_response_awaits_it():
     events = normalize(frames_of("computer-call.sse"))
-    (call,) = of_kind(events, "hosted.call")
-    assert (call.tool_type, call.executor, call.call_id) == ("computer", "client", "call_cu_1")
-    assert orjson.loads(call.arguments)["action"]["type"] == "click"
-    assert not of_kind(events, "hosted.result")
+    (started,) = of_kind(events, "tool.call.started")
+    (call,) = of_kind(events, "tool.call")
+    assert (started.tool_name, started.tool_call_id) == ("computer", "call_cu_1")
+    assert (call.tool_name, call.tool_call_id, call.item_id, call.arguments_valid) == (
+        "computer", "call_cu_1", "cu_1", True)
+    assert orjson.loads(call.arguments) == {
+        "action": {"type": "click", "x": 120, "y": 48, "button": "left"},
+        "pending_safety_checks": []}
+    assert not of_kind(events, "hosted.call") and not of_kind(events, "hosted.result")
     assert (events[-1].kind, events[-1].payload.reason) == ("run.awaiting", "tool_results")
+
+
+def test_client_executed_provider_tools_are_tool_calls_with_their_payload():
+    # apply_patch, local shell and a shell whose environment is local: the provider asks, the
+    # application runs them; a consumer acting on tool.call must get each with its payload.
+    events = normalize(frames_of("client-executed-tools.sse"))
+    calls = of_kind(events, "tool.call")
+    assert [(c.output_index, c.tool_name, c.tool_call_id, c.item_id, c.arguments_valid)
+            for c in calls] == [
+        (0, "apply_patch", "call_ap_1", "apc_1", True),
+        (1, "local_shell", "call_ls_2", "lsh_2", True),
+        (2, "shell", "call_sh_3", "sh_3", True)]
+    assert orjson.loads(calls[0].arguments) == {"operation": {
+        "type": "update_file", "path": "src/app.py",
+        "diff": "@@ def greet(name):\n-    print('hi')\n+    print(f'hello, {name}')\n"}}
+    assert orjson.loads(calls[1].arguments)["action"]["command"] == ["pytest", "-q"]
+    assert orjson.loads(calls[2].arguments) == {
+        "action": {"commands": ["git status --short"], "timeout_ms": None,
+                   "max_output_length": None},
+        "environment": {"type": "local"}}
+    assert [p.tool_call_id for p in of_kind(events, "tool.call.started")] == [
+        "call_ap_1", "call_ls_2", "call_sh_3"]
+    # The diff streams as text, not as argument JSON: no tool.call.delta to misassemble.
+    assert of_kind(events, "tool.call.delta") == []
+    assert not of_kind(events, "hosted.call") and not of_kind(events, "hosted.result")
+    assert (events[-1].kind, events[-1].payload.reason) == ("run.awaiting", "tool_results")
+
+
+def test_the_output_of_a_client_executed_tool_is_a_tool_result():
+    # A response listing that holds the application's output items (a stored conversation, a
+    # poll of a response with its input echoed): what the client ran is a tool.result.
+    call = {"id": "apc_1", "type": "apply_patch_call", "status": "completed",
+            "call_id": "call_ap_1", "operation": {"type": "delete_file", "path": "old.txt"}}
+    output = {"id": "apco_1", "type": "apply_patch_call_output", "status": "failed",
+              "call_id": "call_ap_1", "output": "old.txt: no such file"}
+    shot = {"id": "cuo_1", "type": "computer_call_output", "call_id": "call_cu_9",
+            "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AA=="}}
+    poll = {"id": "resp_p", "object": "response", "status": "completed", "model": "gpt-5",
+            "output": [call, output, shot]}
+    events = normalize([frame(poll, 0, transport="poll")])
+    results = of_kind(events, "tool.result")
+    assert [(r.tool_name, r.tool_call_id, r.output, r.is_error) for r in results] == [
+        ("apply_patch", "call_ap_1", "old.txt: no such file", True),
+        ("computer", "call_cu_9",
+         '{"type":"computer_screenshot","image_url":"data:image/png;base64,AA=="}', False)]
+    assert not of_kind(events, "hosted.result")
 
 
 # --- polled objects -------------------------------------------------------------------------

@@ -51,6 +51,11 @@ _GAP_NUMBERS = re.compile(r"sequence_number (\d+(?:\.\.\d+)?) never arrived")
 _RESPONSES_PATH = re.compile(r"/responses(/[^/]+)?$")
 CLIENT_ITEMS = {"function_call", "custom_tool_call", "apply_patch_call", "computer_call",
                 "local_shell_call"}
+# Provider tools the application runs (issue #12): item type → tool_name of their tool.call, whose
+# arguments are the item's own request fields.
+CLIENT_TOOLS = {"apply_patch_call": ("apply_patch", ("operation",)),
+                "local_shell_call": ("local_shell", ("action",)),
+                "computer_call": ("computer", ("action", "actions", "pending_safety_checks"))}
 
 
 def _is_responses_stream_lines(path: Path) -> bool:
@@ -180,6 +185,10 @@ class Expected:
                 if item.get("type") in ("function_call", "custom_tool_call"):
                     arguments = item.get("arguments", item.get("input"))
                     out.append((item["name"], item.get("call_id"), arguments))
+                elif item.get("type") in CLIENT_TOOLS:
+                    name, fields = CLIENT_TOOLS[item["type"]]
+                    request = {k: item[k] for k in fields if k in item}
+                    out.append((name, item.get("call_id"), orjson.dumps(request).decode()))
         return out
 
     def citation_count(self) -> int:
@@ -405,11 +414,12 @@ def test_hosted_shell_reports_commands_and_stdout():
     assert orjson.loads(results[0].evidence)["output"][0]["outcome"]["exit_code"] == 0
 
 
-def test_apply_patch_is_a_client_call_with_the_whole_diff():
+def test_apply_patch_is_a_tool_call_the_application_runs_with_the_whole_diff():
     events = _events("vercel-ai/openai-apply-patch-tool.1.chunks.txt")
-    (call,) = _of(events, "hosted.call")
-    assert (call.tool_type, call.executor) == ("apply_patch", "client")
+    (call,) = _of(events, "tool.call")
+    assert (call.tool_name, call.tool_call_id) == ("apply_patch", "call_kA46f91ZwocQyMCKyyZqRyC5")
     assert orjson.loads(call.arguments)["operation"]["diff"].startswith("+## Shopping Checklist")
+    assert not _of(events, "hosted.call")  # hosted.* is for what the provider runs
     assert events[-1].payload.reason == "tool_results"
 
 
