@@ -16,7 +16,11 @@ provider call of the run), so the calls of one agentic turn never collide.
   sequence number / event id, not by bytes (openai.md §9: replays are re-serialised). Where a
   stream cannot be resumed, a background call is polled to its end, any other call is read back
   once if the API has a GET; failing that the run ends with the adapter's ``stream_truncated``
-  error — never a success.
+  error — never a success. One SSE event larger than the adapters take (``max_event_bytes``,
+  64 MiB: adapters/limits.py) cuts the stream for good (a resume or a read-back would bring the
+  same event again): the frames before it are kept, the end-of-stream marker follows (for a
+  background call too), so the run ends ``stream_truncated``, and the call's ``error`` and
+  ``notes`` say so.
 - **Not streaming** (``stream=False``): POST without streaming; the answer is the object (a
   ``poll`` frame). A **background** call's object is queued (OpenAI Responses and
   Interactions): then GET with exponential backoff (``poll_initial`` doubling up to
@@ -58,6 +62,7 @@ from typing import Any
 import httpx
 import orjson
 
+from modelevents.adapters.limits import InputLimitError
 from modelevents.adapters.registry import ADAPTERS
 from modelevents.adapters.requests import WireRequest
 from modelevents.adapters.sse import SSEDecoder
@@ -158,6 +163,7 @@ class CallRunner:
         self._cursor: str | None = None
         self._objects = 0  # poll frames published (their ids)
         self._last_stream_frame: ProviderFrame | None = None
+        self._oversized: str | None = None  # the stream cut at an event over the input limit
         self._cancel_requested = asyncio.Event()
         self._follow_ups = asyncio.Lock()  # one poll or cancel at a time, answers in order
         # Told the provider object id once the call learns it (LocalRuns routes webhooks by it).
@@ -226,7 +232,7 @@ class CallRunner:
     async def _stream(self) -> None:
         cut = await self._read_stream(self._create_request(stream=True))
         fruitless = 0
-        while cut:
+        while cut and self._oversized is None:
             resume = self._resume_request()
             if resume is None:
                 break
@@ -243,7 +249,7 @@ class CallRunner:
                 self.outcome.notes.append(f"the resume failed: {exc}")
                 break
             fruitless = 0 if self._cursor != before else fruitless + 1
-        if not cut:
+        if not cut or self._oversized is not None:
             return
         if self.call.background and self.follow_up.get is not None:
             # The provider goes on with a background call whatever the connection did.
@@ -277,6 +283,18 @@ class CallRunner:
                                   for n, m in enumerate(decoder.close())])
             except httpx.TransportError as exc:
                 self.outcome.notes.append(f"{stream_id} cut after {index} frames: {exc!r}")
+            except InputLimitError as exc:
+                # One event larger than any frame may be (adapters/limits.py): the stream is cut
+                # there, for good — a resume or a read-back would bring the same event again.
+                self._oversized = stream_id
+                self.outcome.notes.append(
+                    f"{stream_id} cut after {index} frames at an SSE event over {exc.value:,} "
+                    "bytes; the run ends truncated")
+                self.outcome.error = (
+                    f"{self.call.provider} sent an SSE event over the gateway's limit of "
+                    f"{exc.value:,} bytes for one event ({exc.limit} of the adapters' input "
+                    "limits); the frames before it are kept and the run ends truncated")
+                log.warning("run %s: %s", self.call.run_id, self.outcome.error)
         finally:
             await response.aclose()
         return not self.outcome.completed
@@ -449,7 +467,12 @@ class CallRunner:
 
     async def _end(self) -> None:
         last = self._last_stream_frame
-        if last is None or self.call.background:
+        if self._oversized is not None:
+            # Even a background call's run ends here (the provider's output cannot be taken),
+            # and even a stream whose first event was the oversized one.
+            if last is None or last.stream_id != self._oversized:
+                last = self._frame(self._oversized, -1, None, b"", None)
+        elif last is None or self.call.background:
             return
         try:
             await self._publish([end_of_input(last, "stream")])

@@ -738,3 +738,67 @@ def test_a_run_left_in_progress_by_a_stopped_gateway_is_reconciled_by_another(st
     wait_run(second, streamed["run_id"], settled("completed"), "completed")
     refused = httpx.post(f"{second.url}/v1/runs/{streamed['run_id']}/reconcile", timeout=30)
     assert refused.status_code == 409
+
+
+# --- a provider event larger than the adapters take (adapters/limits.py) ---------------------
+
+
+def oversized_event_server(deltas: list[str], oversized: int) -> ServedApp:
+    """A Chat Completions provider on a real socket: ``deltas`` as chunks, then one SSE event of
+    ``oversized`` bytes (sent in 1 MiB writes), then the chunk that would have finished it."""
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    chunk = {"id": "chatcmpl-big", "object": "chat.completion.chunk", "model": "gpt-4o-mini"}
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return b"data: " + orjson.dumps({**chunk, "choices": [
+            {"index": 0, "delta": delta, "finish_reason": finish}]}) + b"\n\n"
+
+    async def body() -> Any:
+        for text in deltas:
+            yield event({"content": text})
+        head = b'data: {"id":"chatcmpl-big","choices":[{"index":0,"delta":{"content":"'
+        yield head
+        for _ in range(oversized // (1 << 20) + 1):
+            yield b"x" * (1 << 20)
+        yield b'"}}]}\n\n' + event({}, "stop") + b"data: [DONE]\n\n"
+
+    async def complete(request: Any) -> StreamingResponse:
+        await request.body()
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    return serve_in_thread(Starlette(routes=[Route("/{path:path}", complete, methods=["POST"])]),
+                           name="oversized provider")
+
+
+def test_a_provider_event_over_the_input_limit_ends_the_stream_truncated(start_gateway, settings):
+    from modelevents.adapters.limits import DEFAULT_LIMITS
+
+    deltas = ["Hello", ", wor", "ld"]
+    with oversized_event_server(deltas, DEFAULT_LIMITS.max_event_bytes + (1 << 20)) as provider:
+        gateway = start_gateway(providers={"openai": ProviderConfig(base_url=provider.url,
+                                                                    api_key=OPENAI_KEY)})
+        started = start_run(gateway, neutral("openai", "openai-chat", "sim:oversized"))
+        run_id = started["run_id"]
+        body = wait_run(gateway, run_id, lambda b: call_over(b) and b["state"]
+                        and b["state"]["last_error"], "the truncation reaching the run")
+    call = body["calls"][0]
+    # The call's answer says where and why the stream ended …
+    assert call["frames"] == len(deltas)
+    assert "over the gateway's limit" in call["error"], call
+    assert f"{DEFAULT_LIMITS.max_event_bytes:,}" in call["error"]
+    [note] = call["notes"]
+    assert note.endswith(f".s0 cut after {len(deltas)} frames at an SSE event over "
+                         f"{DEFAULT_LIMITS.max_event_bytes:,} bytes; the run ends truncated")
+    # … what came before the event is kept, and the worker ends the run truncated, never done.
+    state = body["state"]
+    assert state["status"] == "in_progress" and state["needs_reconciliation"] is True
+    assert state["last_error"].startswith("stream_truncated")
+    events = sse_events(gateway, run_id, follow="false")
+    assert "".join(data["text"] for _, kind, data in events if kind == "text.delta") == "".join(
+        deltas)
+    assert "run.finished" not in [kind for _, kind, _ in events] and events[-1][1] == "error"
+    # The gateway still serves runs.
+    assert httpx.get(f"{gateway.url}/readyz", timeout=10).status_code == 200
