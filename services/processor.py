@@ -90,7 +90,7 @@ turn of the event loop every 64 records, so that acknowledgements and fetched re
 in meanwhile (the batch before completes, the batch after fills). Since batch ``n``'s states
 are not in the table yet when batch ``n + 1`` is computed, the agent works on a cache of run
 states (:class:`_WorkingState`): the in-memory state at the end of the last batch computed,
-snapshotted (pickled) for the table at the end of each batch. A cached state that neither the
+snapshotted (encoded) for the table at the end of each batch. A cached state that neither the
 batch being computed nor a batch in flight touched equals its table value and may be evicted
 (beyond ``cached_runs``); the cache is emptied at a rebalance (after Faust waited for the
 batches in flight), since another worker may change the states of a partition this worker gave
@@ -101,15 +101,17 @@ the changelogs recover the tables when a worker starts or takes over a partition
 a changelog partition from its start, so the changelogs are compacted eagerly (small segments)
 to keep that proportional to the live runs. Standby replicas are off: with an in-memory store
 each standby would cost a worker the memory of partitions it does not process. Values are
-pickles prefixed with two times (epoch seconds) at which parts of the value may be released; a
-timer releases, on the partitions this worker owns: a run's adapters and an alias after
+plain data (JSON trees naming only the adapters' and schemas' own classes, never pickles)
+behind two times (epoch seconds) at which parts of the value may be released; their layout,
+and how values of earlier versions are read, is ``services/table_values.py``'s. A timer
+releases, on the partitions this worker owns: a run's adapters and an alias after
 ``retention`` seconds without activity, and a run's numbering and state ``retention`` seconds
 after the run became terminal. State is thus bounded by the runs active (or terminal) within one
 retention period times a per-run bound (``services/normalizer.py``, ``services/sequencer.py``).
 Measured (bench/pipeline.py (d), a small Chat Completions run, default retention): ~3.1–3.4 KB
-of worker RSS per run held (its table value, ~2 KB of pickled adapters, numbering and RunState;
+of worker RSS per run held (its table value, ~2–3 KB of encoded adapters, numbering and RunState;
 its alias; their keys, and the allocator's slack), on top of ~120–140 MB for the worker itself,
-its ``cached_runs`` unpickled states (~8 KB each) and its stream buffer — 171–208 MB with 20,000
+its ``cached_runs`` decoded states (~8 KB each) and its stream buffer — 171–208 MB with 20,000
 runs, 433–448 MB with 100,000. An event for a run whose terminal state was released starts the run
 afresh at ``seq`` 0: choose a retention longer than the latest webhook or poll you expect after
 a run ends.
@@ -120,9 +122,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
-import pickle
-import struct
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -160,6 +159,14 @@ from modelevents.services.normalizer import RunNormalizer
 from modelevents.services.run_machine import RunMachine
 from modelevents.services.sequencer import RunSequence
 from modelevents.services.settings import PipelineSettings
+from modelevents.services.table_values import (
+    RunWork,
+    UnreadableState,
+    expiries,
+    pack_alias,
+    unpack_alias,
+    unpack_run,
+)
 
 __all__ = ["ProcessorTuning", "create_app", "prepare_topics", "internal_topics", "changelog_topics"]
 
@@ -173,9 +180,6 @@ CHANGELOG_CONFIG = {
     "min.cleanable.dirty.ratio": "0.2",
     "delete.retention.ms": str(60 * 60 * 1000),
 }
-# Table values: two release times (epoch seconds, inf = never) + a pickle: when the whole value
-# may go, and when its normalizer part (a run's adapters) may go.
-_EXPIRY = struct.Struct("<dd")
 # The ingest header of candidate events that earlier versions' normalizer agent wrote.
 _LEGACY_ORIGIN_HEADER = "modelevents-origin"
 # The outputs' producer: a batch is queued whole before anything is awaited, so waiting for
@@ -204,8 +208,8 @@ class ProcessorTuning:
     batch_within: float = 0.01
     # Seconds the broker may hold a fetch that finds nothing new (see BatchingConsumer).
     fetch_max_wait: float = 0.025
-    # Run states kept unpickled between batches (beyond those of the batches in flight): enough
-    # for the runs of the last couple of batches; each costs ~8 KB unpickled (~2 KB in the table).
+    # Run states kept decoded between batches (beyond those of the batches in flight): enough
+    # for the runs of the last couple of batches; each costs ~8 KB decoded (~2–3 KB in the table).
     cached_runs: int = 2_000
     retention: float = 3600.0  # seconds before idle/terminal run state is released
     sweep_interval: float | None = None  # seconds between releases; default retention/4, ≤ 60 s
@@ -335,47 +339,12 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
     return app
 
 
-# --- table values ------------------------------------------------------------------------------
-
-
-def _pack(state: Any, expires_at: float, part_expires_at: float = math.inf) -> bytes:
-    return (_EXPIRY.pack(expires_at, part_expires_at)
-            + pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def _unpack(value: bytes | None) -> Any:
-    return None if value is None else pickle.loads(memoryview(value)[_EXPIRY.size:])
-
-
-def _expiries(value: bytes) -> tuple[float, float]:
-    return _EXPIRY.unpack_from(value)
+# --- table values (their layout: services/table_values.py) -------------------------------------
 
 
 def _headers(message: Any) -> dict[str, bytes]:
     headers = message.headers or ()
     return dict(headers.items() if isinstance(headers, dict) else headers)
-
-
-@dataclass
-class RunWork:
-    """One run's state in the ``run`` table: its adapters and its numbering, in one value so that
-    one changelog record writes both (a crash cannot keep one and lose the other)."""
-
-    normalizer: RunNormalizer | None = None
-    sequence: RunSequence | None = None
-
-    def pack(self, retention: float) -> bytes:
-        """The table value: released whole when every part is due, the adapters when idle."""
-        adapters = (self.normalizer.last_active + retention if self.normalizer is not None
-                    else -math.inf)
-        if self.sequence is None:
-            numbering = -math.inf
-        elif self.sequence.terminal_since is None:
-            numbering = math.inf  # a live run's numbering must outlive any pause
-        else:
-            numbering = self.sequence.terminal_since + retention
-        return _pack(self, max(adapters, numbering),
-                     adapters if self.normalizer is not None else math.inf)
 
 
 class _WorkingState:
@@ -397,7 +366,10 @@ class _WorkingState:
     def get(self, key: bytes) -> RunWork:
         work = self.cache.pop(key, None)  # popped and put back: most recently used last
         if work is None:
-            work = _unpack(self.table.lookup(key)) or RunWork()
+            try:
+                work = unpack_run(self.table.lookup(key)) or RunWork()
+            except UnreadableState as exc:
+                work = RunWork(unreadable=str(exc))
         self.cache[key] = work
         self.computing.add(key)
         return work
@@ -745,7 +717,8 @@ class _Processor:
                 return  # more pieces to come
             frame = whole
         work = self.working.get(run_key)
-        if self._other_tenant(work, frame.tenant, message, outbox, raw):
+        if (not self._readable(work, run_key, message, outbox, raw, changed, published)
+                or self._other_tenant(work, frame.tenant, message, outbox, raw)):
             return
         run = work.normalizer
         if run is None:
@@ -851,10 +824,44 @@ class _Processor:
             return
         self.stats.ingested += 1
         work = self.working.get(key)
-        if self._other_tenant(work, event.tenant, message, outbox, raw):
+        if (not self._readable(work, key, message, outbox, raw, changed, published)
+                or self._other_tenant(work, event.tenant, message, outbox, raw)):
             return
         if self._sequence(work, key, event, message.offset, raw, message, outbox, published, now):
             changed[key] = work
+
+    def _readable(self, work: RunWork, key: bytes, message: Any, outbox: Outbox,
+                  raw: bytes | None, changed: dict[bytes, RunWork], published: set[bytes]) -> bool:
+        """False (and the record dead-lettered) when the run's stored state cannot be read:
+        numbering its events afresh from 0 would give new events the numbers of old ones. A
+        state whose adapters could not be read (written by another version) goes on without
+        them: the run is flagged, once, and the drop dead-lettered."""
+        if work.unreadable is not None:
+            self._dead(outbox, "state",
+                       f"the stored state of run {_text(key)} cannot be read "
+                       f"({work.unreadable}); its records are dead-lettered until the state is "
+                       "repaired or released, not numbered afresh", "UnreadableState", message,
+                       _text(key), raw)
+            return False
+        if work.dropped is not None:
+            note = f"{work.dropped}; frames after it start afresh"
+            work.dropped = None
+            if work.sequence is not None:
+                RunMachine(work.sequence.state).flag(note)
+                published.add(key)
+            changed[key] = work
+            self._dead(outbox, "state", f"run {_text(key)}: {note}", "StateUpgrade", message,
+                       _text(key), None)
+        return True
+
+    def _claim_of(self, object_id: bytes) -> str | None:
+        """The run that claimed a provider object id, if any (an unreadable claim counts as
+        none, and is replaced by the next run that claims the object)."""
+        try:
+            return unpack_alias(self.aliases_table.lookup(object_id))
+        except UnreadableState as exc:
+            log.warning("alias %s: %s; taken as unclaimed", _text(object_id), exc)
+            return None
 
     def _other_tenant(self, work: RunWork, tenant: str, message: Any, outbox: Outbox,
                       raw: bytes | None) -> bool:
@@ -927,9 +934,8 @@ class _Processor:
             return None  # not written by a worker: rerouted records always have a key
         # A rerouted record is keyed by its run id, or by the object id it was keyed by when it
         # came from another partitioner: that one may be claimed by a run.
-        claimed = self.aliases_table.lookup(key)
-        if claimed is not None:
-            run_id = _unpack(claimed)
+        run_id = self._claim_of(key)
+        if run_id is not None:
             if run_id.encode() != key:
                 outbox.add(self.rerouted_topic, run_id.encode(), message.value)
                 return None
@@ -950,10 +956,11 @@ class _Processor:
             object_id, run_id = message.key, _text(message.value)
             if object_id is None or not run_id:
                 continue
-            current = seen.get(object_id) or _unpack(self.aliases_table.lookup(object_id))
+            current = seen.get(object_id) or self._claim_of(object_id)
             if current is None:
                 seen[object_id] = run_id
-                writes.append((self.aliases_table, object_id, _pack(run_id, now + self.tuning.retention)))
+                writes.append((self.aliases_table, object_id,
+                               pack_alias(run_id, now + self.tuning.retention)))
                 if self._has_run(object_id):
                     self._dead(outbox, "resolve",
                                f"frames keyed by provider object {_text(object_id)} arrived before run "
@@ -1018,7 +1025,7 @@ class _Processor:
             value = table.lookup(key)  # read now: a batch may have written it since the list
             if value is None:
                 continue
-            whole, part = _expiries(value)
+            whole, part = expiries(value)
             if min(whole, part) > now or partition_for_key(key, partitions) not in owned:
                 continue
             if table is self.run_table:
@@ -1030,7 +1037,11 @@ class _Processor:
             if whole <= now:
                 writes.append((table, key, None))
             else:  # a live run idle for the retention period keeps its numbering only
-                work = _unpack(value)
+                try:
+                    work = unpack_run(value)
+                except UnreadableState:
+                    continue  # its records are dead-lettered (see _readable); kept as it is
+                assert work is not None
                 work.normalizer = None
                 writes.append((table, key, work.pack(retention)))
             table.store_written(key, writes[-1][2])

@@ -1,49 +1,74 @@
-"""The processor's ``run`` table values (services/processor.py): a run's adapters and numbering,
-pickled, with the times at which they may be released."""
+"""The worker's table values (services/table_values.py): a run's adapters and numbering as plain
+data behind the times at which they may be released; values of earlier versions (pickles) read
+without running what they name; what cannot be read said, never guessed."""
 
 from __future__ import annotations
 
 import math
+import os
 import pickle
+import struct
 from pathlib import Path
 
-from modelevents.services import processor
+import orjson
+import pytest
+
 from modelevents.services.feeder import frames_for_file
 from modelevents.services.normalizer import RunNormalizer, with_end_markers
-from modelevents.services.processor import RunWork
 from modelevents.services.sequencer import RunSequence
+from modelevents.services.table_values import (
+    FORMAT,
+    RunWork,
+    UnreadableState,
+    expiries,
+    pack_alias,
+    unpack_alias,
+    unpack_run,
+)
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "openai-chat" / "reasoning-then-text.sse"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+LEGACY = Path(__file__).resolve().parent / "legacy_values"  # by the last version that pickled
+# The fixture each legacy value holds the first half of (as make_legacy.py says).
+LEGACY_HALVES = {"openai-chat": "reasoning-then-text.sse", "openai-responses": "text-with-usage.sse",
+                 "anthropic-messages": "pause-turn-then-continuation.sse"}
+CHAT = FIXTURES / "openai-chat" / "reasoning-then-text.sse"
 
 
-def fixture_frames():
-    return with_end_markers(frames_for_file(FIXTURE, run_id="run-1").frames)
+def fixture_frames(path: Path = CHAT, run_id: str = "run-1"):
+    return with_end_markers(frames_for_file(path, run_id=run_id, received_at=0).frames)
 
 
-def feed(work: RunWork, frames) -> list:
+def feed(work: RunWork, frames, tenant: str = "") -> list:
     """Feed frames to a run's adapters and numbering, as the run agent does: the events."""
     events = []
     for frame in frames:
         for event in work.normalizer.translate(frame).events:
-            work.sequence = work.sequence or RunSequence.new("run-1", "")
+            work.sequence = work.sequence or RunSequence.new(frame.run_key, tenant)
             events.append(work.sequence.step(event, now=1000.0).event)
     return events
 
 
-def run_work(frames_fed: int | None = None) -> RunWork:
-    work = RunWork(RunNormalizer("run-1"))
-    feed(work, fixture_frames()[:frames_fed])
+def run_work(frames_fed: int | None = None, path: Path = CHAT, tenant: str = "",
+             run_id: str = "run-1") -> RunWork:
+    work = RunWork(RunNormalizer(run_id))
+    feed(work, fixture_frames(path, run_id)[:frames_fed], tenant)
     return work
 
 
-def test_a_value_is_the_runs_pickle_and_unpacks_to_a_state_that_goes_on_the_same() -> None:
+def document(value: bytes) -> dict:
+    return orjson.loads(value[16:])
+
+
+def test_a_value_is_plain_data_and_unpacks_to_a_state_that_goes_on_the_same() -> None:
     rest = fixture_frames()[3:]
     for work in (run_work(frames_fed=3), run_work()):
         value = work.pack(retention=60)
-        assert value[processor._EXPIRY.size:] == pickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL)
-        again = processor._unpack(value)
-        assert again.sequence.state == work.sequence.state
-        # Not the pickles' bytes: a set rebuilt by unpickling may iterate in another order.
+        doc = document(value)
+        assert doc["format"] == FORMAT == 1
+        assert doc["normalizer"]["$"] == "services.normalizer.RunNormalizer"
+        assert b"\x80\x05" not in value  # no pickle anywhere in it
+        again = unpack_run(value)
+        assert again.sequence.state == work.sequence.state and again.dropped is None
         # What a restored run must do is carry on as the original would have.
         if not work.sequence.state.terminal:
             assert feed(again, rest) == feed(work, rest) != []
@@ -54,6 +79,72 @@ def test_release_times_say_when_the_adapters_and_the_whole_value_may_go() -> Non
     live, ended = run_work(frames_fed=3), run_work()
     live.normalizer.last_active = ended.normalizer.last_active = 2000.0
     # A live run keeps its numbering for ever; its adapters go after the retention period idle.
-    assert processor._expiries(live.pack(retention=60)) == (math.inf, 2060.0)
+    assert expiries(live.pack(retention=60)) == (math.inf, 2060.0)
     # An ended run goes whole once both its adapters and its numbering are due.
-    assert processor._expiries(ended.pack(retention=60)) == (2060.0, 2060.0)
+    assert expiries(ended.pack(retention=60)) == (2060.0, 2060.0)
+
+
+@pytest.mark.parametrize("api", sorted(LEGACY_HALVES))
+def test_a_state_pickled_by_the_previous_version_is_read_and_the_run_goes_on_the_same(api) -> None:
+    # The upgrade: a worker of this version recovers a changelog the previous one wrote.
+    path = FIXTURES / api / LEGACY_HALVES[api]
+    frames = fixture_frames(path, f"legacy-{api}")
+    half = len(frames) // 2
+    upgraded = unpack_run((LEGACY / f"legacy-run-{api}.bin").read_bytes())
+    assert upgraded.dropped is None
+    uninterrupted = run_work(frames_fed=half, path=path, tenant="default", run_id=f"legacy-{api}")
+    assert upgraded.sequence.state == uninterrupted.sequence.state
+    assert feed(upgraded, frames[half:]) == feed(uninterrupted, frames[half:]) != []
+    # … and written back in this version's format.
+    assert document(upgraded.pack(retention=60))["format"] == FORMAT
+
+
+def test_an_alias_is_plain_data_and_the_previous_versions_alias_is_read() -> None:
+    value = pack_alias("run-1", 4600.0)
+    assert document(value) == {"format": 1, "run_id": "run-1"}
+    assert unpack_alias(value) == "run-1" and expiries(value) == (4600.0, math.inf)
+    assert unpack_alias((LEGACY / "legacy-alias.bin").read_bytes()) == "legacy-openai-chat"
+
+
+class _Payload:
+    """What an attacker who can write the changelog would put there."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+@pytest.mark.parametrize("unpack", [unpack_run, unpack_alias])
+def test_a_pickle_naming_anything_but_a_state_class_is_refused_unread(tmp_path, unpack) -> None:
+    marker = tmp_path / "ran"
+    value = struct.pack("<dd", math.inf, math.inf) + pickle.dumps(_Payload(marker))
+    with pytest.raises(UnreadableState, match="system.*refused unread"):
+        unpack(value)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("body, says", [
+    (b'{"format": 2, "normalizer": null, "sequence": null}', "format '2'.*newer version"),
+    (b'{"format": 1, "sequence": {"$": "os.system"}}', "class 'os.system'"),
+    (b"\x00\x01garbage", "neither format 1 nor a pickle"),
+    (b'["format", 1]', "format 'list'"),
+])
+def test_a_value_this_version_cannot_read_raises_a_clear_error(body, says) -> None:
+    with pytest.raises(UnreadableState, match=says):
+        unpack_run(struct.pack("<dd", 0.0, 0.0) + body)
+    with pytest.raises(UnreadableState, match="shorter than its header"):
+        unpack_run(b"\x00" * 10)
+
+
+def test_adapters_that_cannot_be_read_are_dropped_but_the_numbering_is_kept() -> None:
+    # A state written by another version whose adapter class this one does not have.
+    work = run_work(frames_fed=3)
+    doc = document(work.pack(retention=60))
+    doc["normalizer"]["adapters"]["openai-chat"]["$"] = "adapters.openai_chat.RemovedAdapter"
+    value = struct.pack("<dd", math.inf, 0.0) + orjson.dumps(doc)
+    upgraded = unpack_run(value)
+    assert upgraded.normalizer is None
+    assert "RemovedAdapter" in upgraded.dropped
+    assert upgraded.sequence.state == work.sequence.state

@@ -1,0 +1,380 @@
+"""A run's in-memory state as plain data: JSON trees that name only the project's own classes.
+
+The worker keeps each run's adapters and numbering in a table whose changelog is a Kafka topic.
+Pickles there (earlier versions) meant that whoever could write the topic ran code in the worker,
+and that a code upgrade could make stored state unreadable. This module turns such a state into a
+tree of JSON values and back, with these rules:
+
+- JSON's own values stand for themselves: ``str``, ``int`` (64-bit), ``bool``, ``None``, finite
+  ``float``, ``list``, and ``dict`` with string keys that do not start with ``$``.
+- Everything else is a one-key object whose key names the type: ``{"$t": [...]}`` tuple,
+  ``{"$q": [...]}`` deque, ``{"$s": [...]}`` set, ``{"$d": [[k, v], ...]}`` any other dict
+  (keys not strings, or starting with ``$`` — so provider data held in a state can never pass
+  for a tag), ``{"$b": "hex"}`` bytes, ``{"$f": "inf"}`` a float JSON has no literal for,
+  ``{"$i": "digits"}`` an int beyond 64 bits.
+- An object is ``{"$": "<module below modelevents>.<class>", <field>: <tree>, ...}`` — by field
+  name, never by position — or ``{"$": ..., "$state": <tree>}`` for a class with a state method
+  of its own (``__getstate__``/``__setstate__``, e.g. a field derived from another is left out).
+  An object met a second time in the same tree is ``{"$r": n}``: the n-th object written
+  (counting from 0, in the order the tree is written and read), so that what was one object in
+  two places — a block's parts, also in a message's list of blocks — is one object again.
+  Only classes defined in ``modelevents.adapters``, ``modelevents.schemas`` and the worker's
+  per-run modules (:data:`_STATE_MODULES`) can be named; decoding never imports, calls a
+  constructor or looks anything up by a name it read, beyond that table.
+
+Reading after an upgrade: a dataclass field the tree lacks takes its declared default; an
+adapter attribute the tree lacks takes the value a new adapter starts with; a slot without
+either, or a class the table does not know, raises :class:`UnreadableState` naming it (the
+worker then drops what it could not read — see ``services/table_values.py``).
+
+Why not a library: the state graph is the adapters' own objects (slotted classes, int-keyed
+dicts, sets of tuples), which JSON, Avro or msgpack libraries do not round-trip by themselves.
+The walk is one dispatch per non-string value; over the project's fixtures and the recorded
+corpus it encodes a run's state in about the time ``pickle.dumps`` takes (both measured in
+``bench/state_encoding.py``), and orjson writes the tree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from modelevents.adapters.base import Adapter
+from modelevents.schemas.errors import SchemaError
+
+__all__ = ["UnreadableState", "dumps", "loads", "state_class", "state_classes", "to_tree",
+           "from_tree"]
+
+# Modules (below ``modelevents.``) whose classes a state may contain.
+_STATE_PACKAGES = ("adapters.", "schemas.")
+_STATE_MODULES = ("services.normalizer", "services.sequencer")
+_I64_MIN, _U64_MAX = -(2 ** 63), 2 ** 64 - 1
+
+
+class UnreadableState(SchemaError):
+    """A stored state this version cannot rebuild: not plain data of this format, a class it
+    does not know, or a field it lacks with no default. The message names what."""
+
+
+# --- the class table ---------------------------------------------------------------------------
+
+_by_tag: dict[str, type] = {}
+_tag_of: dict[type, str] = {}
+_modules_seen = 0
+
+
+def _refresh() -> None:
+    """(Re)build the table from the project's modules that are imported (all adapters are, by
+    the registry); cheap, and done again only when more modules were imported since."""
+    global _modules_seen
+    if len(sys.modules) == _modules_seen:
+        return
+    _modules_seen = len(sys.modules)
+    for module_name, module in list(sys.modules.items()):
+        if not module_name.startswith("modelevents.") or module is None:
+            continue
+        short = module_name[len("modelevents."):]
+        if not (short.startswith(_STATE_PACKAGES) or short in _STATE_MODULES):
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and value.__module__ == module_name:
+                tag = f"{short}.{value.__qualname__}"
+                _by_tag[tag] = value
+                _tag_of[value] = tag
+
+
+def state_class(tag: str) -> type | None:
+    """The class a tree's ``"$"`` names, or None when no state may hold such an object."""
+    cls = _by_tag.get(tag)
+    if cls is None:
+        _refresh()
+        cls = _by_tag.get(tag)
+    return cls
+
+
+def state_classes() -> dict[str, type]:
+    """Every class a state may hold, by tag (for tests and documentation)."""
+    _refresh()
+    return dict(_by_tag)
+
+
+# --- encoding ----------------------------------------------------------------------------------
+
+_str, _int, _bool, _float, _list, _dict = str, int, bool, float, list, dict
+
+
+# Objects met so far in the tree being written: id → (their number, the object, kept alive so
+# that its id is not reused by a temporary one). A second meeting writes {"$r": number}.
+_memo: dict[int, tuple[int, Any]] = {}
+
+
+def to_tree(value: Any) -> Any:
+    """``value`` as a tree of JSON values (see the module docstring). Raises TypeError for an
+    object of a class no state may hold (a programming error, never input)."""
+    _memo.clear()
+    try:
+        return _tree(value)
+    finally:
+        _memo.clear()
+
+
+def _tree(value: Any) -> Any:
+    kind = type(value)
+    if kind is _str or kind is _bool or value is None:
+        return value
+    encode = _ENCODERS.get(kind)
+    if encode is None:
+        encode = _encoder_for(kind)
+    return encode(value)
+
+
+def dumps(value: Any) -> bytes:
+    """``value``'s tree as JSON bytes."""
+    return orjson.dumps(to_tree(value))
+
+
+def _list_tree(items: Any) -> list[Any]:
+    return [x if type(x) is _str else _tree(x) for x in items]
+
+
+def _dict_tree(mapping: dict[Any, Any]) -> Any:
+    for key in mapping:
+        if type(key) is not _str or key[:1] == "$":
+            return {"$d": [[_tree(k), _tree(v)] for k, v in mapping.items()]}
+    return {k: (v if type(v) is _str else _tree(v)) for k, v in mapping.items()}
+
+
+def _int_tree(n: int) -> Any:
+    return n if _I64_MIN <= n <= _U64_MAX else {"$i": str(n)}
+
+
+def _float_tree(x: float) -> Any:
+    return x if x - x == 0 else {"$f": repr(x)}  # inf - inf and nan - nan are nan
+
+
+_ENCODERS: dict[type, Callable[[Any], Any]] = {
+    int: _int_tree,
+    float: _float_tree,
+    list: _list_tree,
+    dict: _dict_tree,
+    tuple: lambda t: {"$t": _list_tree(t)},
+    deque: lambda q: {"$q": _list_tree(q)},
+    set: lambda s: {"$s": _list_tree(s)},
+    frozenset: lambda s: {"$s": _list_tree(s)},
+    bytes: lambda b: {"$b": b.hex()},
+}
+
+
+def _own_state_methods(cls: type) -> bool:
+    """True when ``cls`` (or a base of the project's) defines its own ``__getstate__`` — not
+    object's, nor the positional one ``dataclass(slots=True)`` generates."""
+    method = getattr(cls, "__getstate__", None)
+    return (method is not None and method is not getattr(object, "__getstate__", None)
+            and getattr(method, "__name__", "") != "_dataclass_getstate")
+
+
+def _encoder_for(cls: type) -> Callable[[Any], Any]:
+    _refresh()
+    tag = _tag_of.get(cls)
+    if tag is None:
+        raise TypeError(f"a run's state holds a {cls.__module__}.{cls.__qualname__}, which is "
+                        "not plain data and not a class of modelevents' adapters or schemas")
+    if _own_state_methods(cls) and getattr(cls, "__setstate__", None) is not None:
+        def fields(obj: Any) -> dict[str, Any]:
+            return {"$": tag, "$state": _tree(obj.__getstate__())}
+    elif _own_state_methods(cls):  # a __getstate__ that leaves attributes out, read back as is
+        def fields(obj: Any) -> dict[str, Any]:
+            tree: dict[str, Any] = {"$": tag}
+            for name, value in obj.__getstate__().items():
+                tree[name] = value if type(value) is _str else _tree(value)
+            return tree
+    else:
+        names = _field_names(cls)
+
+        def fields(obj: Any) -> dict[str, Any]:
+            tree: dict[str, Any] = {"$": tag}
+            for name in names(obj):
+                value = getattr(obj, name, _ABSENT)
+                if value is not _ABSENT:
+                    tree[name] = value if type(value) is _str else _tree(value)
+            return tree
+
+    def encode(obj: Any) -> Any:
+        # An object held in two places (a block's parts, also in the list of a message's blocks)
+        # must come back as one object: the second place refers to the first.
+        seen = _memo.get(id(obj))
+        if seen is not None:
+            return {"$r": seen[0]}
+        _memo[id(obj)] = (len(_memo), obj)
+        return fields(obj)
+    _ENCODERS[cls] = encode
+    return encode
+
+
+_ABSENT = object()
+
+
+def _field_names(cls: type) -> Callable[[Any], Any]:
+    if dataclasses.is_dataclass(cls):
+        fixed = tuple(f.name for f in dataclasses.fields(cls))
+        return lambda obj: fixed
+    slots = tuple(_slots(cls))
+    if slots and not cls.__dictoffset__:  # instances without a __dict__
+        return lambda obj: slots
+    return lambda obj: tuple(vars(obj))
+
+
+def _slots(cls: type) -> list[str]:
+    names: list[str] = []
+    for klass in cls.__mro__:
+        declared = klass.__dict__.get("__slots__", ())
+        names += [declared] if isinstance(declared, str) else list(declared)
+    return [n for n in names if n not in ("__dict__", "__weakref__")]
+
+
+# --- decoding ----------------------------------------------------------------------------------
+
+
+def loads(data: bytes | memoryview) -> Any:
+    """The value ``dumps`` wrote. Raises UnreadableState."""
+    try:
+        tree = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise UnreadableState(f"not a JSON state: {exc}") from None
+    return from_tree(tree)
+
+
+# Objects rebuilt so far from the tree being read, in the order to_tree numbered them.
+_objects: list[Any] = []
+
+
+def from_tree(tree: Any) -> Any:
+    """The value a tree stands for. Raises UnreadableState."""
+    _objects.clear()
+    try:
+        return _value(tree)
+    finally:
+        _objects.clear()
+
+
+def _value(tree: Any) -> Any:
+    kind = type(tree)
+    if kind is _list:
+        return [x if type(x) is _str else _value(x) for x in tree]
+    if kind is not _dict:
+        return tree
+    if "$" in tree:
+        return _object(tree)
+    if len(tree) == 1:
+        (key, inner), = tree.items()
+        if key[:1] == "$":
+            return _special(key, inner)
+    return {k: (v if type(v) is _str else _value(v)) for k, v in tree.items()}
+
+
+def _special(key: str, inner: Any) -> Any:
+    try:
+        if key == "$r":
+            if type(inner) is not _int or not 0 <= inner < len(_objects):
+                raise ValueError("not the number of an object met before")
+            return _objects[inner]
+        if key == "$t":
+            return tuple(_value(inner))
+        if key == "$q":
+            return deque(_value(inner))
+        if key == "$s":
+            return set(_value(inner))
+        if key == "$d":
+            return {_value(k): _value(v) for k, v in inner}
+        if key == "$b":
+            return bytes.fromhex(inner)
+        if key == "$f":
+            return float(inner) if inner in ("inf", "-inf", "nan") else _bad(key, inner)
+        if key == "$i":
+            return int(inner)
+    except UnreadableState:
+        raise
+    except (TypeError, ValueError, IndexError) as exc:
+        raise UnreadableState(f"{key} value {str(inner)[:80]!r} is malformed: {exc}") from None
+    raise UnreadableState(f"unknown tag {key!r} (written by a newer version?)")
+
+
+def _bad(key: str, inner: Any) -> Any:
+    raise UnreadableState(f"{key} value {str(inner)[:80]!r} is malformed")
+
+
+def _object(tree: dict[str, Any]) -> Any:
+    tag = tree["$"]
+    cls = state_class(tag) if type(tag) is _str else None
+    if cls is None:
+        raise UnreadableState(f"a state names class {str(tag)[:120]!r}, which this version does "
+                              "not have among its adapters' and schemas' classes")
+    obj = cls.__new__(cls)
+    _objects.append(obj)
+    if "$state" in tree:
+        setstate = getattr(obj, "__setstate__", None)
+        if setstate is None:
+            raise UnreadableState(f"{tag} carries a $state, but this version keeps its fields")
+        try:
+            setstate(_value(tree["$state"]))
+        except UnreadableState:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a state of another shape: say which
+            raise UnreadableState(f"{tag}: its stored state does not fit this version: "
+                                  f"{exc!r}") from None
+        if dataclasses.is_dataclass(cls):  # fields added since the state was written
+            absent = {f.name for f in dataclasses.fields(cls) if not hasattr(obj, f.name)}
+            if absent:
+                defaults = {f.name: obj for f in dataclasses.fields(cls) if f.name not in absent}
+                _fill_dataclass(cls, tag, defaults)
+                for name in absent:
+                    object.__setattr__(obj, name, defaults[name])
+        return obj
+    fields = {k: (v if type(v) is _str else _value(v)) for k, v in tree.items() if k != "$"}
+    if dataclasses.is_dataclass(cls):
+        _fill_dataclass(cls, tag, fields)
+    elif isinstance(obj, Adapter):
+        _fill_adapter(cls, fields)
+    wanted = _slots(cls) if not hasattr(obj, "__dict__") else None
+    for name, value in fields.items():
+        if wanted is not None and name not in wanted:
+            continue  # a field an earlier version had: nowhere to put it now
+        object.__setattr__(obj, name, value)
+    for name in wanted or ():
+        if not hasattr(obj, name):
+            raise UnreadableState(f"{tag} has no stored {name!r} and no default for it "
+                                  "(written by an earlier version?)")
+    return obj
+
+
+def _fill_dataclass(cls: Any, tag: str, fields: dict[str, Any]) -> None:
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    for name in [n for n in fields if n not in known]:
+        del fields[name]
+    for name, spec in known.items():
+        if name in fields:
+            continue
+        if spec.default is not dataclasses.MISSING:
+            fields[name] = spec.default
+        elif spec.default_factory is not dataclasses.MISSING:
+            fields[name] = spec.default_factory()
+        else:
+            raise UnreadableState(f"{tag} has no stored {name!r} and no default for it")
+
+
+def _fill_adapter(cls: type, fields: dict[str, Any]) -> None:
+    """Attributes an adapter's stored state lacks (it was written before they existed) start as
+    a new adapter of the run starts them."""
+    try:
+        fresh = cls(str(fields.get("run_id", "")), tenant=str(fields.get("tenant", "default")),
+                    provider=fields.get("provider"))
+    except Exception as exc:  # noqa: BLE001 - as in _object
+        raise UnreadableState(f"cannot start a {cls.__qualname__} for the stored state: "
+                              f"{exc!r}") from None
+    for name, value in vars(fresh).items():
+        fields.setdefault(name, value)
