@@ -23,9 +23,12 @@ tree of JSON values and back, with these rules:
   constructor or looks anything up by a name it read, beyond that table.
 
 Reading after an upgrade: a dataclass field the tree lacks takes its declared default; an
-adapter attribute the tree lacks takes the value a new adapter starts with; a slot without
-either, or a class the table does not know, raises :class:`UnreadableState` naming it (the
-worker then drops what it could not read — see ``services/table_values.py``).
+adapter attribute the tree lacks takes the value a new adapter starts with; a slot of another
+class takes what the class's ``state_defaults`` (slot name → zero-argument factory) gives —
+declare one when adding a slot, or states written before it are refused. A field the class no
+longer has is left out. A slot without a default, or a class the table does not know, raises
+:class:`UnreadableState` naming it (the worker then drops what it could not read — see
+``services/table_values.py``).
 
 Why not a library: the state graph is the adapters' own objects (slotted classes, int-keyed
 dicts, sets of tuples), which JSON, Avro or msgpack libraries do not round-trip by themselves.
@@ -308,12 +311,57 @@ def _bad(key: str, inner: Any) -> Any:
     raise UnreadableState(f"{key} value {str(inner)[:80]!r} is malformed")
 
 
+class _Shape:
+    """How objects of one class are rebuilt (worked out once per class)."""
+
+    def __init__(self, cls: type, tag: str) -> None:
+        self.cls, self.tag = cls, tag
+        self.slots = frozenset(_slots(cls)) if not cls.__dictoffset__ else None
+        self.fields = ({f.name: f for f in dataclasses.fields(cls)}
+                       if dataclasses.is_dataclass(cls) else None)
+        self.is_adapter = issubclass(cls, Adapter)
+        self.names = (frozenset(self.fields) if self.fields is not None else self.slots)
+        self.defaults: dict[str, Callable[[], Any]] = dict(getattr(cls, "state_defaults", {}))
+        self.attributes: frozenset[str] | None = None  # an adapter's, once known
+
+    def missing(self, obj: Any, present: Any) -> None:
+        """Give attributes the stored state lacks (added since it was written) their defaults:
+        a dataclass field's declared one, an adapter's as a new adapter starts it, a slot's from
+        the class's ``state_defaults`` (name → zero-argument factory). Raises UnreadableState
+        for one without."""
+        absent = [n for n in self.names or () if n not in present]
+        if self.is_adapter and self.names is None:
+            fresh = _fresh_adapter(self.cls, obj)
+            absent = [n for n in vars(fresh) if n not in present]
+            for name in absent:
+                object.__setattr__(obj, name, getattr(fresh, name))
+            return
+        for name in absent:
+            spec = self.fields.get(name) if self.fields is not None else None
+            if spec is not None and spec.default is not dataclasses.MISSING:
+                value = spec.default
+            elif spec is not None and spec.default_factory is not dataclasses.MISSING:
+                value = spec.default_factory()
+            elif name in self.defaults:
+                value = self.defaults[name]()
+            else:
+                raise UnreadableState(f"{self.tag} has no stored {name!r} and no default for it "
+                                      "(written by an earlier version?)")
+            object.__setattr__(obj, name, value)
+
+
+_shapes: dict[type, _Shape] = {}
+
+
 def _object(tree: dict[str, Any]) -> Any:
     tag = tree["$"]
     cls = state_class(tag) if type(tag) is _str else None
     if cls is None:
         raise UnreadableState(f"a state names class {str(tag)[:120]!r}, which this version does "
                               "not have among its adapters' and schemas' classes")
+    shape = _shapes.get(cls)
+    if shape is None:
+        shape = _shapes[cls] = _Shape(cls, tag)
     obj = cls.__new__(cls)
     _objects.append(obj)
     if "$state" in tree:
@@ -327,54 +375,34 @@ def _object(tree: dict[str, Any]) -> Any:
         except Exception as exc:  # noqa: BLE001 - a state of another shape: say which
             raise UnreadableState(f"{tag}: its stored state does not fit this version: "
                                   f"{exc!r}") from None
-        if dataclasses.is_dataclass(cls):  # fields added since the state was written
-            absent = {f.name for f in dataclasses.fields(cls) if not hasattr(obj, f.name)}
-            if absent:
-                defaults = {f.name: obj for f in dataclasses.fields(cls) if f.name not in absent}
-                _fill_dataclass(cls, tag, defaults)
-                for name in absent:
-                    object.__setattr__(obj, name, defaults[name])
+        if shape.names is not None:
+            shape.missing(obj, [n for n in shape.names if hasattr(obj, n)])
         return obj
-    fields = {k: (v if type(v) is _str else _value(v)) for k, v in tree.items() if k != "$"}
-    if dataclasses.is_dataclass(cls):
-        _fill_dataclass(cls, tag, fields)
-    elif isinstance(obj, Adapter):
-        _fill_adapter(cls, fields)
-    wanted = _slots(cls) if not hasattr(obj, "__dict__") else None
-    for name, value in fields.items():
-        if wanted is not None and name not in wanted:
+    names = shape.names
+    setattr_ = object.__setattr__
+    stored = 0
+    for name, value in tree.items():
+        if name == "$" or (names is not None and name not in names):
             continue  # a field an earlier version had: nowhere to put it now
-        object.__setattr__(obj, name, value)
-    for name in wanted or ():
-        if not hasattr(obj, name):
-            raise UnreadableState(f"{tag} has no stored {name!r} and no default for it "
-                                  "(written by an earlier version?)")
+        setattr_(obj, name, value if type(value) is _str else _value(value))
+        stored += 1
+    if names is not None:
+        if stored < len(names):
+            shape.missing(obj, tree)
+    elif shape.is_adapter:
+        if shape.attributes is None:  # what a new adapter of this class has, found once
+            shape.attributes = frozenset(vars(_fresh_adapter(cls, obj)))
+        if not shape.attributes <= tree.keys():
+            shape.missing(obj, tree)
     return obj
 
 
-def _fill_dataclass(cls: Any, tag: str, fields: dict[str, Any]) -> None:
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    for name in [n for n in fields if n not in known]:
-        del fields[name]
-    for name, spec in known.items():
-        if name in fields:
-            continue
-        if spec.default is not dataclasses.MISSING:
-            fields[name] = spec.default
-        elif spec.default_factory is not dataclasses.MISSING:
-            fields[name] = spec.default_factory()
-        else:
-            raise UnreadableState(f"{tag} has no stored {name!r} and no default for it")
-
-
-def _fill_adapter(cls: type, fields: dict[str, Any]) -> None:
-    """Attributes an adapter's stored state lacks (it was written before they existed) start as
-    a new adapter of the run starts them."""
+def _fresh_adapter(cls: type, stored: Any) -> Any:
+    """A new adapter of the stored one's run, whose attributes are the defaults of those the
+    stored state lacks (it was written before they existed)."""
     try:
-        fresh = cls(str(fields.get("run_id", "")), tenant=str(fields.get("tenant", "default")),
-                    provider=fields.get("provider"))
+        return cls(str(getattr(stored, "run_id", "")), tenant=str(getattr(stored, "tenant", "default")),
+                   provider=getattr(stored, "provider", None))
     except Exception as exc:  # noqa: BLE001 - as in _object
         raise UnreadableState(f"cannot start a {cls.__qualname__} for the stored state: "
                               f"{exc!r}") from None
-    for name, value in vars(fresh).items():
-        fields.setdefault(name, value)
