@@ -43,7 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--config", type=Path, default=None, metavar="FILE",
                    help="gateway config, YAML or TOML (.toml): provider base URLs and keys, "
                         "webhook secrets per tenant, limits, the capability manifest, polling; "
-                        "see services/gateway/config.py")
+                        "see services/gateway/config.py. Followers of /v1/runs/{id}/events: "
+                        "follower_buffer_events (events of a followed run kept for late "
+                        "joiners, default 256), follower_queue_events (events one follower may "
+                        "have queued and not sent, default 1024), follower_patience_s (how long "
+                        "followers may send nothing while one's queue is full before that one's "
+                        "stream ends and it resumes with Last-Event-ID, default 2)")
     add_kafka_options(p, partitions=True)
     p.add_argument("--loglevel", choices=LOG_LEVELS, default="info", help="log level (default info)")
     p.set_defaults(run=run)

@@ -10,9 +10,11 @@ Another concern is one more module with an ``APIRouter`` named ``router`` and on
 
 The app's lifespan starts what every request shares through ``app.state.gateway``
 (``services/gateway/state.py``): one idempotent Kafka producer (acks=all), the fetcher, the HTTP
-client to the providers, the capability manifest, the calls in flight and the view of the
-``runs`` topic; it stops them on shutdown (calls in flight are cancelled: their frames so far
-are on Kafka, and the run's state says where it stopped). A :class:`KafkaUnavailable` raised
+client to the providers, the capability manifest, the calls in flight, the views of the
+``run-owners`` and ``runs`` topics (read from their start: ``/readyz`` is 503 until they have
+read what the topics held) and the shared readers of followed runs; it stops them on shutdown,
+closing their Kafka consumers (calls in flight are cancelled: their frames so far are on Kafka,
+and the run's state says where it stopped). A :class:`KafkaUnavailable` raised
 while a request waits for Kafka becomes 503 with ``Retry-After``: the sender retries, and nothing
 that was acknowledged is ever lost; a client's mistake is a 4xx saying what to change
 (``services/gateway/errors.py``).
@@ -44,6 +46,8 @@ from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, l
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.deliveries import Deliveries
 from modelevents.services.gateway.fetch import Fetcher
+from modelevents.services.gateway.followers import RunFollowers
+from modelevents.services.gateway.owners import RunOwners
 from modelevents.services.gateway.run_views import RunStates
 from modelevents.services.gateway.errors import error_answer
 from modelevents.services.gateway.state import Gateway
@@ -64,7 +68,8 @@ The edge of modelevents: provider output enters here and leaves as ProviderFrame
   provider chosen), read its state and its ModelEvents (SSE, resumable), cancel it.
 * **Webhooks** — signed Standard Webhooks deliveries from OpenAI and Gemini.
 * **Forwarded frames** — provider streams an application received itself and tees to modelevents.
-* **Health** — liveness and readiness (Kafka reachable, topics present).
+* **Health** — liveness and readiness (Kafka reachable, topics present, run owners and states
+  read).
 
 Any 503 means Kafka did not acknowledge: nothing was kept, send the same request again.
 """
@@ -90,14 +95,23 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
             limits=httpx.Limits(max_connections=config.max_provider_connections,
                                 max_keepalive_connections=config.max_provider_connections))
         gateway.runs = runs.LocalRuns(config.local_runs)
+        # The read side: the views of whole topics (read from their start; /readyz waits for
+        # them) and the shared readers of followed runs.
+        gateway.owners = RunOwners(config.kafka)
         gateway.run_states = RunStates(config.kafka)
-        await gateway.run_states.start()
+        gateway.followers = RunFollowers(
+            config.kafka, buffer_events=config.follower_buffer_events,
+            max_pending=config.follower_queue_events, patience_s=config.follower_patience_s)
+        for view in gateway.views:
+            await view.start()
         app.state.gateway = gateway
         try:
             yield
         finally:
             await gateway.runs.close()
-            await gateway.run_states.stop()
+            await gateway.followers.close()  # each reader's consumer closed
+            for view in gateway.views:
+                await view.stop()  # its consumer closed
             await gateway.http.aclose()
             await gateway.fetcher.close()
             await producer.stop()

@@ -32,6 +32,12 @@ the environment for what it sets, explicit CLI options win over both. A file loo
     poll_max_s: 10.0                          # … up to this …
     terminal_timeout_s: 600                   # … until the provider says the run is terminal
     max_calls_in_flight: 1000                 # beyond: POST /v1/runs answers 429
+    follower_buffer_events: 256               # GET /v1/runs/{id}/events: events of a followed run
+                                              # kept for followers that join late …
+    follower_queue_events: 1024               # … events one follower may have queued, not sent …
+    follower_patience_s: 2.0                  # … and how long a follower with a full queue may
+                                              # send nothing before its stream ends (it resumes
+                                              # with Last-Event-ID): services/gateway/followers.py
     api_tokens: {default: [tok_...]}          # or $MODELEVENTS_API_TOKEN; empty: open /v1/runs
 
 Providers are named as in their URLs and SDKs (``openai``, ``anthropic``, ``gemini``); runs name
@@ -197,6 +203,14 @@ class GatewayConfig(BaseModel):
     max_calls_in_flight: int = Field(1000, ge=1)
     # Connections to the providers (all calls share one pool).
     max_provider_connections: int = Field(200, ge=1)
+    # Followers of GET /v1/runs/{id}/events (services/gateway/followers.py): the events of a
+    # followed run its one shared reader keeps for followers that join late, the events each
+    # follower may have queued and not sent yet (at least the buffer: a joiner gets all of it),
+    # and how long followers may send nothing while one's queue is full before that one (its
+    # client stalled) ends after what it holds and resumes with Last-Event-ID.
+    follower_buffer_events: int = Field(256, ge=0)
+    follower_queue_events: int = Field(1024, ge=1)
+    follower_patience_s: float = Field(2.0, gt=0)
     # tenant → bearer tokens for /v1/runs… (services/gateway/auth.py); empty: open API.
     api_tokens: dict[str, list[SecretStr]] = Field(default_factory=dict)
 

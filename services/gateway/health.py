@@ -2,9 +2,12 @@
 
 Liveness says the process answers HTTP: a supervisor restarts it when this fails. Readiness says
 a webhook or a forwarded stream sent now would be acknowledged: Kafka is reachable and the
-pipeline's topics exist as configured (``services/topics.verify_topics``). A load balancer stops
-sending traffic while it fails; providers would get 503 anyway and retry. The check talks to the
-broker, so its result is reused for :data:`READY_CACHE_S`.
+pipeline's topics exist as configured (``services/topics.verify_topics``), and the gateway's
+views of whole topics (``run-owners``, ``runs``: started by the app's lifespan) have read what
+the topics held when it started — until then an owner or a run not found may just not be read
+yet. A load balancer stops sending traffic while it fails; providers would get 503 anyway and
+retry. The Kafka check talks to the broker, so its result is reused for :data:`READY_CACHE_S`;
+the views are waited for :data:`READY_VIEWS_WAIT_S` at most (a probe wants a prompt answer).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ router = APIRouter(tags=["health"])
 
 READY_CACHE_S = 1.0
 READY_TIMEOUT_S = 5.0
+READY_VIEWS_WAIT_S = 1.0
 
 
 @router.get("/healthz", summary="Liveness")
@@ -33,18 +37,34 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Readiness: Kafka reachable and the topics exist",
-            responses={503: {"description": "Kafka unreachable or a topic missing/mismatched"}})
+@router.get("/readyz", summary="Readiness: Kafka reachable, the topics exist, the views read",
+            responses={503: {"description": "Kafka unreachable, a topic missing/mismatched, or "
+                                            "the run owners and states not read yet"}})
 async def readyz(request: Request) -> JSONResponse:
-    """200 when Kafka answers and every pipeline topic exists with the configured partitions;
-    503 with the reason (and what to do) otherwise."""
+    """200 when Kafka answers, every pipeline topic exists with the configured partitions and the
+    gateway has read the run owners and states; 503 with the reason (and what to do)
+    otherwise."""
     status, body = await readiness(gateway_of(request))
     return JSONResponse(body, status_code=status)
 
 
-async def readiness(gateway: Gateway) -> tuple[int, dict[str, str]]:
-    """``(200 | 503, body)`` of the readiness check, reused for READY_CACHE_S (``POST /v1/runs``
-    asks it too before a provider is called: output that Kafka cannot take would be lost)."""
+async def readiness(gateway: Gateway, views_wait: float = READY_VIEWS_WAIT_S,
+                    ) -> tuple[int, dict[str, str]]:
+    """``(200 | 503, body)`` of the readiness check (``POST /v1/runs`` asks it too before a
+    provider is called: output that Kafka cannot take would be lost): Kafka's part reused for
+    READY_CACHE_S, then the views, waited for ``views_wait`` seconds at most."""
+    status, body = await _kafka_ready(gateway)
+    if status != 200:
+        return status, body
+    for view in gateway.views:
+        if not await view.wait_until(view.caught_up.is_set, views_wait):
+            return 503, {"status": "not ready",
+                         "reason": f"the gateway is still reading {view.topic} from its start "
+                                   "(who owns each run id, the runs' states); retry shortly"}
+    return status, body
+
+
+async def _kafka_ready(gateway: Gateway) -> tuple[int, dict[str, str]]:
     cached = gateway.ready
     now = time.monotonic()
     if cached is None or now - cached[0] > READY_CACHE_S:

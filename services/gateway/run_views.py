@@ -6,8 +6,10 @@
   still holds (about 1 KB each; compaction keeps one record per run, and the processor's
   retention decides how long a finished run stays), and which run announced each provider
   object id, so that a webhook naming the object goes to its run
-  (:meth:`RunStates.run_of_object`). It starts and stops the other views with it: the owners of
-  run ids (``owners.py``) and the shared readers of followed runs (``followers.py``).
+  (:meth:`RunStates.run_of_object`). The other parts of the read side, the owners of run ids
+  (``owners.py``) and the shared readers of followed runs (``followers.py``), are its peers: the
+  app's lifespan starts and stops all three (``app.py``), and readiness waits for the views
+  (``health.py``).
 - :func:`run_events` / :func:`run_history` (``event_reads.py``, re-exported here) read one run's
   events of one tenant from ``events``, each ``seq`` once, in order.
 
@@ -24,8 +26,6 @@ from typing import Any
 from modelevents.schemas.run_state import RunState
 from modelevents.services import kafka_io
 from modelevents.services.gateway.event_reads import IDLE_TICK_S, run_events, run_history
-from modelevents.services.gateway.followers import RunFollowers
-from modelevents.services.gateway.owners import RunOwners
 from modelevents.services.gateway.topic_view import TopicView
 from modelevents.services.settings import PipelineSettings
 
@@ -35,26 +35,12 @@ log = logging.getLogger(__name__)
 
 
 class RunStates(TopicView):
-    """The latest RunState of every run on ``runs``, followed live (see the module docstring),
-    and beside it the other views of the read side, started and stopped with it: the owners of
-    run ids (:attr:`owners`, ``owners.py``) and the shared readers of followed runs
-    (:attr:`followers`, ``followers.py``)."""
+    """The latest RunState of every run on ``runs``, followed live (see the module docstring)."""
 
     def __init__(self, settings: PipelineSettings) -> None:
         super().__init__(settings, "runs")
         self.states: dict[str, RunState] = {}
         self.object_runs: dict[str, str] = {}  # provider object id → the run that announced it
-        self.owners = RunOwners(settings)
-        self.followers = RunFollowers(settings)
-
-    async def start(self) -> None:
-        await self.owners.start()
-        await super().start()
-
-    async def stop(self) -> None:
-        await self.followers.close()
-        await super().stop()
-        await self.owners.stop()
 
     def apply(self, message: Any) -> bool:
         record = kafka_io.decode_record(message)

@@ -145,7 +145,8 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
     if gateway.runs.in_flight >= config.max_calls_in_flight:
         return _error(429, f"{config.max_calls_in_flight} provider calls are in flight on this "
                            "gateway; retry shortly", "busy", {"Retry-After": "1"})
-    status, ready = await readiness(gateway)
+    # The views may be read still (a gateway just started): wait as a claim would.
+    status, ready = await readiness(gateway, views_wait=config.ack_timeout_s)
     if status != 200:
         return _error(503, f"Kafka is not ready, so nothing was sent to the provider: "
                            f"{ready.get('reason')}", "kafka_unavailable",
@@ -375,7 +376,7 @@ async def _event_stream(gateway: Gateway, run_id: str, owner: str, after: int,
     """The SSE body: followers share the run's one reader; ``follow=false`` reads what
     ``events`` holds now on its own (it ends soon)."""
     if follow:
-        source = gateway.run_states.followers.follow(run_id, owner, after)
+        source = gateway.followers.follow(run_id, owner, after)
         async with aclosing(source) as chunks:
             async for chunk in chunks:
                 yield chunk

@@ -1,7 +1,8 @@
 """What the gateway's routes share while it runs: its config, the Kafka producer, the recently
 acknowledged webhook deliveries, the fetcher, and for runs the capability manifest, the HTTP
-client to the providers, the calls in flight, the view of run states and the owners of run ids
-(:meth:`Gateway.owner_of`, :meth:`Gateway.claim_run`: services/gateway/owners.py).
+client to the providers, the calls in flight, the view of run states, the owners of run ids
+(:meth:`Gateway.owner_of`, :meth:`Gateway.claim_run`: services/gateway/owners.py) and the
+followers of runs' events (services/gateway/followers.py).
 
 One :class:`Gateway` lives in ``app.state.gateway`` from the app's startup to its shutdown
 (``services/gateway/app.py``); routes reach it with :func:`gateway_of`. Publishing goes through
@@ -23,6 +24,7 @@ from fastapi import Request
 
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.gateway.config import GatewayConfig
+from modelevents.services.gateway.topic_view import TopicView
 from modelevents.services.kafka_io import (KafkaUnavailable, await_acks, produce_frame,
                                            run_key_bytes, send_frame)
 
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 
     from modelevents.services.gateway.capabilities import Manifest
     from modelevents.services.gateway.fetch import Fetcher
+    from modelevents.services.gateway.followers import RunFollowers
     from modelevents.services.gateway.owners import RunOwners
     from modelevents.services.gateway.run_views import RunStates
     from modelevents.services.gateway.runs import LocalRuns
@@ -76,6 +79,8 @@ class Gateway:
     http: httpx.AsyncClient | None = None
     runs: LocalRuns | None = None
     run_states: RunStates | None = None
+    owners: RunOwners | None = None
+    followers: RunFollowers | None = None
     acked: AckedDeliveries = field(init=False)
     # /readyz: (monotonic time, HTTP status, body) of the last check, reused for a moment.
     ready: tuple[float, int, dict[str, str]] | None = None
@@ -117,16 +122,21 @@ class Gateway:
         """The tenant that owns ``run_id``: its first claim on ``run-owners``; for a run from
         before the claims, its state's tenant on ``runs``; None: nobody's (as far as the views
         have read)."""
-        owner = self.run_states.owners.owner(run_id)
+        owner = self.owners.owner(run_id)
         if owner is None:
             state = self.run_states.get(run_id)
             owner = state.tenant if state is not None else None
         return owner
 
+    @property
+    def views(self) -> tuple[TopicView, ...]:
+        """The views of whole topics the gateway keeps (started by the app's lifespan)."""
+        return tuple(v for v in (self.owners, self.run_states) if v is not None)
+
     def views_caught_up(self) -> bool:
         """Whether an owner not found is really nobody's (the views read their topics to the
         end they had when the gateway started)."""
-        return self.run_states.caught_up.is_set() and self.run_states.owners.caught_up.is_set()
+        return all(view.caught_up.is_set() for view in self.views)
 
     async def claim_run(self, run_id: str, tenant: str, *, fresh: bool = False) -> bool:
         """Whether ``run_id`` is ``tenant``'s, claiming it when nobody owns it yet (a claim
@@ -134,7 +144,7 @@ class Gateway:
         gateway wrote it). Nothing is written when another tenant owns it already. ``fresh``:
         the gateway made the id up just now, so no run from before the claims can have it.
         KafkaUnavailable (503) when the claim or the views cannot be read in time."""
-        owners = self.run_states.owners
+        owners = self.owners
         if not fresh:
             # An id someone owns is found without writing anything once the views were read.
             await self._caught_up(owners)

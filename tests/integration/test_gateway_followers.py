@@ -88,7 +88,7 @@ def broker_connections(bootstrap: str) -> int:
 
 
 def hub_of(gateway: ServedApp) -> Any:
-    return gateway.app.state.gateway.run_states.followers
+    return gateway.app.state.gateway.followers
 
 
 def test_followers_of_a_run_share_one_reader_that_stops_when_they_leave(start_gateway,
@@ -165,12 +165,12 @@ def dechunk(body: bytes) -> bytes:
 
 def test_a_follower_too_far_behind_is_ended_cleanly_and_resumes(start_gateway, start_worker):
     start_worker()
-    gateway = start_gateway()
+    # Small queues and patience (the gateway config's follower limits), so that the stalled
+    # client is behind after a few MB (the socket buffers) rather than after what the defaults
+    # allow.
+    gateway = start_gateway(follower_buffer_events=8, follower_queue_events=8,
+                            follower_patience_s=0.5)
     hub = hub_of(gateway)
-    # Small queues and patience, so that the stalled client is behind after a few MB (the
-    # socket buffers) rather than after what the defaults allow.
-    hub.buffer_events = hub.max_pending = 8
-    hub.patience_s = 0.5
     run_id, stream = new_run_id(), chat_stream(20_000)
     forward(gateway, run_id, stream[:1], end="none")
     stalled = StalledClient(gateway, run_id)
