@@ -261,6 +261,8 @@ def from_tree(tree: Any) -> Any:
     _objects.clear()
     try:
         return _value(tree)
+    except RecursionError:
+        raise UnreadableState("a state nested deeper than any this version writes") from None
     finally:
         _objects.clear()
 
@@ -384,6 +386,8 @@ def _object(tree: dict[str, Any]) -> Any:
     for name, value in tree.items():
         if name == "$" or (names is not None and name not in names):
             continue  # a field an earlier version had: nowhere to put it now
+        if name[:2] == "__":
+            raise UnreadableState(f"{tag} carries a field {name[:40]!r}, which no state has")
         setattr_(obj, name, value if type(value) is _str else _value(value))
         stored += 1
     if names is not None:

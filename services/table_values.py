@@ -40,6 +40,9 @@ from typing import Any
 
 import orjson
 
+from modelevents.adapters.base import Adapter
+from modelevents.schemas import codec
+from modelevents.schemas.errors import SchemaError
 from modelevents.services import plain_state
 from modelevents.services.normalizer import RunNormalizer
 from modelevents.services.plain_state import UnreadableState
@@ -101,11 +104,11 @@ def unpack_run(value: bytes | None) -> RunWork | None:
         doc = {"normalizer": _tree_of(getattr(legacy, "normalizer", None)),
                "sequence": _tree_of(getattr(legacy, "sequence", None))}
     sequence = doc.get("sequence")
-    work = RunWork(sequence=None if sequence is None else _typed(sequence, RunSequence))
+    work = RunWork(sequence=None if sequence is None else _checked_sequence(sequence))
     normalizer = doc.get("normalizer")
     if normalizer is not None:
         try:
-            work.normalizer = _typed(normalizer, RunNormalizer)
+            work.normalizer = _checked_normalizer(normalizer)
         except UnreadableState as exc:
             work.dropped = f"its stored adapter state could not be read ({exc})"
     return work
@@ -148,8 +151,9 @@ def _document(value: bytes) -> dict[str, Any] | None:
 def _tree_of(value: Any) -> Any:
     try:
         return None if value is None else plain_state.to_tree(value)
-    except TypeError as exc:
-        raise UnreadableState(f"an earlier version's pickled state holds {exc}") from None
+    except (TypeError, RecursionError) as exc:
+        raise UnreadableState(f"an earlier version's pickled state cannot be carried over: "
+                              f"{exc}") from None
 
 
 def _typed(tree: Any, expected: type) -> Any:
@@ -158,6 +162,37 @@ def _typed(tree: Any, expected: type) -> Any:
         raise UnreadableState(f"expected a {expected.__name__}, the value holds a "
                               f"{type(value).__name__}")
     return value
+
+
+# What the worker computes with straight away is checked here, so that a value of the right
+# classes but wrong types (hand-written onto the changelog) is refused, not a crash later in a
+# batch. The adapters need no such check: the normalizer contains whatever an adapter raises.
+
+
+def _checked_sequence(tree: Any) -> RunSequence:
+    sequence: RunSequence = _typed(tree, RunSequence)
+    try:
+        codec.encode(sequence.state)  # the RunState against its Avro schema
+    except (SchemaError, AttributeError, TypeError) as exc:
+        raise UnreadableState(f"its RunState does not fit the schema: {exc}") from None
+    if not (type(sequence.applied_offset) is int
+            and isinstance(sequence.recent, deque) and all(type(h) is int for h in sequence.recent)
+            and (sequence.terminal_since is None or type(sequence.terminal_since) in (int, float))
+            and sequence.state.last_seq >= -1):
+        raise UnreadableState("its numbering holds values of the wrong types")
+    return sequence
+
+
+def _checked_normalizer(tree: Any) -> RunNormalizer:
+    run: RunNormalizer = _typed(tree, RunNormalizer)
+    if not (type(run.run_id) is str and type(run.last_active) in (int, float)
+            and isinstance(run.applied, dict)
+            and all(type(k) is str and type(v) is int for k, v in run.applied.items())
+            and isinstance(run.claimed, list) and all(type(c) is str for c in run.claimed)
+            and isinstance(run.adapters, dict)
+            and all(type(k) is str and isinstance(a, Adapter) for k, a in run.adapters.items())):
+        raise UnreadableState("its adapters' bookkeeping holds values of the wrong types")
+    return run
 
 
 class _StateUnpickler(pickle.Unpickler):

@@ -109,3 +109,21 @@ def test_malformed_trees_are_refused_with_a_clear_error(tree, says) -> None:
         plain_state.from_tree(tree)
     with pytest.raises(UnreadableState, match="not a JSON state"):
         plain_state.loads(b"{nope")
+
+
+def test_hostile_trees_are_refused_not_obeyed() -> None:
+    # Nested past any state's depth (orjson reads up to 1,024 levels).
+    deep: object = "x"
+    for _ in range(1000):
+        deep = [deep]
+    with pytest.raises(UnreadableState, match="nested deeper"):
+        plain_state.from_tree(deep)
+    # An attribute that would change what the object is (an adapter keeps a __dict__).
+    for name in ("__class__", "__dict__"):
+        with pytest.raises(UnreadableState, match="which no state has"):
+            plain_state.from_tree({"$": "adapters.openai_chat.OpenAIChatAdapter", "run_id": "r",
+                                   name: {}})
+    with pytest.raises(UnreadableState, match="malformed"):
+        plain_state.from_tree({"$i": "9" * 5000})  # beyond Python's digit limit
+    with pytest.raises(UnreadableState, match="malformed"):
+        plain_state.from_tree({"$r": 0})  # no object met before

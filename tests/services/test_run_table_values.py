@@ -148,3 +148,29 @@ def test_adapters_that_cannot_be_read_are_dropped_but_the_numbering_is_kept() ->
     assert upgraded.normalizer is None
     assert "RemovedAdapter" in upgraded.dropped
     assert upgraded.sequence.state == work.sequence.state
+
+
+@pytest.mark.parametrize("path, value, says", [
+    (("sequence", "$state", "state", "last_seq"), "12", "RunState does not fit"),
+    (("sequence", "$state", "applied_offset"), [1], "numbering holds values of the wrong types"),
+    (("sequence", "$state", "recent"), {"$q": ["a"]}, "numbering holds values of the wrong types"),
+])
+def test_a_value_of_the_right_classes_but_wrong_types_is_refused_not_a_crash_later(path, value,
+                                                                                   says) -> None:
+    # Hand-written onto the changelog: refused when read, so no batch raises on it later.
+    doc = document(run_work(frames_fed=3).pack(retention=60))
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(UnreadableState, match=says):
+        unpack_run(struct.pack("<dd", math.inf, 0.0) + orjson.dumps(doc))
+
+
+def test_adapters_bookkeeping_of_the_wrong_types_drops_the_adapters_only() -> None:
+    work = run_work(frames_fed=3)
+    doc = document(work.pack(retention=60))
+    doc["normalizer"]["applied"] = {"frames": "7"}
+    upgraded = unpack_run(struct.pack("<dd", math.inf, 0.0) + orjson.dumps(doc))
+    assert upgraded.normalizer is None and "wrong types" in upgraded.dropped
+    assert upgraded.sequence.state == work.sequence.state
