@@ -17,10 +17,34 @@ The contract every adapter keeps (the run state machine relies on it):
 - every provider call ends with ``run.awaiting`` (tool results, approval, continuation) or
   ``run.finished`` — only on the provider's own terminal signal.
 
-What the base guarantees:
+What the base guarantees — "never raises for what the provider sent", kept here, in one place:
+- one guard around every handler (``handle``, ``undecodable``, ``finish``): an exception raised
+  while translating a frame becomes ONE ``error`` event (``unexpected_shape``) at the end of that
+  frame's events. The rule for what the frame already emitted: it is KEPT — those events are the
+  state changes the adapter made before it stopped (a block opened, a delta counted), and
+  dropping them would leave the events out of step with the adapter's state (a block finished
+  later whose start no consumer saw). The adapter stays usable: the next frame is translated as
+  if the bad one had stopped where it raised;
+- the error taxonomy for hostile input (``HOSTILE_INPUT_ERRORS``), the only names an adapter uses
+  for it:
+
+  ``malformed_frame``   the body cannot be used at all: not JSON (and no sentinel such as
+                        ``[DONE]``), or JSON of the wrong kind (an array or a number where the API
+                        sends an object); nothing of the frame is translated;
+  ``unexpected_shape``  a frame the adapter recognizes whose fields are missing or mistyped (a
+                        ``delta`` that is a string, a ``choices`` that is null): what the handler
+                        translated before it met the bad field is kept (above);
+  ``invalid_utf8``      the body is not valid UTF-8: the undecodable bytes are replaced by
+                        U+FFFD, the repaired body is translated as usual (a delta is not lost for
+                        one bad byte), and this error says the text holds replacements. The
+                        envelope keeps the bytes as received. A body that is still not JSON
+                        after the repair is ``malformed_frame``;
+  ``protocol_violation`` well-formed frames in an order or combination the protocol does not
+                        allow (a delta for a block of another kind, an argument fragment with no
+                        call open); the frame is ignored.
+
+  All four are ``retryable=False`` (retrying does not change what the provider sent);
 - a frame seen twice (same ``frame_id``) produces nothing the second time;
-- a frame whose body is not JSON becomes an ``error`` event (``malformed_frame``) and the stream
-  goes on — never an exception;
 - input that ends before the provider's terminal signal ends with an ``error`` event
   (``stream_truncated``), never a ``run.finished``;
 - event ids are deterministic: ``<run hash>:<frame_id>:<index>`` (the run hash is 16 hex digits
@@ -48,6 +72,7 @@ from modelevents.schemas.events import (
     EventSource,
     ModelEvent,
     Payload,
+    ToolCall,
     Unknown,
 )
 from modelevents.schemas.frames import ProviderFrame
@@ -64,6 +89,13 @@ _LIGHT_FRAME_BYTES = (PIECE_BYTES - 2 * HOLD_BYTES) // 2
 
 # What ``Adapter.undecodable`` returns for a frame it reported: there is nothing to handle.
 MALFORMED = object()
+
+# The error taxonomy for hostile input (module docstring). Adapters name them through these.
+MALFORMED_FRAME = "malformed_frame"
+UNEXPECTED_SHAPE = "unexpected_shape"
+INVALID_UTF8 = "invalid_utf8"
+PROTOCOL_VIOLATION = "protocol_violation"
+HOSTILE_INPUT_ERRORS = (MALFORMED_FRAME, UNEXPECTED_SHAPE, INVALID_UTF8, PROTOCOL_VIOLATION)
 
 
 def run_hash(run_id: str) -> str:
@@ -93,6 +125,21 @@ def json_valid(text: str) -> bool:
     except orjson.JSONDecodeError:
         return False
     return True
+
+
+def tool_arguments(arguments: str | None) -> tuple[str, bool]:
+    """A finished tool call's argument text → (the text ``tool.call`` carries, arguments_valid).
+
+    The one rule for every adapter: no arguments at all (nothing streamed, "" or whitespace) is
+    the empty object ``"{}"``, valid — a tool without parameters; anything else is carried as the
+    provider sent it and is valid only when it is a JSON *object* (arguments are named), so
+    ``"[1]"``, ``"3"`` or a cut ``{"a": 1`` are reported invalid and never silently repaired."""
+    if not arguments or arguments.isspace():
+        return "{}", True
+    try:
+        return arguments, type(orjson.loads(arguments)) is dict
+    except orjson.JSONDecodeError:
+        return arguments, False
 
 
 class Adapter:
@@ -142,12 +189,16 @@ class Adapter:
         self._closed = False  # input again after a close: the next close ends this input too
         self._envelope = None  # built by emit on the frame's first event: many frames have none
         out = self._out = []
+        # The guard (module docstring): a try costs nothing in CPython 3.11+ until it catches.
         try:
-            doc = orjson.loads(frame.body)
-        except orjson.JSONDecodeError as exc:
-            doc = self.undecodable(frame, exc)
-        if doc is not MALFORMED:
-            self.handle(doc)
+            try:
+                doc = orjson.loads(frame.body)
+            except orjson.JSONDecodeError as exc:
+                doc = self._decode_failed(frame, exc)
+            if doc is not MALFORMED:
+                self.handle(doc)
+        except Exception as exc:  # noqa: BLE001 - the contract: never raise for provider input
+            self._guard_caught(exc)
         self._out = []
         if len(frame.body) > _LIGHT_FRAME_BYTES:
             out = split_events(out)  # an event of this frame may be too large for one record
@@ -162,13 +213,51 @@ class Adapter:
             frame_id="(no frames)", run_key=self.run_id, provider=self.provider, api=self.api,
             transport="sse", received_at=0, content_type="application/json", body=b"")
         self._begin_close(frame)
-        self.finish()
+        try:
+            self.finish()
+        except Exception as exc:  # noqa: BLE001 - the same guard as feed's
+            self._guard_caught(exc)
         if not self.stream_complete:
             self.emit("error", Error(
                 error_type="stream_truncated", retryable=True,
                 message="input ended before the provider's terminal event; the run's outcome "
                         "is unknown"))
         return split_events(self._end())
+
+    def _decode_failed(self, frame: ProviderFrame, error: orjson.JSONDecodeError) -> Any:
+        """The body is not JSON: repair broken UTF-8 (``invalid_utf8``), else the subclass's
+        ``undecodable`` (sentinels; by default ``malformed_frame``)."""
+        body = bytes(frame.body)
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            try:
+                doc = orjson.loads(body.decode("utf-8", "replace"))
+            except orjson.JSONDecodeError:
+                pass  # not JSON even repaired: what undecodable says of it
+            else:
+                self.emit("error", Error(
+                    error_type=INVALID_UTF8, retryable=False,
+                    message=f"frame {frame.frame_id} is not valid UTF-8; the undecodable bytes "
+                            "were replaced by U+FFFD (the envelope keeps them as received)"))
+                return doc
+        return self.undecodable(frame, error)
+
+    def _guard_caught(self, exc: Exception) -> None:
+        """A handler raised on what the provider sent: the frame's events so far are kept, one
+        ``unexpected_shape`` error follows, the adapter goes on (module docstring)."""
+        where = self._frame.frame_id if self._frame is not None else "(no frame)"
+        detail = repr(exc)
+        if len(detail) > 300:
+            detail = detail[:300] + "…"
+        try:
+            self.emit("error", Error(
+                error_type=UNEXPECTED_SHAPE, retryable=False,
+                message=f"frame {where}: a field is missing or of an unexpected type "
+                        f"({type(exc).__name__}: {detail}); what the frame gave before it is "
+                        "kept"))
+        except Exception:  # noqa: BLE001 - no frame context at all: nothing to attach it to
+            pass
 
     # --- what subclasses implement ------------------------------------------------------------
 
@@ -236,8 +325,31 @@ class Adapter:
 
     def malformed(self, why: str) -> None:
         """A frame the adapter cannot use: say so in the log of events, and go on."""
-        self.emit("error", Error(error_type="malformed_frame", retryable=False,
+        self.emit("error", Error(error_type=MALFORMED_FRAME, retryable=False,
                                  message=f"frame {self.frame.frame_id}: {why}"))
+
+    def protocol_violation(self, why: str) -> None:
+        """Well-formed frames the protocol does not allow here: reported, the frame ignored."""
+        self.emit("error", Error(error_type=PROTOCOL_VIOLATION, retryable=False,
+                                 message=f"frame {self.frame.frame_id}: {why}"))
+
+    def emit_tool_call(self, output_index: int, tool_name: str, tool_call_id: str,
+                       arguments: Parts | str | None, item_id: str | None = None,
+                       valid: bool = True) -> None:
+        """The one way a tool call is finalized: ``tool.call`` with the arguments as
+        ``tool_arguments`` rules (no arguments → ``"{}"``; valid only as a JSON object), and,
+        when the arguments were too large to hold, the ``elided`` note naming their deltas
+        (``arguments_valid`` is then unknown: None). ``valid=False`` when the adapter already
+        knows the arguments are damaged (a fragment it could not place)."""
+        parts = arguments if isinstance(arguments, Parts) else None
+        if parts is not None and parts.elided:
+            self.emit("tool.call", ToolCall(output_index, tool_name, tool_call_id, "", item_id,
+                                            arguments_valid=None))
+            self.elide_last(parts, "arguments", "tool.call.delta")
+            return
+        text, is_object = tool_arguments(parts.text() if parts is not None else arguments)
+        self.emit("tool.call", ToolCall(output_index, tool_name, tool_call_id, text, item_id,
+                                        arguments_valid=valid and is_object))
 
     def unknown(self, provider_type: str, detail: str | None = None) -> None:
         """The deliberate path for what the reference does not name: keep it, never crash."""

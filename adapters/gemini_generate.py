@@ -36,15 +36,19 @@ What the events mean here:
 
 from __future__ import annotations
 
-import base64
-import binascii
-from functools import lru_cache
 from typing import Any, Callable
 
 import orjson
 
 from modelevents.adapters.accumulate import Parts
 from modelevents.adapters.base import Adapter, json_text, stable_id
+from modelevents.adapters.encodings import byte_to_char, decode_base64
+from modelevents.adapters.google_status import status_error
+from modelevents.adapters.streamed_arguments import (  # noqa: F401 - re-exported
+    StreamedArguments,
+    parse_json_path,
+    partial_value,
+)
 from modelevents.schemas.events import (
     Citation,
     Error,
@@ -84,19 +88,24 @@ FINISH_REASONS: dict[str, tuple[str, str, bool]] = {
     "IMAGE_RECITATION": ("incomplete", "content_filter", False),
     "NO_IMAGE": ("incomplete", "no_image", False),
     "IMAGE_OTHER": ("incomplete", "other", False),
-    "FINISH_REASON_UNSPECIFIED": ("incomplete", "unspecified", False),
+    "FINISH_REASON_UNSPECIFIED": ("incomplete", "unknown", False),
 }
+# A finishReason not above: the outcome is not known to be a success (schemas/vocabulary.py:
+# the fallback reason `other`, the raw value in raw_reason).
+UNMAPPED_FINISH = ("incomplete", "other", False)
 
 # Server-side tool invocation toolType -> (tool_type, billable unit). B2 "Parts" (SDK ToolType).
 # Google Search grounding is billed per search query (Gemini 3 pricing); the others have no
-# per-call unit.
+# per-call unit. Names as in the Interactions adapter (schemas/vocabulary.py HostedToolType); a
+# toolType not here is `other`, its raw name in Hosted.name.
 HOSTED_TOOL_TYPES: dict[str, tuple[str, str | None]] = {
     "GOOGLE_SEARCH_WEB": ("web_search", "search_query"),
     "GOOGLE_SEARCH_IMAGE": ("image_search", "search_query"),
     "URL_CONTEXT": ("web_fetch", None),
-    "GOOGLE_MAPS": ("maps", None),
+    "GOOGLE_MAPS": ("maps_search", None),
     "FILE_SEARCH": ("file_search", None),
 }
+UNMAPPED_TOOL = ("other", None)
 
 # codeExecutionResult.outcome -> (hosted status, is_error). SDK Outcome.
 CODE_OUTCOMES: dict[str, tuple[str, bool]] = {
@@ -105,18 +114,14 @@ CODE_OUTCOMES: dict[str, tuple[str, bool]] = {
     "OUTCOME_DEADLINE_EXCEEDED": ("failed", True),
 }
 
-# groundingChunks[] member -> neutral citation source type. B2 "groundingMetadata".
+# groundingChunks[] member -> neutral citation source type. B2 "groundingMetadata". A Maps
+# chunk is a place (as Interactions' place_citation); a member not here is `other`.
 GROUNDING_SOURCES: dict[str, str] = {
     "web": "url",
     "retrievedContext": "document",
-    "maps": "maps",
+    "maps": "place",
     "image": "image",
 }
-
-# google.rpc statuses of transient failures, worth a retry (429 RESOURCE_EXHAUSTED carries
-# RetryInfo.retryDelay, B1).
-RETRYABLE_STATUSES = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED",
-                                "INTERNAL", "ABORTED"})
 
 # Part members that qualify a part instead of being its content.
 PART_MODIFIERS = frozenset({"thought", "thoughtSignature", "partMetadata", "videoMetadata",
@@ -129,207 +134,6 @@ RESPONSE_KEYS = ("candidates", "promptFeedback", "usageMetadata", "responseId", 
 # (adapter state is pickled between frames).
 _TEXT, _THOUGHT, _CALL = 1, 2, 3
 
-
-
-# --- streamed function call arguments (Vertex partialArgs) -------------------------------------
-
-
-@lru_cache(maxsize=4096)
-def parse_json_path(path: str) -> tuple[str | int, ...] | None:
-    """``$.a.b[0]['c d']`` → ``("a", "b", 0, "c d")``; None for what is not a plain member path
-    (wildcards, slices, filters never name one value to set)."""
-    if not path.startswith("$"):
-        return None
-    segments: list[str | int] = []
-    i, n = 1, len(path)
-    while i < n:
-        c = path[i]
-        if c == ".":
-            j = i + 1
-            while j < n and path[j] not in ".[":
-                j += 1
-            if j == i + 1 or path[i + 1:j] == "*":
-                return None
-            segments.append(path[i + 1:j])
-            i = j
-        elif c == "[" and i + 1 < n and path[i + 1] in "'\"":
-            quote, j, chars = path[i + 1], i + 2, []
-            while j < n and path[j] != quote:
-                if path[j] == "\\" and j + 1 < n:
-                    j += 1
-                chars.append(path[j])
-                j += 1
-            if j + 1 >= n or path[j + 1] != "]":
-                return None
-            segments.append("".join(chars))
-            i = j + 2
-        elif c == "[":
-            j = path.find("]", i)
-            if j < 0 or not path[i + 1:j].isdigit():
-                return None
-            segments.append(int(path[i + 1:j]))
-            i = j + 1
-        else:
-            return None
-    return tuple(segments) if segments else None
-
-
-def _escaped(text: str) -> str:
-    return orjson.dumps(text).decode()[1:-1]
-
-
-@lru_cache(maxsize=1024)
-def _member_name(name: str) -> str:
-    """``"name":`` — a call's argument names are few and come again in every element."""
-    return json_text(name) + ":"
-
-
-class StreamedArguments:
-    """Reassembles ``partialArgs`` into the argument object and, as long as the paths arrive in
-    document order (they do in every recording), streams its JSON text: the concatenation of the
-    fragments ``put`` and ``close`` return equals ``json_text(self.tree)``. Out-of-order paths
-    still land in the tree; only the text stream stops (``in_order`` turns False)."""
-
-    __slots__ = ("tree", "in_order", "_stack", "_open_string")
-
-    def __init__(self, initial: dict | None = None) -> None:
-        self.tree: dict = dict(initial) if initial else {}
-        self.in_order = not initial  # a starting object was not streamed as text
-        # Open containers: [segment in its parent, is_array, members written, keys written].
-        self._stack: list[list] = []
-        self._open_string: tuple | None = None  # path of a string value still growing
-
-    def put(self, segments: tuple, value: Any, more: bool) -> str | None:
-        """Apply one partial argument. Returns the JSON text fragment ("" once the text stream
-        stopped), or None when the value cannot be placed (the path contradicts the tree)."""
-        was_open = self._open_string
-        growing = was_open == segments and type(value) is str
-        if growing and not value:
-            pass  # Vertex ends every string with an empty fragment: the tree stays as it is
-        elif len(segments) == 1 and type(segments[0]) is str:
-            # A top-level member (most streamed arguments): what _place does, without the walk.
-            tree, key = self.tree, segments[0]
-            tree[key] = tree.get(key) + value if growing else value
-        elif not _place(self.tree, segments, value, growing):
-            self.in_order = False
-            return None
-        self._open_string = segments if (more and type(value) is str) else None
-        if not self.in_order:
-            return ""
-        if growing:
-            text = _escaped(value) if value else ""
-            return text if more else text + '"'
-        out = self._write(segments, value, more, was_open is not None)
-        if out is None:
-            self.in_order = False
-            return ""
-        return out
-
-    def close(self) -> str:
-        """The closing text: an open string's quote, then every open container's bracket."""
-        if not self.in_order:
-            return ""
-        if not self._stack:
-            return "{}"  # nothing was streamed: no arguments
-        out = ['"'] if self._open_string is not None else []
-        self._open_string = None
-        while self._stack:
-            out.append("]" if self._stack.pop()[1] else "}")
-        return "".join(out)
-
-    def _write(self, segments: tuple, value: Any, more: bool, string_open: bool) -> str | None:
-        out: list[str] = []
-        stack = self._stack
-        if not stack:
-            out.append("{")
-            stack.append([None, False, 0, set()])
-        elif string_open:
-            out.append('"')
-        # Keep the open containers on this path's way; close the others.
-        depth = 1
-        while (depth < len(stack) and depth < len(segments)
-               and stack[depth][0] == segments[depth - 1]):
-            depth += 1
-        while len(stack) > depth:
-            out.append("]" if stack.pop()[1] else "}")
-        for position in range(depth - 1, len(segments)):
-            segment = segments[position]
-            container = stack[-1]
-            if container[1]:
-                if type(segment) is not int or segment < container[2]:
-                    return None  # an element already written: not document order
-                while container[2] < segment:  # a gap: JSON null, as in the tree
-                    out.append(",null" if container[2] else "null")
-                    container[2] += 1
-                if container[2]:
-                    out.append(",")
-            else:
-                if type(segment) is not str or segment in container[3]:
-                    return None  # a member already written: not document order
-                container[3].add(segment)
-                if container[2]:
-                    out.append(",")
-                out.append(_member_name(segment))
-            container[2] += 1
-            if position < len(segments) - 1:
-                is_array = type(segments[position + 1]) is int
-                out.append("[" if is_array else "{")
-                stack.append([segment, is_array, 0, None if is_array else set()])
-            elif type(value) is str:
-                out.append('"' + _escaped(value) + ("" if more else '"'))
-            else:
-                out.append(json_text(value))
-        return "".join(out)
-
-
-def _place(tree: dict, segments: tuple, value: Any, growing: bool) -> bool:
-    node: Any = tree
-    last = len(segments) - 1
-    for position, segment in enumerate(segments):
-        is_list = type(node) is list
-        if is_list != (type(segment) is int):
-            return False
-        if position == last:
-            if growing:
-                value = _get(node, segment) + value
-            _set(node, segment, value)
-            return True
-        child = _get(node, segment)
-        if child is None:
-            child = [] if type(segments[position + 1]) is int else {}
-            _set(node, segment, child)
-        elif type(child) not in (list, dict):
-            return False
-        node = child
-    return True
-
-
-def _get(node: Any, segment: Any) -> Any:
-    if type(node) is list:
-        return node[segment] if segment < len(node) else None
-    return node.get(segment)
-
-
-def _set(node: Any, segment: Any, value: Any) -> None:
-    if type(node) is list:
-        while len(node) < segment:
-            node.append(None)
-        if segment < len(node):
-            node[segment] = value
-        else:
-            node.append(value)
-    else:
-        node[segment] = value
-
-
-def _partial_value(arg: dict) -> tuple[Any, bool]:
-    """A PartialArg's value: stringValue | numberValue | boolValue | nullValue (SDK PartialArg)."""
-    for key in ("stringValue", "numberValue", "boolValue"):
-        if key in arg:
-            return arg[key], True
-    if "nullValue" in arg:
-        return None, True
-    return None, False
 
 
 # --- per-stream state --------------------------------------------------------------------------
@@ -417,24 +221,24 @@ class GeminiGenerateAdapter(Adapter):
     # --- dispatch ---------------------------------------------------------------------------------
 
     def handle(self, doc: Any) -> None:
+        # A member missing or mistyped raises: the base's guard reports it (unexpected_shape).
         if type(doc) is not dict:
             self._not_an_object(doc)
-            return
-        try:
-            if "error" in doc:
-                self._on_error(doc["error"])
-            else:
-                self._on_response(doc)
-        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            # A chunk without the shape the protocol promises: report it, go on with the stream.
-            self.malformed(f"a GenerateContentResponse member is missing or mistyped ({exc!r})")
+        elif "error" in doc:
+            self._on_error(doc["error"])
+        else:
+            self._on_response(doc)
 
     def _not_an_object(self, doc: Any) -> None:
         if type(doc) is list:
-            # The whole streamed array as one body (framing "json"): one response per element.
+            # The whole streamed array as one body (framing "json"): one response per element,
+            # each under the guard of its own, so one bad element does not lose the others.
             for element in doc:
                 if type(element) is dict:
-                    self.handle(element)
+                    try:
+                        self.handle(element)
+                    except Exception as exc:  # noqa: BLE001 - the base's guard, per element
+                        self._guard_caught(exc)
                 else:
                     self.malformed(
                         f"array element is JSON {type(element).__name__}, not an object")
@@ -503,7 +307,7 @@ class GeminiGenerateAdapter(Adapter):
             return
         first = self._cands[min(self._cands)]
         raw = first.finish
-        status, reason, _ = FINISH_REASONS.get(raw) or ("incomplete", str(raw).lower(), False)
+        status, reason, _ = FINISH_REASONS.get(raw, UNMAPPED_FINISH)
         if status == "completed" and first.calls:
             # No TOOL_CALLS reason exists: a function-call turn ends STOP (B2, B3).
             self.emit("run.awaiting", RunAwaiting(reason="tool_results", raw_reason=raw))
@@ -541,38 +345,13 @@ class GeminiGenerateAdapter(Adapter):
 
     def _on_error(self, error: Any) -> None:
         # An HTTP error body, or an error chunk after partial content on HTTP 200 (B1).
-        if type(error) is not dict:
-            error = {"message": str(error)}
-        status = error.get("status")
-        code = error.get("code")
-        http_status = self.frame.http_status or (code if type(code) is int else None)
-        notes = []
-        for detail in error.get("details") or ():
-            if type(detail) is not dict:
-                continue
-            detail_type = str(detail.get("@type", ""))
-            if detail_type.endswith("RetryInfo") and detail.get("retryDelay"):
-                notes.append(f"retry after {detail['retryDelay']}")
-            elif detail_type.endswith("QuotaFailure"):
-                quotas = [v.get("quotaId") or v.get("quotaMetric") for v in
-                          detail.get("violations") or () if type(v) is dict]
-                if quotas:
-                    notes.append("quota " + ", ".join(str(q) for q in quotas))
-            elif detail_type.endswith("ErrorInfo") and detail.get("reason"):
-                notes.append(f"reason {detail['reason']}")
-        message = str(error.get("message") or status or "error")
-        if notes:
-            message += " (" + "; ".join(notes) + ")"
-        retryable = status in RETRYABLE_STATUSES or http_status in (408, 429) or (
-            http_status is not None and http_status >= 500)
         for cand in self._cands.values():  # what was open stays partial: no tool.call from it
             cand.kind = None
             cand.call = None
-        self.emit("error", Error(error_type=str(status or "error"), message=message,
-                                 code=None if code is None else str(code),
-                                 http_status=http_status, retryable=retryable))
+        failure = status_error(error, self.frame.http_status)
+        self.emit("error", failure)
         self._emit_usage()  # what the failed call consumed, as last reported
-        self.emit("run.finished", RunFinished("failed", "error", status))
+        self.emit("run.finished", RunFinished("failed", "error", failure.code))
         self._terminal = True
         self.stream_complete = True  # the provider told us the outcome
 
@@ -651,7 +430,8 @@ class GeminiGenerateAdapter(Adapter):
             self.emit("refusal", Refusal(text=explanation or "", category=blocked[0] if blocked
                                          else raw, explanation=explanation))
         elif outcome[0] == "failed":
-            self.emit("error", Error(error_type=raw.lower(), retryable=False,
+            # MALFORMED_FUNCTION_CALL and kin: the model's tool calling failed.
+            self.emit("error", Error(error_type="tool_call_error", code=raw, retryable=False,
                                      message=explanation or f"the model stopped with {raw}"))
 
     # --- blocks ----------------------------------------------------------------------------------
@@ -756,10 +536,9 @@ class GeminiGenerateAdapter(Adapter):
             open_call = cand.call if cand.kind == _CALL else None
             if open_call is None:
                 if call.get("partialArgs") or call.get("args"):
-                    self.emit("error", Error(
-                        error_type="protocol_violation", retryable=False,
-                        message=f"functionCall fragment without a name and no streamed call "
-                                f"open (frame {self.frame.frame_id}); ignored"))
+                    self.protocol_violation(
+                        "functionCall fragment without a name and no streamed call open; "
+                        "ignored")
                 return (None, None)
             self._feed_call(cand, open_call, call)
             if not more:
@@ -782,18 +561,16 @@ class GeminiGenerateAdapter(Adapter):
             if not more:
                 self._close_block(cand)
         else:
-            self.emit("tool.call", ToolCall(index, name, call_id,
-                                            json_text(args if args is not None else {}),
-                                            cand.item_id, arguments_valid=args is None or
-                                            type(args) is dict))
+            self.emit_tool_call(index, name, call_id, None if args is None else json_text(args),
+                                cand.item_id)
         return (index, call_id)
 
     def _feed_call(self, cand: _Candidate, call: _Call, doc: dict) -> None:
         for arg in doc.get("partialArgs") or ():
-            if "stringValue" in arg:  # the common case, ahead of _partial_value's search
+            if "stringValue" in arg:  # the common case, ahead of partial_value's search
                 value = arg["stringValue"]
             else:
-                value, present = _partial_value(arg)
+                value, present = partial_value(arg)
                 if not present:
                     continue
             path = arg.get("jsonPath")
@@ -818,9 +595,8 @@ class GeminiGenerateAdapter(Adapter):
         if tail:
             self.emit("tool.call.delta", ToolCall(call.index, call.name, call.call_id, tail,
                                                   cand.item_id))
-        self.emit("tool.call", ToolCall(call.index, call.name, call.call_id,
-                                        json_text(call.args.tree), cand.item_id,
-                                        arguments_valid=call.valid))
+        self.emit_tool_call(call.index, call.name, call.call_id, json_text(call.args.tree),
+                            cand.item_id, valid=call.valid)
 
     def _on_function_response(self, cand: _Candidate, part: dict) -> tuple | None:
         # Not expected in model output (it is how results go *to* the model); if a server echoes
@@ -874,7 +650,7 @@ class GeminiGenerateAdapter(Adapter):
         self._close_block(cand)
         index = self._next_output()
         raw_type = str(call.get("toolType"))
-        tool_type, unit = HOSTED_TOOL_TYPES.get(raw_type, (raw_type.lower(), None))
+        tool_type, unit = HOSTED_TOOL_TYPES.get(raw_type, UNMAPPED_TOOL)
         cand.hosted_types.add(tool_type)
         call_id = call.get("id") or stable_id(self.run_id, self._response_id, cand.index,
                                               raw_type, index)
@@ -894,7 +670,7 @@ class GeminiGenerateAdapter(Adapter):
         call_id = response.get("id") or stable_id(self.run_id, self._response_id, cand.index,
                                                   raw_type, index)
         tool_type, unit, arguments = cand.server_calls.pop(
-            call_id, HOSTED_TOOL_TYPES.get(raw_type, (raw_type.lower(), None)) + (None,))
+            call_id, HOSTED_TOOL_TYPES.get(raw_type, UNMAPPED_TOOL) + (None,))
         quantity = None
         if unit == "search_query" and arguments:
             queries = orjson.loads(arguments).get("queries")
@@ -909,18 +685,12 @@ class GeminiGenerateAdapter(Adapter):
         blob = part["inlineData"]
         self._close_block(cand)
         index = self._next_output()
-        encoded = blob.get("data") or ""
-        try:
-            data = base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError):
-            try:
-                data = base64.urlsafe_b64decode(encoded)
-            except (binascii.Error, ValueError):
-                data = None
-                self.emit("error", Error(
-                    error_type="malformed_media", retryable=False,
-                    message=f"inlineData of frame {self.frame.frame_id} is not base64; the "
-                            "envelope keeps it"))
+        data = decode_base64(blob.get("data") or "")
+        if data is None:
+            self.emit("error", Error(
+                error_type="malformed_media", retryable=False,
+                message=f"inlineData of frame {self.frame.frame_id} is not base64; the "
+                        "envelope keeps it"))
         # Image models stream draft images as thought parts: those are partial.
         self.emit("media.done", Media(index, str(blob.get("mimeType") or ""), cand.item_id,
                                       data=data, partial=part.get("thought") is True))
@@ -1029,7 +799,7 @@ def _grounding_source(chunk: dict) -> tuple[str, dict]:
         fields = chunk.get(key)
         if type(fields) is dict:
             return source_type, fields
-    return "unknown", {}
+    return "other", {}
 
 
 def _locate(texts: list[tuple[int, Parts]], start_byte: int,
@@ -1045,8 +815,8 @@ def _locate(texts: list[tuple[int, Parts]], start_byte: int,
     for position, (index, raw) in enumerate(blocks):
         if start_byte < offset + len(raw) or position == len(blocks) - 1:
             rest = b"".join(raw for _, raw in blocks[position:])
-            start = len(rest[:max(start_byte - offset, 0)].decode("utf-8", "ignore"))
-            end = len(rest[:max(end_byte - offset, 0)].decode("utf-8", "ignore"))
+            start = byte_to_char(rest, start_byte - offset)
+            end = byte_to_char(rest, end_byte - offset)
             return index, start, end
         offset += len(raw)
     return 0, start_byte, end_byte  # no text at all: the provider's offsets as they are

@@ -47,15 +47,15 @@ What the events mean here:
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections import deque
 from typing import Any, Callable
 
 import orjson
 
 from modelevents.adapters.accumulate import Parts
-from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
+from modelevents.adapters.base import Adapter, json_text, stable_id
+from modelevents.adapters.encodings import char_span, decode_base64
+from modelevents.adapters.google_status import status_error
 from modelevents.schemas.events import (
     Citation,
     Error,
@@ -90,8 +90,10 @@ STATUS_OUTCOME: dict[str, tuple[str, str, str | None]] = {
 # Statuses of an interaction still running ("idle": python-genai 3.x). A poll that reads one
 # of them is not the end; every other status is.
 RUNNING_STATUSES = frozenset({"queued", "in_progress", "idle"})
-# Statuses reported as run.status when they change mid-stream.
+# Statuses reported as run.status when they change mid-stream, and the neutral status each is.
 LIVE_STATUSES = RUNNING_STATUSES | {"requires_action"}
+RUN_STATUS = {"queued": "queued", "in_progress": "in_progress", "idle": "in_progress",
+              "requires_action": "requires_action"}
 
 # Provider-executed tool step type -> (tool_type, billable unit). A5 step types. Google Search
 # grounding is billed per search query on Gemini 3 (per grounded prompt before): quantity is the
@@ -119,10 +121,6 @@ CITATION_SOURCES: dict[str, str] = {
     "place_citation": "place",
 }
 MEDIA_TYPES = frozenset({"image", "audio", "video", "document"})
-
-# google.rpc status names worth a retry (HTTP 429/5xx).
-RETRYABLE_STATUS = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL",
-                              "DEADLINE_EXCEEDED", "ABORTED"})
 
 # Webhook event -> the status it announces (A7; payload shape not verified from a primary
 # source, so only a body carrying an interaction object or its id is read).
@@ -236,22 +234,19 @@ class GeminiInteractionsAdapter(Adapter):
         if type(doc) is not dict:
             self.malformed(f"body is JSON {type(doc).__name__}, not an object")
             return
+        # A field missing or mistyped raises: the base's guard reports it (unexpected_shape).
         event_type = doc.get("event_type") or self.frame.sse_event
-        try:
-            if event_type is None:
-                self._on_object(doc)
-                return
-            event_id = doc.get("event_id")
-            if event_id and not self._first_sight(event_id):
-                return
-            handler = _ON_EVENT.get(event_type)
-            if handler is None:
-                self.unknown(str(event_type), "event type not in the Interactions reference (A1)")
-                return
-            handler(self, doc)
-        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            # A frame of a known type without the fields the protocol promises: report, go on.
-            self.malformed(f"{event_type} lacks or mistypes a field ({exc!r})")
+        if event_type is None:
+            self._on_object(doc)
+            return
+        event_id = doc.get("event_id")
+        if event_id and not self._first_sight(event_id):
+            return
+        handler = _ON_EVENT.get(event_type) if type(event_type) is str else None
+        if handler is None:
+            self.unknown(str(event_type), "event type not in the Interactions reference (A1)")
+            return
+        handler(self, doc)
 
     def finish(self) -> None:
         # Open steps were cut by the transport: nothing is flushed (partial arguments must never
@@ -326,20 +321,17 @@ class GeminiInteractionsAdapter(Adapter):
     def _on_error(self, doc: dict) -> None:
         # `error` {error:{code,message}} (A1). Whether the stream goes on is not documented: the
         # run ends failed only if no interaction.completed says otherwise (see finish()).
-        error = doc.get("error") or {}
         self._steps.clear()  # what was open stays partial: no tool.call from a failed call
-        self._emit_error(error, "interaction_error")
-        self._provider_error = str(error.get("code") or error.get("status") or "error")
+        failure = self._emit_error(doc.get("error"))
+        self._provider_error = failure.code or "error"
 
     def _on_object(self, doc: dict) -> None:
         """A body without ``event_type``: a complete Interaction (poll), an HTTP error body, a
         webhook delivery."""
         if isinstance(doc.get("error"), dict) and "status" not in doc:
             # HTTP error body {"error":{code,message,status,details}} (B1): a whole answer.
-            error = doc["error"]
-            self._emit_error(error, "api_error")
-            raw = error.get("status") or error.get("code") or "error"
-            self.emit("run.finished", RunFinished("failed", "error", str(raw)))
+            failure = self._emit_error(doc["error"])
+            self.emit("run.finished", RunFinished("failed", "error", failure.code or "error"))
             self._active = False
             self.stream_complete = True
             return
@@ -409,7 +401,7 @@ class GeminiInteractionsAdapter(Adapter):
             self._usage(interaction["usage"])
         for error in interaction.get("errors") or ():
             if isinstance(error, dict):
-                self._emit_error(error, "interaction_error")
+                self._emit_error(error)
         status = interaction.get("status")
         if final:
             self._conclude(status)
@@ -421,7 +413,9 @@ class GeminiInteractionsAdapter(Adapter):
             return
         self._status = status
         if status in LIVE_STATUSES:
-            self.emit("run.status", RunStatus(status=status, raw_status=status))
+            # "idle" (python-genai 3.x) is a running interaction waiting on nothing of ours.
+            self.emit("run.status", RunStatus(status=RUN_STATUS.get(status, "in_progress"),
+                                              raw_status=status))
         # A terminal status outside interaction.completed announces the end; the end itself
         # (usage, outcome) comes with interaction.completed.
 
@@ -435,7 +429,7 @@ class GeminiInteractionsAdapter(Adapter):
             # The provider ended the interaction with a status this revision does not know:
             # whether the run succeeded is unknown — fail safe, never "completed".
             self.unknown(f"interaction.status:{status}", "status not in the reference (A4)")
-            self.emit("run.finished", RunFinished("incomplete", "unknown", str(status)))
+            self.emit("run.finished", RunFinished("incomplete", "other", str(status)))
             return
         kind, status_or_reason, reason = outcome
         if kind == "run.finished" and status == "completed" and self._function_calls:
@@ -501,10 +495,8 @@ class GeminiInteractionsAdapter(Adapter):
             step = self._open(index, {"type": _IMPLICIT_STEP.get(kind, delta_type)})
         if step.kind != kind:
             if step.kind != INPUT:
-                self.emit("error", Error(
-                    error_type="protocol_violation", retryable=False,
-                    message=f"{delta_type} delta for index {index}, a {step.ptype} step "
-                            f"(frame {self.frame.frame_id}); ignored"))
+                self.protocol_violation(
+                    f"{delta_type} delta for index {index}, a {step.ptype} step; ignored")
             return
         handler(self, step, delta)
         metadata = doc.get("metadata")
@@ -546,7 +538,7 @@ class GeminiInteractionsAdapter(Adapter):
         if step.ptype == "model_output":
             items = doc.get("content") or ()
             if isinstance(doc.get("error"), dict):
-                self._emit_error(doc["error"], "model_output_error")
+                self._emit_error(doc["error"])
         else:
             items = (doc,)  # legacy: the block is itself one content item
         for n, item in enumerate(items):
@@ -585,7 +577,8 @@ class GeminiInteractionsAdapter(Adapter):
             source_type = CITATION_SOURCES.get(note.get("type"))
             if source_type is None:
                 continue
-            start, end = _char_span(text, note.get("start_index"), note.get("end_index"))
+            # Annotation offsets are bytes of the UTF-8 text (SDK annotation.py).
+            start, end = char_span(text, note.get("start_index"), note.get("end_index"))
             url = note.get("url")
             file_id = None
             if source_type == "file":
@@ -608,10 +601,16 @@ class GeminiInteractionsAdapter(Adapter):
         step.part += 1
 
     def _media(self, step: _Step, item: dict) -> None:
-        data = item.get("data")
+        encoded = item.get("data")
+        data = decode_base64(encoded) if encoded else None
+        if encoded and data is None:
+            self.emit("error", Error(
+                error_type="malformed_media", retryable=False,
+                message=f"{item.get('type')} data of frame {self.frame.frame_id} is not base64; "
+                        "the envelope keeps it"))
         self.emit("media.done", Media(
             output_index=step.index, mime_type=item.get("mime_type") or "application/octet-stream",
-            item_id=self._iid or None, data=_b64(data) if data else None, uri=item.get("uri")))
+            item_id=self._iid or None, data=data, uri=item.get("uri")))
 
     def _close_part(self, step: _Step) -> None:
         if step.text is not None:
@@ -741,13 +740,9 @@ class GeminiInteractionsAdapter(Adapter):
     def _close_call(self, step: _Step) -> None:
         if not step.started:
             self._call_started(step)
-        arguments = step.args.text() if step.args else "{}"
         self._function_calls += 1
         call_id = self._call_id(step)
-        self.emit("tool.call", ToolCall(
-            step.index, step.name or "", call_id, arguments, self._iid or None,
-            arguments_valid=None if step.args.elided else json_valid(arguments)))
-        self.elide_last(step.args, "arguments", "tool.call.delta")
+        self.emit_tool_call(step.index, step.name or "", call_id, step.args, self._iid or None)
         self._carried_signature(step, step.signature, call_id)
 
     # hosted (provider-executed) tools
@@ -800,53 +795,16 @@ class GeminiInteractionsAdapter(Adapter):
 
     # --- small helpers ----------------------------------------------------------------------------
 
-    def _emit_error(self, error: dict, default_type: str) -> None:
-        code = error.get("code")
-        status = error.get("status")
-        http_status = self.frame.http_status
-        number = code if type(code) is int else int(code) if isinstance(code, str) and \
-            code.isdigit() else None
-        if http_status is None and number is not None and 100 <= number < 600:
-            # HTTP error bodies carry the HTTP status as `code`; a google.rpc Status (a
-            # model_output error) carries its rpc code, 0..16, which is no HTTP status.
-            http_status = number
-        if status is None and isinstance(code, str) and number is None:
-            status = code  # stream error events carry the rpc status name as `code`
-        retryable = status in RETRYABLE_STATUS or (
-            http_status is not None and (http_status == 429 or http_status >= 500))
-        message = str(error.get("message") or "")
-        for detail in error.get("details") or ():
-            # google.rpc.RetryInfo says when to retry (a 429 carries it, reference B1).
-            if type(detail) is dict and str(detail.get("@type", "")).endswith("RetryInfo") \
-                    and detail.get("retryDelay"):
-                message += f" (retry after {detail['retryDelay']})"
-        self.emit("error", Error(
-            error_type=status or default_type, message=message,
-            code=None if code is None else str(code), http_status=http_status,
-            retryable=retryable))
+    def _emit_error(self, error: Any) -> Error:
+        failure = status_error(error, self.frame.http_status)
+        self.emit("error", failure)
+        return failure
 
 
 
 def _evidence(body: dict) -> str:
     """What the step says beyond its identity (queries, urls, code, results...) as JSON text."""
     return json_text({k: v for k, v in body.items() if k not in _NOT_EVIDENCE})
-
-
-def _char_span(text: str, start: Any, end: Any) -> tuple[int | None, int | None]:
-    """Annotation offsets are bytes of the UTF-8 text (SDK annotation.py); events count chars."""
-    if type(start) is not int or type(end) is not int:
-        return None, None
-    if text.isascii():
-        return start, end
-    raw = text.encode()
-    return (len(raw[:start].decode(errors="ignore")), len(raw[:end].decode(errors="ignore")))
-
-
-def _b64(data: str) -> bytes | None:
-    try:
-        return base64.b64decode(data)
-    except (binascii.Error, ValueError):
-        return None
 
 
 _DONE = object()

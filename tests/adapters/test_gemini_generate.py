@@ -12,11 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelevents.adapters.framing import frames_from_bytes
-from modelevents.adapters.gemini_generate import (
-    GeminiGenerateAdapter,
-    StreamedArguments,
-    parse_json_path,
-)
+from modelevents.adapters.gemini_generate import GeminiGenerateAdapter
 from modelevents.schemas.events import Elided, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import PIECE_BYTES
@@ -240,7 +236,8 @@ def test_safety_finish_refuses_with_the_blocked_category() -> None:
 def test_malformed_function_call_fails_with_the_finish_message() -> None:
     events = fixture("malformed-function-call.json")
     (error,) = of(events, "error")
-    assert error.error_type == "malformed_function_call" and "get_weather" in error.message
+    assert (error.error_type, error.code) == ("tool_call_error", "MALFORMED_FUNCTION_CALL")
+    assert "get_weather" in error.message
     assert (events[-1].kind, events[-1].payload.status) == ("run.finished", "failed")
 
 
@@ -260,7 +257,8 @@ def test_inline_data_and_file_data_are_media() -> None:
 def test_error_chunk_mid_stream_fails_the_run() -> None:
     events = fixture("error-mid-stream.sse")
     (error,) = of(events, "error")
-    assert (error.error_type, error.http_status, error.retryable) == ("UNAVAILABLE", 503, True)
+    assert (error.error_type, error.code, error.http_status, error.retryable) == (
+        "overloaded", "UNAVAILABLE", 503, True)
     assert events[-1].kind == "run.finished" and events[-1].payload.status == "failed"
     assert not of(events, "text.done")  # the partial text is never declared done
 
@@ -272,7 +270,7 @@ def test_http_error_body_carries_status_and_retry_delay() -> None:
     events = normalize(body, http_status=429)
     (error,) = of(events, "error")
     assert (error.error_type, error.code, error.http_status, error.retryable) == (
-        "RESOURCE_EXHAUSTED", "429", 429, True)
+        "rate_limited", "RESOURCE_EXHAUSTED", 429, True)
     assert "retry after 12s" in error.message
     assert [e.kind for e in events] == ["error", "run.finished"]
 
@@ -280,7 +278,8 @@ def test_http_error_body_carries_status_and_retry_delay() -> None:
 def test_client_error_is_not_retryable() -> None:
     body = orjson.dumps({"error": {"code": 400, "message": "Bad key", "status": "INVALID_ARGUMENT"}})
     (error,) = of(normalize(body, http_status=400), "error")
-    assert error.retryable is False
+    assert (error.error_type, error.code, error.retryable) == (
+        "invalid_request", "INVALID_ARGUMENT", False)
 
 
 def test_unknown_part_is_kept_and_the_stream_goes_on() -> None:
@@ -298,10 +297,12 @@ def test_object_that_is_no_response_is_unknown() -> None:
     assert events[-1].payload.error_type == "stream_truncated"
 
 
-def test_unknown_finish_reason_is_kept_and_never_completed() -> None:
+def test_unknown_finish_reason_is_kept_raw_and_never_completed() -> None:
     events = feed_bodies([chunk({"text": "hi"}, finish="SOLAR_FLARE")])
     assert of(events, "unknown")[0].provider_type == "finishReason:SOLAR_FLARE"
-    assert (events[-1].payload.status, events[-1].payload.reason) == ("incomplete", "solar_flare")
+    # The closed vocabulary's fallback, never a "normalized" value made of the raw string.
+    assert (events[-1].payload.status, events[-1].payload.reason,
+            events[-1].payload.raw_reason) == ("incomplete", "other", "SOLAR_FLARE")
 
 
 # --- hostile input -------------------------------------------------------------------------------
@@ -316,18 +317,27 @@ def test_malformed_json_frame_is_an_error_and_the_stream_goes_on() -> None:
     assert events[-1].kind == "run.finished"
 
 
-def test_non_utf8_frame_is_malformed() -> None:
-    events = feed_bodies([chunk({"text": "a"}), b'{"candidates": "\xff\xfe"}',
+def test_non_utf8_frame_is_repaired_reported_and_translated() -> None:
+    broken = chunk({"text": "b@@c"}).replace(b"@@", b"\xff\xfe")  # bytes no UTF-8 decoder reads
+    events = feed_bodies([chunk({"text": "a"}), broken, chunk({"text": "d"}, finish="STOP")])
+    assert [e.error_type for e in of(events, "error")] == ["invalid_utf8"]
+    assert [t.text for t in of(events, "text.done")] == ["ab\ufffd\ufffdcd"]
+    assert events[-1].payload.status == "completed"
+
+
+def test_non_utf8_frame_that_is_no_json_even_repaired_is_malformed() -> None:
+    events = feed_bodies([chunk({"text": "a"}), b'{"candidates": \xff\xfe',
                           chunk({"text": "b"}, finish="STOP")])
     assert [e.error_type for e in of(events, "error")] == ["malformed_frame"]
     assert events[-1].payload.status == "completed"
 
 
-def test_mistyped_members_are_malformed_not_a_crash() -> None:
+def test_mistyped_members_are_unexpected_shape_not_a_crash() -> None:
     events = feed_bodies([b'{"candidates": [{"content": {"parts": "oops"}}]}',
                           b'{"candidates": [{"content": {"parts": [{"text": 5}]}}]}',
                           b'[1, 2]', chunk({"text": "ok"}, finish="STOP")])
-    assert [e.error_type for e in of(events, "error")] == ["malformed_frame"] * 4
+    assert [e.error_type for e in of(events, "error")] == [
+        "unexpected_shape", "unexpected_shape", "malformed_frame", "malformed_frame"]
     assert events[-1].payload.status == "completed"
 
 
@@ -437,97 +447,6 @@ def test_recognizes_generate_content_and_nothing_else() -> None:
     assert not recognizes({"choices": []})
     assert not recognizes({"error": {"code": 429}})
     assert not recognizes("text")
-
-
-# --- streamed arguments (Vertex partialArgs) ------------------------------------------------------
-
-
-@pytest.mark.parametrize(("path", "segments"), [
-    ("$.location", ("location",)),
-    ("$.recipe.ingredients[6].name", ("recipe", "ingredients", 6, "name")),
-    ("$.operations[0].price", ("operations", 0, "price")),
-    ("$['a b'].c", ("a b", "c")),
-    ('$["q\\"x"][2]', ('q"x', 2)),
-    ("$", None),
-    ("location", None),
-    ("$.a[*]", None),
-    ("$.a[-1]", None),
-    ("$..a", None),
-])
-def test_parse_json_path(path: str, segments: tuple | None) -> None:
-    assert parse_json_path(path) == segments
-
-
-def test_out_of_order_paths_still_build_the_arguments() -> None:
-    args = StreamedArguments()
-    fragments = [args.put(("b",), 1, False), args.put(("a",), "x", False),
-                 args.put(("b",), 2, False)]  # b again: not document order
-    assert None not in fragments
-    assert args.in_order is False
-    assert args.tree == {"b": 2, "a": "x"}
-    assert args.close() == ""  # the text stream stopped; tool.call carries the whole JSON
-
-
-def test_array_gap_is_padded_with_null_in_text_and_tree() -> None:
-    args = StreamedArguments()
-    text = args.put(("xs", 2), "c", False) + args.close()
-    assert args.tree == {"xs": [None, None, "c"]}
-    assert text == orjson.dumps(args.tree).decode()
-
-
-_KEYS = st.text(min_size=0, max_size=6)
-_LEAVES = (st.none() | st.booleans() | st.integers(-10**6, 10**6)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20))
-_VALUES = st.recursive(_LEAVES, lambda inner: st.lists(inner, min_size=1, max_size=3)
-                       | st.dictionaries(_KEYS, inner, min_size=1, max_size=3), max_leaves=12)
-
-
-def _path(segments: tuple) -> str:
-    out = ["$"]
-    for segment in segments:
-        if type(segment) is int:
-            out.append(f"[{segment}]")
-        elif segment.isidentifier():
-            out.append("." + segment)
-        else:
-            out.append("['" + segment.replace("\\", "\\\\").replace("'", "\\'") + "']")
-    return "".join(out)
-
-
-def _leaves(value, prefix=()):
-    if type(value) is dict:
-        for key, item in value.items():
-            yield from _leaves(item, prefix + (key,))
-    elif type(value) is list:
-        for index, item in enumerate(value):
-            yield from _leaves(item, prefix + (index,))
-    else:
-        yield prefix, value
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=4), st.data())
-def test_partial_args_in_document_order_reassemble_exactly(obj: dict, data) -> None:
-    """Flatten any object the way Vertex streams it (strings split at random, closed by an empty
-    fragment or not) and reassemble: same object, and the fragments are its JSON text."""
-    args = StreamedArguments()
-    text = []
-    for segments, value in _leaves(obj):
-        segments = parse_json_path(_path(segments))
-        if type(value) is str and value:
-            cuts = sorted(data.draw(st.sets(st.integers(1, len(value)), max_size=3)))
-            pieces = [value[a:b] for a, b in zip([0] + cuts, cuts + [len(value)]) if a < b]
-            closing_empty = data.draw(st.booleans())
-            for n, piece in enumerate(pieces):
-                last = n == len(pieces) - 1 and not closing_empty
-                text.append(args.put(segments, piece, not last))
-            if closing_empty:
-                text.append(args.put(segments, "", False))
-        else:
-            text.append(args.put(segments, value, False))
-    text.append(args.close())
-    assert args.tree == obj
-    assert "".join(text) == orjson.dumps(obj).decode()
 
 
 def test_signature_on_a_thought_part_completes_that_reasoning_block() -> None:

@@ -175,7 +175,7 @@ def test_error_event_midstream_fails_the_run_retryably():
     assert_matches_snapshot("gemini_interactions-error-event-midstream", events)
     assert kinds(events)[-2:] == ["error", "run.finished"]
     error = of_kind(events, "error")[0]
-    assert (error.error_type, error.retryable) == ("UNAVAILABLE", True)
+    assert (error.error_type, error.code, error.retryable) == ("overloaded", "UNAVAILABLE", True)
     assert of_kind(events, "run.finished")[0].status == "failed"
     assert "text.done" not in kinds(events)
 
@@ -232,8 +232,8 @@ def test_failed_interaction_object_reports_its_errors_and_fails():
     assert_matches_snapshot("gemini_interactions-failed-interaction", events)
     assert events[0].source.transport == "poll"
     error = of_kind(events, "error")[0]
-    assert (error.error_type, error.message, error.retryable) == (
-        "INTERNAL", "An internal error has occurred.", True)
+    assert (error.error_type, error.code, error.message, error.retryable) == (
+        "server_error", "INTERNAL", "An internal error has occurred.", True)
     finished = of_kind(events, "run.finished")[0]
     assert (finished.status, finished.reason, finished.raw_reason) == ("failed", "error", "failed")
 
@@ -244,7 +244,7 @@ def test_http_error_body_fails_retryably_with_its_status():
     assert kinds(events) == ["error", "run.finished"]
     error = of_kind(events, "error")[0]
     assert (error.error_type, error.http_status, error.code, error.retryable) == (
-        "RESOURCE_EXHAUSTED", 429, "429", True)
+        "rate_limited", 429, "RESOURCE_EXHAUSTED", True)
     assert error.message.endswith("(retry after 13s)")
 
 
@@ -382,13 +382,13 @@ def test_repeated_step_start_without_event_id_is_ignored():
     assert kinds(events).count("message.started") == 1
 
 
-def test_non_utf8_frame_body_is_malformed_and_the_stream_goes_on():
+def test_non_utf8_frame_body_is_repaired_reported_and_the_stream_goes_on():
     frames = stream(*text_stream("ok"))
     bad = frame(b'{"index":0,"delta":{"type":"text","text":"\xff\xfe"},"event_type":"step.delta"}',
                 99)
     events = run(frames[:3] + [bad] + frames[3:])
-    assert of_kind(events, "error")[0].error_type == "malformed_frame"
-    assert of_kind(events, "text.done")[0].text == "ok"
+    assert [e.error_type for e in of_kind(events, "error")] == ["invalid_utf8"]
+    assert of_kind(events, "text.done")[0].text == "ok\ufffd\ufffd"  # the delta is not lost
     assert kinds(events)[-1] == "run.finished"
 
 
@@ -397,11 +397,11 @@ def test_json_that_is_not_an_object_is_malformed():
     assert events[0].kind == "error" and events[0].payload.error_type == "malformed_frame"
 
 
-def test_known_event_missing_required_fields_is_malformed_not_a_crash():
+def test_known_event_missing_required_fields_is_unexpected_shape_not_a_crash():
     events = run(stream(created(), {"index": 0, "event_type": "step.delta"},
                         {"event_type": "interaction.completed"}, completed()))
     assert [e.payload.error_type for e in events if e.kind == "error"] == [
-        "malformed_frame", "malformed_frame"]
+        "unexpected_shape", "unexpected_shape"]
     assert kinds(events)[-1] == "run.finished"
 
 

@@ -20,6 +20,7 @@ import pytest
 from modelevents.adapters.cassette import read_cassette
 from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.gemini_generate import GeminiGenerateAdapter
+from modelevents.adapters.google_status import RPC_ERROR_TYPES
 from modelevents.schemas.events import ModelEvent
 from tests.corpus import CORPUS_DIR, corpus_files, corpus_id, require_corpus
 from tests.snapshots import assert_matches_snapshot
@@ -201,7 +202,10 @@ def check_facts(name: str, documents: list[dict], events: list[ModelEvent]) -> N
     if "error" in last:
         error = last["error"]
         (reported,) = of(events, "error")
-        assert reported.error_type == error["status"] and reported.http_status == error["code"]
+        # The rpc status name is kept raw in `code`; error_type is its class in the closed
+        # vocabulary (adapters/google_status.py, schemas/vocabulary.py).
+        assert reported.code == error["status"] and reported.http_status == error["code"]
+        assert reported.error_type == RPC_ERROR_TYPES[error["status"]]
         assert reported.retryable is (error["code"] == 429 or error["code"] >= 500)
         delays = [d["retryDelay"] for d in error.get("details", []) if "retryDelay" in d]
         assert all(delay in reported.message for delay in delays), where
