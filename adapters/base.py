@@ -78,6 +78,7 @@ from modelevents.schemas.events import (
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import PIECE_BYTES
 from modelevents.schemas.pieces import split_events
+from modelevents.schemas.vocabulary import HOSTILE_INPUT_ERRORS
 
 # Enough to catch a retried delivery or a reconnect overlap; bounded so state stays small.
 SEEN_FRAMES_WINDOW = 1024
@@ -91,11 +92,8 @@ _LIGHT_FRAME_BYTES = (PIECE_BYTES - 2 * HOLD_BYTES) // 2
 MALFORMED = object()
 
 # The error taxonomy for hostile input (module docstring). Adapters name them through these.
-MALFORMED_FRAME = "malformed_frame"
-UNEXPECTED_SHAPE = "unexpected_shape"
-INVALID_UTF8 = "invalid_utf8"
-PROTOCOL_VIOLATION = "protocol_violation"
-HOSTILE_INPUT_ERRORS = (MALFORMED_FRAME, UNEXPECTED_SHAPE, INVALID_UTF8, PROTOCOL_VIOLATION)
+# The same four names as schemas/vocabulary.py's HostileInputError (the closed vocabulary).
+MALFORMED_FRAME, UNEXPECTED_SHAPE, INVALID_UTF8, PROTOCOL_VIOLATION = HOSTILE_INPUT_ERRORS
 
 
 def run_hash(run_id: str) -> str:

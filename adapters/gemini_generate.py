@@ -186,7 +186,7 @@ class _Candidate:
 
 class GeminiGenerateAdapter(Adapter):
     name = "gemini_generate"
-    revision = "1"
+    revision = "2"  # 2 (issue #12): closed vocabulary (maps_search, place, error classes)
     api = "gemini-generate"
     default_provider = "google"
 

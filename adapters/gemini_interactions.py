@@ -185,7 +185,7 @@ class _Step:
 
 class GeminiInteractionsAdapter(Adapter):
     name = "gemini_interactions"
-    revision = "1"
+    revision = "2"  # 2 (issue #12): closed vocabulary (maps_search, place, error classes)
     api = "gemini-interactions"
     default_provider = "google"
 

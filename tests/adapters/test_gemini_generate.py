@@ -459,3 +459,32 @@ def test_signature_on_a_thought_part_completes_that_reasoning_block() -> None:
     assert [(r.text, r.signature) for r in summary] == [("step one step two", "czE=")]
     redacted = [r for r in of(events, "reasoning.done") if r.form == "redacted"]
     assert [(r.signature, r.output_index) for r in redacted] == [("czI=", summary[0].output_index)]
+
+
+def test_google_maps_is_maps_search_and_its_grounding_chunk_a_place() -> None:
+    # The same names as the Interactions adapter (schemas/vocabulary.py; issue #12 drift).
+    events = fixture("maps-grounding.sse")
+    assert {h.tool_type for h in of(events, "hosted.call") + of(events, "hosted.result")} == {
+        "maps_search"}
+    assert of(events, "hosted.call")[0].name == "GOOGLE_MAPS"  # the raw tool type kept
+    (citation,) = of(events, "citation")
+    assert (citation.source_type, citation.url, citation.title) == (
+        "place", "https://maps.google.com/?cid=1", "Kranzler Eck")
+    # Offsets are UTF-8 bytes on the wire ("ü" is two), characters on the event.
+    assert (citation.start, citation.end) == (0, len("Kranzler Eck is on Kurfürstendamm."))
+
+
+def test_unknown_server_tool_type_is_other_with_its_raw_name() -> None:
+    events = feed_bodies([chunk({"toolCall": {"toolType": "GOOGLE_TELEPORT", "id": "t1"}}),
+                          chunk({"text": "ok"}, finish="STOP")])
+    (call,) = of(events, "hosted.call")
+    assert (call.tool_type, call.name) == ("other", "GOOGLE_TELEPORT")
+
+
+def test_unknown_grounding_chunk_is_an_other_citation() -> None:
+    grounding = {"groundingChunks": [{"hologram": {"uri": "x"}}], "groundingSupports": [
+        {"segment": {"startIndex": 0, "endIndex": 2}, "groundingChunkIndices": [0]}]}
+    body = orjson.loads(chunk({"text": "hi"}, finish="STOP"))
+    body["candidates"][0]["groundingMetadata"] = grounding
+    (citation,) = of(feed_bodies([orjson.dumps(body)]), "citation")
+    assert citation.source_type == "other"

@@ -504,3 +504,38 @@ def test_model_output_error_status_is_reported_without_a_fake_http_status():
     assert (error.code, error.http_status, error.message) == ("8", None, "Output was cut.")
     assert of_kind(events, "text.done")[0].text == "Par"
     assert of_kind(events, "run.finished")[0].status == "incomplete"
+
+
+def test_google_maps_is_maps_search_and_a_place_citation_a_place():
+    # The same names as the generateContent adapter (schemas/vocabulary.py; issue #12 drift).
+    events = run(frames_of("maps-grounding.sse"))
+    assert {h.tool_type for h in of_kind(events, "hosted.call") + of_kind(events, "hosted.result")
+            } == {"maps_search"}
+    (citation,) = of_kind(events, "citation")
+    assert (citation.source_type, citation.url, citation.title) == (
+        "place", "https://maps.google.com/?cid=1", "Kranzler Eck")
+    assert (citation.start, citation.end) == (0, len("Kranzler Eck is on Kurfürstendamm."))
+    assert of_kind(events, "run.finished")[0].status == "completed"
+
+
+def test_unknown_final_status_is_other_with_the_raw_status_never_completed():
+    events = run(stream(created(), completed(status="evaporated")))
+    finished = of_kind(events, "run.finished")[0]
+    assert (finished.status, finished.reason, finished.raw_reason) == (
+        "incomplete", "other", "evaporated")
+
+
+def test_idle_status_is_a_running_interaction():
+    events = run(stream(created(), {"interaction_id": "v1_t", "status": "idle",
+                                    "event_type": "interaction.status_update"}, completed()))
+    (status,) = of_kind(events, "run.status")
+    assert (status.status, status.raw_status) == ("in_progress", "idle")
+
+
+def test_media_that_is_not_base64_is_reported_and_kept_in_the_envelope():
+    events = run(stream(created(), step_start(0, {"type": "model_output"}),
+                        step_delta(0, {"type": "image", "mime_type": "image/png",
+                                       "data": "not base64 at all!"}),
+                        step_stop(0), completed()))
+    assert [e.error_type for e in of_kind(events, "error")] == ["malformed_media"]
+    assert of_kind(events, "media.done")[0].data is None
