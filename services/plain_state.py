@@ -19,13 +19,14 @@ tree of JSON values and back, with these rules:
   (counting from 0, in the order the tree is written and read), so that what was one object in
   two places — a block's parts, also in a message's list of blocks — is one object again.
   Only classes defined in ``modelevents.adapters``, ``modelevents.schemas`` and the worker's
-  per-run modules (:data:`_STATE_MODULES`) can be named; decoding never imports, calls a
-  constructor or looks anything up by a name it read, beyond that table.
+  per-run modules (:data:`_STATE_MODULES`) can be named; decoding never imports or looks
+  anything up by a name it read beyond that table, and the only code it runs is the project's
+  own (a class's ``__setstate__``, an adapter's constructor for the defaults below).
 
 Reading after an upgrade: a dataclass field the tree lacks takes its declared default; an
 adapter attribute the tree lacks takes the value a new adapter starts with; a slot of another
-class takes what the class's ``state_defaults`` (slot name → zero-argument factory) gives —
-declare one when adding a slot, or states written before it are refused. A field the class no
+class takes what the class's ``state_defaults`` (slot name → function of the object, its stored
+fields set) gives — declare one when adding a slot, or states written before it are refused. A field the class no
 longer has is left out. A slot without a default, or a class the table does not know, raises
 :class:`UnreadableState` naming it (the worker then drops what it could not read — see
 ``services/table_values.py``).
@@ -78,17 +79,22 @@ def _refresh() -> None:
     if len(sys.modules) == _modules_seen:
         return
     _modules_seen = len(sys.modules)
-    for module_name, module in list(sys.modules.items()):
-        if not module_name.startswith("modelevents.") or module is None:
-            continue
-        short = module_name[len("modelevents."):]
-        if not (short.startswith(_STATE_PACKAGES) or short in _STATE_MODULES):
-            continue
+    modules = [(name[len("modelevents."):], module) for name, module in list(sys.modules.items())
+               if name.startswith("modelevents.") and module is not None]
+    modules = [(short, module) for short, module in modules
+               if short.startswith(_STATE_PACKAGES) or short in _STATE_MODULES]
+    for short, module in modules:
         for value in list(vars(module).values()):
-            if isinstance(value, type) and value.__module__ == module_name:
+            if isinstance(value, type) and value.__module__ == f"modelevents.{short}":
                 tag = f"{short}.{value.__qualname__}"
                 _by_tag[tag] = value
                 _tag_of[value] = tag
+    # A class moved to a module of its own is still imported by the module it left: states
+    # written before the move name it there, and find it (it is the same class of the table).
+    for short, module in modules:
+        for name, value in list(vars(module).items()):
+            if isinstance(value, type) and value in _tag_of:
+                _by_tag.setdefault(f"{short}.{name}", value)
 
 
 def state_class(tag: str) -> type | None:
@@ -323,13 +329,13 @@ class _Shape:
                        if dataclasses.is_dataclass(cls) else None)
         self.is_adapter = issubclass(cls, Adapter)
         self.names = (frozenset(self.fields) if self.fields is not None else self.slots)
-        self.defaults: dict[str, Callable[[], Any]] = dict(getattr(cls, "state_defaults", {}))
+        self.defaults: dict[str, Callable[[Any], Any]] = dict(getattr(cls, "state_defaults", {}))
         self.attributes: frozenset[str] | None = None  # an adapter's, once known
 
     def missing(self, obj: Any, present: Any) -> None:
         """Give attributes the stored state lacks (added since it was written) their defaults:
         a dataclass field's declared one, an adapter's as a new adapter starts it, a slot's from
-        the class's ``state_defaults`` (name → zero-argument factory). Raises UnreadableState
+        the class's ``state_defaults`` (name → function of the object). Raises UnreadableState
         for one without."""
         absent = [n for n in self.names or () if n not in present]
         if self.is_adapter and self.names is None:
@@ -345,7 +351,7 @@ class _Shape:
             elif spec is not None and spec.default_factory is not dataclasses.MISSING:
                 value = spec.default_factory()
             elif name in self.defaults:
-                value = self.defaults[name]()
+                value = self.defaults[name](obj)
             else:
                 raise UnreadableState(f"{self.tag} has no stored {name!r} and no default for it "
                                       "(written by an earlier version?)")

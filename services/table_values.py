@@ -35,6 +35,7 @@ import math
 import pickle
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,17 +102,24 @@ def unpack_run(value: bytes | None) -> RunWork | None:
         # taken through plain data, so that what this version's classes lack is found here, as
         # for a value of format 1 — not later, in the middle of a frame.
         legacy = _legacy(value)
-        doc = {"normalizer": _tree_of(getattr(legacy, "normalizer", None)),
-               "sequence": _tree_of(getattr(legacy, "sequence", None))}
+        sequence = _tree_of(getattr(legacy, "sequence", None))
+        work = RunWork(sequence=None if sequence is None else _checked_sequence(sequence))
+        _restore_adapters(work, lambda: _tree_of(getattr(legacy, "normalizer", None)))
+        return work
     sequence = doc.get("sequence")
     work = RunWork(sequence=None if sequence is None else _checked_sequence(sequence))
-    normalizer = doc.get("normalizer")
-    if normalizer is not None:
-        try:
-            work.normalizer = _checked_normalizer(normalizer)
-        except UnreadableState as exc:
-            work.dropped = f"its stored adapter state could not be read ({exc})"
+    _restore_adapters(work, lambda: doc.get("normalizer"))
     return work
+
+
+def _restore_adapters(work: RunWork, tree: Callable[[], Any]) -> None:
+    """The run's adapters, or none and why (``work.dropped``): the numbering goes on without."""
+    try:
+        normalizer = tree()
+        if normalizer is not None:
+            work.normalizer = _checked_normalizer(normalizer)
+    except UnreadableState as exc:
+        work.dropped = f"its stored adapter state could not be read ({exc})"
 
 
 def pack_alias(run_id: str, expires_at: float) -> bytes:
@@ -195,6 +203,18 @@ def _checked_normalizer(tree: Any) -> RunNormalizer:
     return run
 
 
+class _Vanished:
+    """Stands for a class of modelevents that an earlier version's state held and this version
+    no longer has: taken in without running anything, then refused where it is carried over
+    (the adapters it was part of are dropped; numbering that held one is unreadable)."""
+
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+        pass
+
+    def __setstate__(self, _state: Any) -> None:
+        pass
+
+
 class _StateUnpickler(pickle.Unpickler):
     """Resolves only what a state of an earlier version held: never a callable of its choice."""
 
@@ -204,10 +224,13 @@ class _StateUnpickler(pickle.Unpickler):
         if (module, name) == ("modelevents.services.processor", "RunWork"):
             return RunWork  # where earlier versions defined it
         cls = plain_state.state_class(f"{module.removeprefix('modelevents.')}.{name}")
-        if cls is None or cls.__module__ != module or cls.__qualname__ != name:
-            raise UnreadableState(f"an earlier version's pickled state names {module}.{name}, "
-                                  "which a run's state never holds: refused unread")
-        return cls
+        if cls is not None:
+            return cls
+        short = module.removeprefix("modelevents.")
+        if module.startswith("modelevents.") and short.startswith(("adapters.", "schemas.")):
+            return type(name, (_Vanished,), {"__module__": module})
+        raise UnreadableState(f"an earlier version's pickled state names {module}.{name}, "
+                              "which a run's state never holds: refused unread")
 
 
 def _legacy(value: bytes) -> Any:
