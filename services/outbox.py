@@ -11,27 +11,36 @@ future per record batch instead of one per record: aiokafka's ``send`` costs a f
 partitioner call and an accumulator lookup for every record, which was a tenth of the worker's
 time. Order is kept where Kafka keeps it — within a partition — and the idempotent producer
 (acks=all) numbers these record batches like any other.
+
+A producer the broker has given up on — its sequence numbers out of order (a retry after a
+leader change overtaken by the batch behind it), its epoch fenced — cannot send again: aiokafka's
+sender stops for good. The outbox then replaces it (:class:`OutputProducer`), logs why, and
+resends what was not acknowledged through the new one: the worker goes on instead of failing the
+batch (and, with it, every run of the partition until a restart).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import (
+    InvalidProducerEpoch,
     KafkaError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
+    OutOfOrderSequenceNumber,
+    ProducerFenced,
     RecordListTooLargeError,
     RecordTooLargeError,
 )
 
 from modelevents.services.kafka_io import partition_for_key
 
-__all__ = ["Outbox", "transient", "too_large"]
+__all__ = ["Outbox", "OutputProducer", "transient", "too_large", "producer_lost"]
 
 log = logging.getLogger("modelevents.processor")
 
@@ -39,6 +48,40 @@ log = logging.getLogger("modelevents.processor")
 RETRY_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 _Record = tuple[str, bytes | None, bytes]
+
+
+class OutputProducer:
+    """The producer an agent's outboxes send through, replaced when the broker gave up on it.
+
+    ``start`` makes a started producer (the processor's: idempotent, acks=all). Only one
+    outbox of an agent sends at a time (they are chained), so a replacement never races a send.
+    """
+
+    def __init__(self, start: Callable[[], Awaitable[AIOKafkaProducer]]) -> None:
+        self._start = start
+        self.current: AIOKafkaProducer | None = None
+        self.replaced = 0  # how many times, for the log and the tests
+
+    async def start(self) -> AIOKafkaProducer:
+        self.current = await self._start()
+        return self.current
+
+    async def replace(self, why: BaseException) -> None:
+        old = self.current
+        log.warning("the broker gave up on the outputs' producer (%r): replacing it and resending "
+                    "what was not acknowledged", why)
+        self.current = await self._start()
+        self.replaced += 1
+        if old is not None:
+            try:
+                await asyncio.wait_for(old.stop(), timeout=5.0)
+            except Exception:  # noqa: BLE001 - its sender already died: nothing left to flush
+                pass
+
+    async def stop(self) -> None:
+        if self.current is not None:
+            await self.current.stop()
+            self.current = None
 
 
 class Outbox:
@@ -49,8 +92,8 @@ class Outbox:
     partitioner (murmur2) would send it. A record without key goes through ``producer.send``.
     """
 
-    def __init__(self, producer: AIOKafkaProducer, partitions: int) -> None:
-        self.producer = producer
+    def __init__(self, output: OutputProducer, partitions: int) -> None:
+        self.output = output
         self.partitions = partitions
         self.records: list[_Record] = []
         # Records the producer or the broker refused as too large (a topic configured with a
@@ -72,14 +115,16 @@ class Outbox:
         pending = self.records
         attempt = 0
         while pending:
+            producer = self.output.current
+            assert producer is not None, "the outputs' producer is not started"
             sent: list[tuple[list[_Record], Any]] = []  # (records, future or the send's error)
-            for records, batch, topic, partition in self._batches(pending):
+            for records, batch, topic, partition in self._batches(producer, pending):
                 try:
                     if batch is None:
                         topic, key, value = records[0]
-                        future = await self.producer.send(topic, value, key=key)
+                        future = await producer.send(topic, value, key=key)
                     else:
-                        future = await self.producer.send_batch(batch, topic, partition=partition)
+                        future = await producer.send_batch(batch, topic, partition=partition)
                 except KafkaError as exc:
                     future = exc  # not queued: retried with the others that failed
                 sent.append((records, future))
@@ -104,7 +149,9 @@ class Outbox:
                 pending, attempt = failed, attempt + 1
                 self._one_per_batch = True
                 continue
-            if not transient(first_error):
+            if producer_lost(first_error):
+                await self.output.replace(first_error)
+            elif not transient(first_error):
                 raise first_error  # type: ignore[misc]
             delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
             log.warning("%d of %d outputs not acknowledged (%r); resending in %.1f s",
@@ -114,7 +161,8 @@ class Outbox:
             pending = failed
         self.records = []
 
-    def _batches(self, records: list[_Record]) -> Iterator[tuple[list[_Record], Any, str, int]]:
+    def _batches(self, producer: AIOKafkaProducer, records: list[_Record],
+                 ) -> Iterator[tuple[list[_Record], Any, str, int]]:
         """(records, record batch, topic, partition) per topic partition, in the order of
         ``records`` within each; a record batch holds as much as the producer's batch size lets
         it. A record without key, or one too big for a record batch of its own, comes with
@@ -130,7 +178,7 @@ class Outbox:
                 yield [record], None, topic, -1
                 continue
             by_partition.setdefault((topic, partition_for_key(key, self.partitions)), []).append(record)
-        create = self.producer.create_batch
+        create = producer.create_batch
         for (topic, partition), group in by_partition.items():
             batch, members = create(), []
             for record in group:
@@ -151,6 +199,11 @@ class Outbox:
 def too_large(exc: BaseException) -> bool:
     """Whether the producer or the broker refused a record for its size (never transient)."""
     return isinstance(exc, (MessageSizeTooLargeError, RecordTooLargeError, RecordListTooLargeError))
+
+
+def producer_lost(exc: BaseException) -> bool:
+    """Whether the broker gave up on the producer itself: it cannot send again, a new one can."""
+    return isinstance(exc, (OutOfOrderSequenceNumber, ProducerFenced, InvalidProducerEpoch))
 
 
 def transient(exc: BaseException | None) -> bool:

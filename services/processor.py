@@ -154,7 +154,7 @@ from modelevents.services.faust_support import (
     take_batches,
 )
 from modelevents.services.kafka_io import partition_for_key, start_client, start_producer
-from modelevents.services.outbox import Outbox
+from modelevents.services.outbox import Outbox, OutputProducer
 from modelevents.services.normalizer import RunNormalizer
 from modelevents.services.run_machine import RunMachine
 from modelevents.services.sequencer import RunSequence
@@ -450,7 +450,7 @@ class _Lane:
     """
 
     def __init__(self) -> None:
-        self.producer: Any = None  # the agent's outputs producer, while the agent runs
+        self.output: OutputProducer | None = None  # the agent's outputs producer, while it runs
         self.in_flight: list[asyncio.Task] = []  # oldest first
 
     def chain(self, work: Awaitable[None], on_done: Callable[[asyncio.Task], None]) -> asyncio.Task:
@@ -541,12 +541,13 @@ class _Processor:
         acknowledged."""
         # Before the first await: this subscribes the agent's topics (see take_batches).
         batches = take_batches(stream, self.tuning.batch_size, self.tuning.batch_within)
-        producer = await start_producer(self.settings, **_PRODUCER_TUNING)
+        output = OutputProducer(lambda: start_producer(self.settings, **_PRODUCER_TUNING))
+        await output.start()
         topics = list(topics)
         await self.log_starts.connect(topics)
         order = PartitionOrder(self.app, topics, self.log_starts)
         self.orders.append(order)
-        lane.producer = producer
+        lane.output = output
         try:
             async for batch in batches:
                 # At most one batch waits behind the one being sent (bounded memory, and a
@@ -561,7 +562,7 @@ class _Processor:
                     self.rebalanced = False
                 fresh, again, held = await order.split(batch)
                 order.abandon(held)
-                outbox = Outbox(producer, self.settings.partitions)
+                outbox = Outbox(output, self.settings.partitions)
                 computed = await compute(fresh, outbox)
                 computed.records = fresh + again
                 if computed.pending or computed.completed:
@@ -575,9 +576,9 @@ class _Processor:
             # Stopping (or crashing): what was computed is still sent, written and acked in
             # order — Faust waits for those acks before it commits.
             await lane.drain()
-            lane.producer = None
+            lane.output = None
             self.orders.remove(order)
-            await producer.stop()
+            await output.stop()
             if not self.orders:
                 await self.log_starts.close()
 
@@ -634,7 +635,7 @@ class _Processor:
         """Records the producer or broker refused as too large (a topic whose max.message.bytes
         is below the project's record limit): dead-lettered with why, never retried — the
         batch goes on, and so does the partition."""
-        outbox = Outbox(sent.producer, self.settings.partitions)
+        outbox = Outbox(sent.output, self.settings.partitions)
         for (topic, key, value), error in sent.refused:
             self._dead_letter(outbox, DeadLetter(
                 stage="write", error_type="RecordTooLarge", at=int(time.time() * 1000),
@@ -996,13 +997,13 @@ class _Processor:
         state and is sent after it; one computed before holds its keys busy."""
         released = trimmed = 0
         for table, lane in ((self.run_table, self.run_lane), (self.aliases_table, self.alias_lane)):
-            if lane.producer is None:
+            if lane.output is None:
                 continue  # the agent has not started (or has stopped): its table is not served
             keys = list(table.keys())
             for start in range(0, len(keys), _SWEEP_YIELD_EVERY):
                 writes = self._expired(table, keys[start:start + _SWEEP_YIELD_EVERY])
                 if writes:
-                    outbox = Outbox(lane.producer, self.settings.partitions)
+                    outbox = Outbox(lane.output, self.settings.partitions)
                     self._write(outbox, writes)
                     await lane.chain(outbox.send_all(), self._crash_on_failure)
                     released += sum(value is None for _, _, value in writes)
