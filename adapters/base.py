@@ -44,6 +44,12 @@ What the base guarantees — "never raises for what the provider sent", kept her
                         call open); the frame is ignored.
 
   All four are ``retryable=False`` (retrying does not change what the provider sent);
+- every payload field holds its declared type (the Avro schema's): a provider value of another
+  type that an adapter passed through (an id that is a number, a token count that is a list or
+  beyond 64 bits, a model that is an object) is replaced by None (the field's empty value when
+  it is not optional: "", 0, False, {}) and the frame gets one ``unexpected_shape`` error naming
+  the fields — an event the stream processor cannot encode is never emitted; a model name is a
+  string of at most ``MODEL_CHARS`` characters, else None;
 - a frame seen twice (same ``frame_id``) produces nothing the second time;
 - input that ends before the provider's terminal signal ends with an ``error`` event
   (``stream_truncated``), never a ``run.finished``;
@@ -59,13 +65,14 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, ClassVar
 
 import orjson
 
 from modelevents.adapters.accumulate import HOLD_BYTES, Parts
 from modelevents.schemas.events import (
+    KIND_PAYLOAD,
     Elided,
     Envelope,
     Error,
@@ -94,6 +101,38 @@ MALFORMED = object()
 # The error taxonomy for hostile input (module docstring). Adapters name them through these.
 # The same four names as schemas/vocabulary.py's HostileInputError (the closed vocabulary).
 MALFORMED_FRAME, UNEXPECTED_SHAPE, INVALID_UTF8, PROTOCOL_VIOLATION = HOSTILE_INPUT_ERRORS
+
+
+# Payload record → (field, the Python types its Avro schema takes, nullable, empty value): what
+# ``Adapter._typed`` holds every emitted payload to. Built once from the dataclasses.
+_INT64 = 1 << 63
+# The longest model name kept (Vertex resource names are a few hundred characters).
+MODEL_CHARS = 1024
+_TYPES_OF: dict[str, tuple[tuple[type, ...], bool, Any]] = {
+    "str": ((str,), False, ""), "str | None": ((str,), True, None),
+    "int": ((int,), False, 0), "int | None": ((int,), True, None),
+    "bool": ((bool,), False, False), "bool | None": ((bool,), True, None),
+    "float | None": ((float, int), True, None), "bytes | None": ((bytes,), True, None),
+    "dict[str, int]": ((dict,), False, None),
+}
+_FIELD_TYPES: dict[type, tuple[tuple[str, tuple[type, ...], bool, Any], ...]] = {
+    cls: tuple((f.name, *_TYPES_OF[str(f.type)]) for f in fields(cls))
+    for cls in set(KIND_PAYLOAD.values())
+}
+
+
+def _ill_typed(value: Any, types: tuple[type, ...]) -> bool:
+    """True when ``value`` (of one of ``types`` or None) does not fit: a wrong type, an int
+    outside Avro's long, a dict that is not str → int."""
+    kind = type(value)
+    if kind not in types:
+        return True
+    if kind is int:
+        return not -_INT64 <= value < _INT64
+    if kind is dict:
+        return not all(type(k) is str and type(v) is int and -_INT64 <= v < _INT64
+                       for k, v in value.items())
+    return False
 
 
 def run_hash(run_id: str) -> str:
@@ -197,6 +236,8 @@ class Adapter:
                 self.handle(doc)
         except Exception as exc:  # noqa: BLE001 - the contract: never raise for provider input
             self._guard_caught(exc)
+        if out:
+            self._typed(out)
         self._out = []
         if len(frame.body) > _LIGHT_FRAME_BYTES:
             out = split_events(out)  # an event of this frame may be too large for one record
@@ -220,6 +261,7 @@ class Adapter:
                 error_type="stream_truncated", retryable=True,
                 message="input ended before the provider's terminal event; the run's outcome "
                         "is unknown"))
+        self._typed(self._out)
         return split_events(self._end())
 
     def _decode_failed(self, frame: ProviderFrame, error: orjson.JSONDecodeError) -> Any:
@@ -240,6 +282,37 @@ class Adapter:
                             "were replaced by U+FFFD (the envelope keeps them as received)"))
                 return doc
         return self.undecodable(frame, error)
+
+    def _typed(self, out: list[ModelEvent]) -> None:
+        """Hold the frame's events to their declared field types (module docstring)."""
+        model = self.model
+        bad: list[str] = []
+        if model is not None and (type(model) is not str or len(model) > MODEL_CHARS):
+            # Copied onto every event and no content that pieces cut: a "model" of megabytes
+            # would make every event of the run too large for a record.
+            self.model = model = None
+            bad.append("model")
+        checks = _FIELD_TYPES
+        for event in out:
+            if bad and event.model is not model:
+                event.model = model
+            payload = event.payload
+            for name, types, nullable, empty in checks[type(payload)]:
+                value = getattr(payload, name)
+                if value is None:
+                    if nullable:
+                        continue
+                elif type(value) in types and types[0] is not int and types[0] is not dict:
+                    continue  # the common case, without _ill_typed's call
+                elif not _ill_typed(value, types):
+                    continue
+                setattr(payload, name, empty if empty is not None or nullable else {})
+                bad.append(f"{event.kind}.{name} ({type(value).__name__})")
+        if bad:
+            self.emit("error", Error(
+                error_type=UNEXPECTED_SHAPE, retryable=False,
+                message=f"frame {self._source_id}: values of an unexpected type, emitted empty: "
+                        + ", ".join(dict.fromkeys(bad))))
 
     def _guard_caught(self, exc: Exception) -> None:
         """A handler raised on what the provider sent: the frame's events so far are kept, one

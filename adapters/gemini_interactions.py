@@ -240,8 +240,8 @@ class GeminiInteractionsAdapter(Adapter):
             self._on_object(doc)
             return
         event_id = doc.get("event_id")
-        if event_id and not self._first_sight(event_id):
-            return
+        if event_id and type(event_id) is str and not self._first_sight(event_id):
+            return  # (an event id that is no string names nothing to dedupe or resume from)
         handler = _ON_EVENT.get(event_type) if type(event_type) is str else None
         if handler is None:
             self.unknown(str(event_type), "event type not in the Interactions reference (A1)")
