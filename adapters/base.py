@@ -97,6 +97,15 @@ _LIGHT_FRAME_BYTES = (PIECE_BYTES - 2 * HOLD_BYTES) // 2
 
 # What ``Adapter.undecodable`` returns for a frame it reported: there is nothing to handle.
 MALFORMED = object()
+# What ``undecodable`` returns for the ``data: [DONE]`` sentinel (``is_done``): the transport's
+# end, which ``handle`` receives as this object.
+DONE = object()
+
+
+def is_done(body: bytes) -> bool:
+    """The ``[DONE]`` sentinel some servers end a stream with; the SDKs stop on any data that
+    starts with it (openai-python _streaming.py, python-genai's Interactions decoder)."""
+    return bytes(body[:6]) == b"[DONE]" or bytes(body).strip() == b"[DONE]"
 
 # The error taxonomy for hostile input (module docstring). Adapters name them through these.
 # The same four names as schemas/vocabulary.py's HostileInputError (the closed vocabulary).
@@ -388,6 +397,11 @@ class Adapter:
                 error_type="value_too_large", retryable=False,
                 message=f"{what} was {parts.size} bytes, more than an adapter holds "
                         f"({HOLD_BYTES}); it is in the frames' envelopes only"))
+
+    def valid_for(self) -> str:
+        """Where opaque signatures and encrypted content are valid (Reasoning.valid_for):
+        ``provider/model``, or the provider alone while the model is not known."""
+        return f"{self.provider}/{self.model}" if self.model else self.provider
 
     def use_cursor(self, cursor: str) -> None:
         """The provider's cursor for this frame when the body, not the transport, carries it

@@ -461,13 +461,10 @@ class GeminiGenerateAdapter(Adapter):
         elif kind == _THOUGHT:
             self.emit("reasoning.done", Reasoning(
                 cand.block, 0, "summary", cand.parts.text(), cand.item_id,
-                signature=cand.signature, valid_for=self._valid_for()))
+                signature=cand.signature, valid_for=self.valid_for()))
             self.elide_last(cand.parts, "text", "reasoning.delta")
         else:
             self._end_call(cand)
-
-    def _valid_for(self) -> str:
-        return f"{self.provider}/{self.model}"
 
     # --- parts -----------------------------------------------------------------------------------
 
@@ -498,7 +495,7 @@ class GeminiGenerateAdapter(Adapter):
         # call (Gemini 3 rejects a replayed call whose signature moved; B3).
         self.emit("reasoning.done", Reasoning(
             self._next_output() if output_index is None else output_index, 0, "redacted", "",
-            item_id or cand.item_id, signature=signature, valid_for=self._valid_for()))
+            item_id or cand.item_id, signature=signature, valid_for=self.valid_for()))
 
     def _on_text_part(self, cand: _Candidate, part: dict) -> tuple | None:
         text = part["text"]

@@ -53,7 +53,7 @@ from typing import Any, Callable
 import orjson
 
 from modelevents.adapters.accumulate import Parts
-from modelevents.adapters.base import Adapter, json_text, stable_id
+from modelevents.adapters.base import DONE, Adapter, is_done, json_text, stable_id
 from modelevents.adapters.encodings import char_span, decode_base64
 from modelevents.adapters.google_status import status_error
 from modelevents.schemas.events import (
@@ -224,12 +224,12 @@ class GeminiInteractionsAdapter(Adapter):
 
     def undecodable(self, frame: Any, error: orjson.JSONDecodeError) -> Any:
         # The SDK's stream decoder ends on a `data: [DONE]` payload (A5 SSE framing).
-        if frame.body.strip() == b"[DONE]":
-            return _DONE
+        if is_done(frame.body):
+            return DONE
         return super().undecodable(frame, error)  # reports the malformed frame
 
     def handle(self, doc: Any) -> None:
-        if doc is _DONE:
+        if doc is DONE:
             return  # the sentinel ends the transport; interaction.completed ends the run
         if type(doc) is not dict:
             self.malformed(f"body is JSON {type(doc).__name__}, not an object")
@@ -657,12 +657,9 @@ class GeminiInteractionsAdapter(Adapter):
         text = step.text.text() if step.text else ""
         self.emit("reasoning.done", Reasoning(
             step.index, 0, "summary" if step.text else "redacted", text, self._iid or None,
-            signature=step.signature, valid_for=self._valid_for()))
+            signature=step.signature, valid_for=self.valid_for()))
         if step.text:
             self.elide_last(step.text, "text", "reasoning.delta")
-
-    def _valid_for(self) -> str:
-        return f"{self.provider}/{self.model}" if self.model else self.provider
 
     def _carried_signature(self, step: _Step, signature: Any, item_id: str) -> None:
         # Gemini 3 signs function-call and hosted-tool steps too; the signature must go back with
@@ -671,7 +668,7 @@ class GeminiInteractionsAdapter(Adapter):
         if signature:
             self.emit("reasoning.done", Reasoning(
                 step.index, 0, "redacted", "", item_id, signature=signature,
-                valid_for=self._valid_for()))
+                valid_for=self.valid_for()))
 
     # function calls (client-executed)
 
@@ -806,8 +803,6 @@ def _evidence(body: dict) -> str:
     """What the step says beyond its identity (queries, urls, code, results...) as JSON text."""
     return json_text({k: v for k, v in body.items() if k not in _NOT_EVIDENCE})
 
-
-_DONE = object()
 
 _Handler = Callable[[GeminiInteractionsAdapter, dict], None]
 

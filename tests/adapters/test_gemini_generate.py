@@ -488,3 +488,10 @@ def test_unknown_grounding_chunk_is_an_other_citation() -> None:
     body["candidates"][0]["groundingMetadata"] = grounding
     (citation,) = of(feed_bodies([orjson.dumps(body)]), "citation")
     assert citation.source_type == "other"
+
+
+def test_a_signature_before_the_model_is_known_is_valid_for_the_provider_not_none() -> None:
+    body = orjson.dumps({"candidates": [{"content": {"parts": [
+        {"text": "hi", "thoughtSignature": "c2ln"}]}, "finishReason": "STOP", "index": 0}]})
+    (signed,) = of(feed_bodies([body]), "reasoning.done")
+    assert (signed.signature, signed.valid_for) == ("c2ln", "google")  # was "google/None"
