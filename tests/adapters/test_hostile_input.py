@@ -431,3 +431,27 @@ def test_pickling_the_adapter_after_every_frame_changes_nothing(api: str) -> Non
         plain = run(api, frames)
         check(api, plain)
         assert same(run(api, frames, pickle_between=True), plain), name
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_value_of_another_type_is_emptied_and_reported_never_published(api: str) -> None:
+    """Whatever an adapter passes through, an event holds its declared types (base._typed)."""
+    from modelevents.schemas.events import Text, Usage
+
+    name, frames = small_streams(api, 1)[0]
+    adapter = ADAPTERS[api](RUN_ID)
+
+    def passing_through(doc: Any) -> None:
+        adapter.model = {"not": "a model"}
+        adapter.emit("text.delta", Text(3.5, 0, "kept", ["an", "id"]))  # type: ignore[arg-type]
+        adapter.emit("usage", Usage(input_tokens=2 ** 70, server_tool_units={"x": "1"}))  # type: ignore[dict-item]
+
+    adapter.handle = passing_through  # type: ignore[method-assign]
+    events = adapter.feed(frames[0])
+    assert [e.kind for e in events] == ["text.delta", "usage", "error"]
+    text, usage, error = (e.payload for e in events)
+    assert (text.output_index, text.text, text.item_id) == (0, "kept", None)
+    assert (usage.input_tokens, usage.server_tool_units) == (None, {})
+    assert error.error_type == "unexpected_shape" and "text.delta.item_id (list)" in error.message
+    assert all(e.model is None for e in events) and adapter.model is None
+    check(api, events)
