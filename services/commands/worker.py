@@ -9,6 +9,7 @@ consumer group, so another worker takes over its partitions at once.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import logging
 import os
@@ -24,6 +25,7 @@ from modelevents.services.commands.kafka_options import (
     run_async,
     settings_from_args,
 )
+from modelevents.services.worker_health import HealthServer, WorkerHealth
 
 log = logging.getLogger("modelevents.worker")
 
@@ -42,13 +44,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                     "the same app id to share the partitions; stop one with Ctrl-C or SIGTERM "
                     "(it finishes its batch and commits). The pipeline's topics must exist (`modelevents topics create`).",
         epilog=ENV_HELP + " MODELEVENTS_APP_ID (default modelevents) names the consumer group and "
-                          "the tables; MODELEVENTS_RUN_RETENTION (seconds, default 3600).")
+                          "the tables; MODELEVENTS_RUN_RETENTION (seconds, default 3600); "
+                          "MODELEVENTS_STATE_DIR (the default of --workdir).")
     add_kafka_options(p, partitions=True)
     p.add_argument("--app-id", default=None,
                    help="Faust app id: consumer group and table names (default: "
                         "$MODELEVENTS_APP_ID or modelevents)")
     p.add_argument("--workdir", type=Path, default=None, metavar="DIR",
-                   help="directory for the worker's data (default: "
+                   help="directory for the worker's data (default: $MODELEVENTS_STATE_DIR, else "
                         "$XDG_STATE_HOME/modelevents/worker, i.e. ~/.local/state/modelevents/worker)")
     p.add_argument("--retention", type=positive_float, default=None, metavar="SECONDS",
                    help="release a run's working state this long after it ended (or went idle); "
@@ -69,10 +72,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "(default 30)")
     p.add_argument("--loglevel", choices=LOG_LEVELS, default="info",
                    help="log level (default info)")
+    health = p.add_argument_group("health endpoint (for probes; services/worker_health.py)")
+    health.add_argument("--health-port", type=positive_int, default=None, metavar="PORT",
+                        help="serve GET /healthz (alive) and GET /readyz (joined the group, "
+                             "tables recovered) on this port (default: no endpoint)")
+    health.add_argument("--health-host", default="0.0.0.0", metavar="ADDRESS",
+                        help="address of the health endpoint (default 0.0.0.0)")
     p.set_defaults(run=run)
 
 
+
 def _default_workdir() -> Path:
+    if state_dir := os.environ.get("MODELEVENTS_STATE_DIR"):
+        return Path(state_dir)
     root = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(root) / "modelevents" / "worker"
 
@@ -119,23 +131,42 @@ def run(args: argparse.Namespace) -> int:
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create the work directory {workdir}: {exc.strerror or exc}; "
-                          "choose another with --workdir") from exc
+                          "choose another with --workdir or MODELEVENTS_STATE_DIR") from exc
 
-    checked = run_async(processor.prepare_topics(settings))
-    created = sorted(name for name, what in checked.items() if what == "created")
-
-    app = processor.create_app(settings, workdir=workdir, tuning=tuning)
-    _tune_garbage_collector()
-    announce = _announcement(settings, tuning, workdir, created)
-    worker = _worker_class(faust.Worker, announce, args.stop_timeout)(
-        app, loglevel=args.loglevel.upper(), quiet=True, redirect_stdouts=False, workdir=str(workdir))
+    health = WorkerHealth()
+    server = _health_server(health, args.health_host, args.health_port)
     try:
-        worker.execute_from_commandline()  # returns by SystemExit once the worker stopped
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        log.info("worker %s stopped (exit status %d)", settings.app_id, code)
-        return code
-    return 0
+        checked = run_async(processor.prepare_topics(settings))
+        created = sorted(name for name, what in checked.items() if what == "created")
+
+        app = processor.create_app(settings, workdir=workdir, tuning=tuning)
+        health.app = app
+        _tune_garbage_collector()
+        announce = _announcement(settings, tuning, workdir, created)
+        worker = _worker_class(faust.Worker, announce, args.stop_timeout, health)(
+            app, loglevel=args.loglevel.upper(), quiet=True, redirect_stdouts=False,
+            workdir=str(workdir))
+        try:
+            worker.execute_from_commandline()  # returns by SystemExit once the worker stopped
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            log.info("worker %s stopped (exit status %d)", settings.app_id, code)
+            return code
+        return 0
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _health_server(health: WorkerHealth, host: str, port: int | None) -> HealthServer | None:
+    if port is None:
+        return None
+    try:
+        return HealthServer(health, host, port).start()
+    except (OSError, OverflowError) as exc:  # OverflowError: a port beyond 65535
+        reason = getattr(exc, "strerror", None) or exc
+        raise ConfigError(f"cannot serve the health endpoint on {host}:{port}: {reason}; "
+                          "choose another with --health-port") from exc
 
 
 # Python's cyclic garbage collector, tuned for a worker: every record allocates a few hundred
@@ -161,8 +192,13 @@ def _tune_garbage_collector() -> None:
 _CHATTY_LOGGERS = ("faust", "mode", "aiokafka")
 
 
-def _worker_class(base: type, announce: list[str], stop_timeout: float) -> type:
+def _worker_class(base: type, announce: list[str], stop_timeout: float,
+                  health: WorkerHealth | None = None) -> type:
+    health = health or WorkerHealth()
+
     class Worker(base):  # type: ignore[misc, valid-type]
+        _heartbeat: asyncio.Task[None] | None = None
+
         def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
             super().on_setup_root_logger(logger, level)
             if level > logging.DEBUG:
@@ -171,16 +207,21 @@ def _worker_class(base: type, announce: list[str], stop_timeout: float) -> type:
 
         async def on_execute(self) -> None:
             await super().on_execute()
+            self._heartbeat = asyncio.ensure_future(health.run_heartbeat())
             log.info("worker %s starting: joining the consumer group, recovering the tables from "
                      "their changelogs ...", self.app.conf.id)
 
         async def on_startup_finished(self) -> None:
             await super().on_startup_finished()
+            health.started = True  # the first recovery is complete: /readyz says ready
             for line in announce:
                 log.info("%s", line)
 
         def on_worker_shutdown(self) -> None:
             super().on_worker_shutdown()
+            health.stopping = True
+            if self._heartbeat is not None:
+                self._heartbeat.cancel()
             log.info("worker %s stopping: finishing the batch in flight, committing, leaving the "
                      "consumer group ...", self.app.conf.id)
             _exit_if_stop_hangs(self.app.conf.id, stop_timeout)

@@ -1,0 +1,132 @@
+"""The worker's health endpoint for probes (``modelevents worker --health-port PORT``).
+
+Faust's own web server stays off (``web_enabled=False`` in services/processor.py: it would serve
+Faust's whole web surface). This is a small stdlib HTTP server in a daemon thread, independent
+of the worker's event loop, so it answers while the worker checks its topics, recovers its
+tables or runs a long batch:
+
+``GET /healthz``  liveness: 200 while the process runs and its event loop is not stuck. The loop
+                  beats every second (:meth:`WorkerHealth.run_heartbeat`); a loop that has not
+                  beaten for ``stall_s`` seconds (default 120: a batch never holds it that long)
+                  is 503 ``event loop stalled``, so that the orchestrator restarts the worker.
+``GET /readyz``   readiness: 200 once the worker has joined its consumer group and recovered its
+                  tables from their changelogs (the moment it logs "worker … ready"); 503 before
+                  that, while it recovers tables again after a rebalance, and once it is stopping.
+
+Both answer a small JSON object: ``{"status": "ok" | "starting" | "recovering" | "stopping" |
+"stalled", "detail": …}``. Any other path is 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+log = logging.getLogger("modelevents.worker.health")
+
+
+class WorkerHealth:
+    """What the probes see; set from the worker's event loop, read from the server's thread
+    (plain attribute reads and writes: atomic in CPython)."""
+
+    def __init__(self, stall_s: float = 120.0) -> None:
+        self.stall_s = stall_s
+        self.started = False  # the first recovery completed: the worker processes records
+        self.stopping = False
+        self.app: Any = None  # the Faust app, for its recovery and rebalancing state
+        self._beat: float | None = None  # monotonic time of the loop's last heartbeat
+
+    # --- set by the worker --------------------------------------------------------------------
+
+    def beat(self) -> None:
+        self._beat = time.monotonic()
+
+    async def run_heartbeat(self, every: float = 1.0) -> None:
+        """Beat from the event loop until cancelled (a task of the worker)."""
+        while True:
+            self.beat()
+            await asyncio.sleep(every)
+
+    # --- read by the probes -------------------------------------------------------------------
+
+    def liveness(self) -> tuple[int, dict[str, str]]:
+        if self._beat is not None and not self.stopping:  # a stop ends the heartbeat
+            quiet = time.monotonic() - self._beat
+            if quiet > self.stall_s:
+                return 503, {"status": "stalled",
+                             "detail": f"the event loop has not run for {quiet:.0f} s"}
+        return 200, {"status": "ok", "detail": "alive"}
+
+    def readiness(self) -> tuple[int, dict[str, str]]:
+        if self.stopping:
+            return 503, {"status": "stopping",
+                         "detail": "finishing the batch in flight and leaving the group"}
+        if not self.started:
+            return 503, {"status": "starting",
+                         "detail": "joining the consumer group, recovering the tables"}
+        app = self.app
+        recovery = getattr(getattr(app, "tables", None), "recovery", None)
+        if getattr(recovery, "in_recovery", False) or getattr(app, "rebalancing", False):
+            return 503, {"status": "recovering",
+                         "detail": "rebalancing: recovering the tables of the partitions taken"}
+        return 200, {"status": "ok", "detail": "processing"}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_Server"
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        path = self.path.split("?", 1)[0]
+        if path == "/healthz":
+            status, body = self.server.health.liveness()
+        elif path == "/readyz":
+            status, body = self.server.health.readiness()
+        else:
+            status, body = 404, {"status": "not_found",
+                                 "detail": "the worker serves GET /healthz and GET /readyz"}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_HEAD = do_GET  # noqa: N815
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - probes are not news
+        log.debug("health: " + format, *args)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], health: WorkerHealth) -> None:
+        self.health = health
+        super().__init__(address, _Handler)
+
+
+class HealthServer:
+    """The endpoint on ``host:port`` (port 0: any free port, see :attr:`port`)."""
+
+    def __init__(self, health: WorkerHealth, host: str = "0.0.0.0", port: int = 0) -> None:
+        self.health = health
+        self._server = _Server((host, port), health)  # binds now: a taken port fails at start
+        self.host, self.port = self._server.server_address[:2]
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        name="worker-health", daemon=True)
+
+    def start(self) -> "HealthServer":
+        self._thread.start()
+        log.info("health endpoint on http://%s:%d (/healthz, /readyz)", self.host, self.port)
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

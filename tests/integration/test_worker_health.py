@@ -1,0 +1,111 @@
+"""The worker's health endpoint (``modelevents worker --health-port``, services/worker_health.py)
+over real HTTP, against a real worker on the real broker: /healthz answers from the start,
+/readyz is 503 until the worker joined its group and recovered its tables and 200 after, and
+503 (or gone) once SIGTERM stopped it; a port already taken fails the start with the fix."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from modelevents.services.commands import worker as worker_command
+from modelevents.services.worker_health import HealthServer, WorkerHealth
+
+DEADLINE_S = 90.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(port: int, path: str) -> tuple[int, dict] | None:
+    """(status, body) of GET http://127.0.0.1:port/path; None while nothing listens."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+    except (ConnectionError, urllib.error.URLError):
+        return None
+
+
+@pytest.mark.kafka
+def test_probes_follow_the_worker_from_start_to_stop(settings, start_worker) -> None:
+    port = _free_port()
+    worker = start_worker("health", wait=False, extra=("--health-port", str(port)))
+    deadline = time.monotonic() + DEADLINE_S
+    readiness: list[tuple[int, str]] = []
+    while True:
+        assert worker.process.poll() is None, worker.log_text()[-4000:]
+        assert time.monotonic() < deadline, f"not ready: {readiness[-3:]}\n{worker.log_text()[-4000:]}"
+        answer = _get(port, "/readyz")
+        if answer is not None:
+            status, body = answer
+            readiness.append((status, body["status"]))
+            assert _get(port, "/healthz") == (200, {"status": "ok", "detail": "alive"})
+            if status == 200:
+                break
+        time.sleep(0.05)
+    # Before the worker had joined its group and recovered its tables, it was not ready ...
+    assert readiness[0] == (503, "starting"), readiness
+    assert set(readiness[:-1]) <= {(503, "starting"), (503, "recovering")}, readiness
+    # ... and it says ready when it logs it (the flag is set just before the line).
+    time.sleep(0.5)
+    assert " ready: " in worker.log_text()
+    assert readiness[-1] == (200, "ok")
+    assert _get(port, "/readyz") == (200, {"status": "ok", "detail": "processing"})
+    status, body = _get(port, "/metrics")
+    assert status == 404 and "/healthz" in body["detail"]
+
+    assert worker.terminate() == 0
+    assert _get(port, "/readyz") is None  # the endpoint ends with the process
+
+
+@pytest.mark.kafka
+def test_a_taken_health_port_fails_the_start(settings, start_worker) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        worker = start_worker("taken", wait=False, extra=("--health-port", str(port)))
+        assert worker.process.wait(timeout=DEADLINE_S) != 0
+    log = worker.log_text()
+    assert f"cannot serve the health endpoint on 0.0.0.0:{port}" in log, log
+    assert "--health-port" in log
+
+
+def test_a_stalled_event_loop_fails_liveness_and_a_stop_is_not_ready() -> None:
+    health = WorkerHealth(stall_s=0.2)
+    server = HealthServer(health, "127.0.0.1", 0).start()
+    try:
+        assert _get(server.port, "/healthz")[0] == 200  # no heartbeat yet: starting, alive
+        health.beat()
+        assert _get(server.port, "/healthz")[0] == 200
+        time.sleep(0.4)
+        status, body = _get(server.port, "/healthz")
+        assert (status, body["status"]) == (503, "stalled"), body
+        assert _get(server.port, "/readyz") == (
+            503, {"status": "starting", "detail": "joining the consumer group, recovering the tables"})
+        health.started = True
+        assert _get(server.port, "/readyz")[0] == 200
+        health.stopping = True
+        assert _get(server.port, "/readyz")[1]["status"] == "stopping"
+        assert _get(server.port, "/healthz")[0] == 200  # stopping: the heartbeat ended on purpose
+    finally:
+        server.close()
+
+
+def test_the_state_dir_comes_from_the_environment(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MODELEVENTS_STATE_DIR", str(tmp_path / "state"))
+    assert worker_command._default_workdir() == tmp_path / "state"
+    monkeypatch.delenv("MODELEVENTS_STATE_DIR")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert worker_command._default_workdir() == tmp_path / "xdg" / "modelevents" / "worker"
