@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "modelevents.services.commands.gateway",
     "modelevents.services.commands.simulator",
     "modelevents.consumers.replay_cli",
+    "modelevents.consumers.audit_cli",
 )
 
 

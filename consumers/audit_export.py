@@ -1,0 +1,158 @@
+"""``modelevents audit export DIR --format jsonl|parquet``: the archive for other tools.
+
+Records come in chain order (the order they were archived). Only blocks that verify against
+their manifest are exported; run ``audit verify`` first to know whether anything was left out.
+
+jsonl — one object per record, exact: ``topic``, ``partition``, ``offset``, ``timestamp``
+(Kafka log time, epoch ms), ``key`` and ``value`` (the Kafka value verbatim, Avro single-object
+encoding) as standard base64 (RFC 4648, with padding), ``type`` (``event`` | ``frame``) and
+``record``: the decoded record, bytes fields (``envelope.body``, ``body``, ``data``) as base64,
+the payload as ``{"type": "<PayloadRecord>", …fields}``; numbers are JSON integers and
+shortest-round-trip doubles, so nothing is lost.
+
+parquet (``pip install modelevents[audit]``) — one row per record: the same coordinates,
+``key``/``value`` as binary, ``type``, ``tenant``, ``run_id``, ``seq``, ``kind``, ``event_id``,
+``frame_id``, ``provider``, ``api``, ``model``, ``received_at``, and ``record`` as the JSON
+text of the jsonl ``record``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from modelevents.schemas import codec
+from modelevents.schemas.events import ModelEvent, payload_dict
+
+from modelevents.consumers.audit_format import (
+    AuditError,
+    RawRecord,
+    archive_files,
+    avro_path,
+    decode_records,
+    decompress,
+    parse_header,
+    read_long,
+    read_manifest,
+)
+
+FORMATS = ("jsonl", "parquet")
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _b64(bytes(value))
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: _plain(getattr(value, k)) for k in value.__dataclass_fields__}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def record_view(obj: Any) -> dict[str, Any]:
+    out = _plain(obj)
+    if isinstance(obj, ModelEvent):
+        out["payload"] = {"type": type(obj.payload).__name__, **_plain(payload_dict(obj.payload))}
+    return out
+
+
+def archived_records(root: Path) -> Iterator[RawRecord]:
+    """Every record of every block that matches its manifest, in chain order."""
+    avros, manifests = archive_files(root)
+    if not manifests:
+        raise AuditError(f"{root} holds no audit archive files")
+    blocks: list[tuple[int, Path, dict[str, Any]]] = []
+    for mpath in manifests:
+        for entry in read_manifest(mpath).blocks:
+            blocks.append((entry["chain_index"], avro_path(mpath), entry))
+    blocks.sort(key=lambda item: item[0])
+    headers: dict[Path, Any] = {}
+    for _, path, entry in blocks:
+        if not path.exists():
+            continue
+        with open(path, "rb") as fo:
+            if path not in headers:
+                headers[path] = parse_header(fo.read(1 << 16))
+            fo.seek(entry["start"])
+            raw = fo.read(entry["length"])
+        if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
+            continue
+        count, pos = read_long(raw, 0)
+        size, pos = read_long(raw, pos)
+        yield from decode_records(decompress(headers[path].codec, raw[pos:pos + size]), count)
+
+
+def _decoded(rec: RawRecord) -> tuple[str, Any]:
+    obj = codec.decode(rec.value) if rec.value is not None else None
+    kind = "event" if isinstance(obj, ModelEvent) else "frame" if obj is not None else "none"
+    return kind, obj
+
+
+def export_jsonl(root: Path, out: TextIO) -> int:
+    count = 0
+    for rec in archived_records(root):
+        kind, obj = _decoded(rec)
+        line = {"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+                "timestamp": rec.timestamp, "key": _b64(rec.key), "value": _b64(rec.value),
+                "type": kind, "record": None if obj is None else record_view(obj)}
+        out.write(orjson.dumps(line).decode())
+        out.write("\n")
+        count += 1
+    return count
+
+
+def export_parquet(root: Path, path: Path, rows_per_group: int = 50_000) -> int:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise AuditError("Parquet export needs pyarrow: pip install modelevents[audit]") from None
+    schema = pa.schema([
+        ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+        ("timestamp", pa.int64()), ("key", pa.binary()), ("value", pa.binary()),
+        ("type", pa.string()), ("tenant", pa.string()), ("run_id", pa.string()),
+        ("seq", pa.int64()), ("kind", pa.string()), ("event_id", pa.string()),
+        ("frame_id", pa.string()), ("provider", pa.string()), ("api", pa.string()),
+        ("model", pa.string()), ("received_at", pa.int64()), ("record", pa.string())])
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+    count = 0
+    with pq.ParquetWriter(str(path), schema) as writer:
+        def flush() -> None:
+            writer.write_table(pa.table(columns, schema=schema))
+            for values in columns.values():
+                values.clear()
+
+        for rec in archived_records(root):
+            kind, obj = _decoded(rec)
+            is_event = isinstance(obj, ModelEvent)
+            row = {"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+                   "timestamp": rec.timestamp, "key": rec.key, "value": rec.value,
+                   "type": kind, "tenant": getattr(obj, "tenant", None),
+                   "run_id": obj.run_id if is_event else getattr(obj, "run_key", None),
+                   "seq": obj.seq if is_event else None,
+                   "kind": obj.kind if is_event else None,
+                   "event_id": obj.event_id if is_event else None,
+                   "frame_id": obj.source.frame_id if is_event else getattr(obj, "frame_id", None),
+                   "provider": getattr(obj, "provider", None), "api": getattr(obj, "api", None),
+                   "model": obj.model if is_event else None,
+                   "received_at": getattr(obj, "received_at", None),
+                   "record": None if obj is None else orjson.dumps(record_view(obj)).decode()}
+            for name, value in row.items():
+                columns[name].append(value)
+            count += 1
+            if len(columns["topic"]) >= rows_per_group:
+                flush()
+        if columns["topic"] or count == 0:
+            flush()
+    return count
