@@ -15,6 +15,10 @@ tables or runs a long batch:
 
 Both answer a small JSON object: ``{"status": "ok" | "starting" | "recovering" | "stopping" |
 "stalled", "detail": …}``. Any other path is 404.
+
+``python -m modelevents.services.worker_health [PORT] [PATH]`` is the image's HEALTHCHECK: exit
+status 0 when ``GET http://127.0.0.1:PORT/PATH`` (default /healthz) answers 2xx, 1 otherwise;
+PORT defaults to $MODELEVENTS_HEALTHCHECK_PORT, and without one there is nothing to check (0).
 """
 
 from __future__ import annotations
@@ -22,8 +26,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -130,3 +138,34 @@ class HealthServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def check(port: int | None, path: str = "/healthz", timeout: float = 4.0) -> tuple[int, str]:
+    """(exit status, what to print) of the HEALTHCHECK: 0 when the endpoint answers 2xx."""
+    if port is None:
+        return 0, "no health port (MODELEVENTS_HEALTHCHECK_PORT): nothing to check"
+    url = f"http://127.0.0.1:{port}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return 0, f"{url}: {response.status} {response.read().decode(errors='replace')}"
+    except urllib.error.HTTPError as exc:
+        return 1, f"{url}: {exc.code} {exc.read().decode(errors='replace')}"
+    except (OSError, ValueError) as exc:
+        return 1, f"{url}: {exc}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    raw = args[0] if args else os.environ.get("MODELEVENTS_HEALTHCHECK_PORT") or None
+    try:
+        port = None if raw is None else int(raw)
+    except ValueError:
+        print(f"not a port: {raw!r}", file=sys.stderr)
+        return 1
+    status, text = check(port, args[1] if len(args) > 1 else "/healthz")
+    print(text)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

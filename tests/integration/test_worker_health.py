@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from modelevents.services.commands import worker as worker_command
+from modelevents.services import worker_health
 from modelevents.services.worker_health import HealthServer, WorkerHealth
 
 DEADLINE_S = 90.0
@@ -82,7 +83,8 @@ def test_a_taken_health_port_fails_the_start(settings, start_worker) -> None:
     assert "--health-port" in log
 
 
-def test_a_stalled_event_loop_fails_liveness_and_a_stop_is_not_ready() -> None:
+def test_a_stalled_event_loop_fails_liveness_and_a_stop_is_not_ready(monkeypatch) -> None:
+    monkeypatch.delenv("MODELEVENTS_HEALTHCHECK_PORT", raising=False)
     health = WorkerHealth(stall_s=0.2)
     server = HealthServer(health, "127.0.0.1", 0).start()
     try:
@@ -99,8 +101,15 @@ def test_a_stalled_event_loop_fails_liveness_and_a_stop_is_not_ready() -> None:
         health.stopping = True
         assert _get(server.port, "/readyz")[1]["status"] == "stopping"
         assert _get(server.port, "/healthz")[0] == 200  # stopping: the heartbeat ended on purpose
+        # The image's HEALTHCHECK (python -m modelevents.services.worker_health)
+        assert worker_health.main([str(server.port)]) == 0
+        health.stopping = False
+        assert worker_health.main([str(server.port)]) == 1  # stalled
+        assert worker_health.main([str(server.port), "/readyz"]) == 0
     finally:
         server.close()
+    assert worker_health.main([str(server.port)]) == 1  # nothing listens
+    assert worker_health.main([]) == 0  # no port: nothing to check
 
 
 def test_the_state_dir_comes_from_the_environment(monkeypatch, tmp_path: Path) -> None:
