@@ -224,7 +224,6 @@ class Adapter:
         self.tenant = tenant
         self.provider = provider or self.default_provider
         self.model = model
-        self.adapter_id = f"{self.name}@{self.revision}"
         self._run_hash = run_hash(run_id)
         # Set by the subclass when the provider's own terminal signal arrived (message_stop,
         # response.completed, [DONE] ...); a stream that closes without it was cut.
@@ -238,6 +237,24 @@ class Adapter:
         self._source_id = ""
         self._cursor: str | None = None
         self._envelope: Envelope | None = None
+
+    _adapter_id: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__ or "revision" in cls.__dict__:
+            cls._adapter_id = f"{cls.name}@{cls.revision}"
+
+    @property
+    def adapter_id(self) -> str:
+        """``name@revision`` of the code translating now — a class fact, not state: a state
+        pickled by an earlier revision goes on under this one and its events say so (an old
+        state's own ``adapter_id`` entry is shadowed by this property)."""
+        return self._adapter_id
+
+    @adapter_id.setter
+    def adapter_id(self, stored: str) -> None:
+        """A state read field by field sets it: the revision translating now wins."""
 
     # --- what callers use ---------------------------------------------------------------------
 
@@ -405,7 +422,7 @@ class Adapter:
             f"{self._run_hash}:{source_id}:{index}",
             self.run_id, self.tenant, self.provider, self.api, self.model, kind,
             EventSource(source_id, index, frame.transport, self._cursor),
-            frame.received_at, self.adapter_id, envelope, payload))
+            frame.received_at, self._adapter_id, envelope, payload))
 
     def elide_last(self, parts: Parts, field: str, from_kind: str) -> None:
         """The done event just emitted carries ``parts``' value in ``field``: when that was too
