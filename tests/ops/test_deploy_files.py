@@ -213,6 +213,16 @@ def test_kubeconform_rejects_a_broken_manifest(tools, helm_env, k8s_schemas) -> 
         assert result.returncode != 0 and field in result.stdout, (field, result.stdout)
 
 
+def test_values_schema_refuses_what_the_chart_would_ignore(tools, helm_env) -> None:
+    """values.schema.json: a misspelt key or a wrong type fails the install instead of being
+    silently ignored."""
+    for item, expected in (("gateway.autoscalling.enabled=true", "'autoscalling' not allowed"),
+                           ("worker.healthPort=http", "want integer"),
+                           ("image.digest=latest", "does not match")):
+        result = _run([tools["HELM"], "template", RELEASE, str(CHART), "--set", item], helm_env)
+        assert result.returncode != 0 and expected in result.stderr, (item, result.stderr)
+
+
 # --- what the schemas cannot say -------------------------------------------------------------
 
 
