@@ -267,6 +267,15 @@ def _check_command(argv: list[str], where: str) -> None:
             f"{where}: `modelevents {' '.join(words)}` has no option {option}"
 
 
+def test_the_command_check_refuses_what_the_cli_lacks() -> None:
+    _check_command(["topics", "create"], "ok")
+    _check_command(["worker", "--health-port", "8081", "--stop-timeout", "45"], "ok")
+    for argv in (["workers"], ["topics", "crate"], ["worker", "--health-prot", "8081"],
+                 ["gateway", "--config-file", "x"]):
+        with pytest.raises(AssertionError):
+            _check_command(argv, "bad")
+
+
 @pytest.mark.parametrize("values", VALUE_CASES, ids=_case_id)
 def test_rendered_chart_keeps_its_promises(tools, helm_env, values: Path | None) -> None:
     objects = _objects(_template(tools, helm_env, values))
