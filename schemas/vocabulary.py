@@ -129,6 +129,7 @@ AdapterErrorType = Literal[
     "malformed_media",  # media data that is not base64
     "malformed_tool_arguments",  # streamed arguments that cannot be placed
     "message_interrupted",  # a message started again before it ended (Anthropic)
+    "record_too_large",  # the stream processor's stand-in for an event no record holds
 ]
 # The class of an error the provider reported (Error.code keeps the provider's own word).
 ProviderErrorType = Literal[
