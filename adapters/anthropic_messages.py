@@ -193,6 +193,15 @@ HOSTED_RESULTS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 
 
 
+def _count(value: Any) -> int | None:
+    """A token count as the provider gave it: an int (never a bool), else unknown."""
+    return value if type(value) is int else None
+
+
+def _text(value: Any) -> str | None:
+    return value if type(value) is str else None
+
+
 # --- per-stream state --------------------------------------------------------------------------
 
 
@@ -366,19 +375,55 @@ class AnthropicMessagesAdapter(Adapter):
     def _apply_usage(self, usage: dict) -> None:
         merged = self._usage
         merged.update(usage)  # message_delta values replace, field by field (§6)
-        fresh = merged.get("input_tokens")
-        cache_write = merged.get("cache_creation_input_tokens")
-        cache_read = merged.get("cache_read_input_tokens")
-        output = merged.get("output_tokens")
+        fresh = _count(merged.get("input_tokens"))
+        cache_write = _count(merged.get("cache_creation_input_tokens"))
+        cache_read = _count(merged.get("cache_read_input_tokens"))
+        output = _count(merged.get("output_tokens"))
+        breakdown = self._iterations(merged)
+        if breakdown is not None:
+            # Server-side compaction (and model fallback) bills one call as several iterations;
+            # the top-level numbers are the last one's. What is billed is their sum, per token kind (vercel/ai and
+            # pydantic-ai sum them too); each iteration is kept beside it.
+            fresh, cache_write, cache_read, output = (
+                sum(i[k] or 0 for i in breakdown) for k in
+                ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+                 "output_tokens"))
         total_input = None if fresh is None else fresh + (cache_write or 0) + (cache_read or 0)
-        details = merged.get("output_tokens_details") or {}
-        server_tools = merged.get("server_tool_use") or {}
+        details = merged.get("output_tokens_details")
+        details = details if isinstance(details, dict) else {}
+        server_tools = merged.get("server_tool_use")
+        server_tools = server_tools if isinstance(server_tools, dict) else {}
         self.emit("usage", Usage(
             input_tokens=total_input, output_tokens=output,
             cache_read_tokens=cache_read, cache_write_tokens=cache_write,
-            reasoning_tokens=details.get("thinking_tokens"),
+            reasoning_tokens=_count(details.get("thinking_tokens")),
             total_tokens=None if total_input is None or output is None else total_input + output,
-            server_tool_units={k: v for k, v in server_tools.items() if type(v) is int}))
+            server_tool_units={k: v for k, v in server_tools.items() if type(v) is int},
+            iterations=None if breakdown is None else json_text([
+                {"type": i["type"], **({"model": i["model"]} if i["model"] else {}),
+                 "input_tokens": (i["input_tokens"] or 0) + (i["cache_creation_input_tokens"] or 0)
+                 + (i["cache_read_input_tokens"] or 0),
+                 "output_tokens": i["output_tokens"],
+                 "cache_read_tokens": i["cache_read_input_tokens"],
+                 "cache_write_tokens": i["cache_creation_input_tokens"]} for i in breakdown])))
+
+    def _iterations(self, usage: dict) -> list[dict[str, Any]] | None:
+        """usage.iterations[] (server-side compaction), each iteration's counts read; None when
+        there is none, or when it is not what the reference shows (reported once, and the
+        top-level counts are used)."""
+        iterations = usage.get("iterations")
+        if iterations is None:
+            return None
+        if type(iterations) is not list or not iterations or \
+                not all(type(i) is dict for i in iterations):
+            usage.pop("iterations")  # said once; later usage snapshots use the top level
+            self.malformed(f"usage.iterations is not a list of objects "
+                           f"({type(iterations).__name__}); the top-level usage is reported")
+            return None
+        return [{"type": _text(i.get("type")) or "unknown", "model": _text(i.get("model")),
+                 **{k: _count(i.get(k)) for k in ("input_tokens", "cache_creation_input_tokens",
+                                                  "cache_read_input_tokens", "output_tokens")}}
+                for i in iterations]
 
     def _on_message(self, doc: dict) -> None:
         """A complete, non-streaming Message object: the whole sequence at once, in stream order."""

@@ -39,7 +39,7 @@ events keep the first id).
 from __future__ import annotations
 
 import binascii
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import orjson
 
@@ -194,6 +194,11 @@ class _Call:
 
     __slots__ = ("response_id", "aliases", "status", "items", "by_id", "finished", "errored",
                  "refused", "awaits_tools", "approvals", "text_format", "calls", "tool_units")
+
+    # A state stored before a slot existed (services/plain_state.py) reads with these.
+    state_defaults: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "aliases": lambda call: {call.response_id} if call.response_id is not None else set(),
+    }
 
     def __init__(self, response_id: str | None) -> None:
         self.response_id = response_id

@@ -166,6 +166,10 @@ class Usage:
     reasoning_tokens: int | None = None
     total_tokens: int | None = None
     server_tool_units: dict[str, int] = field(default_factory=dict)
+    # JSON text: the provider's per-iteration breakdown, when it bills a call as several
+    # (Anthropic server-side compaction: [{type, input_tokens, output_tokens, cache_read_tokens,
+    # cache_write_tokens}], meanings as above); the fields above are then their sums. (schema v3)
+    iterations: str | None = None
 
 
 @dataclass(slots=True)

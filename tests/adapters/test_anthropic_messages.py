@@ -406,3 +406,37 @@ def test_recognizes_its_own_shapes_only():
     assert not recognizes({"type": "message", "role": "assistant",
                            "content": [{"type": "output_text", "text": "x"}]})
     assert not recognizes([1, 2])
+
+
+# --- issue #12 --------------------------------------------------------------------------------
+
+
+def test_compaction_usage_reports_the_billed_totals_over_the_iterations():
+    # Under server-side compaction the final usage's top-level numbers are the last iteration's
+    # only; what is billed is the sum over usage.iterations[], per token kind.
+    events = run(frames_of("compaction-usage-iterations.sse"))
+    assert_matches_snapshot("anthropic_messages-compaction-usage-iterations", events)
+    final = of_kind(events, "usage")[-1]
+    # input counts all input (fresh + cache writes + cache reads), as everywhere
+    assert (final.input_tokens, final.output_tokens, final.cache_read_tokens,
+            final.cache_write_tokens, final.total_tokens) == (
+        48210 + 20000 + 530 + 1200, 402 + 214, 20000, 1200, 69940 + 616)
+    assert orjson.loads(final.iterations) == [
+        {"type": "compaction", "input_tokens": 68210, "output_tokens": 402,
+         "cache_read_tokens": 20000, "cache_write_tokens": 0},
+        {"type": "message", "input_tokens": 1730, "output_tokens": 214,
+         "cache_read_tokens": 0, "cache_write_tokens": 1200}]
+    assert of_kind(events, "usage")[0].iterations is None  # message_start: no breakdown yet
+    assert [p.text for p in of_kind(events, "text.done")] == ["Next, move the invoice code."]
+    assert kinds(events)[-1] == "run.finished"
+
+
+def test_malformed_iterations_are_reported_and_the_top_level_usage_kept():
+    delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+             "usage": {"input_tokens": 30, "output_tokens": 7, "iterations": {"type": "message"}}}
+    events = run(stream(message_start(), delta, {"type": "message_stop"}))
+    (bad,) = of_kind(events, "error")
+    assert bad.error_type == "malformed_frame" and "usage.iterations" in bad.message
+    final = of_kind(events, "usage")[-1]
+    assert (final.input_tokens, final.output_tokens, final.iterations) == (30, 7, None)
+    assert kinds(events)[-1] == "run.finished"

@@ -44,7 +44,9 @@ PAYLOADS: dict[str, ev.Payload] = {
     "approval.requested": ev.Approval(approval_id="apr_1", tool_name="deploy", server="ops"),
     "approval.resolved": ev.Approval(approval_id="apr_1", decision="approved", decider="alice"),
     "usage": ev.Usage(input_tokens=10, output_tokens=5, cache_read_tokens=2, total_tokens=15,
-                      server_tool_units={"web_search_requests": 1}),
+                      server_tool_units={"web_search_requests": 1},
+                      iterations='[{"type":"compaction","input_tokens":7,"output_tokens":2},'
+                                 '{"type":"message","input_tokens":3,"output_tokens":3}]'),
     "error": ev.Error(error_type="overloaded_error", message="Overloaded", http_status=529,
                       retryable=True),
     "unknown": ev.Unknown(provider_type="response.future_thing.delta"),

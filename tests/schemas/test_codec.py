@@ -110,7 +110,7 @@ def test_frozen_samples_of_released_versions_stay_decodable(sample):
 
 
 def test_samples_exist_for_the_current_release():
-    for version in ("v1", "v2"):
+    for version in ("v1", "v2", "v3"):
         assert len(list(SAMPLES.glob(f"{version}/*.bin"))) == len(ev.KINDS) + 3, version
     # v2's new fields are in its samples: a piece of an event and of a frame, timestamps.
     piece = codec.decode((SAMPLES / "v2" / f"model_event.{PIECE_KIND}.bin").read_bytes())
@@ -119,11 +119,16 @@ def test_samples_exist_for_the_current_release():
     assert frame.piece is not None and frame.piece.count == 3
     state = codec.decode((SAMPLES / "v2" / "run_state.bin").read_bytes())
     assert state.started_at == 1_764_460_800_000 and type(state.started_at) is int
+    # v3's new field is in its samples: Usage.iterations; a v2 usage reads with none.
+    usage = codec.decode((SAMPLES / "v3" / "model_event.usage.bin").read_bytes()).payload
+    assert usage.iterations is not None and usage.iterations.startswith('[{"type":"compaction"')
+    assert codec.decode((SAMPLES / "v2" / "model_event.usage.bin").read_bytes()
+                        ).payload.iterations is None
 
 
-def test_v2_samples_carry_the_current_fingerprints():
+def test_v3_samples_carry_the_current_fingerprints():
     current = set(codec.schemas().current_fingerprint.values())
-    assert {p.read_bytes()[2:10] for p in SAMPLES.glob("v2/*.bin")} == current
+    assert {p.read_bytes()[2:10] for p in SAMPLES.glob("v3/*.bin")} == current
 
 
 def test_timestamps_stay_ints_when_fastavro_resolves_an_older_writer(tmp_path, monkeypatch):
@@ -132,7 +137,7 @@ def test_timestamps_stay_ints_when_fastavro_resolves_an_older_writer(tmp_path, m
     new_dir = tmp_path / "avro"
     shutil.copytree(codec.AVRO_DIR, new_dir)
     for name in codec.CURRENT_FILES:
-        shutil.copy(codec.AVRO_DIR / name, new_dir / "history" / name.replace(".avsc", ".v2.avsc"))
+        shutil.copy(codec.AVRO_DIR / name, new_dir / "history" / name.replace(".avsc", ".v3.avsc"))
         schema = json.loads((new_dir / name).read_text())
         # A change the Python types do not see but resolution must handle: the field order.
         schema["fields"][:2] = schema["fields"][1::-1]

@@ -19,6 +19,7 @@ from typing import Any
 
 import avro.io
 import avro.schema
+import fastavro
 import pytest
 
 from modelevents.schemas import codec
@@ -214,17 +215,25 @@ def test_runs_records_written_under_the_old_fingerprint_still_decode():
     state = codec.decode(sample)
     assert isinstance(state, RunState) and state.run_id == "run-1"
     assert state.usage == ev.Usage(input_tokens=10, output_tokens=5)
-    # Any RunState of today re-headed with the old fingerprint reads the same, and through the
-    # compiled reader (the binary form did not change), not fastavro's resolution.
-    current = codec.encode(other_records()["run_state"])
-    legacy = current[:2] + bytes.fromhex("6cad731c9afff2f0") + current[10:]
+    # Any RunState of v2 (v1's binary form) re-headed with the old fingerprint reads the same,
+    # resolved to today's schema (v3 added Usage.iterations, null for these).
+    v2 = codec.schemas().writers[bytes.fromhex("00f0530e69598914")][1]
+    record = codec._plain_record(other_records()["run_state"])
+    for name in ("usage", "prior_calls_usage"):
+        if record[name] is not None:
+            record[name] = {k: v for k, v in record[name].items() if k != "iterations"}
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, v2, record)
+    legacy = b"\xc3\x01" + bytes.fromhex("6cad731c9afff2f0") + buf.getvalue()
     assert codec.decode(legacy) == other_records()["run_state"]
-    assert codec.schemas().readers[bytes.fromhex("6cad731c9afff2f0")][0] == "modelevents.RunState"
+    assert codec.schemas().writers[bytes.fromhex("6cad731c9afff2f0")][0] == "modelevents.RunState"
 
 
 def test_the_new_fingerprint_is_not_the_old():
+    # v2's (the spec's, issue #11 §4) is history since v3 (Usage.iterations): still read.
     fp = codec.schemas().current_fingerprint["modelevents.RunState"]
-    assert fp.hex() == "00f0530e69598914"
+    assert fp.hex() == "d5bfa97177249cb5"
+    assert codec.schemas().writers[bytes.fromhex("00f0530e69598914")][0] == "modelevents.RunState"
 
 
 def test_archives_give_timestamps_as_ints(tmp_path):
