@@ -138,16 +138,24 @@ def k8s_schemas() -> Path:
         out = target / name
         if (out / ".complete").exists():
             continue
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
+        # Written beside, renamed into place: parallel test workers never see half a copy.
+        work = target / f".{name}.{os.getpid()}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
         definitions = (out / "_definitions.json").resolve().as_uri()
         for schema in (source / name).glob("*.json"):
             text = schema.read_text()
-            (out / schema.name).write_text(
+            (work / schema.name).write_text(
                 text.replace('"/api/_definitions.json#', f'"{definitions}#'))
-        assert "/api/_definitions.json" not in (out / "deployment-apps-v1.json").read_text()
-        (out / ".complete").write_text("")
+        assert "/api/_definitions.json" not in (work / "deployment-apps-v1.json").read_text()
+        (work / ".complete").write_text("")
+        if out.exists() and not (out / ".complete").exists():
+            shutil.rmtree(out, ignore_errors=True)  # an incomplete copy of an earlier run
+        try:
+            work.rename(out)
+        except OSError:  # another worker was quicker
+            shutil.rmtree(work, ignore_errors=True)
+        assert (out / ".complete").exists()
     return target
 
 
