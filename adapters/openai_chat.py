@@ -127,7 +127,7 @@ class _Choice:
 
 class OpenAIChatAdapter(Adapter):
     name = "openai_chat"
-    revision = "1"
+    revision = "2"  # 2 (issue #12): mistyped fields are malformed_frame; empty arguments "{}"
     api = "openai-chat"
     default_provider = "openai"
 
@@ -197,13 +197,16 @@ class OpenAIChatAdapter(Adapter):
         if model and model != self.model:
             self.model = model
         choices = doc.get("choices")
+        if choices is not None and type(choices) is not list:
+            self._mistyped("choices", choices, "a list")
+            choices = None  # the rest of the chunk (usage, error) is still read
         if choices:
             if not self._started:
                 self._start(doc)
             elif not self._open:
                 self._on_next_call(doc)
-            for choice in choices:
-                self._on_choice(choice)
+            for position, choice in enumerate(choices):
+                self._on_choice(choice, position)
             if self._open and doc.get("usage") is None and "error" not in doc:
                 return  # the common delta chunk: nothing more to read in it
         self._on_chunk_facts(doc)
@@ -278,13 +281,23 @@ class OpenAIChatAdapter(Adapter):
 
     # --- choices ------------------------------------------------------------------------------
 
-    def _on_choice(self, raw: Any) -> None:
+    def _mistyped(self, where: str, value: Any, expected: str) -> None:
+        """A field of the wrong JSON type: said precisely; the caller goes on without it."""
+        self.malformed(f"{where} is a {type(value).__name__}, not {expected}")
+
+    def _on_choice(self, raw: Any, position: int = 0) -> None:
         if type(raw) is not dict:
-            self._unknown_once("choice", f"a choice that is a {type(raw).__name__}")
+            self._mistyped(f"choices[{position}]", raw, "an object")
             return
         index = raw.get("index") or 0
+        if type(index) is not int:
+            self._mistyped(f"choices[{position}].index", index, "an integer")
+            index = position
         choice = self._choices.get(index)
         delta = raw.get("delta")
+        if delta is not None and type(delta) is not dict:
+            self._mistyped(f"choices[{index}].delta", delta, "an object")
+            delta = None  # the choice's finish_reason and filters are still read
         if choice is None:
             choice = self._choices[index] = _Choice(index)
             self._open += 1
@@ -307,7 +320,7 @@ class OpenAIChatAdapter(Adapter):
 
     def _on_content(self, choice: _Choice, text: Any, delta: dict) -> None:
         if type(text) is not str:
-            self._unknown_once("delta.content", f"content that is a {type(text).__name__}")
+            self._mistyped(f"choices[{choice.index}].delta.content", text, "a string")
         elif text:  # OpenAI's role chunk carries content "" (fx:openai-python/e2aad469….bin)
             if choice.reasoning:
                 self._close_reasoning(choice)
@@ -316,7 +329,7 @@ class OpenAIChatAdapter(Adapter):
 
     def _on_reasoning(self, choice: _Choice, text: Any, delta: dict) -> None:
         if type(text) is not str:
-            self._unknown_once("delta.reasoning", f"reasoning that is a {type(text).__name__}")
+            self._mistyped(f"choices[{choice.index}].delta.reasoning", text, "a string")
         elif text:
             if choice.text:
                 self._close_text(choice)
@@ -339,24 +352,31 @@ class OpenAIChatAdapter(Adapter):
             choice.refusal.append(text)
 
     def _on_tool_calls(self, choice: _Choice, calls: Any, delta: dict) -> None:
+        where = f"choices[{choice.index}].delta.tool_calls"
         if type(calls) is not list:
-            self._unknown_once("delta.tool_calls", f"tool_calls that is a {type(calls).__name__}")
+            self._mistyped(where, calls, "a list")
             return
         self._close_parts(choice)
-        for call in calls:
-            if type(call) is dict:
+        for position, call in enumerate(calls):
+            if type(call) is not dict:
+                self._mistyped(f"{where}[{position}]", call, "an object")
+            else:
                 function = call.get("function")
                 if type(function) is not dict:
+                    if function is not None:
+                        self._mistyped(f"{where}[{position}].function", function, "an object")
                     function = {}
                 self._on_tool_fragment(choice, call.get("index"), call.get("id"),
                                        function.get("name"), function.get("arguments"))
 
     def _on_function_call(self, choice: _Choice, call: Any, delta: dict) -> None:
         # The deprecated `functions` API: one call per choice, no id.
-        if type(call) is dict:
-            self._close_parts(choice)
-            self._on_tool_fragment(choice, "function_call", None, call.get("name"),
-                                   call.get("arguments"))
+        if type(call) is not dict:
+            self._mistyped(f"choices[{choice.index}].delta.function_call", call, "an object")
+            return
+        self._close_parts(choice)
+        self._on_tool_fragment(choice, "function_call", None, call.get("name"),
+                               call.get("arguments"))
 
     def _on_tool_fragment(self, choice: _Choice, key: Any, call_id: Any, name: Any,
                           arguments: Any) -> None:
@@ -364,6 +384,9 @@ class OpenAIChatAdapter(Adapter):
         # endpoint starts at 1 after text (fx:vercel-ai/anthropic-fallback-tool-call.sse). A new
         # id under a known index is a new call (servers that send no index at all).
         call_id = call_id if type(call_id) is str and call_id else None
+        if key is not None and type(key) not in (int, str):
+            self._mistyped(f"choices[{choice.index}].delta.tool_calls[].index", key, "an integer")
+            key = None
         tool = choice.tools.get(key)
         if tool is None or (call_id and tool.call_id and call_id != tool.call_id):
             tool = _Tool(len(choice.tool_order), call_id)
@@ -489,7 +512,8 @@ class OpenAIChatAdapter(Adapter):
         for tool in choice.tool_order:
             if not tool.started:
                 self._start_tool(choice, tool)
-            arguments = tool.arguments.text()
+            # A call that streamed no arguments at all takes none: the empty object.
+            arguments = tool.arguments.text() if tool.arguments else "{}"
             self.emit("tool.call", ToolCall(
                 choice.index, tool.name, tool.call_id, arguments,
                 arguments_valid=None if tool.arguments.elided else json_valid(arguments)))
@@ -569,15 +593,33 @@ class OpenAIChatAdapter(Adapter):
         self._call_key = object_id or (self.frame.frame_id if self._frame else "")
         self.emit("run.started", RunStarted("in_progress", object_id))
 
+    def _usage_object(self, usage: dict, key: str) -> dict:
+        value = usage.get(key)
+        if value is None:
+            return {}
+        if type(value) is not dict:
+            self._mistyped(f"usage.{key}", value, "an object")
+            return {}
+        return value
+
+    def _usage_count(self, usage: dict, key: str, where: str = "usage") -> int | None:
+        value = usage.get(key)
+        if value is None or type(value) is int:
+            return value
+        self._mistyped(f"{where}.{key}", value, "an integer")
+        return None
+
     def _on_usage(self, usage: Any) -> None:
         if type(usage) is not dict:
+            self._mistyped("usage", usage, "an object")
             return
-        prompt = usage.get("prompt_tokens")
-        completion = usage.get("completion_tokens")
-        total = usage.get("total_tokens")
-        prompt_details = usage.get("prompt_tokens_details") or {}
-        completion_details = usage.get("completion_tokens_details") or {}
-        reasoning = completion_details.get("reasoning_tokens")
+        prompt = self._usage_count(usage, "prompt_tokens")
+        completion = self._usage_count(usage, "completion_tokens")
+        total = self._usage_count(usage, "total_tokens")
+        prompt_details = self._usage_object(usage, "prompt_tokens_details")
+        completion_details = self._usage_object(usage, "completion_tokens_details")
+        reasoning = self._usage_count(completion_details, "reasoning_tokens",
+                                      "usage.completion_tokens_details")
         output = completion
         if reasoning and prompt is not None and completion is not None \
                 and total == prompt + completion + reasoning:
@@ -586,16 +628,18 @@ class OpenAIChatAdapter(Adapter):
             output = completion + reasoning
         if total is None and prompt is not None and output is not None:
             total = prompt + output
-        cache_read = prompt_details.get("cached_tokens")
+        cache_read = self._usage_count(prompt_details, "cached_tokens",
+                                       "usage.prompt_tokens_details")
         if cache_read is None:
-            cache_read = usage.get("prompt_cache_hit_tokens")  # DeepSeek
+            cache_read = self._usage_count(usage, "prompt_cache_hit_tokens")  # DeepSeek
         units: dict[str, int] = {}
         sources = usage.get("num_sources_used")  # xAI live search, billed per source
         if type(sources) is int and sources:
             units["search_sources"] = sources
         self.emit("usage", Usage(
             input_tokens=prompt, output_tokens=output, cache_read_tokens=cache_read,
-            cache_write_tokens=prompt_details.get("cache_write_tokens"),
+            cache_write_tokens=self._usage_count(prompt_details, "cache_write_tokens",
+                                                 "usage.prompt_tokens_details"),
             reasoning_tokens=reasoning, total_tokens=total, server_tool_units=units))
 
     def _unknown_once(self, provider_type: str, detail: str | None = None) -> None:

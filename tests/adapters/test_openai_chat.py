@@ -385,3 +385,33 @@ def test_adapter_state_pickles_mid_stream():
 ])
 def test_recognizes(doc, expected):
     assert OpenAIChatAdapter.recognizes(doc) is expected
+
+
+# --- issue #12 --------------------------------------------------------------------------------
+
+
+def test_mistyped_fields_are_malformed_frames_and_the_rest_of_the_stream_is_kept():
+    # A delta that is a string, null or a list, choices that are not a list, tool_calls that
+    # are an object, a call that is a string, a token count that is a string: each is reported
+    # precisely (malformed_frame) and everything else is used — never an exception.
+    events = normalize(frames_of("mistyped-fields.sse"))
+    errors = [e for e in events if e.kind == "error"]
+    assert all(e.payload.error_type == "malformed_frame" for e in errors)
+    assert [(e.source.frame_id, e.payload.message.split(": ", 1)[1]) for e in errors] == [
+        ("s0:2", "choices[0].delta is a str, not an object"),
+        ("s0:4", "choices[0].delta is a list, not an object"),
+        ("s0:5", "choices is a str, not a list"),
+        ("s0:6", "choices[0].delta.tool_calls is a dict, not a list"),
+        ("s0:7", "choices[0].delta.tool_calls[1] is a str, not an object"),
+        ("s0:8", "choices[0].delta is a str, not an object"),
+        ("s0:9", "usage.prompt_tokens is a str, not an integer"),
+        ("s0:9", "usage.prompt_tokens_details is a list, not an object")]
+    assert text_of(events) == "Checking the weather."
+    # The finish_reason beside a mistyped delta still ends the choice; a call streamed with no
+    # arguments at all means the empty object.
+    (call,) = of_kind(events, "tool.call")
+    assert (call.tool_name, call.tool_call_id, call.arguments, call.arguments_valid) == (
+        "get_weather", "call_w", "{}", True)
+    (usage,) = of_kind(events, "usage")
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (None, 9, 21)
+    assert (events[-1].kind, events[-1].payload.reason) == ("run.awaiting", "tool_results")
