@@ -88,7 +88,7 @@ topics hook runs before the release's objects exist) and the Kafka credentials S
 {{- end }}
 
 {{- define "modelevents.kafkaEnvFrom" -}}
-{{- if .Values.kafka.existingSecret }}
+{{- if .Values.kafka.existingSecret -}}
 - secretRef: {name: {{ .Values.kafka.existingSecret | quote }}}
 {{- end }}
 {{- end }}
