@@ -240,8 +240,8 @@ def _int(value: Any) -> int | None:
 class OpenAIResponsesAdapter(Adapter):
     name = "openai_responses"
     # 2: frames put back in sequence_number order; sequence_gap errors. 3 (issue #12): rotating
-    # ids are one response; client-executed tools are tool.call; empty arguments "{}"; mistyped
-    # fields are malformed_frame.
+    # ids are one response; client-executed tools are tool.call; empty arguments "{}"; a
+    # mistyped item or output_index is a malformed_frame.
     revision = "3"
     api = "openai-responses"
     default_provider = "openai"
@@ -337,10 +337,13 @@ class OpenAIResponsesAdapter(Adapter):
             self._unexpected_shape(event_type, exc)
 
     def _unexpected_shape(self, event_type: Any, exc: Exception) -> None:
-        # A field of an unexpected shape: report it, never kill the stream.
+        # A handler that raised on a field no check of its own named: the taxonomy's
+        # unexpected_shape (adapters/base.py), never a dead stream. A field that is checked is
+        # a malformed_frame saying which.
         self.emit("error", Error(
             error_type="unexpected_shape", retryable=False,
-            message=f"{event_type} could not be read ({type(exc).__name__}: {exc})"))
+            message=f"frame {self.frame.frame_id}: {event_type} could not be read "
+                    f"({type(exc).__name__}: {exc})"))
 
     def _unsequenced(self, doc: dict[str, Any]) -> None:
         """A document without a sequence number: translated as it comes."""
@@ -734,16 +737,23 @@ class OpenAIResponsesAdapter(Adapter):
         item = doc.get("item")
         if isinstance(item, dict):
             self._sync_item(self._index_of(doc, item), item, False)
+        else:
+            self.malformed(f"{doc['type']}.item is a {type(item).__name__}, not an object")
 
     def _on_item_done(self, doc: dict[str, Any]) -> None:
         item = doc.get("item")
         if isinstance(item, dict):
             self._sync_item(self._index_of(doc, item), item, True)
+        else:
+            self.malformed(f"{doc['type']}.item is a {type(item).__name__}, not an object")
 
     def _index_of(self, doc: dict[str, Any], item: dict[str, Any]) -> int:
         index = doc.get("output_index")
         if type(index) is int:
             return index
+        if index is not None:
+            self.malformed(f"{doc['type']}.output_index is a {type(index).__name__}, "
+                           "not an integer")
         return self._call.by_id.get(item.get("id"), len(self._call.items))
 
     def _sync_item(self, index: int, item: dict[str, Any], final: bool) -> None:
@@ -1045,6 +1055,8 @@ class OpenAIResponsesAdapter(Adapter):
         from_deltas = not isinstance(arguments, str) or (not arguments and bool(state.args))
         if from_deltas:
             arguments = state.args.text()
+        if not arguments and not custom:
+            arguments = "{}"  # a function called with no arguments streamed: the empty object
         self._call.awaits_tools = True
         name = state.name or "unknown"
         call_id = state.call_id or self._synth_id(state.index, name)

@@ -733,3 +733,31 @@ def test_a_late_replay_of_a_rotated_lifecycle_event_is_a_duplicate():
     again = frames[:8] + [replayed(frames[1])] + frames[8:]
     assert projections(normalize(again)) == projections(in_order)
     assert kinds(in_order).count("run.started") == 1 and not of_kind(in_order, "error")
+
+
+def test_mistyped_fields_are_malformed_frames_and_the_stream_goes_on():
+    odd_part = {**delta("x", 2), "content_index": [0]}  # unhashable where an int belongs
+    no_item = {"type": "response.output_item.done", "sequence_number": 3, "output_index": 1,
+               "item": "nope"}
+    events = normalize(stream(CREATED, ADDED, odd_part, no_item, delta("ab", 4),
+                              completed(5, "ab")))
+    errors = of_kind(events, "error")
+    # A field the adapter checks is named (malformed_frame); one it does not check but could
+    # not read is the taxonomy's unexpected_shape (adapters/base.py). Neither stops the stream.
+    assert [e.error_type for e in errors] == ["unexpected_shape", "malformed_frame"]
+    assert "s0:2: response.output_text.delta could not be read (TypeError" in errors[0].message
+    assert errors[1].message == (
+        "frame s0:3: response.output_item.done.item is a str, not an object")
+    assert text_of(events) == "ab" and events[-1].kind == "run.finished"
+
+
+def test_a_function_call_without_arguments_is_the_empty_object():
+    added = {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
+             "item": {"id": "fc_1", "type": "function_call", "status": "in_progress",
+                      "call_id": "call_now", "name": "get_time", "arguments": ""}}
+    done = {**added, "type": "response.output_item.done", "sequence_number": 2,
+            "item": {**added["item"], "status": "completed"}}
+    events = normalize(stream(CREATED, added, done))
+    (call,) = of_kind(events, "tool.call")
+    assert (call.tool_name, call.tool_call_id, call.arguments, call.arguments_valid) == (
+        "get_time", "call_now", "{}", True)
