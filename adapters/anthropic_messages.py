@@ -170,8 +170,9 @@ def _tool_search_evidence(content: dict) -> dict:
 
 def _as_is_evidence(content: Any) -> Any:
     if isinstance(content, dict) and "encrypted_content" in content:
-        # Advisor's redacted result: the advice itself is opaque.
-        return {k: v for k, v in content.items() if k != "encrypted_content"} | {"redacted": True}
+        # Advisor's redacted result: the advice itself is opaque, and its encrypted_content is
+        # the evidence (it goes back to the provider as is): kept, marked redacted.
+        return content | {"redacted": True}
     return content
 
 
@@ -226,7 +227,7 @@ class _Block:
 
 class AnthropicMessagesAdapter(Adapter):
     name = "anthropic_messages"
-    revision = "1"
+    revision = "2"  # 2 (issue #12): usage summed over iterations; advisor evidence; recommended_model
     api = "anthropic-messages"
     default_provider = "anthropic"
 
@@ -367,10 +368,19 @@ class AnthropicMessagesAdapter(Adapter):
         repeated = raw == self._stop_reason  # "one or more" message_delta (§2)
         self._stop_reason = raw
         if raw == "refusal" and not repeated:
-            details = delta.get("stop_details") or {}
-            explanation = details.get("explanation")
-            self.emit("refusal", Refusal(text=explanation or "", category=details.get("category"),
-                                         explanation=explanation))
+            details = delta.get("stop_details")
+            details = details if isinstance(details, dict) else {}
+            explanation = _text(details.get("explanation"))
+            recommended = _text(details.get("recommended_model"))
+            said = explanation
+            if recommended:
+                # The model the provider suggests for this request: the Refusal record has no
+                # field of its own for it, so the explanation says it, after the provider's words.
+                said = f"{explanation} " if explanation else ""
+                said += f"(recommended model: {recommended})"
+            self.emit("refusal", Refusal(text=explanation or "",
+                                         category=_text(details.get("category")),
+                                         explanation=said))
 
     def _apply_usage(self, usage: dict) -> None:
         merged = self._usage

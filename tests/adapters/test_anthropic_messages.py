@@ -440,3 +440,40 @@ def test_malformed_iterations_are_reported_and_the_top_level_usage_kept():
     final = of_kind(events, "usage")[-1]
     assert (final.input_tokens, final.output_tokens, final.iterations) == (30, 7, None)
     assert kinds(events)[-1] == "run.finished"
+
+
+def test_a_redacted_advisor_result_keeps_its_encrypted_content_as_evidence():
+    use = block_start(0, {"type": "server_tool_use", "id": "srvtoolu_adv", "name": "advisor",
+                          "input": {}})
+    result = block_start(1, {"type": "advisor_tool_result", "tool_use_id": "srvtoolu_adv",
+                             "content": {"type": "advisor_redacted_result",
+                                         "encrypted_content": "EoYBCkB-advice",
+                                         "stop_reason": "end_turn"}})
+    delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+             "usage": {"output_tokens": 4}}
+    events = run(stream(message_start(), use, {"type": "content_block_stop", "index": 0},
+                        result, {"type": "content_block_stop", "index": 1}, delta,
+                        {"type": "message_stop"}))
+    (hosted,) = of_kind(events, "hosted.result")
+    assert (hosted.tool_type, hosted.call_id, hosted.is_error) == ("advisor", "srvtoolu_adv", False)
+    assert orjson.loads(hosted.evidence) == {
+        "type": "advisor_redacted_result", "encrypted_content": "EoYBCkB-advice",
+        "stop_reason": "end_turn", "redacted": True}
+
+
+def test_a_refusal_keeps_the_recommended_model():
+    details = {"type": "refusal", "category": "cyber", "explanation": "Blocked under policy.",
+               "recommended_model": "claude-fable-5"}
+    delta = {"type": "message_delta", "delta": {"stop_reason": "refusal",
+                                                "stop_details": details},
+             "usage": {"output_tokens": 0}}
+    events = run(stream(message_start(), delta, {"type": "message_stop"}))
+    (refusal,) = of_kind(events, "refusal")
+    assert (refusal.text, refusal.category, refusal.explanation) == (
+        "Blocked under policy.", "cyber",
+        "Blocked under policy. (recommended model: claude-fable-5)")
+    bare = {**details, "explanation": None}
+    events = run(stream(message_start(), {**delta, "delta": {"stop_reason": "refusal",
+                                                              "stop_details": bare}},
+                        {"type": "message_stop"}))
+    assert of_kind(events, "refusal")[0].explanation == "(recommended model: claude-fable-5)"

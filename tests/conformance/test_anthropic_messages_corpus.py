@@ -291,7 +291,14 @@ def test_terminal_state_follows_each_provider_call(recorded):
 
 def test_refusals_carry_their_details(recorded):
     _, events, messages = recorded
-    expected = [((m.stop_details or {}).get("category"), (m.stop_details or {}).get("explanation"))
+    def said(details: dict) -> str | None:
+        # The recommended model follows the provider's explanation (issue #12).
+        explanation, model = details.get("explanation"), details.get("recommended_model")
+        if not model:
+            return explanation
+        return (f"{explanation} " if explanation else "") + f"(recommended model: {model})"
+
+    expected = [((m.stop_details or {}).get("category"), said(m.stop_details or {}))
                 for m in messages if m.stop_reason == "refusal"]
     refusals = [(e.payload.category, e.payload.explanation) for e in events if e.kind == "refusal"]
     assert refusals == expected
