@@ -499,10 +499,15 @@ class Adapter:
         state = dict(self.__dict__)
         state["_out"] = []
         state["_envelope"] = None
+        del state["_seen"]  # the frame ids of _seen_order: rebuilt from it (half the state's size)
         frame = state.get("_frame")
         if frame is not None and frame.body:
             # Kept for what close() says about the last frame, which never needs its body: a
             # run's state must not carry a delivery of megabytes (schemas/limits.py).
             state["_frame"] = replace(frame, body=b"")
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._seen = set(self._seen_order)
 

@@ -134,7 +134,8 @@ def to_tree(value: Any) -> Any:
 
 def _tree(value: Any) -> Any:
     kind = type(value)
-    if kind is _str or kind is _bool or value is None:
+    if kind is _str or kind is _bool or value is None or (
+            kind is _int and _I64_MIN <= value <= _U64_MAX):
         return value
     encode = _ENCODERS.get(kind)
     if encode is None:
@@ -148,7 +149,9 @@ def dumps(value: Any) -> bytes:
 
 
 def _list_tree(items: Any) -> list[Any]:
-    return [x if type(x) is _str else _tree(x) for x in items]
+    # Strings and 64-bit ints (frame ids, event id hashes) are most of a state's values: no call.
+    return [x if (t := type(x)) is _str or (t is _int and _I64_MIN <= x <= _U64_MAX) else _tree(x)
+            for x in items]
 
 
 def _dict_tree(mapping: dict[Any, Any]) -> Any:
@@ -276,7 +279,7 @@ def from_tree(tree: Any) -> Any:
 def _value(tree: Any) -> Any:
     kind = type(tree)
     if kind is _list:
-        return [x if type(x) is _str else _value(x) for x in tree]
+        return [x if (t := type(x)) is _str or t is _int else _value(x) for x in tree]
     if kind is not _dict:
         return tree
     if "$" in tree:
@@ -385,6 +388,8 @@ def _object(tree: dict[str, Any]) -> Any:
                                   f"{exc!r}") from None
         if shape.names is not None:
             shape.missing(obj, [n for n in shape.names if hasattr(obj, n)])
+        elif shape.is_adapter:
+            _adapter_defaults(shape, obj, vars(obj))
         return obj
     names = shape.names
     setattr_ = object.__setattr__
@@ -400,11 +405,15 @@ def _object(tree: dict[str, Any]) -> Any:
         if stored < len(names):
             shape.missing(obj, tree)
     elif shape.is_adapter:
-        if shape.attributes is None:  # what a new adapter of this class has, found once
-            shape.attributes = frozenset(vars(_fresh_adapter(cls, obj)))
-        if not shape.attributes <= tree.keys():
-            shape.missing(obj, tree)
+        _adapter_defaults(shape, obj, tree)
     return obj
+
+
+def _adapter_defaults(shape: _Shape, obj: Any, present: Any) -> None:
+    if shape.attributes is None:  # what a new adapter of this class has, found once
+        shape.attributes = frozenset(vars(_fresh_adapter(shape.cls, obj)))
+    if not shape.attributes <= present.keys():
+        shape.missing(obj, present)
 
 
 def _fresh_adapter(cls: type, stored: Any) -> Any:

@@ -30,7 +30,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LEGACY = Path(__file__).resolve().parent / "legacy_values"  # by the last version that pickled
 # The fixture each legacy value holds the first half of (as make_legacy.py says).
 LEGACY_HALVES = {"openai-chat": "reasoning-then-text.sse", "openai-responses": "text-with-usage.sse",
-                 "anthropic-messages": "pause-turn-then-continuation.sse"}
+                 "anthropic-messages": "pause-turn-then-continuation.sse",
+                 "gemini-generate": "tool-call-streamed-args.sse"}
 CHAT = FIXTURES / "openai-chat" / "reasoning-then-text.sse"
 
 
@@ -174,3 +175,12 @@ def test_adapters_bookkeeping_of_the_wrong_types_drops_the_adapters_only() -> No
     upgraded = unpack_run(struct.pack("<dd", math.inf, 0.0) + orjson.dumps(doc))
     assert upgraded.normalizer is None and "wrong types" in upgraded.dropped
     assert upgraded.sequence.state == work.sequence.state
+
+
+def test_a_class_an_earlier_version_had_and_this_one_does_not_drops_the_adapters_only() -> None:
+    legacy = (LEGACY / "legacy-run-openai-chat.bin").read_bytes()
+    assert legacy.count(b"OpenAIChatAdapter") == 1
+    gone = legacy.replace(b"OpenAIChatAdapter", b"OpenAIChatAdaptez")  # same length: a valid pickle
+    upgraded = unpack_run(gone)
+    assert upgraded.normalizer is None and "OpenAIChatAdaptez" in upgraded.dropped
+    assert upgraded.sequence.state == unpack_run(legacy).sequence.state

@@ -18,7 +18,8 @@ from modelevents.services.sequencer import RunSequence  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 HALVES = {"openai-chat": "reasoning-then-text.sse", "openai-responses": "text-with-usage.sse",
-          "anthropic-messages": "pause-turn-then-continuation.sse"}
+          "anthropic-messages": "pause-turn-then-continuation.sse",
+          "gemini-generate": "tool-call-streamed-args.sse"}
 out = Path(sys.argv[2])
 for api, name in HALVES.items():
     run_id = f"legacy-{api}"
