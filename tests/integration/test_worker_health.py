@@ -71,6 +71,26 @@ def test_probes_follow_the_worker_from_start_to_stop(settings, start_worker) -> 
 
 
 @pytest.mark.kafka
+def test_a_rebalance_makes_a_ready_worker_unready_until_it_recovered(settings, start_worker
+                                                                     ) -> None:
+    port = _free_port()
+    first = start_worker("first", extra=("--health-port", str(port)))
+    deadline = time.monotonic() + DEADLINE_S
+    while _get(port, "/readyz") != (200, {"status": "ok", "detail": "processing"}):
+        assert time.monotonic() < deadline, first.log_text()[-4000:]
+        time.sleep(0.05)
+    second = start_worker("second", wait=False)  # the same app id: the group rebalances
+    seen = []
+    while not (seen and seen[-1] == 200 and " ready: " in second.log_text()):
+        assert time.monotonic() < deadline, (seen[-5:], second.log_text()[-4000:])
+        status, body = _get(port, "/readyz")
+        if not seen or seen[-1] != status:
+            seen.append(status)
+        time.sleep(0.01)
+    assert 503 in seen, f"never unready during the rebalance: {seen}"
+
+
+@pytest.mark.kafka
 def test_a_taken_health_port_fails_the_start(settings, start_worker) -> None:
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
