@@ -2,7 +2,7 @@
 on the real broker — and one that an attacker wrote to.
 
 The previous version is simulated by its own table values (tests/services/legacy_values, written
-by it: make_legacy.py), put on the ``run`` changelog where its workers left them: the state of three
+by it: make_legacy.py), put on the ``run`` changelog where its workers left them: the state of four
 runs half-way through their frames. A worker of this version starts, recovers the table, and is fed
 the second halves; each run must go on exactly where it was (the events an uninterrupted run gives,
 numbered on from the stored state), and its state be written back as plain data. Beside them, a
@@ -33,7 +33,8 @@ pytestmark = pytest.mark.kafka
 
 LEGACY = Path(__file__).resolve().parents[1] / "services" / "legacy_values"
 HALVES = {"openai-chat": "reasoning-then-text.sse", "openai-responses": "text-with-usage.sse",
-          "anthropic-messages": "pause-turn-then-continuation.sse"}
+          "anthropic-messages": "pause-turn-then-continuation.sse",
+          "gemini-generate": "tool-call-streamed-args.sse"}
 ORDINARY = FIXTURES / "gemini-generate" / "grounding-citations.sse"
 
 
