@@ -277,15 +277,6 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
         report.fail("chain", f"{rel} byte {scan.torn_at}",
                     f"the file ends inside a block ({len(data)} bytes; torn or truncated)"
                     + (f": {scan.problem}" if scan.problem else ""))
-    # Within the file: each recorded block links to the one before it, and its hash is
-    # sha256(prev || the bytes found) — checked on the blocks whose bytes are the recorded ones.
-    previous_hash = header_entry.get("chain_prev")
-    for position, entry in enumerate(recorded):
-        if entry.get("prev") != previous_hash:
-            report.fail("chain", f"{rel} block {position}",
-                        f"prev {str(entry.get('prev'))[:16]}… does not link to the block "
-                        f"before it ({str(previous_hash)[:16]}…)")
-        previous_hash = entry.get("hash")
     codec_name = header.codec
     for index, block in enumerate(scan.blocks):
         m_index = matched.get(index)

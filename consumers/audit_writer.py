@@ -338,8 +338,7 @@ class AuditWriter:
             "created_at": _now(), "codec": self.codec, "sync": sync.hex(),
             "data_start": len(header), "header_sha256": hashlib.sha256(header).hexdigest(),
             "container_schema_fingerprint": CONTAINER_FINGERPRINT,
-            "redaction": self.redaction,
-            "chain_prev": self.head.hex(), "chain_prev_file": self.head_file})
+            "redaction": self.redaction})
         fsync_dir(directory)
         fsync_dir(directory.parent)
         return _OpenFile(path, tenant, hour, fd, mfd, sync, len(header))

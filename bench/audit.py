@@ -1,0 +1,190 @@
+"""The audit archive's throughput against a real broker, one run, each figure beside a baseline
+measured in the same run:
+
+    .venv/bin/python bench/audit.py [--events 200000] [--port 19890] [--rounds 3]
+
+  archive   `audit run`'s loop (archive_topics, in this process: consume with a group, write
+            blocks, fsync, manifests, checkpoints, commits) over an events topic, to its end
+  baseline  a raw aiokafka consumer (same group semantics, no processing) reading the same topic
+  verify    verify_archive over the archive just written (chain, records decoded, runs)
+  baseline  a plain sha256 over the same files' bytes (read + hash)
+
+Rates are events per second of wall time and per CPU second of this process (the broker runs in
+its own); the best of ``--rounds``. The events are the project's own fixtures normalized under
+fresh run ids (~8 events per run), produced straight onto the topic (no worker needed).
+Starts its own broker on ``--port`` (stopped at the end) unless KAFKA_BOOTSTRAP_SERVERS is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+from aiokafka import TopicPartition
+
+from modelevents.adapters.registry import normalize_bytes
+from modelevents.consumers.audit_format import archive_files
+from modelevents.consumers.audit_verify import verify_archive
+from modelevents.consumers.audit_writer import archive_topics
+from modelevents.schemas import codec
+from modelevents.services import kafka_local, topics
+from modelevents.services.kafka_io import make_consumer, start_client, start_producer
+from modelevents.services.settings import PipelineSettings
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
+
+
+def events_log(count: int) -> list[tuple[str, bytes]]:
+    paths = sorted(p for p in FIXTURES.glob("*/*") if p.is_file())
+    bodies = [(p, p.read_bytes()) for p in paths]
+    out: list[tuple[str, bytes]] = []
+    copy = 0
+    while len(out) < count:
+        for path, body in bodies:
+            run_id = f"bench-{copy}-{path.parent.name}-{path.stem}"
+            try:
+                events = normalize_bytes(body, run_id=run_id).events
+            except Exception:  # noqa: BLE001 - a fixture that is not a recording
+                continue
+            out += [(run_id, codec.encode(e)) for e in events]
+        copy += 1
+    return out[:count]
+
+
+async def publish(settings: PipelineSettings, log: list[tuple[str, bytes]]) -> None:
+    producer = await start_producer(settings)
+    try:
+        topic = settings.topic("events")
+        futures = [await producer.send(topic, key=k.encode(), value=v) for k, v in log]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def raw_read(settings: PipelineSettings, group: str) -> int:
+    consumer = make_consumer(settings, "events", group_id=group,
+                             max_partition_fetch_bytes=4 << 20, fetch_max_bytes=16 << 20)
+    await start_client(consumer, settings)
+    try:
+        while not consumer.assignment():
+            await consumer.getmany(timeout_ms=100)
+        assigned = list(consumer.assignment())
+        ends = await consumer.end_offsets(assigned)
+        seen = 0
+        await consumer.seek_to_beginning(*assigned)
+        positions = {tp: 0 for tp in assigned}
+        while any(positions[tp] < end for tp, end in ends.items()):
+            batches = await consumer.getmany(timeout_ms=200, max_records=10000)
+            for tp, messages in batches.items():
+                for msg in messages:
+                    seen += 1
+                    positions[tp] = msg.offset + 1
+        await consumer.commit()
+        return seen
+    finally:
+        await consumer.stop()
+
+
+def measure(fn):  # type: ignore[no-untyped-def]
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fn()
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def sha_files(root: Path) -> int:
+    total = 0
+    for path in archive_files(root)[0] + archive_files(root)[1]:
+        data = path.read_bytes()
+        hashlib.sha256(data).digest()
+        total += len(data)
+    return total
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--port", type=int, default=19890)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--codec", default="deflate", choices=("deflate", "null"))
+    args = parser.parse_args()
+
+    broker = None
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+    else:
+        broker = kafka_local.KafkaSettings(port=args.port, state_root=Path(tempfile.mkdtemp()),
+                                           heap="512m")
+        bootstrap = kafka_local.start(broker, fresh=True).bootstrap_servers
+    work = Path(tempfile.mkdtemp(prefix="bench-audit-"))
+    try:
+        tag = uuid.uuid4().hex[:8]
+        settings = replace(PipelineSettings(bootstrap_servers=bootstrap),
+                           topic_prefix=f"bench-audit-{tag}.")
+        asyncio.run(topics.ensure_topics(settings))
+        log = events_log(args.events)
+        print(f"publishing {len(log):,} events ({sum(len(v) for _, v in log) / 1e6:.1f} MB of "
+              f"values) ...", file=sys.stderr)
+        asyncio.run(publish(settings, log))
+        rows: dict[str, tuple[float, float]] = {}
+
+        def best(label: str, wall: float, cpu: float) -> None:
+            old = rows.get(label)
+            if old is None or wall < old[0]:
+                rows[label] = (wall, cpu)
+
+        size = 0
+        for round_ in range(args.rounds):
+            seen, wall, cpu = measure(lambda: asyncio.run(raw_read(settings, f"raw-{round_}")))
+            assert seen == len(log), seen
+            best("raw", wall, cpu)
+            root = work / f"archive-{round_}"
+            result, wall, cpu = measure(lambda: asyncio.run(archive_topics(
+                settings, root, group=f"audit-{round_}", until_end=True, codec=args.codec,
+                checkpoint_records=50_000)))
+            assert result.records == len(log), result.records
+            best("archive", wall, cpu)
+            report, wall, cpu = measure(lambda: verify_archive(root))
+            assert report.ok and report.events == len(log), report.problems[:5]
+            best("verify", wall, cpu)
+            size, wall, cpu = measure(lambda: sha_files(root))
+            best("sha256", wall, cpu)
+            print(f"round {round_ + 1}: " + ", ".join(f"{k} {len(log) / v[0]:,.0f}/s"
+                                                       for k, v in rows.items()), file=sys.stderr)
+        n = len(log)
+
+        def rate(label: str) -> tuple[float, float]:
+            wall, cpu = rows[label]
+            return n / wall, n / cpu
+
+        print(f"\n{n:,} events, {settings.partitions} partitions, codec {args.codec}, "
+              f"archive {size / 1e6:.1f} MB; best of {args.rounds}\n")
+        print("| figure | events/s (wall) | events/s per CPU second | vs baseline (wall) |")
+        print("|---|---:|---:|---:|")
+        for label, text, base in (
+                ("raw", "baseline: raw aiokafka read of the topic", None),
+                ("archive", "`audit run` (consume, blocks, fsync, manifests, commits)", "raw"),
+                ("sha256", "baseline: plain sha256 over the archive's bytes", None),
+                ("verify", "`audit verify` (chain, records, runs)", "sha256")):
+            wall_rate, cpu_rate = rate(label)
+            ratio = f"{wall_rate / rate(base)[0]:.0%}" if base else "—"
+            print(f"| {text} | {wall_rate:,.0f} | {cpu_rate:,.0f} | {ratio} |")
+        print("\nTargets: archived ≥ 50,000 events/s, verified ≥ 100,000 events/s (per core).")
+        asyncio.run(topics.delete_topics(settings))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if broker is not None:
+            kafka_local.stop(broker)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""The audit archive on the real broker with the real worker: runs fed through the worker are
+archived by ``modelevents audit run`` (a subprocess, as users run it), ``audit verify`` passes,
+every event and frame is in it exactly once; an ``audit run`` SIGKILLed while it writes — and
+the torn block such a kill leaves — is survived by the next run without loss or duplicates;
+tampering and an incomplete run are reported by the CLI's exit status and lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from aiokafka import TopicPartition
+
+from modelevents.adapters.registry import normalize_file
+from modelevents.consumers import audit_export
+from modelevents.consumers.audit_format import archive_files, manifest_path, read_manifest
+from modelevents.schemas import codec
+from modelevents.services import feeder, kafka_io
+from modelevents.services.normalizer import with_end_markers
+from modelevents.services.settings import PipelineSettings
+from tests.integration.pipeline import (
+    HANG_GUARD_S,
+    ONE_PER_API,
+    collect,
+    feed,
+    own_recordings,
+    run,
+)
+
+pytestmark = pytest.mark.kafka
+
+
+def cli(settings: PipelineSettings, *args: str) -> list[str]:
+    return [sys.executable, "-m", "modelevents.services.cli", *args,
+            "--bootstrap-servers", settings.bootstrap_servers, "--prefix", settings.topic_prefix]
+
+
+def audit_run(settings: PipelineSettings, out: Path, *extra: str,
+              timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess:
+    if "--group" not in extra:
+        extra = (*extra, "--group", f"{settings.app_id}-audit")
+    done = subprocess.run(cli(settings, "audit", "run", "--out", str(out), "--with-frames",
+                              "--until-end", *extra), capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def verify(out: Path) -> tuple[int, dict]:
+    done = subprocess.run([sys.executable, "-m", "modelevents.services.cli", "audit", "verify",
+                           str(out), "--json"], capture_output=True, text=True,
+                          timeout=HANG_GUARD_S)
+    return done.returncode, json.loads(done.stdout)
+
+
+def unshared_recordings() -> list[Path]:
+    """The own recordings, less those that announce a provider object another one announces
+    too (polls of one object fed as runs of their own: which run keeps the object depends on
+    arrival order, so their counts are not fixed)."""
+    owners: dict[str, set[Path]] = {}
+    for path in own_recordings():
+        for event in normalize_file(path).events:
+            object_id = getattr(event.payload, "provider_object_id", None)
+            if object_id:
+                owners.setdefault(object_id, set()).add(path)
+    shared = {p for paths in owners.values() if len(paths) > 1 for p in paths}
+    return [p for p in own_recordings() if p not in shared]
+
+
+def frames_of(paths: list[Path], copies: int = 1, tenants: tuple[str, ...] = ("default",)):
+    frames, counts = [], {}
+    for copy in range(copies):
+        for index, path in enumerate(paths):
+            tenant = tenants[(copy + index) % len(tenants)]
+            run_id = f"{tenant}-{copy}-{path.parent.name}-{path.stem}"
+            fed = feeder.frames_for_file(path, run_id=run_id, tenant=tenant, received_at=0)
+            frames += with_end_markers(fed.frames)
+            counts[run_id] = len(normalize_file(path, run_id=run_id).events)
+    return frames, counts
+
+
+async def topic_records(settings: PipelineSettings, topic: str) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every record ``topic`` holds now."""
+    out = []
+    async for rec in kafka_io.read_records(settings, topic, to_end=True, timeout=30):
+        out.append((rec.partition, rec.offset, rec.raw))
+    return out
+
+
+def archived(out: Path) -> Counter:
+    return Counter((r.topic, r.partition, r.offset, r.value)
+                   for r in audit_export.archived_records(out))
+
+
+def assert_exactly_once(settings: PipelineSettings, out: Path) -> None:
+    held = archived(out)
+    expected = Counter()
+    for topic in ("events", "frames"):
+        for partition, offset, value in run(topic_records(settings, topic)):
+            expected[(settings.topic(topic), partition, offset, value)] += 1
+    assert held == expected, (f"{sum((held - expected).values())} extra, "
+                              f"{sum((expected - held).values())} missing")
+    seqs = Counter((e.run_id, e.seq) for key in held if key[0].endswith("events")
+                   for e in [codec.decode(key[3])])
+    assert max(seqs.values()) == 1
+
+
+def test_archive_of_worker_output_verifies(settings, start_worker, tmp_path: Path) -> None:
+    start_worker()
+    frames, counts = frames_of(ONE_PER_API, tenants=("default", "acme"))
+    run(feed(settings, frames))
+    run(collect(settings, lambda p: all(p.complete(r, n) for r, n in counts.items())))
+    out = tmp_path / "archive"
+    audit_run(settings, out)
+    code, report = verify(out)
+    assert code == 0, report["problems"]
+    summary = report["summary"]
+    assert summary["runs"] == len(counts) and summary["events"] == sum(counts.values())
+    assert summary["frames"] == len(frames)
+    assert {p.parent.parent.name for p in archive_files(out)[0]} == {"tenant=default",
+                                                                      "tenant=acme"}
+    notes = [n for n in report["notes"] if n["check"] == "input"]
+    assert len(notes) == len(counts)
+    assert all(n["message"].startswith("no input packet recorded") for n in notes)
+    assert_exactly_once(settings, out)
+
+    # Offsets are committed after the checkpoints: a second run finds nothing new.
+    again = audit_run(settings, out)
+    assert "0 records archived" in again.stderr, again.stderr
+    assert verify(out)[0] == 0
+
+    # More runs later: appended to the same chain.
+    more, more_counts = frames_of(ONE_PER_API[:2], copies=1, tenants=("late",))
+    run(feed(settings, more))
+    run(collect(settings, lambda p: all(p.complete(r, n) for r, n in more_counts.items())))
+    audit_run(settings, out)
+    code, report = verify(out)
+    assert code == 0, report["problems"]
+    assert report["summary"]["runs"] == len(counts) + len(more_counts)
+    assert_exactly_once(settings, out)
+
+    # Tampering is caught by the CLI: one line naming the file and block.
+    path = next(p for p in archive_files(out)[0] if "tenant=acme" in str(p))
+    blocks = read_manifest(manifest_path(path)).blocks
+    data = bytearray(path.read_bytes())
+    data[blocks[0]["start"] + blocks[0]["length"] - 20] ^= 0x10
+    path.write_bytes(bytes(data))
+    done = subprocess.run([sys.executable, "-m", "modelevents.services.cli", "audit", "verify",
+                           str(out), "--quiet"], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert f"{path.relative_to(out).as_posix()} block 0: modified" in done.stdout, done.stdout
+
+
+def test_sigkilled_writer_loses_nothing_and_duplicates_nothing(settings, start_worker,
+                                                               tmp_path: Path) -> None:
+    start_worker()
+    frames, counts = frames_of(unshared_recordings(), tenants=("default", "acme", "beta"))
+    out = tmp_path / "archive"
+    log = (tmp_path / "audit.log").open("wb")
+    writer = subprocess.Popen(
+        cli(settings, "audit", "run", "--out", str(out), "--with-frames", "--block-records", "5",
+            "--checkpoint-seconds", "0.05", "--group", f"{settings.app_id}-audit"),
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    feeding = threading.Thread(target=lambda: run(feed(settings, frames, rate=100)))
+    feeding.start()
+    try:
+        # Kill it while it writes: checkpoints are being made, the feed is still going.
+        deadline = time.monotonic() + HANG_GUARD_S
+        checkpoints = out / "checkpoints.jsonl"
+        while not (checkpoints.exists() and checkpoints.read_bytes().count(b"\n") >= 3):
+            assert writer.poll() is None, (tmp_path / "audit.log").read_text()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert feeding.is_alive(), "the feed ended before the kill; feed slower"
+    finally:
+        if writer.poll() is None:
+            os.killpg(writer.pid, signal.SIGKILL)
+        writer.wait()
+        log.close()
+        feeding.join()
+    # What such a kill can leave in the middle of a write: a part of a block after the last one.
+    open_files = [p for p in archive_files(out)[0]
+                  if read_manifest(manifest_path(p)).seal is None]
+    assert open_files, "the killed writer had files open"
+    victim = open_files[0]
+    with open(victim, "ab") as fo:
+        fo.write(victim.read_bytes()[-300:-100])
+    assert verify(out)[0] == 1  # not yet recovered: the torn block is reported, never kept
+
+    run(collect(settings, lambda p: all(p.complete(r, n) for r, n in counts.items())))
+    restarted = audit_run(settings, out, "--block-records", "5",
+                          "--group", f"{settings.app_id}-audit")
+    assert "recovered" in restarted.stderr, restarted.stderr
+    assert list((out / "quarantine").iterdir())
+    code, report = verify(out)
+    assert code == 0, report["problems"][:20]
+    assert report["summary"]["events"] == sum(counts.values())
+    assert_exactly_once(settings, out)
+
+
+def test_incomplete_run_is_reported(settings, start_worker, tmp_path: Path) -> None:
+    """An archive that starts inside a run (its first events are past the topics' retention, or
+    were never archived): the run is incomplete, verify fails and names it."""
+    start_worker()
+    frames, counts = frames_of(ONE_PER_API[:1])
+    run(feed(settings, frames))
+    run(collect(settings, lambda p: all(p.complete(r, n) for r, n in counts.items())))
+    (run_id,) = counts
+    records = run(topic_records(settings, "events"))
+    partition = records[0][0]
+    group = f"{settings.app_id}-audit"
+
+    async def commit_past_first_events() -> None:
+        consumer = kafka_io.make_consumer(settings, "events", group_id=group)
+        await kafka_io.start_client(consumer, settings)
+        try:
+            await consumer.commit({TopicPartition(settings.topic("events"), partition): 3})
+        finally:
+            await consumer.stop()
+
+    run(commit_past_first_events())
+    out = tmp_path / "archive"
+    done = subprocess.run(cli(settings, "audit", "run", "--out", str(out), "--until-end",
+                              "--group", group),
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert done.returncode == 0, done.stderr
+    verified = subprocess.run([sys.executable, "-m", "modelevents.services.cli", "audit",
+                               "verify", str(out)], capture_output=True, text=True)
+    assert verified.returncode == 1
+    assert f"FAIL runs      run {run_id}: incomplete: seq 0..2 missing" in verified.stdout, \
+        verified.stdout
