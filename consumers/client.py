@@ -1,0 +1,861 @@
+"""The consumer API: read ``events`` and ``runs`` as typed records, deduplicated, in seq order per
+run, committed only after the caller processed them.
+
+    from modelevents.consumers import subscribe
+
+    with subscribe("events", group="billing", kinds={"usage"}) as events:
+        for event in events:
+            print(event.run_id, event.seq, event.payload)
+
+Entry points (all re-exported from :mod:`modelevents.consumers`):
+
+* :func:`subscribe` — a :class:`Subscription` of ``events`` (ModelEvents), ``runs`` (RunStates) or
+  both; an async iterator (``async for``) and a sync one (``for``), plus ``await sub.consume(handler)``.
+* :func:`follow_run` — one run's events (and its states) until its terminal RunState.
+* :func:`rebuild_elided` / :class:`ElidedRebuilder` — the value of a done event whose field was
+  elided (README "How big payloads travel"), from the run's deltas.
+* :func:`at_offset` / :func:`at_time` — explicit start positions (``start=``).
+
+**Process then commit.** An item counts as processed when the caller asks for the next one
+(``for``/``async for``), when its handler returns (:meth:`Subscription.consume`), or when the
+``with`` block it was yielded in ends without an exception. Only offsets of processed records are
+committed — every ``commit_interval`` seconds while reading, when partitions are revoked, and on
+close — and never past a record that is not processed yet (a piece of an event still being
+assembled, an item still queued). An item whose handler raises, or whose ``with`` block ends
+with an exception, is not committed: the next consumer of the group gets it again.
+
+**What a user sees (dedupe).** Within a process, an event whose ``seq`` is not above the highest
+``seq`` already yielded for its run is dropped (``stats.duplicates``), so each ``(run_id, seq)``
+is yielded once and a run's events come in increasing ``seq``; the high-water marks are kept for
+the ``max_runs`` most recently active runs (LRU). A RunState equal to, or older (lower
+``last_seq``) than, the last one yielded for its run is dropped too. Across a restart (a crash,
+SIGKILL, a rebalance to another member) the group resumes from its committed offsets: the items
+processed since the last commit — at most ``commit_interval`` seconds of them, plus the one being
+handled — are delivered again, once. Before resuming, a group member reads back up to
+``dedupe_lookback`` records of each partition it is assigned from before the committed offset
+(without yielding them) to rebuild its high-water marks, so copies the pipeline itself wrote
+again (its own at-least-once redelivery) that straddle the committed offset are still dropped.
+Without ``group`` nothing is committed and every subscription reads from ``start``.
+
+**Big payloads.** By default an event that travels in pieces is yielded once, assembled
+(``schemas/pieces.py``); ``raw_pieces=True`` yields the pieces as they are. With
+``rebuild_elided=True`` a done event whose value was elided (``event.elided``) is yielded with the
+field filled from the run's deltas (``elided`` stays set, saying it was rebuilt); this holds each
+open block's deltas in memory until its done event, so it is off by default.
+
+**Errors.** An unreachable broker is :class:`~modelevents.services.kafka_io.KafkaUnavailable`, a
+missing topic :class:`MissingTopic` (a ConfigError naming the prefix and the command that creates
+the topics), an unknown kind or topic a ConfigError. A record that does not decode is skipped
+with a warning on the ``modelevents.consumers.client`` logger and counted in
+``stats.undecodable`` (``on_undecodable="raise"`` raises the SchemaError instead).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from itertools import islice
+from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import CommitFailedError, KafkaError
+
+from modelevents.consumers.topic_snapshot import MissingTopic
+from modelevents.schemas import codec
+from modelevents.schemas.errors import ConfigError, SchemaError
+from modelevents.schemas.events import KINDS, ModelEvent
+from modelevents.schemas.pieces import join_pieces
+from modelevents.schemas.run_state import RunState
+from modelevents.services.kafka_io import (
+    KafkaUnavailable,
+    make_consumer,
+    partition_for_key,
+    run_key_bytes,
+    start_client,
+    topic_name,
+)
+from modelevents.services.settings import PipelineSettings
+
+__all__ = [
+    "subscribe", "follow_run", "Subscription", "Stats", "StartAt", "at_offset", "at_time",
+    "rebuild_elided", "ElidedRebuilder", "MissingTopic", "KafkaUnavailable",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Item = ModelEvent | RunState
+Handler = Callable[[Any], Awaitable[object] | object]
+
+DEFAULT_COMMIT_INTERVAL = 1.0
+DEFAULT_MAX_RUNS = 100_000
+DEFAULT_LOOKBACK = 1000
+_POLL_MS = 200
+_MAX_RECORDS = 5000
+
+
+# --- start positions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StartAt:
+    """An explicit start: an offset (the same on every partition, or per partition) or a time."""
+
+    offset: int | dict[int, int] | None = None
+    time_ms: int | None = None
+
+
+def at_offset(offset: int | dict[int, int]) -> StartAt:
+    """Start at ``offset`` on every partition (clamped to what the partition holds), or at
+    ``{partition: offset}`` (partitions not named start at the beginning)."""
+    values = offset.values() if isinstance(offset, dict) else [offset]
+    if any(v < 0 for v in values):
+        raise ConfigError(f"an offset is 0 or more, not {offset}")
+    return StartAt(offset=offset)
+
+
+def at_time(when: int | float | _dt.datetime) -> StartAt:
+    """Start at the first record whose log timestamp is at or after ``when`` (epoch milliseconds,
+    or a datetime; a naive datetime is taken as UTC)."""
+    if isinstance(when, _dt.datetime):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=_dt.timezone.utc)
+        return StartAt(time_ms=int(when.timestamp() * 1000))
+    return StartAt(time_ms=int(when))
+
+
+Start = Literal["earliest", "latest"] | StartAt
+
+
+# --- elided values -----------------------------------------------------------------------------
+
+
+def _block(event: ModelEvent) -> tuple[Any, ...]:
+    """What ties a delta to its done event: the tool call id, else output and part index."""
+    payload: Any = event.payload
+    if event.kind.startswith("tool.call"):
+        return (event.run_id, "tool.call.delta", payload.tool_call_id)
+    return (event.run_id, event.kind.rsplit(".", 1)[0], getattr(payload, "output_index", None),
+            getattr(payload, "part_index", None))
+
+
+_DELTA_FIELD = {"text.delta": "text", "reasoning.delta": "text", "tool.call.delta": "arguments"}
+_DONE_KINDS = frozenset({"text.done", "reasoning.done", "tool.call"})
+
+
+def _size(value: str | bytes) -> int:
+    return len(value) if isinstance(value, (bytes, bytearray)) else len(value.encode())
+
+
+def rebuild_elided(done: ModelEvent, events: Iterable[ModelEvent]) -> str | bytes:
+    """The value of ``done``'s elided field, from the run's ``events`` (its deltas, assembled or
+    not, in seq order); the field itself when nothing was elided. Raises ValueError when the
+    deltas given do not add up to ``elided.size`` (some are missing)."""
+    if done.elided is None:
+        return getattr(done.payload, _DELTA_FIELD.get(done.kind, "text"))  # type: ignore[no-any-return]
+    name, from_kind = done.elided.field, done.elided.from_kind
+    block = _block(done)
+    parts = [getattr(e.payload, name) for e in events
+             if e.kind == from_kind and e.run_id == done.run_id and _block(e) == block]
+    value: str | bytes = (b"".join(parts) if parts and isinstance(parts[0], (bytes, bytearray))
+                          else "".join(parts))
+    if _size(value) != done.elided.size:
+        raise ValueError(f"{done.kind} {done.event_id}: the {from_kind} events given hold "
+                         f"{_size(value)} bytes of {name}, the value had {done.elided.size}")
+    return value
+
+
+class ElidedRebuilder:
+    """Feeds on a stream of (whole) events and returns each one, a done event with an elided
+    field with that field rebuilt from the deltas seen before it. Holds each open block's deltas
+    until its done event. ``unrebuilt`` counts done events whose deltas were not all seen (they are
+    returned as they are)."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[Any, ...], list[Any]] = {}
+        self.rebuilt = 0
+        self.unrebuilt = 0
+
+    def feed(self, event: ModelEvent) -> ModelEvent:
+        kind = event.kind
+        delta_field = _DELTA_FIELD.get(kind)
+        if delta_field is not None:
+            value = getattr(event.payload, delta_field)
+            if value:
+                self._open.setdefault(_block(event), []).append(value)
+            return event
+        if kind not in _DONE_KINDS:
+            return event
+        parts = self._open.pop(_block(event), None)
+        elided = event.elided
+        if elided is None:
+            return event
+        value = "".join(parts) if parts else ""
+        if _size(value) != elided.size:
+            self.unrebuilt += 1
+            log.warning("%s %s: its elided %s could not be rebuilt (%d of %d bytes of deltas "
+                        "seen); it is left empty", kind, event.event_id, elided.field,
+                        _size(value), elided.size)
+            return event
+        self.rebuilt += 1
+        payload: Any = event.payload
+        return replace(event, payload=replace(payload, **{elided.field: value}))
+
+
+# --- the subscription --------------------------------------------------------------------------
+
+
+@dataclass
+class Stats:
+    """What a subscription read and what it did with it."""
+
+    records: int = 0  # records read from Kafka (pieces count one each)
+    yielded: int = 0
+    duplicates: int = 0  # events/states dropped as already yielded
+    filtered: int = 0  # records outside the tenant/kind/provider/run filters
+    undecodable: int = 0  # records skipped because they do not decode
+    broken_pieces: int = 0  # pieces that could not be joined (an event's start missing)
+    primed: int = 0  # records read back before the committed offset to rebuild the dedupe state
+    commits: int = 0
+
+
+@dataclass(slots=True)
+class _Pending:
+    value: Any
+    tp: TopicPartition
+    offsets: tuple[int, ...]
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, sub: Subscription[Any]) -> None:
+        self.sub = sub
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        await self.sub._revoked(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        await self.sub._assigned(list(assigned))
+
+
+class Subscription(Generic[T]):
+    """Created by :func:`subscribe` / :func:`follow_run`; see the module docstring for the
+    contract. Use it as ``async with`` / ``with`` (which closes it and commits what was
+    processed), iterate it with ``async for`` / ``for``, or hand it a handler with
+    :meth:`consume`."""
+
+    def __init__(self, topics: list[str], *, settings: PipelineSettings | None, group: str | None,
+                 start: Start, tenants: Collection[str] | None, kinds: Collection[str] | None,
+                 providers: Collection[str] | None, run_ids: Collection[str] | None,
+                 raw_pieces: bool, rebuild_elided: bool, on_undecodable: str,
+                 commit_interval: float, max_runs: int, dedupe_lookback: int,
+                 idle_timeout: float | None, consumer_options: dict[str, Any] | None = None,
+                 follow: str | None = None, follow_timeout: float | None = None,
+                 follow_states: bool = True) -> None:
+        if on_undecodable not in ("skip", "raise"):
+            raise ConfigError(f"on_undecodable is 'skip' or 'raise', not {on_undecodable!r}")
+        if not (start in ("earliest", "latest") or isinstance(start, StartAt)):
+            raise ConfigError(f"start is 'earliest', 'latest', at_offset(n) or at_time(t), "
+                              f"not {start!r}")
+        if kinds is not None:
+            unknown = sorted(set(kinds) - KINDS)
+            if unknown:
+                raise ConfigError(f"unknown event kinds {unknown}; the kinds are "
+                                  f"{', '.join(sorted(KINDS))}")
+        self.settings = settings or PipelineSettings()
+        self.topics = topics
+        self._full = {topic_name(self.settings, t): t for t in topics}
+        for full, logical in self._full.items():
+            if logical not in ("events", "runs") and not full.endswith(("events", "runs")):
+                raise ConfigError(f"subscribe reads the events and runs topics, not {logical!r}")
+        self.group = group
+        self.start = start
+        self._tenants = frozenset(tenants) if tenants is not None else None
+        self._kinds = frozenset(kinds) if kinds is not None else None
+        self._providers = frozenset(providers) if providers is not None else None
+        self._run_ids = frozenset(run_ids) if run_ids is not None else None
+        self._raw_pieces = raw_pieces
+        self._rebuilder = ElidedRebuilder() if rebuild_elided else None
+        self._raise_undecodable = on_undecodable == "raise"
+        self.commit_interval = commit_interval
+        self.max_runs = max_runs
+        self.dedupe_lookback = dedupe_lookback if group is not None else 0
+        self.idle_timeout = idle_timeout
+        self._options = consumer_options or {}
+        self._follow = follow
+        self._follow_deadline = (None if follow_timeout is None
+                                 else time.monotonic() + follow_timeout)
+        self._terminal: RunState | None = None
+        self._follow_states = follow_states
+        self.stats = Stats()
+        self._consumer: AIOKafkaConsumer | None = None
+        self._started = False
+        self._closed = False
+        self._queue: deque[_Pending] = deque()
+        self._last: _Pending | None = None
+        self._seq: dict[str, int] = {}  # run id → highest seq passed on
+        self._states: dict[str, RunState] = {}  # run id → last RunState yielded
+        self._open_pieces: dict[str, list[tuple[ModelEvent, int]]] = {}
+        self._open_tp: dict[str, TopicPartition] = {}  # the partition of a run's open pieces
+        self._outstanding: dict[TopicPartition, set[int]] = {}
+        self._fetched: dict[TopicPartition, int] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        self._prime_until: dict[TopicPartition, int] = {}
+        self._seen: set[TopicPartition] = set()  # partitions ever assigned (start applied once)
+        self._assignment: set[TopicPartition] = set()
+        self._last_commit = time.monotonic()
+        self._last_record = time.monotonic()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        self._started = True
+        options: dict[str, Any] = {"max_partition_fetch_bytes": 4 << 20,
+                                   "fetch_max_bytes": 16 << 20}
+        options.update(self._options)
+        consumer = make_consumer(self.settings, group_id=self.group,
+                                 from_beginning=self.start != "latest", **options)
+        await start_client(consumer, self.settings)
+        self._consumer = consumer
+        try:
+            cluster = await consumer._client.fetch_all_metadata()
+            partitions: dict[str, set[int]] = {}
+            for full in self._full:
+                found = cluster.partitions_for_topic(full)
+                if not found:
+                    raise MissingTopic(
+                        f"topic {full} does not exist on {self.settings.bootstrap_servers}; "
+                        f"check the topic prefix ({self.settings.topic_prefix!r}, "
+                        f"$MODELEVENTS_TOPIC_PREFIX) or create the topics with "
+                        f"`modelevents topics create --prefix {self.settings.topic_prefix}`")
+                partitions[full] = set(found)
+            if self.group is not None:
+                consumer.subscribe(list(self._full), listener=_Listener(self))
+            else:
+                tps = []
+                for full, found in partitions.items():
+                    if self._follow is not None:
+                        found = {partition_for_key(run_key_bytes(self._follow), len(found))}
+                    tps += [TopicPartition(full, p) for p in sorted(found)]
+                consumer.assign(tps)
+                await self._assigned(tps)
+        except BaseException:
+            await consumer.stop()
+            self._consumer = None
+            raise
+
+    async def _assigned(self, tps: list[TopicPartition]) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        self._assignment.update(tps)
+        fresh = [tp for tp in tps if tp not in self._seen]
+        self._seen.update(tps)
+        for tp in tps:
+            self._outstanding[tp] = set()
+            self._fetched.pop(tp, None)
+            self._committed.pop(tp, None)
+        explicit = isinstance(self.start, StartAt) or self.group is None
+        if fresh and explicit:
+            await self._seek_start(fresh)
+        if self.dedupe_lookback:
+            rest = [tp for tp in tps if not (explicit and tp in fresh)]
+            begins = await consumer.beginning_offsets(rest) if rest else {}
+            for tp in rest:
+                committed = await consumer.committed(tp)
+                if committed is None or committed <= begins[tp]:
+                    continue
+                self._prime_until[tp] = committed
+                consumer.seek(tp, max(begins[tp], committed - self.dedupe_lookback))
+
+    async def _seek_start(self, tps: list[TopicPartition]) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        start = self.start
+        if start == "earliest":
+            await consumer.seek_to_beginning(*tps)
+        elif start == "latest":
+            await consumer.seek_to_end(*tps)
+        elif isinstance(start, StartAt) and start.time_ms is not None:
+            found = await consumer.offsets_for_times({tp: start.time_ms for tp in tps})
+            ends = await consumer.end_offsets(tps)
+            for tp in tps:
+                hit = found.get(tp)
+                consumer.seek(tp, ends[tp] if hit is None else hit.offset)
+        elif isinstance(start, StartAt):
+            first = await consumer.beginning_offsets(tps)
+            ends = await consumer.end_offsets(tps)
+            for tp in tps:
+                wanted = (start.offset.get(tp.partition, 0) if isinstance(start.offset, dict)
+                          else start.offset or 0)
+                consumer.seek(tp, min(max(wanted, first[tp]), ends[tp]))
+
+    async def _revoked(self, tps: set[TopicPartition]) -> None:
+        await self._commit(only=tps)
+        self._assignment -= tps
+        if self._queue and any(p.tp in tps for p in self._queue):
+            self._queue = deque(p for p in self._queue if p.tp not in tps)
+        for run_id, tp in list(self._open_tp.items()):
+            if tp in tps:
+                del self._open_tp[run_id]
+                self._open_pieces.pop(run_id, None)
+        for tp in tps:
+            self._outstanding.pop(tp, None)
+            self._fetched.pop(tp, None)
+            self._prime_until.pop(tp, None)
+
+    async def close(self, *, last_processed: bool = True) -> None:
+        """Commit what was processed (the last item yielded too unless ``last_processed`` is
+        False) and leave the group. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._last is not None and last_processed:
+            self._done(self._last)
+        self._last = None
+        consumer = self._consumer
+        if consumer is None:
+            return
+        try:
+            await self._commit()
+        finally:
+            self._consumer = None
+            await consumer.stop()
+
+    async def __aenter__(self) -> Subscription[T]:
+        if not self._started:
+            await self._start()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        await self.close(last_processed=exc_type is None)
+
+    def _sync_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                pass
+            else:
+                raise ConfigError("the sync iterator cannot run inside an event loop; use "
+                                  "`async for` / `async with` there")
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    def __enter__(self) -> Subscription[T]:
+        loop = self._sync_loop()
+        if not self._started:
+            loop.run_until_complete(self._start())
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close_sync(last_processed=exc_type is None)
+
+    def close_sync(self, *, last_processed: bool = True) -> None:
+        """:meth:`close` for the sync API."""
+        if self._loop is None:
+            return
+        try:
+            self._loop.run_until_complete(self.close(last_processed=last_processed))
+        finally:
+            self._loop.close()
+            self._loop = None
+
+    # --- iteration -----------------------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        if self._last is not None:
+            self._done(self._last)
+            self._last = None
+        item = await self._next()
+        if item is None:
+            await self.close()
+            raise StopAsyncIteration
+        self._last = item
+        return item.value  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[T]:
+        return self
+
+    def __next__(self) -> T:
+        loop = self._sync_loop()
+        try:
+            return loop.run_until_complete(self.__anext__())
+        except StopAsyncIteration:
+            self.close_sync()
+            raise StopIteration from None
+
+    async def consume(self, handler: Callable[[T], Awaitable[object] | object]) -> None:
+        """Call ``handler`` (a function or a coroutine function) on every item until the
+        subscription ends (``idle_timeout``, a followed run's end) or the handler raises. An item
+        is committed only after its handler returned; the exception of a handler propagates after
+        what was processed before it has been committed, and its item is left to the next
+        consumer of the group."""
+        if self._last is not None:
+            self._done(self._last)
+            self._last = None
+        try:
+            while True:
+                item = await self._next()
+                if item is None:
+                    break
+                result = handler(item.value)
+                if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+                    await result
+                self._done(item)
+        finally:
+            await self.close(last_processed=False)
+
+    def consume_sync(self, handler: Callable[[T], object]) -> None:
+        """:meth:`consume` for a plain function, outside an event loop."""
+        loop = self._sync_loop()
+        try:
+            loop.run_until_complete(self.consume(handler))
+        finally:
+            self.close_sync()
+
+    async def commit(self) -> None:
+        """Commit now what was processed so far (the iterator does it every ``commit_interval``
+        seconds, on revocation and on close)."""
+        if self._last is not None:
+            self._done(self._last)
+            self._last = None
+        await self._commit()
+
+    def commit_sync(self) -> None:
+        """:meth:`commit` for the sync API."""
+        self._sync_loop().run_until_complete(self.commit())
+
+    # --- the machinery -------------------------------------------------------------------------
+
+    def _done(self, item: _Pending) -> None:
+        out = self._outstanding.get(item.tp)
+        if out is not None:
+            for offset in item.offsets:
+                out.discard(offset)
+
+    async def _commit(self, only: set[TopicPartition] | None = None) -> None:
+        consumer = self._consumer
+        self._last_commit = time.monotonic()
+        if consumer is None or self.group is None:
+            return
+        offsets: dict[TopicPartition, int] = {}
+        for tp, fetched in self._fetched.items():
+            if only is not None and tp not in only:
+                continue
+            out = self._outstanding.get(tp)
+            position = min(out) if out else fetched
+            if self._committed.get(tp) != position:
+                offsets[tp] = position
+        if not offsets:
+            return
+        try:
+            await consumer.commit(offsets)
+        except (CommitFailedError, KafkaError) as exc:
+            # A rebalance took the partitions: what was not committed is redelivered (at least
+            # once), never lost.
+            log.warning("commit of %s failed (%s); those records will be delivered again",
+                        offsets, exc)
+            return
+        self._committed.update(offsets)
+        self.stats.commits += 1
+
+    async def _next(self) -> _Pending | None:
+        queue = self._queue
+        while True:
+            if queue:
+                item = queue.popleft()
+                self.stats.yielded += 1
+                return item
+            if self._follow is not None and self._follow_finished():
+                return None
+            if self._closed:
+                return None
+            if not self._started:
+                await self._start()
+            consumer = self._consumer
+            assert consumer is not None
+            now = time.monotonic()
+            if now - self._last_commit >= self.commit_interval:
+                await self._commit()
+            if self.idle_timeout is not None and now - self._last_record >= self.idle_timeout:
+                return None
+            if self._follow_deadline is not None and now >= self._follow_deadline:
+                raise TimeoutError(f"run {self._follow} did not reach a terminal state in time "
+                                   f"(last seq seen {self._seq.get(self._follow or '', -1)})")
+            try:
+                batches = await consumer.getmany(timeout_ms=_POLL_MS, max_records=_MAX_RECORDS)
+            except KafkaError as exc:
+                raise KafkaUnavailable(self.settings.bootstrap_servers, str(exc)) from exc
+            if batches:
+                self._last_record = time.monotonic()
+            for tp, messages in batches.items():
+                if tp not in self._assignment:
+                    continue
+                self._take(tp, messages)
+
+    def _follow_finished(self) -> bool:
+        terminal = self._terminal
+        if terminal is None or self._seq.get(terminal.run_id, -1) < terminal.last_seq:
+            return False
+        if self._states.get(terminal.run_id) is not terminal:
+            self._states[terminal.run_id] = terminal
+            if self._follow_states:
+                self._queue.append(_Pending(terminal, TopicPartition("", -1), ()))
+                return False
+        return True
+
+    def _take(self, tp: TopicPartition, messages: list[Any]) -> None:
+        stats = self.stats
+        out = self._outstanding.setdefault(tp, set())
+        prime_until = self._prime_until.get(tp)
+        is_runs = self._full.get(tp.topic) == "runs" or tp.topic.endswith("runs")
+        tenants, providers, run_ids = self._tenants, self._providers, self._run_ids
+        decode = codec.decode
+        for msg in messages:
+            stats.records += 1
+            offset = msg.offset
+            priming = prime_until is not None and offset < prime_until
+            if prime_until is not None and not priming:
+                del self._prime_until[tp]
+                prime_until = None
+            try:
+                if msg.value is None:
+                    raise SchemaError("tombstone (null value)")
+                value = decode(msg.value)
+            except SchemaError as exc:
+                if priming:
+                    continue
+                if self._raise_undecodable:
+                    raise
+                stats.undecodable += 1
+                log.warning("skipping record %s[%d]@%d that does not decode: %s",
+                            tp.topic, tp.partition, offset, exc)
+                continue
+            if priming:
+                stats.primed += 1
+                if type(value) is ModelEvent:
+                    self._mark_seq(value.run_id, value.seq)
+                continue
+            if is_runs:
+                self._take_state(tp, offset, value, out)
+                continue
+            if type(value) is not ModelEvent:
+                self._not_expected(tp, offset, value)
+                continue
+            if ((tenants is not None and value.tenant not in tenants)
+                    or (providers is not None and value.provider not in providers)
+                    or (run_ids is not None and value.run_id not in run_ids)):
+                stats.filtered += 1
+                continue
+            run_id = value.run_id
+            seqs = self._seq
+            previous = seqs.pop(run_id, -1)
+            if value.seq <= previous:
+                seqs[run_id] = previous
+                stats.duplicates += 1
+                continue
+            seqs[run_id] = value.seq
+            if len(seqs) > self.max_runs:
+                self._evict(seqs)
+            if value.piece is not None and not self._raw_pieces:
+                whole, offsets = self._join(value, offset, tp)
+                if whole is None:
+                    out.add(offset)  # held until its event is whole and processed
+                    continue
+                offsets_taken = offsets
+                value = whole
+            else:
+                offsets_taken = (offset,)
+            if self._rebuilder is not None:
+                value = self._rebuilder.feed(value)
+            if self._kinds is not None and value.kind not in self._kinds:
+                stats.filtered += 1
+                for o in offsets_taken:
+                    out.discard(o)
+                continue
+            out.add(offset)
+            self._queue.append(_Pending(value, tp, offsets_taken))
+        if messages and (prime_until is None or messages[-1].offset >= prime_until):
+            self._fetched[tp] = messages[-1].offset + 1
+
+    def _take_state(self, tp: TopicPartition, offset: int, value: Any, out: set[int]) -> None:
+        if type(value) is not RunState:
+            self._not_expected(tp, offset, value)
+            return
+        if ((self._tenants is not None and value.tenant not in self._tenants)
+                or (self._providers is not None and value.provider not in self._providers)
+                or (self._run_ids is not None and value.run_id not in self._run_ids)):
+            self.stats.filtered += 1
+            return
+        previous = self._states.pop(value.run_id, None)
+        if previous is not None and (previous == value or value.last_seq < previous.last_seq):
+            self._states[value.run_id] = previous
+            self.stats.duplicates += 1
+            return
+        if self._follow is not None and value.terminal:
+            # Passed on once the run's events up to its last seq are (follow_run's end).
+            self._terminal = value
+            if previous is not None:
+                self._states[value.run_id] = previous
+            return
+        self._states[value.run_id] = value
+        if len(self._states) > self.max_runs:
+            self._evict(self._states)
+        if self._follow is not None and not self._follow_states:
+            return
+        out.add(offset)
+        self._queue.append(_Pending(value, tp, (offset,)))
+
+    def _not_expected(self, tp: TopicPartition, offset: int, value: Any) -> None:
+        if self._raise_undecodable:
+            raise SchemaError(f"{tp.topic}[{tp.partition}]@{offset} holds a "
+                              f"{type(value).__name__}, not what the topic carries")
+        self.stats.undecodable += 1
+        log.warning("skipping record %s[%d]@%d: a %s", tp.topic, tp.partition, offset,
+                    type(value).__name__)
+
+    def _mark_seq(self, run_id: str, seq: int) -> None:
+        if seq > self._seq.get(run_id, -1):
+            self._seq.pop(run_id, None)
+            self._seq[run_id] = seq
+            if len(self._seq) > self.max_runs:
+                self._evict(self._seq)
+
+    def _evict(self, table: dict[str, Any]) -> None:
+        for key in list(islice(table, max(1, self.max_runs // 10))):
+            del table[key]
+
+    def _join(self, piece: ModelEvent, offset: int, tp: TopicPartition
+              ) -> tuple[ModelEvent | None, tuple[int, ...]]:
+        assert piece.piece is not None
+        held = self._open_pieces.get(piece.run_id)
+        if piece.piece.index == 0:
+            if held:
+                self._broken(held, "a new event began")
+            held = self._open_pieces[piece.run_id] = []
+            self._open_tp[piece.run_id] = tp
+        elif not held or len(held) != piece.piece.index:
+            self.stats.broken_pieces += 1
+            log.warning("dropping piece %d/%d of %s: its earlier pieces were not read (the "
+                        "subscription started after them)", piece.piece.index, piece.piece.count,
+                        piece.event_id)
+            if held:
+                self._broken(held, "a piece is missing")
+                self._release(piece.run_id)
+            return None, ()
+        held.append((piece, offset))
+        if len(held) < piece.piece.count:
+            return None, ()
+        self._release(piece.run_id)
+        return join_pieces([p for p, _ in held]), tuple(o for _, o in held)
+
+    def _release(self, run_id: str) -> None:
+        self._open_pieces.pop(run_id, None)
+        self._open_tp.pop(run_id, None)
+
+    def _broken(self, held: list[tuple[ModelEvent, int]], why: str) -> None:
+        # Their offsets are released: the event cannot be whole, so it must not hold up commits.
+        out = self._outstanding.get(self._open_tp.get(held[0][0].run_id) or TopicPartition("", -1))
+        for _, offset in held:
+            if out is not None:
+                out.discard(offset)
+        self.stats.broken_pieces += len(held)
+        log.warning("dropping %d pieces of %s: %s", len(held), held[0][0].event_id, why)
+
+
+# --- entry points ------------------------------------------------------------------------------
+
+
+class Options(TypedDict, total=False):
+    """The keyword arguments of :func:`subscribe` (for its typed overloads)."""
+
+    group: str | None
+    tenant: str | Collection[str] | None
+    kinds: Collection[str] | None
+    providers: Collection[str] | None
+    run_ids: Collection[str] | None
+    start: Start
+    settings: PipelineSettings | None
+    raw_pieces: bool
+    rebuild_elided: bool
+    on_undecodable: Literal["skip", "raise"]
+    commit_interval: float
+    max_runs: int
+    dedupe_lookback: int
+    idle_timeout: float | None
+    consumer_options: dict[str, Any] | None
+
+
+@overload
+def subscribe(topics: Literal["events"] = ..., **options: Unpack[Options]
+              ) -> Subscription[ModelEvent]: ...
+
+
+@overload
+def subscribe(topics: Literal["runs"], **options: Unpack[Options]) -> Subscription[RunState]: ...
+
+
+@overload
+def subscribe(topics: Iterable[str], **options: Unpack[Options]
+              ) -> Subscription[ModelEvent | RunState]: ...
+
+
+def subscribe(topics: str | Iterable[str] = "events", *, group: str | None = None,
+              tenant: str | Collection[str] | None = None, kinds: Collection[str] | None = None,
+              providers: Collection[str] | None = None, run_ids: Collection[str] | None = None,
+              start: Start = "earliest", settings: PipelineSettings | None = None,
+              raw_pieces: bool = False, rebuild_elided: bool = False,
+              on_undecodable: Literal["skip", "raise"] = "skip",
+              commit_interval: float = DEFAULT_COMMIT_INTERVAL, max_runs: int = DEFAULT_MAX_RUNS,
+              dedupe_lookback: int = DEFAULT_LOOKBACK, idle_timeout: float | None = None,
+              consumer_options: dict[str, Any] | None = None) -> Subscription[Any]:
+    """Read ``topics`` (``"events"``, ``"runs"`` or both; logical names take the settings' prefix)
+    as typed records.
+
+    * ``group``: a consumer group — its members share the partitions and it resumes from its
+      committed offsets; None reads every partition from ``start`` and commits nothing.
+    * ``start``: ``"earliest"`` (default) / ``"latest"`` where the group has no committed offset
+      (always, without a group); ``at_offset(n)`` / ``at_time(t)`` on each partition the first
+      time this subscription is assigned it, committed offsets or not.
+    * ``tenant``, ``kinds``, ``providers``, ``run_ids``: only those (kinds apply to events).
+    * ``settings``: where Kafka is and the topic prefix; default from the environment like the
+      CLI (``KAFKA_BOOTSTRAP_SERVERS``, ``MODELEVENTS_TOPIC_PREFIX``).
+    * ``idle_timeout``: end the iteration after this many seconds without a record.
+
+    Nothing connects until the first item is asked for (or ``with`` / ``async with``)."""
+    names = [topics] if isinstance(topics, str) else list(topics)
+    if not names:
+        raise ConfigError("subscribe needs a topic: 'events', 'runs' or both")
+    tenants = [tenant] if isinstance(tenant, str) else tenant
+    return Subscription(names, settings=settings, group=group, start=start, tenants=tenants,
+                        kinds=kinds, providers=providers, run_ids=run_ids, raw_pieces=raw_pieces,
+                        rebuild_elided=rebuild_elided, on_undecodable=on_undecodable,
+                        commit_interval=commit_interval, max_runs=max_runs,
+                        dedupe_lookback=dedupe_lookback, idle_timeout=idle_timeout,
+                        consumer_options=consumer_options)
+
+
+def follow_run(run_id: str, *, settings: PipelineSettings | None = None,
+               kinds: Collection[str] | None = None, states: bool = True,
+               start: Start = "earliest", raw_pieces: bool = False, rebuild_elided: bool = False,
+               on_undecodable: Literal["skip", "raise"] = "skip",
+               timeout: float | None = None) -> Subscription[ModelEvent | RunState]:
+    """One run's events in seq order (its partition of ``events`` only, no consumer group), and,
+    with ``states``, its RunStates as they change; ends after its terminal RunState, which comes
+    last, once every event up to that state's ``last_seq`` has been yielded. ``timeout``: raise
+    TimeoutError when the run is not over by then."""
+    run_key_bytes(run_id)
+    return Subscription(["events", "runs"], settings=settings,
+                        group=None, start=start, tenants=None, kinds=kinds, providers=None,
+                        run_ids=[run_id], raw_pieces=raw_pieces, rebuild_elided=rebuild_elided,
+                        on_undecodable=on_undecodable, commit_interval=DEFAULT_COMMIT_INTERVAL,
+                        max_runs=DEFAULT_MAX_RUNS, dedupe_lookback=0, idle_timeout=None,
+                        follow=run_id, follow_timeout=timeout, follow_states=states)
