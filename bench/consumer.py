@@ -1,0 +1,163 @@
+"""The consumer API's events/s against a raw aiokafka consumer reading the same topic, in one run.
+
+    .venv/bin/python bench/consumer.py            # --events 200000 --rounds 3 --partitions 4
+
+A broker of its own (port --port), one ``events`` topic filled once with ``--events`` ModelEvents
+(the project's own fixtures normalized, every copy under its own run id, seq from 0 — what the
+pipeline writes), then, alternately ``--rounds`` times, each reading the whole topic from the
+beginning in a fresh consumer group:
+
+- (a) raw aiokafka: ``getmany`` over the subscribed topic, bytes only — the transport's limit;
+- (b) raw aiokafka + ``codec.decode`` of every value — the least a reader of typed events does;
+- (c) ``modelevents.consumers.subscribe(group=…)``: decoding, dedupe by ``(run_id, seq)``, piece
+  assembly, filters' checks, process-then-commit offsets (every second and at the end).
+
+Each is timed from the first record to the last (the group join before it excluded, the same
+for all three); medians of the rounds are printed as a Markdown table. Target: (c) ≥ 50% of (a).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from modelevents.adapters.registry import normalize_bytes
+from modelevents.consumers import subscribe
+from modelevents.schemas import codec
+from modelevents.services import kafka_local
+from modelevents.services.kafka_io import make_consumer, start_client, start_producer
+from modelevents.services.settings import PipelineSettings
+from modelevents.services.topics import ensure_topics
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
+COMMAND = ".venv/bin/python bench/consumer.py"
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def workload(count: int) -> list[tuple[str, bytes]]:
+    """``count`` encoded events (key run id, value) of distinct runs copied from the fixtures."""
+    runs = []
+    for path in sorted(FIXTURES.rglob("*")):
+        if path.is_file() and "simulator" not in path.parts:
+            try:
+                events = normalize_bytes(path.read_bytes()).events
+            except Exception:  # noqa: BLE001 - a fixture the auto-detection does not take
+                continue
+            if events:
+                runs.append(events)
+    out: list[tuple[str, bytes]] = []
+    copy = 0
+    while len(out) < count:
+        for events in runs:
+            run_id = f"bench-{copy}-{events[0].run_id}"
+            out += [(run_id, codec.encode(dataclasses.replace(e, run_id=run_id))) for e in events]
+            copy += 1
+    return out[:count]
+
+
+async def fill(settings: PipelineSettings, records: list[tuple[str, bytes]]) -> None:
+    producer = await start_producer(settings)
+    try:
+        topic = settings.topic("events")
+        futures = [await producer.send(topic, value, key=key.encode()) for key, value in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def raw(settings: PipelineSettings, group: str, count: int, decode: bool) -> float:
+    consumer = make_consumer(settings, "events", group_id=group,
+                             max_partition_fetch_bytes=4 << 20, fetch_max_bytes=16 << 20)
+    await start_client(consumer, settings)
+    try:
+        seen = 0
+        started = 0.0
+        decoder = codec.decode
+        while seen < count:
+            batches = await consumer.getmany(timeout_ms=200, max_records=5000)
+            if batches and not started:
+                started = time.perf_counter()
+            for messages in batches.values():
+                if decode:
+                    for msg in messages:
+                        decoder(msg.value)
+                seen += len(messages)
+        elapsed = time.perf_counter() - started
+        return count / elapsed
+    finally:
+        await consumer.stop()
+
+
+async def ours(settings: PipelineSettings, group: str, count: int) -> float:
+    seen = 0
+    started = 0.0
+    async with subscribe("events", settings=settings, group=group) as events:
+        async for _event in events:
+            if not started:
+                started = time.perf_counter()
+            seen += 1
+            if seen == count:
+                break
+    elapsed = time.perf_counter() - started
+    if events.stats.duplicates or events.stats.undecodable:
+        raise AssertionError(f"unexpected: {events.stats}")
+    return count / elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--port", type=int, default=19970, help="port of the bench's own broker")
+    args = parser.parse_args()
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-consumer-"))
+    kafka = kafka_local.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="512m")
+    broker = kafka_local.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
+    results: dict[str, list[float]] = {"a": [], "b": [], "c": []}
+    try:
+        settings = PipelineSettings(bootstrap_servers=broker.bootstrap_servers,
+                                    topic_prefix="bench-consumer.", partitions=args.partitions)
+        asyncio.run(ensure_topics(settings))
+        records = workload(args.events)
+        size = sum(len(v) for _, v in records)
+        say(f"workload: {len(records):,} events ({size / len(records):.0f} B each on average), "
+            f"{args.partitions} partitions")
+        asyncio.run(fill(settings, records))
+        for r in range(args.rounds):
+            results["a"].append(asyncio.run(raw(settings, f"a{r}", len(records), decode=False)))
+            results["b"].append(asyncio.run(raw(settings, f"b{r}", len(records), decode=True)))
+            results["c"].append(asyncio.run(ours(settings, f"c{r}", len(records))))
+            say(f"round {r + 1}: (a) {results['a'][-1]:,.0f}  (b) {results['b'][-1]:,.0f}  "
+                f"(c) {results['c'][-1]:,.0f} events/s")
+    finally:
+        if broker.started:
+            kafka_local.stop(kafka)
+        shutil.rmtree(workdir, ignore_errors=True)
+    a, b, c = (statistics.median(results[k]) for k in "abc")
+    spread = lambda k: f"{min(results[k]):,.0f}–{max(results[k]):,.0f}"  # noqa: E731
+    print(f"`{COMMAND} --events {args.events} --rounds {args.rounds} --partitions "
+          f"{args.partitions}`\n")
+    print("| reader, the same topic, median of rounds (range) | events/s | vs (a) |")
+    print("|---|---:|---:|")
+    print(f"| (a) raw aiokafka consumer, bytes only ({spread('a')}) | {a:,.0f} | 100% |")
+    print(f"| (b) raw aiokafka + `codec.decode` ({spread('b')}) | {b:,.0f} | {b / a:.0%} |")
+    print(f"| (c) `modelevents.consumers.subscribe` ({spread('c')}) | {c:,.0f} | {c / a:.0%} "
+          f"({c / b:.0%} of (b)) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
