@@ -20,20 +20,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
+import itertools
 import logging
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.consumers import subscribe
 from modelevents.schemas import codec
+from modelevents.schemas.events import ModelEvent
 from modelevents.services import kafka_local
-from modelevents.services.kafka_io import make_consumer, start_client, start_producer
+from modelevents.services.kafka_io import (
+    await_acks,
+    make_consumer,
+    send_record,
+    start_client,
+    start_producer,
+)
 from modelevents.services.settings import PipelineSettings
 from modelevents.services.topics import ensure_topics
 
@@ -45,8 +55,8 @@ def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def workload(count: int) -> list[tuple[str, bytes]]:
-    """``count`` encoded events (key run id, value) of distinct runs copied from the fixtures."""
+def workload(count: int) -> list[ModelEvent]:
+    """``count`` events of distinct runs copied from the fixtures."""
     runs = []
     for path in sorted(FIXTURES.rglob("*")):
         if path.is_file() and "simulator" not in path.parts:
@@ -56,24 +66,36 @@ def workload(count: int) -> list[tuple[str, bytes]]:
                 continue
             if events:
                 runs.append(events)
-    out: list[tuple[str, bytes]] = []
-    copy = 0
-    while len(out) < count:
-        for events in runs:
-            run_id = f"bench-{copy}-{events[0].run_id}"
-            out += [(run_id, codec.encode(dataclasses.replace(e, run_id=run_id))) for e in events]
-            copy += 1
-    return out[:count]
+    out: list[ModelEvent] = []
+    for copy in itertools.count():
+        if len(out) >= count:
+            return out[:count]
+        out += [dataclasses.replace(e, run_id=f"bench-{copy}-{e.run_id}")
+                for e in runs[copy % len(runs)]]
+    raise AssertionError("unreachable")
 
 
-async def fill(settings: PipelineSettings, records: list[tuple[str, bytes]]) -> None:
+async def fill(settings: PipelineSettings, events: list[ModelEvent]) -> None:
     producer = await start_producer(settings)
     try:
-        topic = settings.topic("events")
-        futures = [await producer.send(topic, value, key=key.encode()) for key, value in records]
-        await asyncio.gather(*futures)
+        await await_acks(settings, [await send_record(producer, settings, "events", e.run_id, e)
+                                    for e in events])
     finally:
         await producer.stop()
+
+
+@contextlib.contextmanager
+def own_broker(port: int) -> Iterator[str]:
+    """A broker of the bench's own on ``port``, its data removed afterwards; its bootstrap."""
+    workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-consumer-"))
+    kafka = kafka_local.KafkaSettings(port=port, state_root=workdir / "kafka", heap="512m")
+    started = kafka_local.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
+    try:
+        yield started.bootstrap_servers
+    finally:
+        if started.started:
+            kafka_local.stop(kafka)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 async def raw(settings: PipelineSettings, group: str, count: int, decode: bool) -> float:
@@ -123,16 +145,13 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=19970, help="port of the bench's own broker")
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-    workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-consumer-"))
-    kafka = kafka_local.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="512m")
-    broker = kafka_local.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
     results: dict[str, list[float]] = {"a": [], "b": [], "c": []}
-    try:
-        settings = PipelineSettings(bootstrap_servers=broker.bootstrap_servers,
+    with own_broker(args.port) as bootstrap:
+        settings = PipelineSettings(bootstrap_servers=bootstrap,
                                     topic_prefix="bench-consumer.", partitions=args.partitions)
         asyncio.run(ensure_topics(settings))
         records = workload(args.events)
-        size = sum(len(v) for _, v in records)
+        size = sum(len(codec.encode(e)) for e in records)
         say(f"workload: {len(records):,} events ({size / len(records):.0f} B each on average), "
             f"{args.partitions} partitions")
         asyncio.run(fill(settings, records))
@@ -142,10 +161,6 @@ def main() -> int:
             results["c"].append(asyncio.run(ours(settings, f"c{r}", len(records))))
             say(f"round {r + 1}: (a) {results['a'][-1]:,.0f}  (b) {results['b'][-1]:,.0f}  "
                 f"(c) {results['c'][-1]:,.0f} events/s")
-    finally:
-        if broker.started:
-            kafka_local.stop(kafka)
-        shutil.rmtree(workdir, ignore_errors=True)
     a, b, c = (statistics.median(results[k]) for k in "abc")
     spread = lambda k: f"{min(results[k]):,.0f}–{max(results[k]):,.0f}"  # noqa: E731
     print(f"`{COMMAND} --events {args.events} --rounds {args.rounds} --partitions "
