@@ -255,14 +255,15 @@ def test_duplicated_frames_emit_nothing_the_second_time():
     assert of_kind(once, "text.done")[0].text == "ab"
 
 
-def test_non_utf8_frame_body_is_malformed_and_the_stream_goes_on():
+def test_non_utf8_frame_body_is_repaired_reported_and_the_stream_goes_on():
     frames = text_stream("ok ", "fine")
     bad = frame(b'{"type":"content_block_delta","index":0,'
                 b'"delta":{"type":"text_delta","text":"\xff\xfe"}}', 99)
     events = run(frames[:3] + [bad] + frames[3:])
     (error,) = of_kind(events, "error")
-    assert error.error_type == "malformed_frame"
-    assert of_kind(events, "text.done")[0].text == "ok fine"
+    assert error.error_type == "invalid_utf8"
+    # The bad bytes become U+FFFD where they stood; the envelope keeps them as received.
+    assert of_kind(events, "text.done")[0].text == "ok \ufffd\ufffdfine"
     assert events[-1].kind == "run.finished"
 
 

@@ -310,12 +310,12 @@ def test_empty_deltas_emit_nothing_and_a_huge_delta_passes_whole_its_done_refers
     assert done.payload.text == "" and done.elided == Elided("text", "text.delta", 2_000_000)
 
 
-def test_non_utf8_frame_is_malformed_not_a_crash():
+def test_non_utf8_frame_is_repaired_and_reported_not_a_crash():
     bad = chunk({"content": "ok"}).replace(b"ok", b"o\xff\xfek")
     events = normalize(stream(chunk({"role": "assistant", "content": "a"}), bad,
                               chunk({}, "stop"), b"[DONE]"))
-    assert [e.payload.error_type for e in events if e.kind == "error"] == ["malformed_frame"]
-    assert text_of(events) == "a" and events[-1].kind == "run.finished"
+    assert [e.payload.error_type for e in events if e.kind == "error"] == ["invalid_utf8"]
+    assert text_of(events) == "ao\ufffd\ufffdk" and events[-1].kind == "run.finished"
 
 
 def test_non_object_json_is_unknown():
