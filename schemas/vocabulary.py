@@ -31,21 +31,11 @@ in). tests/schemas/test_vocabulary.py runs it over every event of the corpus and
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from modelevents.schemas.events import (
-    KIND_PAYLOAD,
-    Citation,
-    Error,
-    Hosted,
-    Message,
-    ModelEvent,
-    Reasoning,
-    RunAwaiting,
-    RunFinished,
-    RunStarted,
-    RunStatus,
-)
+if TYPE_CHECKING:  # events.py annotates its payloads with the Literals here: no import cycle
+    from modelevents.schemas.events import ModelEvent
 
 __all__ = [
     "ADAPTER_ERROR_TYPES", "AWAITING_REASONS", "ERROR_TYPES", "EXECUTORS", "FINISH_REASONS",
@@ -162,24 +152,30 @@ PROVIDER_ERROR_TYPES = _values(ProviderErrorType)
 ERROR_TYPES = ADAPTER_ERROR_TYPES + PROVIDER_ERROR_TYPES
 TRANSPORTS = _values(Transport)
 
-# Payload record -> (field, the values it may hold). Fields that may be None say so by
-# containing None.
-_CLOSED_FIELDS: dict[type, tuple[tuple[str, tuple[Any, ...]], ...]] = {
-    RunStarted: (("status", RUN_STARTED_STATUSES),),
-    RunStatus: (("status", RUN_STATUSES),),
-    RunAwaiting: (("reason", AWAITING_REASONS),),
-    RunFinished: (("status", TERMINAL_STATUSES), ("reason", FINISH_REASONS)),
-    Message: (("role", ROLES),),
-    Reasoning: (("form", REASONING_FORMS),),
-    Hosted: (("tool_type", HOSTED_TOOL_TYPES), ("executor", EXECUTORS),
-             ("status", HOSTED_STATUSES + (None,))),
-    Citation: (("source_type", SOURCE_TYPES),),
-    Error: (("error_type", ERROR_TYPES),),
-}
+@cache
+def _closed_fields() -> dict[type, tuple[tuple[str, tuple[Any, ...]], ...]]:
+    """Payload record -> (field, the values it may hold); a field that may be None says so by
+    containing None."""
+    from modelevents.schemas import events as e
+
+    return {
+        e.RunStarted: (("status", RUN_STARTED_STATUSES),),
+        e.RunStatus: (("status", RUN_STATUSES),),
+        e.RunAwaiting: (("reason", AWAITING_REASONS),),
+        e.RunFinished: (("status", TERMINAL_STATUSES), ("reason", FINISH_REASONS)),
+        e.Message: (("role", ROLES),),
+        e.Reasoning: (("form", REASONING_FORMS),),
+        e.Hosted: (("tool_type", HOSTED_TOOL_TYPES), ("executor", EXECUTORS),
+                   ("status", HOSTED_STATUSES + (None,))),
+        e.Citation: (("source_type", SOURCE_TYPES),),
+        e.Error: (("error_type", ERROR_TYPES),),
+    }
 
 
 def check_event(event: ModelEvent) -> list[str]:
     """What in ``event`` is outside the closed vocabulary: one line per value off, [] if none."""
+    from modelevents.schemas.events import KIND_PAYLOAD
+
     off: list[str] = []
     kind = event.kind
     expected = KIND_PAYLOAD.get(kind)
@@ -187,7 +183,7 @@ def check_event(event: ModelEvent) -> list[str]:
         off.append(f"kind {kind!r} is not a ModelEvent kind")
     elif type(event.payload) is not expected:
         off.append(f"{kind}: payload is {type(event.payload).__name__}, not {expected.__name__}")
-    for name, allowed in _CLOSED_FIELDS.get(type(event.payload), ()):
+    for name, allowed in _closed_fields().get(type(event.payload), ()):
         value = getattr(event.payload, name)
         if value not in allowed:
             off.append(f"{kind}.{name} {value!r} is not in the vocabulary")
