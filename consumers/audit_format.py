@@ -93,13 +93,23 @@ class AuditError(InputError):
 
 
 def zigzag(n: int) -> bytes:
+    """An Avro long (zig-zag varint)."""
     n = (n << 1) ^ (n >> 63)
+    if n < 0x80:
+        return _ONE[n]
+    if n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes((n & 0x7F | 0x80, (n >> 7) & 0x7F | 0x80, n >> 14))
     out = bytearray()
     while n & ~0x7F:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+_ONE = [bytes((i,)) for i in range(128)]
 
 
 def read_long(data: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -116,13 +126,6 @@ def read_long(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     return (n >> 1) ^ -(n & 1), pos
 
 
-_SMALL = [zigzag(i) for i in range(1 << 12)]
-
-
-def _z(n: int) -> bytes:
-    return _SMALL[n] if 0 <= n < 4096 else zigzag(n)
-
-
 def topic_prefix_bytes(topic: str, partition: int) -> bytes:
     raw = topic.encode()
     return zigzag(len(raw)) + raw + zigzag(partition)
@@ -135,11 +138,11 @@ def encode_record(prefix: bytes, offset: int, timestamp: int, key: bytes | None,
     if key is None:
         parts.append(b"\x00")
     else:
-        parts += [b"\x02", _z(len(key)), key]
+        parts += [b"\x02", zigzag(len(key)), key]
     if value is None:
         parts.append(b"\x00")
     else:
-        parts += [b"\x02", _z(len(value)), value]
+        parts += [b"\x02", zigzag(len(value)), value]
     return b"".join(parts)
 
 
@@ -156,29 +159,43 @@ class RawRecord:
 def decode_records(data: bytes, count: int) -> Iterator[RawRecord]:
     """The ``count`` AuditRecords of a block's (decompressed) data."""
     pos = 0
+    end = len(data)
+    topics: dict[bytes, str] = {}
     for _ in range(count):
-        n, pos = read_long(data, pos)
-        topic = data[pos:pos + n].decode()
+        b = data[pos]
+        if b < 0x80:
+            n, pos = b >> 1, pos + 1
+        else:
+            n, pos = read_long(data, pos)
+        raw_topic = data[pos:pos + n]
+        topic = topics.get(raw_topic)
+        if topic is None:
+            topic = topics[raw_topic] = raw_topic.decode()
         pos += n
-        partition, pos = read_long(data, pos)
+        b = data[pos]
+        if b < 0x80:
+            partition, pos = b >> 1, pos + 1
+        else:
+            partition, pos = read_long(data, pos)
         offset, pos = read_long(data, pos)
         timestamp, pos = read_long(data, pos)
         fields: list[bytes | None] = []
         for _field in range(2):
-            branch, pos = read_long(data, pos)
+            branch = data[pos]
+            pos += 1
             if branch == 0:
                 fields.append(None)
-            elif branch == 1:
+            elif branch == 2:
                 n, pos = read_long(data, pos)
-                if pos + n > len(data):
+                if n < 0 or pos + n > end:
                     raise IndexError("bytes end inside a record")
                 fields.append(data[pos:pos + n])
                 pos += n
             else:
-                raise ValueError(f"union branch {branch}")
+                raise ValueError(f"union branch byte {branch}")
         yield RawRecord(topic, partition, offset, timestamp, fields[0], fields[1])
-    if pos != len(data):
-        raise ValueError(f"{len(data) - pos} bytes after the block's {count} records")
+    if pos != end:
+        raise ValueError(f"{end - pos} bytes after the block's {count} records")
 
 
 def compress(codec_name: str, data: bytes) -> bytes:
@@ -417,7 +434,13 @@ def tenant_of_value(value: bytes | None) -> str | None:
     fp = value[2:10]
     try:
         if fp == event_fp or fp == frame_fp:  # (event_id | frame_id), (run_id | run_key), tenant
-            pos = _skip_string(value, _skip_string(value, 10))
+            b = value[10]
+            pos = 11 + (b >> 1) if b < 0x80 else _skip_string(value, 10)
+            b = value[pos]
+            pos = pos + 1 + (b >> 1) if b < 0x80 else _skip_string(value, pos)
+            b = value[pos]
+            if b < 0x80:
+                return value[pos + 1:pos + 1 + (b >> 1)].decode()
             return _string(value, pos)[0]
     except (IndexError, UnicodeDecodeError):
         return None

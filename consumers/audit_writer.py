@@ -111,7 +111,7 @@ class _OpenFile:
     records: list[bytes] = field(default_factory=list)
     pending_bytes: int = 0
     spans: dict[str, list[int]] = field(default_factory=dict)  # "topic:p" -> [first, last, count]
-    schemas: set[str] = field(default_factory=set)
+    schemas: set[bytes] = field(default_factory=set)
     events: int = 0
     frames: int = 0
 
@@ -161,6 +161,8 @@ class AuditWriter:
         self._pending_positions: dict[str, int] = {}
         self._files: dict[tuple[str, str], _OpenFile] = {}
         self._prefixes: dict[tuple[str, int], bytes] = {}
+        self._hours: dict[int, str] = {}
+        self._frame_topics = {(source or {}).get("frames_topic")}
         self.buffered = 0
         self.buffered_bytes = 0
         self.archived = 0
@@ -288,7 +290,9 @@ class AuditWriter:
         if offset < done:
             return False
         tenant = tenant_of_value(value) or UNREADABLE_TENANT
-        hour = hour_of(timestamp)
+        hour = self._hours.get(timestamp // 3_600_000)
+        if hour is None:
+            hour = self._hours[timestamp // 3_600_000] = hour_of(timestamp)
         out = self._files.get((tenant, hour))
         if out is None or out.size + out.pending_bytes > self.file_bytes:
             if out is not None:
@@ -308,8 +312,8 @@ class AuditWriter:
             span[1] = offset
             span[2] += 1
         if value is not None and len(value) >= 10:
-            out.schemas.add(value[2:10].hex())
-        if topic.endswith("frames"):
+            out.schemas.add(value[2:10])
+        if topic in self._frame_topics:
             out.frames += 1
         else:
             out.events += 1
@@ -362,7 +366,7 @@ class AuditWriter:
             "prev": self.head.hex(), "hash": new_head.hex(),
             "offsets": {k: {"first": v[0], "last": v[1], "count": v[2]}
                         for k, v in sorted(out.spans.items())},
-            "value_schemas": sorted(out.schemas)})
+            "value_schemas": sorted(fp.hex() for fp in out.schemas)})
         self.head = new_head
         self.head_file = str(out.path.relative_to(self.root))
         out.size += len(block)
