@@ -27,7 +27,7 @@ What maps to what:
                                       fallback model
     message_delta                   usage (absolute); stop_reason kept; refusal (stop_details)
     message_stop                    message.finished; run.awaiting / run.finished (STOP_REASONS)
-    error (stream or HTTP body)     error (ERROR_TYPES) + run.finished failed
+    error (stream or HTTP body)     error (provider_errors) + run.finished failed
     ping                            nothing
     anything else                   unknown (envelope kept)
 
@@ -53,6 +53,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from modelevents.adapters.accumulate import Parts
+from modelevents.adapters.provider_errors import classify_error
 from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
 from modelevents.schemas.events import (
     Citation,
@@ -100,21 +101,6 @@ SERVER_TOOLS: dict[str, tuple[str, str | None]] = {
     "tool_search_tool_regex": ("tool_search", None),
     "tool_search_tool_bm25": ("tool_search", None),
     "advisor": ("advisor", None),
-}
-
-# error.type -> (HTTP status it stands for, retryable). §2 "Error event"; SDK types/shared.
-ERROR_TYPES: dict[str, tuple[int, bool]] = {
-    "invalid_request_error": (400, False),
-    "authentication_error": (401, False),
-    "billing_error": (402, False),
-    "permission_error": (403, False),
-    "not_found_error": (404, False),
-    "request_too_large": (413, False),
-    "rate_limit_error": (429, True),
-    "api_error": (500, True),
-    "timeout_error": (504, True),
-    "gateway_timeout_error": (504, True),
-    "overloaded_error": (529, True),
 }
 
 # citation location type -> neutral source type. §3.
@@ -446,18 +432,20 @@ class AnthropicMessagesAdapter(Adapter):
 
     def _on_error(self, doc: dict) -> None:
         # Mid-stream `event: error` (no message_stop follows) or an HTTP error body (§2).
-        error = doc.get("error") or {}
-        error_type = error.get("type") or "error"
-        status, retryable = ERROR_TYPES.get(error_type, (None, None))
-        http_status = self.frame.http_status or status
-        if retryable is None:
-            retryable = http_status is not None and (http_status == 429 or http_status >= 500)
+        error = doc.get("error")
+        error = error if type(error) is dict else {}
+        raw = error.get("type") if type(error.get("type")) is str and error.get("type") else "error"
+        http_status = self.frame.http_status
+        error_type, retryable = classify_error(raw, http_status=http_status)
         self._blocks.clear()  # what was open stays partial: no tool.call from a failed message
         self._message_open = False
-        self.emit("error", Error(error_type=error_type, message=str(error.get("message") or ""),
-                                 code=doc.get("request_id"), http_status=http_status,
-                                 retryable=retryable))
-        self.emit("run.finished", RunFinished("failed", "error", error_type))
+        message = str(error.get("message") or "")
+        request_id = doc.get("request_id")
+        if type(request_id) is str and request_id:
+            message = f"{message} (request {request_id})" if message else f"request {request_id}"
+        self.emit("error", Error(error_type=error_type, message=message, code=raw,
+                                 http_status=http_status, retryable=retryable))
+        self.emit("run.finished", RunFinished("failed", "error", raw))
         self.stream_complete = True  # the provider told us the outcome
 
     def _on_ping(self, doc: dict) -> None:

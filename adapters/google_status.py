@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from modelevents.adapters.provider_errors import HTTP_ERROR_TYPES
 from modelevents.schemas.events import Error
 
 __all__ = ["RETRYABLE_STATUSES", "RPC_ERROR_TYPES", "status_error"]
@@ -44,13 +45,6 @@ RPC_ERROR_TYPES: dict[str, str] = {
     "UNKNOWN": "server_error",
     "DEADLINE_EXCEEDED": "timeout",
     "CANCELLED": "cancelled",
-}
-
-# HTTP status → normalized error type, when no rpc status name says it.
-HTTP_ERROR_TYPES: dict[int, str] = {
-    400: "invalid_request", 401: "authentication", 403: "permission", 404: "not_found",
-    408: "timeout", 413: "request_too_large", 429: "rate_limited", 500: "server_error",
-    502: "server_error", 503: "overloaded", 504: "timeout",
 }
 
 # google.rpc statuses of transient failures, worth a retry (429 RESOURCE_EXHAUSTED carries

@@ -41,6 +41,7 @@ from typing import Any
 import orjson
 
 from modelevents.adapters.accumulate import Parts
+from modelevents.adapters.provider_errors import classify_error
 from modelevents.adapters.base import Adapter, json_valid, stable_id
 from modelevents.schemas.events import (
     Citation,
@@ -71,18 +72,6 @@ FINISH_REASONS: dict[str, tuple[str, str]] = {
 }
 # When n>1 choices end differently the run reports the most consequential ending.
 OUTCOME_RANK = {"failed": 0, "awaiting": 1, "incomplete": 2, "completed": 3}
-
-# Error type or code → retryable. Neither known: the SDK's policy by HTTP status (§8.3).
-RETRYABLE_ERRORS: dict[str, bool] = {
-    "rate_limit_exceeded": True,
-    "server_error": True,
-    "overloaded_error": True,
-    "insufficient_quota": False,  # a 429 that no retry fixes (§8.3)
-    "credit_balance_exhausted": False,
-    "invalid_request_error": False,
-    "tool_use_failed": False,  # Groq: the model's tool call failed validation
-}
-RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 _DONE = object()  # the `data: [DONE]` sentinel, decoded
 
@@ -568,21 +557,17 @@ class OpenAIChatAdapter(Adapter):
         if type(code) is int:
             http_status = http_status or code  # vLLM: {"object": "error", "code": 400}
             code = None
-        error_type = error.get("type") or code or "provider_error"
-        retryable = RETRYABLE_ERRORS.get(code) if code else None
-        if retryable is None:
-            retryable = RETRYABLE_ERRORS.get(error_type)
-        if retryable is None:
-            retryable = type(http_status) is int and (
-                http_status in RETRYABLE_STATUS or http_status >= 500)
+        http_status = http_status if type(http_status) is int else None
+        raw_type = error.get("type")
+        error_type, retryable = classify_error(code, raw_type, http_status=http_status)
+        raw = code if code is not None else raw_type
         self.emit("error", Error(
-            error_type=str(error_type), message=str(error.get("message") or ""),
-            code=str(code) if code is not None else None,
-            http_status=http_status if type(http_status) is int else None,
+            error_type=error_type, message=str(error.get("message") or ""),
+            code=str(raw) if raw is not None else None, http_status=http_status,
             retryable=retryable))
         self._terminal = True
         self.stream_complete = True
-        self.emit("run.finished", RunFinished("failed", "error", str(code or error_type)))
+        self.emit("run.finished", RunFinished("failed", "error", str(raw or error_type)))
 
     # --- run-level facts ----------------------------------------------------------------------
 

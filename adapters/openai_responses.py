@@ -44,6 +44,7 @@ from typing import Any, Callable, ClassVar
 import orjson
 
 from modelevents.adapters.accumulate import Parts
+from modelevents.adapters.provider_errors import classify_error
 from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
 from modelevents.schemas.events import (
     Approval,
@@ -98,12 +99,6 @@ TERMINAL_EVENTS = {
     "response.failed": "failed",
     "response.cancelled": "cancelled",
 }
-
-# Error codes/types whose retry is pointless or helps (§8.2, §8.3). A 429 means either.
-NOT_RETRYABLE = frozenset({"insufficient_quota", "credit_balance_exhausted", "invalid_request_error",
-                           "invalid_prompt", "content_filter"})
-RETRYABLE = frozenset({"rate_limit_exceeded", "too_many_requests", "server_error", "overloaded",
-                       "timeout", "vector_store_timeout"})
 
 # Output items that are tools the provider runs (§3): item type → (tool_type, billable unit,
 # quantity per call, executor, argument fields). Whatever else the item carries (minus
@@ -215,14 +210,6 @@ class _Call:
         self.text_format: dict[str, Any] | None = None
         self.calls: dict[str, _Item] = {}  # hosted call items by call_id, for result items
         self.tool_units: dict[str, int] = {}
-
-
-def _retryable(code: Any, error_type: Any, http_status: int | None) -> bool:
-    if code in NOT_RETRYABLE or error_type in NOT_RETRYABLE:
-        return False
-    if code in RETRYABLE or error_type in RETRYABLE:
-        return True
-    return http_status is not None and (http_status in (408, 409, 429) or http_status >= 500)
 
 
 # A held frame: the frame, its decoded document, and what decoding already said about it.
@@ -679,10 +666,11 @@ class OpenAIResponsesAdapter(Adapter):
 
     def _error(self, error: dict[str, Any], http_status: int | None) -> None:
         code = _str(error.get("code"))
-        error_type = _str(error.get("type")) or code or "error"
+        raw_type = _str(error.get("type"))
+        error_type, retryable = classify_error(code, raw_type, http_status=http_status)
         self.emit("error", Error(
-            error_type=error_type, message=_str(error.get("message")) or "", code=code,
-            http_status=http_status, retryable=_retryable(code, error_type, http_status)))
+            error_type=error_type, message=_str(error.get("message")) or "",
+            code=code or raw_type, http_status=http_status, retryable=retryable))
 
     def _on_error_event(self, doc: dict[str, Any]) -> None:
         # §8.1: the wire nests the fields under "error"; the spec has them flat. Read both.

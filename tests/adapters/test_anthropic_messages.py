@@ -125,7 +125,9 @@ def test_overloaded_error_midstream_fails_the_run_retryably():
     events = run(frames_of("error-overloaded-midstream.sse"))
     assert_matches_snapshot("anthropic_messages-error-overloaded-midstream", events)
     (error,) = of_kind(events, "error")
-    assert (error.error_type, error.http_status, error.retryable) == ("overloaded_error", 529, True)
+    # Normalized, the provider's word kept; mid-stream there is no HTTP status of its own.
+    assert (error.error_type, error.code, error.http_status, error.retryable) == (
+        "overloaded", "overloaded_error", None, True)
     assert events[-1].kind == "run.finished"
     assert (events[-1].payload.status, events[-1].payload.reason) == ("failed", "error")
     # The cut tool input never becomes an executable call.
@@ -206,7 +208,8 @@ def test_error_body_translates_with_its_http_status():
     assert kinds(events) == ["error", "run.finished"]
     error = events[0].payload
     assert (error.error_type, error.http_status, error.retryable, error.code) == (
-        "rate_limit_error", 429, True, "req_hand_0001")
+        "rate_limited", 429, True, "rate_limit_error")
+    assert "req_hand_0001" in error.message  # the request id, for support
     assert events[1].payload.status == "failed"
 
 

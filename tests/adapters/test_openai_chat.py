@@ -215,7 +215,7 @@ def test_vllm_error_object():
     assert kinds(events) == ["error", "run.finished"]
     error = events[0].payload
     assert (error.error_type, error.code, error.http_status, error.retryable) == (
-        "BadRequestError", None, 400, False)
+        "invalid_request", "BadRequestError", 400, False)
 
 
 def test_complete_object_translates_like_a_stream():

@@ -129,7 +129,7 @@ def test_quota_failure_in_a_200_stream_is_one_error_then_failed():
     assert kinds(events) == ["run.started", "error", "run.finished"]
     error = events[1].payload
     assert (error.error_type, error.code, error.retryable) == (
-        "insufficient_quota", "insufficient_quota", False)
+        "quota_exceeded", "insufficient_quota", False)
     assert (events[-1].payload.status, events[-1].payload.reason,
             events[-1].payload.raw_reason) == ("failed", "error", "insufficient_quota")
 

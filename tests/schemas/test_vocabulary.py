@@ -3,7 +3,6 @@ whole recorded corpus and the project's own fixtures, and check_event itself."""
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -31,25 +30,6 @@ OWN_FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").rglob(
                       if p.is_file())
 NOT_PROVIDER_OUTPUT = {"webhook-test-vector.json"}
 CORPUS = [p for p in corpus_files("") if p.name not in NOT_PROVIDER_OUTPUT]
-
-# KNOWN VIOLATIONS — expected failures, not skips. Each entry is (adapter, "kind.field", value)
-# that an adapter owned elsewhere emits today for a recording of the corpus/fixtures: the raw
-# provider error type passed through as error_type instead of its ProviderErrorType class (the
-# raw value belongs in Error.code). test_known_violation_is_still_there fails (strict xfail) the
-# day one is fixed, so the entry is removed with the fix.
-KNOWN_VIOLATIONS: frozenset[tuple[str, str, object]] = frozenset({
-    # Anthropic error.type passed through (rate_limit_error → rate_limited, overloaded_error →
-    # overloaded).
-    ("anthropic_messages", "error.error_type", "rate_limit_error"),
-    ("anthropic_messages", "error.error_type", "overloaded_error"),
-    # Chat Completions error.type passed through; BadRequestError is a proxy's exception name.
-    ("openai_chat", "error.error_type", "invalid_request_error"),
-    ("openai_chat", "error.error_type", "BadRequestError"),
-    # Responses error.type/code passed through ("tokens" is a rate-limit type of a 429).
-    ("openai_responses", "error.error_type", "invalid_request_error"),
-    ("openai_responses", "error.error_type", "insufficient_quota"),
-    ("openai_responses", "error.error_type", "tokens"),
-})
 
 # The payload fields check_event looks at, to name a violation as (adapter, kind.field, value).
 _FIELD = {"run.started": "status", "run.status": "status", "run.awaiting": "reason",
@@ -79,14 +59,6 @@ def _named(adapter: str, event: ModelEvent, line: str) -> tuple[str, str, object
     return adapter, line, None
 
 
-@lru_cache(maxsize=1)
-def _all_violations() -> frozenset[tuple[str, str, object]]:
-    found: set[tuple[str, str, object]] = set()
-    for path in CORPUS + OWN_FIXTURES:
-        found |= _violations(path)
-    return frozenset(found)
-
-
 # --- every event of the corpus and the fixtures -------------------------------------------------
 
 
@@ -94,21 +66,12 @@ def _all_violations() -> frozenset[tuple[str, str, object]]:
 @pytest.mark.parametrize("path", CORPUS, ids=corpus_id)
 def test_corpus_events_keep_the_closed_vocabulary(path: Path) -> None:
     require_corpus()
-    assert _violations(path) - KNOWN_VIOLATIONS == set()
+    assert _violations(path) == set()
 
 
 @pytest.mark.parametrize("path", OWN_FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_own_fixture_events_keep_the_closed_vocabulary(path: Path) -> None:
-    assert _violations(path) - KNOWN_VIOLATIONS == set()
-
-
-@pytest.mark.corpus
-@pytest.mark.parametrize("known", sorted(KNOWN_VIOLATIONS, key=str), ids=str)
-@pytest.mark.xfail(strict=True, reason="a known vocabulary violation of an adapter owned "
-                                       "elsewhere (KNOWN_VIOLATIONS): remove the entry with the fix")
-def test_known_violation_is_still_there(known: tuple[str, str, object]) -> None:
-    require_corpus()
-    assert known not in _all_violations()
+    assert _violations(path) == set()
 
 
 # --- the vocabulary itself ----------------------------------------------------------------------
