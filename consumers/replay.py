@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from modelevents.schemas import codec
@@ -190,12 +191,43 @@ async def _latest_runs(settings: PipelineSettings, run_id: str | None,
     return latest
 
 
+def _archived_events(archive: Path, run_id: str | None,
+                     unreadable: list[Unreadable]) -> dict[str, list[ModelEvent]]:
+    """The events of an audit archive (``modelevents audit run``), per run id, in the order
+    they were archived — the log order of their partition. Only blocks that match their
+    manifest are read (``audit verify`` says whether any did not)."""
+    from modelevents.consumers.audit_export import archived_records
+
+    by_run: dict[str, list[ModelEvent]] = {}
+    for rec in archived_records(Path(archive)):
+        if rec.topic.endswith("frames"):
+            continue
+        try:
+            event = codec.decode(rec.value) if rec.value is not None else None
+        except SchemaError as exc:
+            unreadable.append(Unreadable(rec.topic, rec.partition, rec.offset, str(exc)))
+            continue
+        if isinstance(event, ModelEvent):
+            if run_id is None or event.run_id == run_id:
+                by_run.setdefault(event.run_id, []).append(event)
+        else:
+            unreadable.append(Unreadable(rec.topic, rec.partition, rec.offset,
+                                         f"a {type(event).__name__}, not a ModelEvent"))
+    return by_run
+
+
 async def check_state(settings: PipelineSettings, *, start: Start = Start(),
-                      run_id: str | None = None, ignore: Iterable[str] = ()) -> StateReport:
-    """Rebuild run state from ``events`` (from ``start``) and compare it with ``runs``."""
+                      run_id: str | None = None, ignore: Iterable[str] = (),
+                      archive: Path | None = None) -> StateReport:
+    """Rebuild run state from ``events`` (from ``start``) — or from the events of an audit
+    archive directory (``archive``; ``start`` is then the whole archive) — and compare it with
+    ``runs``."""
     ignore = _check_fields(ignore)
     unreadable: list[Unreadable] = []
-    by_run = await _events(settings, start, run_id, unreadable)
+    if archive is not None:
+        by_run = _archived_events(archive, run_id, unreadable)
+    else:
+        by_run = await _events(settings, start, run_id, unreadable)
     published = await _latest_runs(settings, run_id, unreadable)
     whole_log = start.offset in (None, 0) and start.time_ms is None
     if run_id is not None and run_id not in by_run and (run_id not in published or not whole_log):

@@ -21,7 +21,7 @@ import pytest
 from aiokafka import TopicPartition
 
 from modelevents.adapters.registry import normalize_file
-from modelevents.consumers import audit_export
+from modelevents.consumers import audit_export, replay
 from modelevents.consumers.audit_format import archive_files, manifest_path, read_manifest
 from modelevents.schemas import codec
 from modelevents.services import feeder, kafka_io
@@ -132,6 +132,13 @@ def test_archive_of_worker_output_verifies(settings, start_worker, tmp_path: Pat
     assert len(notes) == len(counts)
     assert all(n["message"].startswith("no input packet recorded") for n in notes)
     assert_exactly_once(settings, out)
+
+    # `replay state` reads the archive as it reads `events`: every run's state rebuilt from the
+    # archive equals the one on `runs`.
+    state = run(replay.check_state(settings, archive=out))
+    assert state.ok and {c.verdict for c in state.runs} == {"equal"}
+    assert {c.run_id for c in state.runs} == set(counts)
+    assert state.events_read == sum(counts.values())
 
     # Offsets are committed after the checkpoints: a second run finds nothing new.
     again = audit_run(settings, out)
