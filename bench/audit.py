@@ -175,7 +175,8 @@ def main() -> int:
                 ("sha256", "baseline: plain sha256 over the archive's bytes", None),
                 ("verify", "`audit verify` (chain, records, runs)", "sha256")):
             wall_rate, cpu_rate = rate(label)
-            ratio = f"{wall_rate / rate(base)[0]:.0%}" if base else "—"
+            share = wall_rate / rate(base)[0] if base else 0.0
+            ratio = (f"{share:.0%}" if share >= 0.1 else f"{share:.2%}") if base else "—"
             print(f"| {text} | {wall_rate:,.0f} | {cpu_rate:,.0f} | {ratio} |")
         print("\nTargets: archived ≥ 50,000 events/s, verified ≥ 100,000 events/s (per core).")
         asyncio.run(topics.delete_topics(settings))
