@@ -13,11 +13,12 @@ import argparse
 import base64
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from modelevents.schemas.errors import InputError
+from modelevents.schemas.errors import ConfigError, InputError
 from modelevents.schemas.events import Usage, payload_dict
 from modelevents.services.commands.kafka_options import (
     ENV_HELP,
@@ -64,6 +65,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     where.add_argument("--from-time", metavar="ISO",
                        help="start at the first event written at or after this time "
                             "(2026-11-30T10:00:00Z; no offset means UTC; or epoch milliseconds)")
+    where.add_argument("--archive", metavar="DIR", type=Path,
+                       help="rebuild from the events of an audit archive (modelevents audit "
+                            "run) instead of the events topic")
     p.add_argument("--run-id", help="check only this run")
     p.add_argument("--ignore", action="append", default=[], metavar="FIELD[,FIELD]",
                    help="RunState fields not to compare (repeatable), e.g. updated_at")
@@ -196,8 +200,11 @@ def run_state(args: argparse.Namespace) -> int:
     else:
         start = Start.beginning()
     ignore = [name.strip() for item in args.ignore for name in item.split(",") if name.strip()]
+    if args.archive is not None and not args.archive.is_dir():
+        raise ConfigError(f"--archive {args.archive}: no such directory (an audit archive is the "
+                          "--out directory of modelevents audit run)")
     report = run_async(replay.check_state(settings, start=start, run_id=args.run_id,
-                                          ignore=ignore))
+                                          ignore=ignore, archive=args.archive))
     for check in report.runs:
         if check.verdict == "equal" and not args.show_equal:
             continue

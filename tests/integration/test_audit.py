@@ -139,6 +139,11 @@ def test_archive_of_worker_output_verifies(settings, start_worker, tmp_path: Pat
     assert state.ok and {c.verdict for c in state.runs} == {"equal"}
     assert {c.run_id for c in state.runs} == set(counts)
     assert state.events_read == sum(counts.values())
+    # … and so does the command a user runs.
+    replayed = subprocess.run(cli(settings, "replay", "state", "--archive", str(out)),
+                              capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert replayed.returncode == 0, replayed.stdout[-2000:] + replayed.stderr[-2000:]
+    assert f"state: {len(counts)} runs" in replayed.stdout and f"{len(counts)} equal" in replayed.stdout
 
     # Offsets are committed after the checkpoints: a second run finds nothing new.
     again = audit_run(settings, out)
