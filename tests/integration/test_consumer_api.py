@@ -117,6 +117,24 @@ def test_run_states_are_typed_and_deduped(make_settings) -> None:
     assert stats.duplicates == 3
 
 
+def test_a_restarted_member_drops_the_pipelines_copies_that_straddle_its_committed_offset(
+        make_settings) -> None:
+    settings = make_settings(partitions=1)
+    events = events_of(TOOLS, "run-r")
+    run(publish(settings, events[:10]))
+    got, _ = read_all(settings, group="r1")  # everything handled and committed (offset 10)
+    assert [e.seq for e in got] == list(range(10))
+    got, _ = read_all(settings, group="r0", dedupe_lookback=0)  # a second group, committed too
+    # The worker restarted before its commit: seq 5..9 are written again, then the rest.
+    run(publish(settings, events[5:]))
+    got, stats = read_all(settings, group="r1")
+    assert [e.seq for e in got] == list(range(10, len(events)))
+    assert stats.primed == 10 and stats.duplicates == 5
+    # Without the lookback the copies past the committed offset are delivered once more.
+    got, _ = read_all(settings, group="r0", dedupe_lookback=0)
+    assert [e.seq for e in got] == list(range(5, len(events)))
+
+
 # --- commit after the handler -------------------------------------------------------------------
 
 
