@@ -196,15 +196,13 @@ def _encoder_for(cls: type) -> Callable[[Any], Any]:
     if tag is None:
         raise TypeError(f"a run's state holds a {cls.__module__}.{cls.__qualname__}, which is "
                         "not plain data and not a class of modelevents' adapters or schemas")
-    if _own_state_methods(cls) and getattr(cls, "__setstate__", None) is not None:
+    if _own_state_methods(cls):
+        if getattr(cls, "__setstate__", None) is None:
+            raise TypeError(f"{tag} has a __getstate__ of its own but no __setstate__ to read "
+                            "it back: a state class needs both, or neither")
+
         def fields(obj: Any) -> dict[str, Any]:
             return {"$": tag, "$state": _tree(obj.__getstate__())}
-    elif _own_state_methods(cls):  # a __getstate__ that leaves attributes out, read back as is
-        def fields(obj: Any) -> dict[str, Any]:
-            tree: dict[str, Any] = {"$": tag}
-            for name, value in obj.__getstate__().items():
-                tree[name] = value if type(value) is _str else _tree(value)
-            return tree
     else:
         names = _field_names(cls)
 
