@@ -50,11 +50,12 @@ What the events mean here:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from modelevents.adapters.accumulate import Parts
-from modelevents.adapters.provider_errors import classify_error
 from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
+from modelevents.adapters.provider_errors import classify_error
 from modelevents.schemas.events import (
     Citation,
     Error,

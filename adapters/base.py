@@ -146,7 +146,7 @@ def _fast_check(cls: type) -> Any:
         else:
             term = f"type({v}) is {types[0].__name__}"
         terms.append(f"({v} is None or {term})" if nullable else term)
-    return eval(f"lambda p: {' and '.join(terms) or 'True'}")  # noqa: S307 - our own field names
+    return eval(f"lambda p: {' and '.join(terms) or 'True'}")
 
 
 _FITS: dict[type, Any] = {cls: _fast_check(cls) for cls in _FIELD_TYPES}
@@ -282,7 +282,7 @@ class Adapter:
                 doc = self._decode_failed(frame, exc)
             if doc is not MALFORMED:
                 self.handle(doc)
-        except Exception as exc:  # noqa: BLE001 - the contract: never raise for provider input
+        except Exception as exc:
             self._guard_caught(exc)
         if out:
             self._typed(out)
@@ -302,7 +302,7 @@ class Adapter:
         self._begin_close(frame)
         try:
             self.finish()
-        except Exception as exc:  # noqa: BLE001 - the same guard as feed's
+        except Exception as exc:
             self._guard_caught(exc)
         if not self.stream_complete:
             self.emit("error", Error(
@@ -377,7 +377,7 @@ class Adapter:
                 message=f"frame {where}: a field is missing or of an unexpected type "
                         f"({type(exc).__name__}: {detail}); what the frame gave before it is "
                         "kept"))
-        except Exception:  # noqa: BLE001 - no frame context at all: nothing to attach it to
+        except Exception:
             pass
 
     # --- what subclasses implement ------------------------------------------------------------

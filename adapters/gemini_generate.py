@@ -36,7 +36,8 @@ What the events mean here:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -44,7 +45,7 @@ from modelevents.adapters.accumulate import Parts
 from modelevents.adapters.base import Adapter, json_text, stable_id
 from modelevents.adapters.encodings import byte_to_char, decode_base64
 from modelevents.adapters.google_status import status_error
-from modelevents.adapters.streamed_arguments import (  # noqa: F401 - re-exported
+from modelevents.adapters.streamed_arguments import (
     StreamedArguments,
     parse_json_path,
     partial_value,
@@ -237,7 +238,7 @@ class GeminiGenerateAdapter(Adapter):
                 if type(element) is dict:
                     try:
                         self.handle(element)
-                    except Exception as exc:  # noqa: BLE001 - the base's guard, per element
+                    except Exception as exc:
                         self._guard_caught(exc)
                 else:
                     self.malformed(

@@ -48,7 +48,8 @@ What the events mean here:
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 

@@ -58,8 +58,8 @@ class _Reading:
     source: str | None
 
 
-_current: ContextVar[_Reading] = ContextVar("modelevents_input_limits",
-                                            default=_Reading(DEFAULT_LIMITS, None))
+_current: ContextVar[_Reading] = ContextVar(
+    "modelevents_input_limits", default=_Reading(DEFAULT_LIMITS, None))  # noqa: B039 (frozen)
 
 
 def current_limits() -> InputLimits:

@@ -41,8 +41,8 @@ from typing import Any
 import orjson
 
 from modelevents.adapters.accumulate import Parts
-from modelevents.adapters.provider_errors import classify_error
 from modelevents.adapters.base import Adapter, json_valid, stable_id
+from modelevents.adapters.provider_errors import classify_error
 from modelevents.schemas.events import (
     Citation,
     Error,

@@ -39,13 +39,14 @@ events keep the first id).
 from __future__ import annotations
 
 import binascii
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import orjson
 
 from modelevents.adapters.accumulate import Parts
-from modelevents.adapters.provider_errors import classify_error
 from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
+from modelevents.adapters.provider_errors import classify_error
 from modelevents.schemas.events import (
     Approval,
     Citation,

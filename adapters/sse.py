@@ -37,8 +37,9 @@ itself has its events measured.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from modelevents.adapters.limits import InputLimitError, current_limits
 

@@ -29,8 +29,6 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from aiokafka import TopicPartition
-
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.consumers.audit_format import archive_files
 from modelevents.consumers.audit_verify import verify_archive
@@ -53,7 +51,7 @@ def events_log(count: int) -> list[tuple[str, bytes]]:
             run_id = f"bench-{copy}-{path.parent.name}-{path.stem}"
             try:
                 events = normalize_bytes(body, run_id=run_id).events
-            except Exception:  # noqa: BLE001 - a fixture that is not a recording
+            except Exception:
                 continue
             out += [(run_id, codec.encode(e)) for e in events]
         copy += 1
@@ -143,19 +141,19 @@ def main() -> int:
 
         size = 0
         for round_ in range(args.rounds):
-            seen, wall, cpu = measure(lambda: asyncio.run(raw_read(settings, f"raw-{round_}")))
+            seen, wall, cpu = measure(lambda r=round_: asyncio.run(raw_read(settings, f"raw-{r}")))
             assert seen == len(log), seen
             best("raw", wall, cpu)
             root = work / f"archive-{round_}"
-            result, wall, cpu = measure(lambda: asyncio.run(archive_topics(
-                settings, root, group=f"audit-{round_}", until_end=True, codec=args.codec,
+            result, wall, cpu = measure(lambda r=round_, root=root: asyncio.run(archive_topics(
+                settings, root, group=f"audit-{r}", until_end=True, codec=args.codec,
                 checkpoint_records=50_000)))
             assert result.records == len(log), result.records
             best("archive", wall, cpu)
-            report, wall, cpu = measure(lambda: verify_archive(root))
+            report, wall, cpu = measure(lambda root=root: verify_archive(root))
             assert report.ok and report.events == len(log), report.problems[:5]
             best("verify", wall, cpu)
-            size, wall, cpu = measure(lambda: sha_files(root))
+            size, wall, cpu = measure(lambda root=root: sha_files(root))
             best("sha256", wall, cpu)
             print(f"round {round_ + 1}: " + ", ".join(f"{k} {len(log) / v[0]:,.0f}/s"
                                                        for k, v in rows.items()), file=sys.stderr)

@@ -62,7 +62,7 @@ def workload(count: int) -> list[ModelEvent]:
         if path.is_file() and "simulator" not in path.parts:
             try:
                 events = normalize_bytes(path.read_bytes()).events
-            except Exception:  # noqa: BLE001 - a fixture the auto-detection does not take
+            except Exception:
                 continue
             if events:
                 runs.append(events)

@@ -171,7 +171,7 @@ async def forwarded(port: int, frames: int) -> dict:
             "frames_per_s": accepted / elapsed if elapsed else 0.0, "status": status}
 
 
-async def measured(pid: int | None, work) -> dict:  # noqa: ANN001 - a coroutine
+async def measured(pid: int | None, work) -> dict:
     """Run a phase; add the gateway's CPU ms per delivery (or frame): on a shared, noisy
     machine the capacity figure that other processes' load does not distort."""
     before = cpu_seconds(pid)

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from proc_stats import cpu_seconds, rss_mb  # bench/, beside this script
 
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas import codec
@@ -51,9 +52,8 @@ from modelevents.services import kafka_local, processor
 from modelevents.services.feeder import frames_for_file, with_end_markers
 from modelevents.services.kafka_io import make_consumer, start_client, start_producer
 from modelevents.services.settings import PipelineSettings
-from modelevents.services.worker_process import start_worker_process, stop_worker_process
-from proc_stats import cpu_seconds, rss_mb  # bench/, beside this script
 from modelevents.services.topics import ensure_topics
+from modelevents.services.worker_process import start_worker_process, stop_worker_process
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"

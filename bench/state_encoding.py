@@ -34,7 +34,7 @@ def states(every: int) -> list[RunWork]:
         for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name not in _NOT_STREAMS):
             try:
                 fed = frames_for_file(path, received_at=0)
-            except Exception:  # noqa: BLE001 - not a recording (a README of a folder)
+            except Exception:
                 continue
             work = RunWork(RunNormalizer(fed.run_id))
             for position, frame in enumerate(with_end_markers(fed.frames)):

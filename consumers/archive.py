@@ -46,7 +46,7 @@ EVENT = "modelevents.ModelEvent"
 FRAME = "modelevents.ProviderFrame"
 ARCHIVE_CODEC = "deflate"
 _KEEP_NAMES = {EVENT: "event", FRAME: "frame"}
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MILLISECOND = dt.timedelta(milliseconds=1)
 
 
@@ -222,7 +222,7 @@ def _container_reader(path: Path, fo: Any, reader_schema: Any = None) -> Any:
 def _canonical(schema: Any) -> str | None:
     try:
         return to_parsing_canonical_form(fastavro.parse_schema(schema, {}))
-    except Exception:  # noqa: BLE001 - a schema fastavro cannot parse is simply not ours
+    except Exception:
         return None
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import orjson
 
+from modelevents.consumers import audit_export, audit_verify, audit_writer
+from modelevents.consumers.audit_format import CODECS
 from modelevents.services.commands.kafka_options import (
     ENV_HELP,
     add_kafka_options,
@@ -21,9 +23,6 @@ from modelevents.services.commands.kafka_options import (
     run_async,
     settings_from_args,
 )
-
-from modelevents.consumers import audit_export, audit_verify, audit_writer
-from modelevents.consumers.audit_format import CODECS
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1

@@ -26,9 +26,6 @@ from typing import Any, TextIO
 
 import orjson
 
-from modelevents.schemas import codec
-from modelevents.schemas.events import ModelEvent, payload_dict
-
 from modelevents.consumers.audit_format import (
     AuditError,
     RawRecord,
@@ -40,6 +37,8 @@ from modelevents.consumers.audit_format import (
     read_long,
     read_manifest,
 )
+from modelevents.schemas import codec
+from modelevents.schemas.events import ModelEvent, payload_dict
 
 FORMATS = ("jsonl", "parquet")
 

@@ -446,6 +446,6 @@ def tenant_of_value(value: bytes | None) -> str | None:
         return None
     try:
         record = codec.decode(value)
-    except Exception:  # noqa: BLE001 - unreadable: the archive keeps it under its own tenant
+    except Exception:
         return None
     return getattr(record, "tenant", None)

@@ -37,13 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelevents.schemas import codec
-
 from modelevents.consumers.audit_format import (
     CONTAINER_FINGERPRINT,
     FORMAT,
     GENESIS,
-    MANIFEST_SUFFIX,
     archive_files,
     avro_path,
     decode_records,
@@ -56,6 +53,7 @@ from modelevents.consumers.audit_format import (
     tenant_of_dir,
 )
 from modelevents.consumers.audit_writer import CHECKPOINTS, read_checkpoints
+from modelevents.schemas import codec
 
 EVENT = "modelevents.ModelEvent"
 FRAME = "modelevents.ProviderFrame"
@@ -408,7 +406,7 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
 
         from modelevents.consumers.audit_format import fingerprint
         found = fingerprint(to_parsing_canonical_form(parse_schema(schema, {})))
-    except Exception as exc:  # noqa: BLE001 - any unreadable schema is the same finding
+    except Exception as exc:
         found = f"unreadable ({exc})"
     if found != CONTAINER_FINGERPRINT:
         report.fail("chain", f"{rel} header", f"record schema {found}, not the audit "
@@ -450,7 +448,7 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
             payload = decompress(codec_name, data[block.data_start:block.data_start
                                                   + block.data_length])
             records = list(decode_records(payload, block.count))
-        except Exception as exc:  # noqa: BLE001 - corrupt data of a hash-correct block
+        except Exception as exc:
             report.fail("records", f"{rel} block {m_index}", f"cannot be read ({exc})")
             continue
         spans = entry.get("offsets", {})
@@ -479,7 +477,7 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
                     if name in (EVENT, "ModelEvent"):
                         run_id, rec_tenant, kind, seq, frame_id, body_len, piece, payload = \
                             _event_fields(name, obj)
-            except Exception as exc:  # noqa: BLE001 - SchemaError, CorruptRecord …
+            except Exception as exc:
                 report.fail("records", f"{rel} block {m_index}", f"{where} cannot be decoded: {exc}")
                 continue
             if name in (EVENT, "ModelEvent"):

@@ -34,9 +34,6 @@ from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
-from modelevents.services.kafka_io import KafkaUnavailable, make_consumer, start_client
-from modelevents.services.settings import PipelineSettings
-
 from modelevents.consumers.audit_format import (
     CODECS,
     CONTAINER_FINGERPRINT,
@@ -60,6 +57,8 @@ from modelevents.consumers.audit_format import (
     topic_prefix_bytes,
     write_json_atomic,
 )
+from modelevents.services.kafka_io import KafkaUnavailable, make_consumer, start_client
+from modelevents.services.settings import PipelineSettings
 
 CHECKPOINTS = "checkpoints.jsonl"
 BLOCK_RECORDS = 2000

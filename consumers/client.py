@@ -58,7 +58,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
 
@@ -124,7 +124,7 @@ def at_time(when: int | float | _dt.datetime) -> StartAt:
     or a datetime; a naive datetime is taken as UTC)."""
     if isinstance(when, _dt.datetime):
         if when.tzinfo is None:
-            when = when.replace(tzinfo=_dt.timezone.utc)
+            when = when.replace(tzinfo=_dt.UTC)
         return StartAt(time_ms=int(when.timestamp() * 1000))
     return StartAt(time_ms=int(when))
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from modelevents.consumers.topic_snapshot import MissingTopic, RawRecord, Start, read_snapshot
 from modelevents.schemas import codec
 from modelevents.schemas.errors import InputError, SchemaError
 from modelevents.schemas.events import ModelEvent, Usage, payload_dict
@@ -36,8 +37,6 @@ from modelevents.services.kafka_io import run_key_bytes
 from modelevents.services.normalizer import RunNormalizer, is_end_of_input
 from modelevents.services.run_machine import RunMachine
 from modelevents.services.settings import PipelineSettings
-
-from modelevents.consumers.topic_snapshot import MissingTopic, RawRecord, Start, read_snapshot
 
 EXECUTOR = "executor"  # transport of events that no adapter made (tool results, approvals)
 

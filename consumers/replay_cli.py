@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from modelevents.consumers import export, replay
+from modelevents.consumers.topic_snapshot import Start, format_ms
 from modelevents.schemas.errors import ConfigError, InputError
 from modelevents.schemas.events import Usage, payload_dict
 from modelevents.services.commands.kafka_options import (
@@ -26,9 +28,6 @@ from modelevents.services.commands.kafka_options import (
     run_async,
     settings_from_args,
 )
-
-from modelevents.consumers import export, replay
-from modelevents.consumers.topic_snapshot import Start, format_ms
 
 EXIT_OK = 0
 EXIT_DIFFERS = 1

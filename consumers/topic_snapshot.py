@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
+from modelevents.schemas.errors import ConfigError
 from modelevents.services.kafka_io import (
     KafkaUnavailable,
     make_consumer,
@@ -29,7 +30,6 @@ from modelevents.services.kafka_io import (
     topic_name,
 )
 from modelevents.services.settings import PipelineSettings
-from modelevents.schemas.errors import ConfigError
 
 # A partition whose position does not move for this long while records remain below the end
 # offset means the broker stopped serving it: say so instead of waiting forever.

@@ -19,7 +19,8 @@ reader); the test suite checks its output against fastavro's on property-generat
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from modelevents.schemas.errors import SchemaError
 

@@ -31,7 +31,8 @@ fastavro's writer on property-generated records; decoding stays with fastavro.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Collection
+from collections.abc import Callable, Collection
+from typing import Any
 
 from modelevents.schemas.errors import SchemaError
 

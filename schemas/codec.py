@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from dataclasses import fields
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
@@ -52,9 +53,9 @@ from modelevents.schemas.errors import SchemaError, UnknownSchemaError
 from modelevents.schemas.events import (
     KIND_PAYLOAD,
     PAYLOAD_TYPES,
-    EventSource,
-    Envelope,
     Elided,
+    Envelope,
+    EventSource,
     ModelEvent,
     Piece,
     Usage,

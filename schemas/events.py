@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-
 # --- payload records (one per family of kinds) ----------------------------------------------
 
 

@@ -16,7 +16,7 @@ from modelevents.schemas.errors import InputError
 __all__ = ["MAX_ID_LENGTH", "InvalidId", "check_id", "is_valid_id"]
 
 MAX_ID_LENGTH = 200
-_ID = re.compile(r"[A-Za-z0-9._:\-]{1,%d}" % MAX_ID_LENGTH)
+_ID = re.compile(rf"[A-Za-z0-9._:\-]{{1,{MAX_ID_LENGTH}}}")
 
 
 class InvalidId(InputError):

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite: unit, conformance over ../shared/fixtures (when present beside the
-# checkout), and integration tests against a real Kafka broker that this script starts.
+# The whole test suite: ruff and mypy (scripts/lint.sh), then unit tests, conformance over
+# ../shared/fixtures (when present beside the checkout), and integration tests against a real
+# Kafka broker that this script starts.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/bootstrap.sh"
 cd "$root"
+"$root/scripts/lint.sh"
 exec "$root/.venv/bin/python" -m pytest "$@"

@@ -33,10 +33,10 @@ import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from faust.sensors.monitor import Monitor
-from faust.types import TP
 from faust.transport import consumer as faust_consumer
 from faust.transport import producer as faust_producer
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
 
 from modelevents.services.kafka_io import make_consumer, partition_for_key, start_client
 from modelevents.services.settings import PipelineSettings
@@ -232,7 +232,7 @@ class PartitionOrder:
                     "reading the partition again from it", tp.topic, tp.partition, offset, why)
         try:
             await self.app.consumer.seek_wait({tp: offset})
-        except Exception as exc:  # noqa: BLE001 - revoked meanwhile: its next owner reads it
+        except Exception as exc:
             log.info("could not seek %s[%d]: %r", tp.topic, tp.partition, exc)
 
     async def _start(self, tps: set[Any]) -> None:
@@ -324,7 +324,7 @@ class RecoveryWatch:
                             self.STALL_S, tp.topic, tp.partition, remaining, position)
                 try:
                     await self.app.consumer.seek_wait({tp: position})
-                except Exception as exc:  # noqa: BLE001 - a new rebalance took it away
+                except Exception as exc:
                     log.info("could not seek %s[%d]: %r", tp.topic, tp.partition, exc)
 
 

@@ -29,13 +29,18 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from functools import lru_cache
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, UnknownTopicOrPartitionError
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    UnknownTopicOrPartitionError,
+)
 from aiokafka.partitioner import DefaultPartitioner
 
 from modelevents.schemas import codec
@@ -182,10 +187,10 @@ async def start_client(client: Any, settings: PipelineSettings) -> Any:
 
 
 async def _close_quietly(client: Any) -> None:
-    close = getattr(client, "stop", None) or getattr(client, "close")
+    close = getattr(client, "stop", None) or client.close
     try:
         await close()
-    except Exception:  # noqa: BLE001 - the client never started; nothing else to release
+    except Exception:
         pass
 
 

@@ -680,7 +680,7 @@ def _run_coro(coro: Any) -> Any:
     def runner() -> None:
         try:
             box["value"] = asyncio.run(coro)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+        except BaseException as exc:
             box["error"] = exc
 
     t = threading.Thread(target=runner, name="kafka-local-probe", daemon=True)
@@ -704,7 +704,7 @@ async def _probe(bootstrap: str, timeout: float) -> bool:
         await asyncio.wait_for(admin.start(), timeout)
         cluster = await asyncio.wait_for(admin.describe_cluster(), timeout)
         return bool(cluster.get("brokers")) and cluster.get("controller_id", -1) >= 0
-    except Exception:  # noqa: BLE001 - not ready yet
+    except Exception:
         return False
     finally:
         with contextlib.suppress(Exception):

@@ -128,7 +128,7 @@ class RunNormalizer:
                 self.run_id, tenant=frame.tenant, provider=frame.provider or None)
         try:
             events = adapter.feed(frame)
-        except Exception as exc:  # noqa: BLE001 - an adapter bug must not stop the pipeline
+        except Exception as exc:
             return Translation(
                 failure=f"adapter {adapter.adapter_id} raised on frame {frame.frame_id}: {exc!r}",
                 error_type=type(exc).__name__)
@@ -150,7 +150,7 @@ class RunNormalizer:
         for adapter in adapters:
             try:
                 events += adapter.close()
-            except Exception as exc:  # noqa: BLE001 - as in translate
+            except Exception as exc:
                 return Translation(
                     failure=f"adapter {adapter.adapter_id} raised at end of input: {exc!r}",
                     error_type=type(exc).__name__)

@@ -75,7 +75,7 @@ class OutputProducer:
         if old is not None:
             try:
                 await asyncio.wait_for(old.stop(), timeout=5.0)
-            except Exception:  # noqa: BLE001 - its sender already died: nothing left to flush
+            except Exception:
                 pass
 
     async def stop(self) -> None:

@@ -381,7 +381,7 @@ def _object(tree: dict[str, Any]) -> Any:
             setstate(_value(tree["$state"]))
         except UnreadableState:
             raise
-        except Exception as exc:  # noqa: BLE001 - a state of another shape: say which
+        except Exception as exc:
             raise UnreadableState(f"{tag}: its stored state does not fit this version: "
                                   f"{exc!r}") from None
         if shape.names is not None:
@@ -420,6 +420,6 @@ def _fresh_adapter(cls: type, stored: Any) -> Any:
     try:
         return cls(str(getattr(stored, "run_id", "")), tenant=str(getattr(stored, "tenant", "default")),
                    provider=getattr(stored, "provider", None))
-    except Exception as exc:  # noqa: BLE001 - as in _object
+    except Exception as exc:
         raise UnreadableState(f"cannot start a {cls.__qualname__} for the stored state: "
                               f"{exc!r}") from None

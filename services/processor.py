@@ -142,8 +142,7 @@ from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.schemas.pieces import IncompletePieces, join_frames
 from modelevents.schemas.run_state import DeadLetter
-from modelevents.services import topics
-from modelevents.services import faust_support
+from modelevents.services import faust_support, topics
 from modelevents.services.faust_support import (
     LogStarts,
     PartitionOrder,
@@ -154,8 +153,8 @@ from modelevents.services.faust_support import (
     take_batches,
 )
 from modelevents.services.kafka_io import partition_for_key, start_client, start_producer
-from modelevents.services.outbox import Outbox, OutputProducer
 from modelevents.services.normalizer import RunNormalizer
+from modelevents.services.outbox import Outbox, OutputProducer
 from modelevents.services.run_machine import RunMachine
 from modelevents.services.sequencer import RunSequence
 from modelevents.services.settings import PipelineSettings
@@ -1085,7 +1084,7 @@ def _guarded(check: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[Non
     async def guarded() -> None:
         try:
             await check()
-        except Exception:  # noqa: BLE001 - logged; the next tick tries again
+        except Exception:
             log.warning("%s failed; trying again at the next tick", check.__name__, exc_info=True)
 
     return guarded

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from modelevents.schemas.errors import ConfigError
 
@@ -113,10 +114,9 @@ def _variant(api: str, body: dict) -> str:
     return "streaming" if body.get("stream") is True else "non-streaming"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _validator(api: str, variant: str) -> Callable[[dict], list[str]]:
     request_type = _request_type(api, variant)
-    from typing import List
 
     from pydantic import ConfigDict, TypeAdapter, ValidationError
     from pydantic_core import SchemaValidator
@@ -124,7 +124,7 @@ def _validator(api: str, variant: str) -> Callable[[dict], list[str]]:
     # A one-element list around the request type: pydantic refuses a config for a TypedDict
     # itself, and Speakeasy's Interactions types reach an IO[bytes] (file upload) that needs
     # arbitrary types allowed. The list index is dropped from error locations again.
-    adapter = TypeAdapter(List[request_type], config=ConfigDict(arbitrary_types_allowed=True))
+    adapter = TypeAdapter(list[request_type], config=ConfigDict(arbitrary_types_allowed=True))
     schema = copy.deepcopy(adapter.core_schema)
     _tighten(schema)
     validator = SchemaValidator(schema)
@@ -192,29 +192,30 @@ def _with_sampling(request_type: Any) -> Any:
 
 
 def _gemini_generate_type() -> Any:
-    from typing import Dict, List
+
+    from typing import Required
 
     from google.genai import types
-    from typing_extensions import Required, TypedDict
+    from typing_extensions import TypedDict
 
     # The functional form, so the annotations are evaluated here and not left as strings that
     # pydantic would have to resolve in this module (which imports google.genai lazily).
     # The REST request body of models/{model}:generateContent and :streamGenerateContent.
-    GenerateContentRequest = TypedDict("GenerateContentRequest", {
-        "contents": Required[List[types.Content]],
+    GenerateContentRequest = TypedDict("GenerateContentRequest", {  # noqa: UP013
+        "contents": Required[list[types.Content]],
         "systemInstruction": types.Content,
         "generationConfig": types.GenerationConfig,
-        "tools": List[types.Tool],
+        "tools": list[types.Tool],
         "toolConfig": types.ToolConfig,
-        "safetySettings": List[types.SafetySetting],
+        "safetySettings": list[types.SafetySetting],
         "cachedContent": str,
-        "labels": Dict[str, str],
+        "labels": dict[str, str],
         "serviceTier": str,
         "store": bool,
         "continuationToken": str,
         # Vertex AI only (the SDK's _GenerateContentParameters_to_vertex).
         "modelArmorConfig": types.ModelArmorConfig,
-        "outputConfig": Dict[str, Any],
+        "outputConfig": dict[str, Any],
         # Some clients repeat the model in the body as well as in the path; the API accepts it.
         "model": str,
     }, total=False)

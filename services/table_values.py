@@ -238,5 +238,5 @@ def _legacy(value: bytes) -> Any:
         return _StateUnpickler(io.BytesIO(memoryview(value)[HEADER_BYTES:])).load()
     except UnreadableState:
         raise
-    except Exception as exc:  # noqa: BLE001 - whatever a broken pickle raises: unreadable
+    except Exception as exc:
         raise UnreadableState(f"an earlier version's pickled state cannot be read: {exc!r}") from None

@@ -86,10 +86,10 @@ class WorkerHealth:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_Server"
+    server: _Server
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/healthz":
             status, body = self.server.health.liveness()
@@ -105,9 +105,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    do_HEAD = do_GET  # noqa: N815
+    do_HEAD = do_GET
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - probes are not news
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("health: " + format, *args)
 
 
@@ -130,7 +130,7 @@ class HealthServer:
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="worker-health", daemon=True)
 
-    def start(self) -> "HealthServer":
+    def start(self) -> HealthServer:
         self._thread.start()
         log.info("health endpoint on http://%s:%d (/healthz, /readyz)", self.host, self.port)
         return self

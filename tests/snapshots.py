@@ -13,8 +13,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import orjson
 

@@ -14,8 +14,13 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from modelevents.adapters.requests import (anthropic_messages, gemini_generate,
-                                           gemini_interactions, openai_chat, openai_responses)
+from modelevents.adapters.requests import (
+    anthropic_messages,
+    gemini_generate,
+    gemini_interactions,
+    openai_chat,
+    openai_responses,
+)
 from modelevents.adapters.requests.base import Endpoint, RenderError, WireRequest
 from modelevents.schemas.transcript import NeutralRequest
 

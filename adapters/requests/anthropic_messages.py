@@ -23,8 +23,15 @@ from __future__ import annotations
 from typing import Any
 
 from modelevents.adapters.requests.base import Endpoint, RenderError, decoded_text, replayable
-from modelevents.schemas.transcript import (FilePart, ImagePart, NeutralRequest, ReasoningPart,
-                                            TextPart, ToolCallPart, ToolResultPart)
+from modelevents.schemas.transcript import (
+    FilePart,
+    ImagePart,
+    NeutralRequest,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 API = "anthropic-messages"
 PROVIDER = "anthropic"

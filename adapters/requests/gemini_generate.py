@@ -26,8 +26,15 @@ import mimetypes
 from typing import Any
 
 from modelevents.adapters.requests.base import Endpoint, RenderError, replayable
-from modelevents.schemas.transcript import (FilePart, ImagePart, NeutralRequest, ReasoningPart,
-                                            TextPart, ToolCallPart, ToolResultPart)
+from modelevents.schemas.transcript import (
+    FilePart,
+    ImagePart,
+    NeutralRequest,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 API = "gemini-generate"
 PROVIDER = "google"

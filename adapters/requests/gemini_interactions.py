@@ -25,8 +25,15 @@ from __future__ import annotations
 from typing import Any
 
 from modelevents.adapters.requests.base import Endpoint, RenderError, replayable
-from modelevents.schemas.transcript import (FilePart, ImagePart, NeutralRequest, ReasoningPart,
-                                            TextPart, ToolCallPart, ToolResultPart)
+from modelevents.schemas.transcript import (
+    FilePart,
+    ImagePart,
+    NeutralRequest,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 API = "gemini-interactions"
 PROVIDER = "google"
@@ -55,7 +62,7 @@ def render(request: NeutralRequest, model: str, *, stream: bool,
             continue
         texts: list[dict[str, Any]] = []
 
-        def flush_text() -> None:
+        def flush_text(texts: list[dict[str, Any]] = texts) -> None:
             if texts:
                 steps.append({"type": "model_output", "content": list(texts)})
                 texts.clear()

@@ -17,9 +17,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelevents.adapters.requests.base import (Endpoint, RenderError, arguments_text, data_url)
-from modelevents.schemas.transcript import (FilePart, ImagePart, NeutralRequest, TextPart,
-                                            ToolCallPart, ToolResultPart)
+from modelevents.adapters.requests.base import Endpoint, RenderError, arguments_text, data_url
+from modelevents.schemas.transcript import (
+    FilePart,
+    ImagePart,
+    NeutralRequest,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 API = "openai-chat"
 PROVIDER = "openai"

@@ -18,10 +18,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelevents.adapters.requests.base import (Endpoint, RenderError, arguments_text, data_url,
-                                                replayable)
-from modelevents.schemas.transcript import (FilePart, ImagePart, NeutralRequest, ReasoningPart,
-                                            TextPart, ToolCallPart, ToolResultPart)
+from modelevents.adapters.requests.base import (
+    Endpoint,
+    RenderError,
+    arguments_text,
+    data_url,
+    replayable,
+)
+from modelevents.schemas.transcript import (
+    FilePart,
+    ImagePart,
+    NeutralRequest,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 API = "openai-responses"
 PROVIDER = "openai"
@@ -75,7 +87,7 @@ def _input(request: NeutralRequest, provider: str, model: str) -> list[dict[str,
             continue
         texts: list[str] = []
 
-        def flush_text() -> None:
+        def flush_text(texts: list[str] = texts) -> None:
             if texts:
                 items.append({"type": "message", "role": "assistant", "content": "".join(texts)})
                 texts.clear()

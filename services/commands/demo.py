@@ -235,7 +235,7 @@ def _report(runs: list[DemoRun], feed_stats) -> bool:
     return ok
 
 
-def _gateway_config(settings: PipelineSettings, simulator_url: str):  # noqa: ANN202
+def _gateway_config(settings: PipelineSettings, simulator_url: str):
     from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
 
     return GatewayConfig(
@@ -294,11 +294,11 @@ async def _feed_and_watch(settings, runs, worker, deadline, args, gateway_url):
         await producer.stop()
 
 
-def _start_servers(settings: PipelineSettings):  # noqa: ANN202 - (SimulatorHandle, ServedApp)
+def _start_servers(settings: PipelineSettings):
     """The provider simulator and the gateway (pointed at it), each on a free loopback port."""
+    from modelevents.services.asgi_thread import serve_in_thread
     from modelevents.services.gateway.app import create_app
     from modelevents.services.gateway.capabilities import load_manifest
-    from modelevents.services.asgi_thread import serve_in_thread
     from modelevents.services.simulator.scenarios import manifest_with_scenarios
     from modelevents.services.simulator.server import run_in_thread
 

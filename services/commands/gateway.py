@@ -13,7 +13,12 @@ import logging
 import signal
 from pathlib import Path
 
-from modelevents.services.commands.kafka_options import ENV_HELP, add_kafka_options, run_async, settings_from_args
+from modelevents.services.commands.kafka_options import (
+    ENV_HELP,
+    add_kafka_options,
+    run_async,
+    settings_from_args,
+)
 
 log = logging.getLogger("modelevents.gateway")
 
@@ -54,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(run=run)
 
 
-def build_config(args: argparse.Namespace):  # noqa: ANN201 - GatewayConfig
+def build_config(args: argparse.Namespace):
     """The GatewayConfig the options, the config file and the environment give."""
     from modelevents.services.gateway.config import load_config
 

@@ -6,7 +6,8 @@ import argparse
 import base64
 import math
 import sys
-from typing import Any, BinaryIO, Callable
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -15,7 +16,12 @@ from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES, DeadLetter, RunState
 from modelevents.services import kafka_io
-from modelevents.services.commands.kafka_options import ENV_HELP, add_kafka_options, run_async, settings_from_args
+from modelevents.services.commands.kafka_options import (
+    ENV_HELP,
+    add_kafka_options,
+    run_async,
+    settings_from_args,
+)
 from modelevents.services.gateway.owners import claim_document
 from modelevents.services.settings import TOPICS, PipelineSettings
 

@@ -11,7 +11,12 @@ import sys
 
 from modelevents.schemas.errors import ConfigError
 from modelevents.services import topics
-from modelevents.services.commands.kafka_options import ENV_HELP, add_kafka_options, run_async, settings_from_args
+from modelevents.services.commands.kafka_options import (
+    ENV_HELP,
+    add_kafka_options,
+    run_async,
+    settings_from_args,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -31,13 +31,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-
-import httpx
-import orjson
 
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.services.gateway import forwarded, health, runs, webhooks
@@ -45,11 +44,11 @@ from modelevents.services.gateway.auth import CHALLENGE, Unauthorized, token_ten
 from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, load_manifest
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.deliveries import Deliveries
+from modelevents.services.gateway.errors import error_answer
 from modelevents.services.gateway.fetch import Fetcher
 from modelevents.services.gateway.followers import RunFollowers
 from modelevents.services.gateway.owners import RunOwners
 from modelevents.services.gateway.run_views import RunStates
-from modelevents.services.gateway.errors import error_answer
 from modelevents.services.gateway.state import Gateway
 from modelevents.services.kafka_io import start_producer
 
@@ -138,13 +137,13 @@ class GatewayApp(FastAPI):
 
     edge_config: GatewayConfig | None = None  # set by create_app
 
-    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+    async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or self.edge_config is None:
             await super().__call__(scope, receive, send)
             return
         await Edge(self.edge_config, scope, receive, send).serve(self._dispatch)
 
-    async def _dispatch(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+    async def _dispatch(self, scope, receive, send) -> None:
         if scope["method"] == "POST" and scope["path"].startswith("/webhooks/"):
             gateway = getattr(self.state, "gateway", None)
             if gateway is not None and await webhooks.serve_delivery(gateway, scope, receive, send):

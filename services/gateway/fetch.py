@@ -62,7 +62,7 @@ def fetch_target(provider: str, event_type: str, object_id: str | None) -> bool:
 class Fetcher:
     """Runs fetch jobs in the background; ``publish`` writes a frame and waits for its ack."""
 
-    def __init__(self, config: GatewayConfig, publish) -> None:  # noqa: ANN001 - async callable
+    def __init__(self, config: GatewayConfig, publish) -> None:
         self.config = config
         self._publish = publish
         self._client = httpx.AsyncClient(timeout=config.fetch_timeout_s)

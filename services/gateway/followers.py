@@ -169,7 +169,7 @@ class _Reader:
                     self._fan_out(_Item(event.seq, sse_event(event)))
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - the followers end; they reconnect and resume
+        except Exception as exc:
             log.warning("following run %s failed: %r; its followers reconnect", self.run_id, exc)
         finally:
             self.hub.drop(self, cancel=False)

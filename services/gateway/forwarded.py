@@ -47,7 +47,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from modelevents.adapters.framing import frames_from_bytes
-from modelevents.adapters.registry import ADAPTERS, CLI_CHOICES, decoded_docs, detect_api, resolve_api
+from modelevents.adapters.registry import (
+    ADAPTERS,
+    CLI_CHOICES,
+    decoded_docs,
+    detect_api,
+    resolve_api,
+)
 from modelevents.schemas.errors import InputError
 from modelevents.schemas.ids import InvalidId, check_id
 from modelevents.services.gateway.auth import caller_tenant

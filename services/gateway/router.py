@@ -22,8 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelevents.schemas.errors import InputError
-from modelevents.schemas.transcript import (FilePart, ImagePart, NeutralRequest, ToolCallPart,
-                                            ToolResultPart)
+from modelevents.schemas.transcript import (
+    FilePart,
+    ImagePart,
+    NeutralRequest,
+    ToolCallPart,
+    ToolResultPart,
+)
 from modelevents.services.gateway.capabilities import Capabilities, Manifest
 
 

@@ -413,7 +413,7 @@ class CallRunner:
             return
         try:
             await self._emit([self._object_frame(exc.body, "error", exc.status, {})])
-        except Exception:  # noqa: BLE001 - already failing; the error is reported by run()
+        except Exception:
             log.warning("run %s: could not publish the error answer", self.call.run_id)
 
     def _learned_object_id(self, object_id: str) -> None:
@@ -476,7 +476,7 @@ class CallRunner:
             return
         try:
             await self._publish([end_of_input(last, "stream")])
-        except Exception:  # noqa: BLE001 - the frames are there; the run stays in progress
+        except Exception:
             log.warning("run %s: could not publish the end-of-stream marker", self.call.run_id)
 
     # --- helpers ----------------------------------------------------------------------------

@@ -64,13 +64,12 @@ from modelevents.schemas.ids import InvalidId, check_id
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES, RunState
 from modelevents.schemas.transcript import NeutralRequest, messages_from_events
 from modelevents.services.gateway.auth import caller_tenant, may_see
-from modelevents.services.gateway.health import readiness
-from modelevents.services.gateway.router import CapabilityRejected, route
 from modelevents.services.gateway.followers import json_default, sse_event
-from modelevents.services.gateway.run_views import run_history
+from modelevents.services.gateway.health import readiness
 from modelevents.services.gateway.provider_http import FOLLOW_UPS
-from modelevents.services.gateway.runner import (CallRunner, CallTiming, FollowUpFailed,
-                                                 ProviderCall)
+from modelevents.services.gateway.router import CapabilityRejected, route
+from modelevents.services.gateway.run_views import run_history
+from modelevents.services.gateway.runner import CallRunner, CallTiming, FollowUpFailed, ProviderCall
 from modelevents.services.gateway.state import RETRY_AFTER_S, Gateway, gateway_of
 
 __all__ = ["router", "LocalRuns"]
@@ -271,7 +270,7 @@ async def cancel_run(run_id: str, request: Request) -> JSONResponse:
         answer = await runner.cancel()
     except FollowUpFailed as exc:
         raise HTTPException(502, detail=str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - Kafka: the provider was asked, its answer not kept
+    except Exception as exc:
         log.warning("run %s: cancel asked, its answer not published: %s", run_id, exc)
         return _error(503, f"the provider was asked to cancel, but its answer could not be "
                            f"written to Kafka ({exc}); the run's next poll shows the outcome",

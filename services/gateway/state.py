@@ -25,8 +25,13 @@ from fastapi import Request
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.topic_view import TopicView
-from modelevents.services.kafka_io import (KafkaUnavailable, await_acks, produce_frame,
-                                           run_key_bytes, send_frame)
+from modelevents.services.kafka_io import (
+    KafkaUnavailable,
+    await_acks,
+    produce_frame,
+    run_key_bytes,
+    send_frame,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -113,7 +118,7 @@ class Gateway:
         return None
 
     @property
-    def settings(self):  # noqa: ANN201 - PipelineSettings
+    def settings(self):
         return self.config.kafka
 
     # --- run ids and their owners (services/gateway/owners.py) --------------------------------

@@ -57,7 +57,7 @@ class TopicView:
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
+            except (asyncio.CancelledError, Exception):
                 pass
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
@@ -79,7 +79,7 @@ class TopicView:
                 await self._read()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - the view retries; readiness says why
+            except Exception as exc:
                 log.warning("reading %s failed (%r); retrying in %g s", self.topic, exc, RETRY_S)
                 await asyncio.sleep(RETRY_S)
 

@@ -71,8 +71,8 @@ from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.ids import MAX_ID_LENGTH, is_valid_id
 from modelevents.services.gateway.config import WEBHOOK_PROVIDERS
 from modelevents.services.gateway.deliveries import Deliveries
-from modelevents.services.gateway.fetch import FetchJob, fetch_target
 from modelevents.services.gateway.errors import error_answer
+from modelevents.services.gateway.fetch import FetchJob, fetch_target
 from modelevents.services.gateway.state import Gateway, gateway_of
 from modelevents.services.gateway.webhook_limits import KEPT_VALUE_CAPS
 from modelevents.services.kafka_io import KafkaUnavailable, await_acks, send_frame

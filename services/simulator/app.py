@@ -33,8 +33,9 @@ import random
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
-from typing import Any, AsyncIterator
+from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
@@ -46,8 +47,14 @@ from modelevents.services.provider_schemas import validate_request
 from modelevents.services.simulator import provider_http as http
 from modelevents.services.simulator.assemble import complete_object, first_object
 from modelevents.services.simulator.recordings import Recording, WireFrame
-from modelevents.services.simulator.scenarios import (HEADER_PREFIX, SCENARIO_MODEL_PREFIX, Knobs,
-                                                      Scenario, ScenarioRegistry, UnknownScenario)
+from modelevents.services.simulator.scenarios import (
+    HEADER_PREFIX,
+    SCENARIO_MODEL_PREFIX,
+    Knobs,
+    Scenario,
+    ScenarioRegistry,
+    UnknownScenario,
+)
 
 _SECRET_HEADERS = {"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie",
                    "proxy-authorization"}

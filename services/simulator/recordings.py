@@ -27,8 +27,12 @@ from typing import Any
 import orjson
 
 from modelevents.adapters.cassette import read_cassette
-from modelevents.adapters.framing import (JSONArraySplitter, detect_framing, frames_from_bytes,
-                                          json_lines)
+from modelevents.adapters.framing import (
+    JSONArraySplitter,
+    detect_framing,
+    frames_from_bytes,
+    json_lines,
+)
 from modelevents.adapters.registry import api_for_uri, decoded_docs, detect_api
 from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.errors import InputError

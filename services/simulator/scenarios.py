@@ -18,9 +18,10 @@ win), see ``Knobs.from_headers``. A gateway pointed at the simulator routes such
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -113,7 +114,7 @@ class ScenarioRegistry:
 
     @classmethod
     def default(cls, extra_dirs: list[Path] | None = None, *,
-                with_corpus: bool = True) -> "ScenarioRegistry":
+                with_corpus: bool = True) -> ScenarioRegistry:
         """The project's fixtures and scenario file, ../shared/fixtures if present, extras."""
         registry = cls()
         registry.add_api_folders(PROJECT_FIXTURES)

@@ -12,12 +12,12 @@ import pytest
 
 from modelevents.adapters.cassette import looks_like_cassette, read_cassette
 from modelevents.adapters.framing import detect_framing
-from modelevents.adapters.registry import normalize_bytes
 from modelevents.adapters.limits import InputLimitError, InputLimits, using_limits
+from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas.errors import InputError
 from tests.adapters.bombs import (
-    one_call_cassette,
     gzip_of_zeros,
+    one_call_cassette,
     run_limited,
     sse_chunks,
     truncated_gzip,

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.gemini_generate import GeminiGenerateAdapter

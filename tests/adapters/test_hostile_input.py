@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import pickle
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ RECORDS_TOO_LARGE = frozenset({"openai-chat"})
 # --- the fixtures, as frames ---------------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def streams(api: str) -> tuple[tuple[str, tuple[ProviderFrame, ...]], ...]:
     """(file name, frames) of every fixture of ``api``, frames named for the API."""
     folder = FIXTURES / api
@@ -412,7 +412,7 @@ def _longest_string_path(doc: Any) -> tuple | None:
 @pytest.mark.parametrize("api", APIS)
 def test_huge_values_never_raise_and_every_event_fits_a_record(api: str) -> None:
     huge = ("é" * (HOLD_BYTES // 2)) + ("x" * (3 * HOLD_BYTES))  # past the hold bound, not ASCII
-    for name, frames in small_streams(api, 3):
+    for _name, frames in small_streams(api, 3):
         for index, doc in json_frames(frames):
             path = _longest_string_path(doc)
             if path is None:

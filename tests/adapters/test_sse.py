@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import pytest
 
 from modelevents.adapters.limits import InputLimitError, InputLimits, using_limits
 from modelevents.adapters.sse import SSEDecoder, SSEMessage

@@ -7,7 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelevents.adapters.streamed_arguments import StreamedArguments, parse_json_path, partial_value
+from modelevents.adapters.streamed_arguments import (
+    StreamedArguments,
+    parse_json_path,
+    partial_value,
+)
 
 
 @pytest.mark.parametrize(("path", "segments"), [

@@ -196,7 +196,7 @@ def test_tool_calls_match_the_provider_blocks(recorded):
     for m in messages:
         if m.interrupted:  # a spliced-over message's half call is never a call
             continue
-        for index, b in sorted(m.blocks.items()):
+        for _index, b in sorted(m.blocks.items()):
             if b["start"]["type"] == "tool_use":
                 raw = tool_input_text(b)
                 try:

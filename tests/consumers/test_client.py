@@ -55,7 +55,7 @@ def test_start_positions() -> None:
     with pytest.raises(ConfigError):
         at_offset(-1)
     naive = dt.datetime(2026, 12, 1, 12, 0, 0)
-    assert at_time(naive).time_ms == at_time(naive.replace(tzinfo=dt.timezone.utc)).time_ms \
+    assert at_time(naive).time_ms == at_time(naive.replace(tzinfo=dt.UTC)).time_ms \
         == 1_796_126_400_000
     assert at_time(1234).time_ms == 1234
 

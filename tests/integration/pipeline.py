@@ -291,7 +291,7 @@ async def claim_recorded(settings: PipelineSettings, object_id: str) -> None:
             async for record in kafka_io.read_records(settings, topic, timeout=0.5):
                 if record.key == object_id.encode():
                     return
-        except Exception:  # noqa: BLE001 - the changelog topic appears with the first write
+        except Exception:
             pass
         await asyncio.sleep(0.2)
     raise AssertionError(f"no claim of {object_id} recorded in {topic}")

@@ -7,6 +7,7 @@ processor's "Run key resolution" (services/processor.py) says there are.
 from __future__ import annotations
 
 import dataclasses
+
 import orjson
 import pytest
 

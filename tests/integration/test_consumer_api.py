@@ -16,11 +16,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from modelevents.adapters.registry import normalize_bytes, normalize_file
 from modelevents.consumers import at_offset, at_time, follow_run, subscribe
@@ -354,7 +352,8 @@ def test_the_readme_snippet_runs_as_shown(settings, start_worker, tmp_path: Path
 
 
 def test_a_librdkafka_consumer_beside_ours_sees_the_same_records(make_settings) -> None:
-    from confluent_kafka import Consumer, KafkaError as RdKafkaError
+    from confluent_kafka import Consumer
+    from confluent_kafka import KafkaError as RdKafkaError
 
     settings = make_settings(partitions=2)
     published = events_of(TEXT, "run-x") + events_of(TOOLS, "run-y")

@@ -16,19 +16,19 @@ import base64
 import secrets
 import socket
 import time
-from datetime import datetime, timezone
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook
 
+from modelevents.schemas.frames import ProviderFrame
+from modelevents.services import kafka_io
 from modelevents.services.asgi_thread import ServedApp
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
 from modelevents.services.settings import PipelineSettings
-from modelevents.schemas.frames import ProviderFrame
-from modelevents.services import kafka_io
 from tests.integration.pipeline import run
 from tests.integration.test_gateway_webhooks import gateway_starter
 
@@ -233,7 +233,7 @@ def test_a_request_without_a_body_is_not_cut_however_long_the_connection_lives(s
 
 
 def signed(body: bytes, webhook_id: str, **extra: str) -> dict[str, str]:
-    sent_at = datetime.now(tz=timezone.utc)
+    sent_at = datetime.now(tz=UTC)
     return {"webhook-id": webhook_id, "webhook-timestamp": str(int(sent_at.timestamp())),
             "webhook-signature": Webhook(SECRET).sign(webhook_id, sent_at, body.decode()),
             "content-type": "application/json", **extra}

@@ -24,8 +24,7 @@ from modelevents.adapters.sse import SSEDecoder
 from modelevents.services.asgi_thread import ServedApp
 from tests.integration.pipeline import HANG_GUARD_S, run
 from tests.integration.test_gateway_ownership import new_run_id, wait_for
-from tests.integration.test_gateway_runs import (  # noqa: F401 - fixtures used by name
-    sim, simulator, sse_events, start_gateway)
+from tests.integration.test_gateway_runs import sim, simulator, sse_events, start_gateway  # noqa: F401 - fixtures used by name
 
 pytestmark = pytest.mark.kafka
 

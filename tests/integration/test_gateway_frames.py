@@ -27,8 +27,8 @@ from modelevents.adapters.registry import normalize_file
 from modelevents.schemas.errors import ConfigError
 from modelevents.services.commands import gateway as gateway_command
 from modelevents.services.settings import PipelineSettings
-from tests.integration.test_gateway_webhooks import free_port, frames_on_topic
 from tests.integration.pipeline import collect, run
+from tests.integration.test_gateway_webhooks import frames_on_topic, free_port
 
 pytestmark = pytest.mark.kafka
 

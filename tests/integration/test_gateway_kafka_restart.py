@@ -29,7 +29,7 @@ pytestmark = pytest.mark.kafka
 
 
 def test_kafka_down_while_a_background_run_is_polled_the_run_goes_on_when_it_is_back(
-        broker_settings, start_gateway, sim):  # noqa: F811
+        broker_settings, start_gateway, sim):
     gateway = start_gateway(poll_initial_s=1.0, poll_max_s=1.0, ack_timeout_s=2.0)
     started = start_run(gateway, neutral("openai", "openai-responses",
                                          "sim:openai-responses/background-8-polls",

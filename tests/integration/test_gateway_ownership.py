@@ -27,8 +27,7 @@ from modelevents.services import kafka_io
 from modelevents.services.asgi_thread import ServedApp
 from modelevents.services.settings import PipelineSettings
 from tests.integration.pipeline import HANG_GUARD_S, run
-from tests.integration.test_gateway_runs import (  # noqa: F401 - fixtures used by name
-    neutral, sim, simulator, sse_events, start_gateway)
+from tests.integration.test_gateway_runs import neutral, sim, simulator, sse_events, start_gateway  # noqa: F401 - fixtures used by name
 
 pytestmark = pytest.mark.kafka
 
@@ -71,7 +70,7 @@ def assert_refused(gateway: ServedApp, run_id: str, tenant: str) -> None:
         assert answer.status_code == 404, (path, answer.text)
 
 
-def wait_for(what: str, check, timeout: float = HANG_GUARD_S):  # noqa: ANN001, ANN201
+def wait_for(what: str, check, timeout: float = HANG_GUARD_S):
     deadline = time.monotonic() + timeout
     while not (value := check()):
         assert time.monotonic() < deadline, f"{what} did not happen"

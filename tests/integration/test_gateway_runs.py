@@ -41,8 +41,8 @@ from modelevents.services.simulator.app import Simulator
 from modelevents.services.simulator.scenarios import ScenarioRegistry, manifest_with_scenarios
 from modelevents.services.simulator.server import SimulatorHandle, run_in_thread
 from tests.integration.conftest import unique_settings
-from tests.integration.test_gateway_webhooks import sign
 from tests.integration.pipeline import PARTITIONS, Worker, processed_to_end, run
+from tests.integration.test_gateway_webhooks import sign
 
 pytestmark = pytest.mark.kafka
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from datetime import datetime, timezone
 import logging
 import os
 import secrets
 import socket
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +37,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.services import kafka_io, kafka_local
 from modelevents.services.asgi_thread import ServedApp, serve_in_thread
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig, load_config
-from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.services.gateway.webhook_limits import WEBHOOK_BODY_FIT
-from modelevents.services.gateway.webhooks import verify_signature, WebhookRejected
+from modelevents.services.gateway.webhooks import WebhookRejected, verify_signature
 from modelevents.services.settings import PipelineSettings
 from tests.corpus import CORPUS_DIR, require_corpus
 from tests.integration.conftest import worker_port
@@ -193,7 +193,7 @@ def gateway(start_gateway: Callable[..., ServedApp]) -> ServedApp:
 def sign(secret: str, webhook_id: str, timestamp: str, body: bytes) -> str:
     # The Standard Webhooks reference library signs, so the gateway's verifier is checked
     # against an implementation written elsewhere.
-    sent_at = datetime.fromtimestamp(int(timestamp), tz=timezone.utc)
+    sent_at = datetime.fromtimestamp(int(timestamp), tz=UTC)
     return Webhook(secret).sign(webhook_id, sent_at, body.decode())
 
 

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from modelevents.schemas import codec
-from modelevents.schemas.events import EventSource, Envelope, ModelEvent, ToolResult
+from modelevents.schemas.events import Envelope, EventSource, ModelEvent, ToolResult
 from modelevents.services.kafka_io import partition_for_key
 from modelevents.services.processor import internal_topics
 from modelevents.services.settings import PipelineSettings

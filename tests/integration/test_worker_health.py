@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from modelevents.services.commands import worker as worker_command
 from modelevents.services import worker_health
+from modelevents.services.commands import worker as worker_command
 from modelevents.services.worker_health import HealthServer, WorkerHealth
 
 DEADLINE_S = 90.0

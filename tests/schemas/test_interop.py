@@ -38,7 +38,7 @@ TIMESTAMPS = {
     "modelevents.RunState": {"started_at", "updated_at", "finished_at"},
     "modelevents.DeadLetter": {"at"},
 }
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def _strip_logical_types(schema: Any) -> Any:

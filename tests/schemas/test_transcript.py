@@ -9,8 +9,14 @@ import pytest
 from pydantic import ValidationError
 
 from modelevents.adapters.registry import normalize_bytes
-from modelevents.schemas.transcript import (NeutralRequest, Origin, ReasoningPart, TextPart,
-                                            ToolCallPart, messages_from_events)
+from modelevents.schemas.transcript import (
+    NeutralRequest,
+    Origin,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    messages_from_events,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

@@ -10,6 +10,8 @@ import pytest
 from modelevents.adapters.base import HOSTILE_INPUT_ERRORS as BASE_TAXONOMY
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas import vocabulary as v
+from modelevents.schemas.errors import DetectionError
+from modelevents.schemas.events import AWAITING_REASONS as EVENTS_AWAITING
 from modelevents.schemas.events import (
     TERMINAL_STATUSES,
     Citation,
@@ -21,9 +23,7 @@ from modelevents.schemas.events import (
     RunFinished,
     Text,
 )
-from modelevents.schemas.events import AWAITING_REASONS as EVENTS_AWAITING
 from modelevents.schemas.events import TRANSPORTS as EVENTS_TRANSPORTS
-from modelevents.schemas.errors import DetectionError
 from tests.corpus import corpus_files, corpus_id, require_corpus
 
 OWN_FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").rglob("*")

@@ -17,8 +17,14 @@ import pytest
 
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.adapters.requests import RENDERERS, build
-from modelevents.schemas.transcript import (Message, NeutralRequest, ReasoningPart, TextPart,
-                                            ToolCallPart, messages_from_events)
+from modelevents.schemas.transcript import (
+    Message,
+    NeutralRequest,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    messages_from_events,
+)
 from tests.corpus import CORPUS_DIR, require_corpus
 
 REPO_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -99,14 +99,16 @@ def test_transition_after_terminal_is_flagged_not_raised():
 
 def test_same_terminal_twice_is_idempotent():
     m = RunMachine.new("r")
-    m.apply(started()); m.apply(finished())
+    m.apply(started())
+    m.apply(finished())
     assert m.apply(finished()) is Outcome.APPLIED
     assert not m.state.needs_reconciliation
 
 
 def test_conflicting_terminal_is_flagged():
     m = RunMachine.new("r")
-    m.apply(started()); m.apply(finished())
+    m.apply(started())
+    m.apply(finished())
     assert m.apply(finished(status="failed", reason="error")) is Outcome.ILLEGAL
     assert m.state.status == "completed" and m.state.needs_reconciliation
 

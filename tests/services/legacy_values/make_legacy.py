@@ -11,10 +11,10 @@ from pathlib import Path
 
 sys.path.insert(0, sys.argv[1])
 
-from modelevents.services import processor  # noqa: E402 - the old version's, from the path
-from modelevents.services.feeder import frames_for_file  # noqa: E402
-from modelevents.services.normalizer import RunNormalizer, with_end_markers  # noqa: E402
-from modelevents.services.sequencer import RunSequence  # noqa: E402
+from modelevents.services import processor
+from modelevents.services.feeder import frames_for_file
+from modelevents.services.normalizer import RunNormalizer, with_end_markers
+from modelevents.services.sequencer import RunSequence
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 HALVES = {"openai-chat": "reasoning-then-text.sse", "openai-responses": "text-with-usage.sse",
