@@ -143,7 +143,8 @@ class _Compiler:
 
     def union(self, branches: list, out: list[str], depth: int) -> str:
         pad = "    " * depth
-        resolved = [self.named.get(b, b) if isinstance(b, str) else b for b in branches]
+        resolved: list[Any] = [self.named.get(b, b) if isinstance(b, str) else b
+                               for b in branches]
         kinds = [b["type"] if isinstance(b, dict) else b for b in resolved]
         if len(branches) == 2 and kinds[0] == "null":
             # The branch index is one byte, 00 or 02 (zig-zag 0 or 1).

@@ -165,7 +165,7 @@ class _Compiler:
         i = 0
         while i < len(fields):
             # Consecutive memoized strings (a ModelEvent's run_id .. kind) share one lookup.
-            group = []
+            group: list[dict] = []
             while (i + len(group) < len(fields)
                    and self.string_kind(record, fields[i + len(group)]) is not None):
                 group.append(fields[i + len(group)])

@@ -94,6 +94,14 @@ CACHED_STRINGS = frozenset({
 })
 
 
+def _parse_record(raw: dict, named: dict[str, Any]) -> dict:
+    """``raw`` parsed by fastavro; every shipped schema file defines one record."""
+    parsed = fastavro.parse_schema(raw, named)
+    if not isinstance(parsed, dict):
+        raise SchemaError(f"schema {raw.get('name')!r} is not an Avro record")
+    return parsed
+
+
 def _fingerprint(parsed: dict) -> bytes:
     """CRC-64-AVRO of the Parsing Canonical Form, little-endian as the header carries it.
 
@@ -161,11 +169,11 @@ class SchemaSet:
         for name in CURRENT_FILES:
             raw = json.loads((avro_dir / name).read_text())
             named: dict[str, Any] = {}
-            parsed = fastavro.parse_schema(raw, named)
+            parsed = _parse_record(raw, named)
             full_name = parsed["name"]
             fp = _fingerprint(parsed)
             self.current[full_name] = parsed
-            self.plain[full_name] = fastavro.parse_schema(_without_logical_types(raw), {})
+            self.plain[full_name] = _parse_record(_without_logical_types(raw), {})
             self.current_fingerprint[full_name] = fp
             self.timestamp_fields[full_name] = tuple(
                 f["name"] for f in raw["fields"] if _is_timestamp(f["type"]))
@@ -181,7 +189,7 @@ class SchemaSet:
         for path in sorted(history.glob("*.avsc")) if history.is_dir() else ():
             # Each historical file is self-contained; parse it in its own namespace of names.
             raw = json.loads(path.read_text())
-            parsed = fastavro.parse_schema(_without_logical_types(raw), {})
+            parsed = _parse_record(_without_logical_types(raw), {})
             fp = _fingerprint(parsed)
             by_file[path.name] = (fp, parsed["name"], parsed)
             self.writers.setdefault(fp, (parsed["name"], parsed))
@@ -261,6 +269,7 @@ _encoders: dict[str, Callable[[Any], bytes]] = {}  # schemas().encoders, once lo
 def encode(obj: ModelEvent | ProviderFrame | RunState | DeadLetter) -> bytes:
     """Single-object encoding of a contract record with the current schema."""
     # Once per event on the adapters' hot path: one dict lookup, one call.
+    encoder: Callable[[Any], bytes] | None
     try:
         encoder = _encoders[type(obj).__name__]
     except KeyError:
@@ -312,12 +321,14 @@ def decode(data: bytes) -> ModelEvent | ProviderFrame | RunState | DeadLetter:
             "a newer modelevents wrote it — upgrade this reader")
     name, writer = known
     try:
-        record = fastavro.schemaless_reader(
+        resolved = fastavro.schemaless_reader(
             io.BytesIO(data[10:]), writer, schema_set.plain[name],
             return_record_name=True, return_record_name_override=True)
     except Exception as exc:  # fastavro raises bare exceptions of many types on corrupt bodies
         raise SchemaError(f"corrupt {name} record ({len(data)} bytes): {exc}") from exc
-    return _from_record(name, record)
+    if not isinstance(resolved, dict):
+        raise SchemaError(f"corrupt {name} record ({len(data)} bytes): not a record")
+    return _from_record(name, resolved)
 
 
 _MODELEVENT, _PROVIDERFRAME, _RUNSTATE, _DEADLETTER = (

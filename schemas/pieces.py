@@ -114,7 +114,7 @@ def split_event(event: ModelEvent, budget: int = PIECE_BYTES) -> list[ModelEvent
     room = budget
     for name, value in _values(event):
         is_text = isinstance(value, str)
-        data = value.encode() if is_text else bytes(value)
+        data = value.encode() if isinstance(value, str) else bytes(value)
         position = 0
         while position < len(data):
             if room == 0 or not slices:
@@ -140,9 +140,10 @@ def split_event(event: ModelEvent, budget: int = PIECE_BYTES) -> list[ModelEvent
             for name in CONTENT_FIELDS[type(event.payload)]
             if getattr(event.payload, name) is not None})
         body = taken.get(_ENVELOPE, b"")
+        assert isinstance(body, bytes)  # the envelope's runs are cut from its bytes
         pieces.append(replace(
             event, event_id=event.event_id if index == 0 else f"{event.event_id}~{index}",
-            payload=payload, envelope=Envelope(event.envelope.content_type, bytes(body)),
+            payload=payload, envelope=Envelope(event.envelope.content_type, body),
             piece=Piece(index, count)))
     return pieces
 
@@ -153,9 +154,9 @@ def _empty(value: Any) -> Any:
 
 def join_pieces(pieces: Sequence[ModelEvent]) -> ModelEvent:
     """The whole event from all its pieces, in index order (IncompletePieces otherwise)."""
-    if not pieces or pieces[0].piece is None:
+    first = pieces[0] if pieces else None
+    if first is None or first.piece is None:
         raise IncompletePieces("join_pieces needs the pieces of one event, index 0 first")
-    first = pieces[0]
     count = first.piece.count
     if len(pieces) != count or any(p.piece is None or p.piece.index != i or p.piece.count != count
                                    or p.kind != first.kind or p.run_id != first.run_id

@@ -38,7 +38,15 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from modelevents.schemas.events import ModelEvent, Reasoning, Refusal, Text, ToolCall, ToolResult
+from modelevents.schemas.events import (
+    ModelEvent,
+    Reasoning,
+    Refusal,
+    RunFinished,
+    Text,
+    ToolCall,
+    ToolResult,
+)
 
 # --- the capability vocabulary (shared by requests, the manifest and the router) -------------
 
@@ -447,7 +455,7 @@ def messages_from_events(events: Iterable[ModelEvent]) -> list[Message]:
         elif kind == "reasoning.done" and isinstance(payload, Reasoning):
             _add_reasoning(call, payload, Origin(provider=event.provider, api=event.api,
                                                  model=event.model))
-        elif kind == "run.awaiting" or (kind == "run.finished"
+        elif kind == "run.awaiting" or (kind == "run.finished" and isinstance(payload, RunFinished)
                                         and payload.status in _KEPT_FINISH):
             flush_results()
             if call:
