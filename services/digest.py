@@ -8,7 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from modelevents.schemas.events import ModelEvent, Usage
+from modelevents.schemas.events import (
+    Citation,
+    Error,
+    Hosted,
+    ModelEvent,
+    Reasoning,
+    Refusal,
+    Text,
+    ToolCall,
+    Unknown,
+    Usage,
+)
 from modelevents.schemas.run_state import RunState
 from modelevents.services.run_machine import run_state_of
 
@@ -38,33 +49,35 @@ def digest(events: list[ModelEvent]) -> Digest:
         result.counts[kind] = result.counts.get(kind, 0) + 1
         if kind == "run.started":
             call += 1
-        if kind in ("text.delta", "text.done"):
+        # Each kind carries its KIND_PAYLOAD record (the codec refuses any other); the isinstance
+        # checks narrow the payload for the type checker, affordable here: a summary is no hot path.
+        if kind in ("text.delta", "text.done") and isinstance(p, Text):
             key = (call, p.output_index, f"{p.item_id}:{p.part_index}")
             if kind == "text.done":
                 done_parts[key] = p.text
             else:
                 delta_parts.setdefault(key, []).append(p.text)
-        elif kind == "reasoning.done":
+        elif kind == "reasoning.done" and isinstance(p, Reasoning):
             result.reasoning_chars += len(p.text)
-        elif kind == "tool.call":
+        elif kind == "tool.call" and isinstance(p, ToolCall):
             valid = "" if p.arguments_valid else "  (arguments are NOT valid JSON)"
             result.tool_calls.append(f"{p.tool_name} [{p.tool_call_id}] {p.arguments}{valid}")
-        elif kind == "hosted.call":
+        elif kind == "hosted.call" and isinstance(p, Hosted):
             result.hosted.append(f"{p.tool_type} call [{p.call_id}] by {p.authority}"
                                  + (f" {p.name}" if p.name else "")
                                  + (f" {p.arguments}" if p.arguments else ""))
-        elif kind == "hosted.result":
+        elif kind == "hosted.result" and isinstance(p, Hosted):
             result.hosted.append(f"{p.tool_type} result [{p.call_id}] status={p.status}"
                                  + (" ERROR" if p.is_error else ""))
-        elif kind == "citation":
+        elif kind == "citation" and isinstance(p, Citation):
             result.citations.append(" ".join(
                 str(x) for x in (p.source_type, p.url or p.file_id or "", p.title or "",
                                  f"[{p.start}:{p.end}]" if p.start is not None else "") if x))
-        elif kind == "refusal":
+        elif kind == "refusal" and isinstance(p, Refusal):
             result.refusals.append(p.text or p.category or "(refused)")
-        elif kind == "error":
+        elif kind == "error" and isinstance(p, Error):
             result.errors.append(f"{p.error_type}: {p.message}")
-        elif kind == "unknown":
+        elif kind == "unknown" and isinstance(p, Unknown):
             result.unknown.append(p.provider_type)
     keys = list(dict.fromkeys([*done_parts, *delta_parts]))
     keys.sort(key=lambda k: (k[0], k[1]))
