@@ -1,6 +1,6 @@
 """Adapter throughput over the recorded corpus, one core, one run.
 
-    .venv/bin/python bench/adapters.py [--corpus ../shared/fixtures] [--seconds 1.0]
+    .venv/bin/python bench/adapters.py [--corpus ../shared/fixtures] [--seconds 0.5] [--rounds 5]
 
 For every provider API, over every recorded *stream* of the corpus (frames re-framed as SSE
 bytes, exactly what a provider sends), measures frames per second of:
@@ -12,8 +12,9 @@ bytes, exactly what a provider sends), measures frames per second of:
   (c) SDK     the official SDK parsing the same bytes into its own stream event objects over an
               in-memory httpx transport (openai, anthropic, google-genai).
 
-Each figure is the best of three rounds of at least --seconds each, all in this process, so the
-ratios compare like with like. Prints a Markdown table (the one in README.md).
+Each figure is the best of --rounds rounds, all in this process; in every round each path runs
+for at least --seconds, the paths taking turns, so that load on a shared machine falls on all of
+them alike and the ratios compare like with like. Prints a Markdown table (the one in README.md).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -196,26 +198,51 @@ def sdk(api: str):
     return run
 
 
-def frames_per_second(fn, streams: list[bytes], frames: int, seconds: float) -> float:
-    best = 0.0
-    for _ in range(3):
-        rounds, start = 0, time.perf_counter()
-        while True:
-            fn(streams)
-            rounds += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                break
-        best = max(best, rounds * frames / elapsed)
+def frames_per_second(paths: dict[str, Callable[[list[bytes]], None] | None],
+                      streams: list[bytes], frames: int, seconds: float,
+                      rounds: int) -> dict[str, float]:
+    """Best frames/s of each path over ``rounds`` rounds of at least ``seconds`` each.
+
+    The paths take turns round by round (floor, ours, ours+Avro, SDK, floor, ...) rather than
+    one path's rounds back to back: on a shared machine load comes and goes over seconds, and
+    interleaving puts every path through the same spells, so the ratios stay comparable.
+    A path that is None (an SDK that could not parse the corpus) reads NaN."""
+    best = {name: 0.0 if fn is not None else float("nan") for name, fn in paths.items()}
+    for _ in range(rounds):
+        for name, fn in paths.items():
+            if fn is None:
+                continue
+            count, start = 0, time.perf_counter()
+            while True:
+                fn(streams)
+                count += 1
+                elapsed = time.perf_counter() - start
+                if elapsed >= seconds:
+                    break
+            best[name] = max(best[name], count * frames / elapsed)
     return best
+
+
+def sdk_or_none(api: str, streams: list[bytes]) -> Callable[[list[bytes]], None] | None:
+    """The SDK path, or None when the SDK cannot read a recorded shape (reported, not hidden)."""
+    try:
+        fn = sdk(api)
+        fn(streams[:1])
+    except Exception as exc:
+        print(f"  {api}: SDK could not parse the corpus: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return None
+    return fn
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
                         help="recorded provider corpus (default: %(default)s)")
-    parser.add_argument("--seconds", type=float, default=1.0,
-                        help="minimum duration of one measuring round (default: %(default)s)")
+    parser.add_argument("--seconds", type=float, default=0.5,
+                        help="minimum duration of one path's turn in a round (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds; each path's best is reported (default: %(default)s)")
     parser.add_argument("--api", action="append", help="only these APIs (repeatable)")
     args = parser.parse_args()
     if not args.corpus.is_dir():
@@ -229,15 +256,10 @@ def main() -> int:
             continue
         streams, frames = corpus.streams[api], corpus.frames[api]
         print(f"measuring {api}: {len(streams)} streams, {frames} frames ...", file=sys.stderr)
-        d = frames_per_second(floor, streams, frames, args.seconds)
-        a = frames_per_second(ours(api, False), streams, frames, args.seconds)
-        b = frames_per_second(ours(api, True), streams, frames, args.seconds)
-        try:
-            c = frames_per_second(sdk(api), streams, frames, args.seconds)
-        except Exception as exc:  # an SDK that cannot read a recorded shape is reported, not hidden
-            print(f"  {api}: SDK could not parse the corpus: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
-            c = float("nan")
+        best = frames_per_second(
+            {"d": floor, "a": ours(api, False), "b": ours(api, True),
+             "c": sdk_or_none(api, streams)}, streams, frames, args.seconds, args.rounds)
+        d, a, b, c = best["d"], best["a"], best["b"], best["c"]
         rows.append((api, len(streams), frames, d, a, b, c))
     print("| API | streams | frames | (d) floor f/s | (a) ours f/s | (a)/(d) | (b) ours+Avro f/s "
           "| (c) SDK f/s | (a)/(c) |")
