@@ -16,6 +16,7 @@ from modelevents.schemas.errors import ModelEventsError
 COMMAND_MODULES = (
     "modelevents.services.commands.demo",
     "modelevents.services.commands.normalize",
+    "modelevents.services.commands.conformance",
     "modelevents.services.commands.kafka",
     "modelevents.services.commands.topics",
     "modelevents.services.commands.worker",
