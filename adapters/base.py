@@ -66,12 +66,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
-from dataclasses import fields, replace
-from typing import Any, ClassVar
+from dataclasses import replace
+from typing import Any, ClassVar, Final
 
 import orjson
 
 from modelevents.adapters.accumulate import HOLD_BYTES, Parts
+from modelevents.schemas.annotations import plain_annotations
 from modelevents.schemas.events import (
     KIND_PAYLOAD,
     Elided,
@@ -110,7 +111,13 @@ def is_done(body: bytes) -> bool:
 
 # The error taxonomy for hostile input (module docstring). Adapters name them through these.
 # The same four names as schemas/vocabulary.py's HostileInputError (the closed vocabulary).
-MALFORMED_FRAME, UNEXPECTED_SHAPE, INVALID_UTF8, PROTOCOL_VIOLATION = HOSTILE_INPUT_ERRORS
+# Final, so a type checker reads each as its Literal (Error.error_type is ErrorType).
+MALFORMED_FRAME: Final = "malformed_frame"
+UNEXPECTED_SHAPE: Final = "unexpected_shape"
+INVALID_UTF8: Final = "invalid_utf8"
+PROTOCOL_VIOLATION: Final = "protocol_violation"
+if (MALFORMED_FRAME, UNEXPECTED_SHAPE, INVALID_UTF8, PROTOCOL_VIOLATION) != HOSTILE_INPUT_ERRORS:
+    raise ImportError("adapters/base.py's hostile-input names differ from the vocabulary's")
 
 
 # Payload record → (field, the Python types its Avro schema takes, nullable, empty value): what
@@ -125,8 +132,10 @@ _TYPES_OF: dict[str, tuple[tuple[type, ...], bool, Any]] = {
     "float | None": ((float, int), True, None), "bytes | None": ((bytes,), True, None),
     "dict[str, int]": ((dict,), False, None),
 }
+# Keyed by the field's plain annotation: a vocabulary Literal field is a "str" one here.
 _FIELD_TYPES: dict[type, tuple[tuple[str, tuple[type, ...], bool, Any], ...]] = {
-    cls: tuple((f.name, *_TYPES_OF[str(f.type)]) for f in fields(cls))
+    cls: tuple((name, *_TYPES_OF[annotation])
+               for name, annotation in plain_annotations(cls).items())
     for cls in set(KIND_PAYLOAD.values())
 }
 
@@ -413,6 +422,7 @@ class Adapter:
         out = self._out
         index = len(out)
         frame = self._frame
+        assert frame is not None, "emit outside feed/close"
         source_id = self._source_id
         envelope = self._envelope
         if envelope is None:  # the frame's first event; its other events share the envelope
@@ -467,13 +477,14 @@ class Adapter:
         when the arguments were too large to hold, the ``elided`` note naming their deltas
         (``arguments_valid`` is then unknown: None). ``valid=False`` when the adapter already
         knows the arguments are damaged (a fragment it could not place)."""
-        parts = arguments if isinstance(arguments, Parts) else None
-        if parts is not None and parts.elided:
-            self.emit("tool.call", ToolCall(output_index, tool_name, tool_call_id, "", item_id,
-                                            arguments_valid=None))
-            self.elide_last(parts, "arguments", "tool.call.delta")
-            return
-        text, is_object = tool_arguments(parts.text() if parts is not None else arguments)
+        if isinstance(arguments, Parts):
+            if arguments.elided:
+                self.emit("tool.call", ToolCall(output_index, tool_name, tool_call_id, "",
+                                                item_id, arguments_valid=None))
+                self.elide_last(arguments, "arguments", "tool.call.delta")
+                return
+            arguments = arguments.text()
+        text, is_object = tool_arguments(arguments)
         self.emit("tool.call", ToolCall(output_index, tool_name, tool_call_id, text, item_id,
                                         arguments_valid=valid and is_object))
 

@@ -24,11 +24,12 @@ from typing import Any
 
 from modelevents.adapters.provider_errors import HTTP_ERROR_TYPES
 from modelevents.schemas.events import Error
+from modelevents.schemas.vocabulary import ProviderErrorType
 
 __all__ = ["RETRYABLE_STATUSES", "RPC_ERROR_TYPES", "status_error"]
 
 # google.rpc.Code name → normalized error type (schemas/vocabulary.py).
-RPC_ERROR_TYPES: dict[str, str] = {
+RPC_ERROR_TYPES: dict[str, ProviderErrorType] = {
     "INVALID_ARGUMENT": "invalid_request",
     "FAILED_PRECONDITION": "invalid_request",
     "OUT_OF_RANGE": "invalid_request",
@@ -71,6 +72,7 @@ def status_error(error: Any, http_status: int | None = None) -> Error:
         http_status = number
     if status is None and type(code) is str and number is None and code:
         status = code  # Interactions stream error events carry the rpc status name as `code`
+    error_type: ProviderErrorType
     if status is not None and status in RPC_ERROR_TYPES:
         error_type = RPC_ERROR_TYPES[status]
     elif http_status is not None and http_status in HTTP_ERROR_TYPES:

@@ -18,11 +18,13 @@ which shares the HTTP status classes below.
 
 from __future__ import annotations
 
+from modelevents.schemas.vocabulary import ProviderErrorType
+
 __all__ = ["HTTP_ERROR_TYPES", "RAW_ERROR_CLASSES", "classify_error"]
 
 # Provider word → (normalized error type, retryable; None: as the HTTP status says).
 # Anthropic: reference "Error event" and the SDK's error types; OpenAI: the error codes guide.
-RAW_ERROR_CLASSES: dict[str, tuple[str, bool | None]] = {
+RAW_ERROR_CLASSES: dict[str, tuple[ProviderErrorType, bool | None]] = {
     # Anthropic error.type
     "invalid_request_error": ("invalid_request", False),  # also OpenAI's type for a 400
     "authentication_error": ("authentication", False),
@@ -56,7 +58,7 @@ RAW_ERROR_CLASSES: dict[str, tuple[str, bool | None]] = {
 }
 
 # HTTP status → normalized error type, when no word of the provider's says it.
-HTTP_ERROR_TYPES: dict[int, str] = {
+HTTP_ERROR_TYPES: dict[int, ProviderErrorType] = {
     400: "invalid_request", 401: "authentication", 402: "billing", 403: "permission",
     404: "not_found", 408: "timeout", 413: "request_too_large", 429: "rate_limited",
     500: "server_error", 502: "server_error", 503: "overloaded", 504: "timeout",
@@ -68,7 +70,8 @@ def _retryable_status(http_status: int | None) -> bool:
     return http_status is not None and (http_status in (408, 409, 429) or http_status >= 500)
 
 
-def classify_error(*words: object, http_status: int | None = None) -> tuple[str, bool]:
+def classify_error(*words: object,
+                   http_status: int | None = None) -> tuple[ProviderErrorType, bool]:
     """(normalized error type, retryable) of an error the provider named by ``words`` (most
     specific first: OpenAI's code before its type), sent with ``http_status``."""
     for word in words:
@@ -76,6 +79,6 @@ def classify_error(*words: object, http_status: int | None = None) -> tuple[str,
         if known is not None:
             error_type, retryable = known
             return error_type, _retryable_status(http_status) if retryable is None else retryable
-    error_type = HTTP_ERROR_TYPES.get(http_status or 0) or (
+    by_status: ProviderErrorType = HTTP_ERROR_TYPES.get(http_status or 0) or (
         "server_error" if http_status is not None and http_status >= 500 else "provider_error")
-    return error_type, _retryable_status(http_status)
+    return by_status, _retryable_status(http_status)

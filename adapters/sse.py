@@ -83,7 +83,7 @@ class SSEDecoder:
         self._retry_new: int | None = None
         self._names: dict[bytes, str | None] = {}
 
-    def feed(self, chunk: bytes) -> list[SSEMessage]:
+    def feed(self, chunk: bytes | bytearray | memoryview) -> list[SSEMessage]:
         """Bytes as they arrive → the messages completed by them (possibly none)."""
         if not chunk:
             return []

@@ -6,6 +6,11 @@ per second and validation belongs at the edges (decoding, the gateway), not in t
 
 Every kind of DESIGN.md's vocabulary maps to exactly one payload record (``KIND_PAYLOAD``);
 ``ModelEvent.payload`` must be an instance of that record's class.
+
+Fields that hold a normalized value are annotated with the closed vocabulary's ``Literal``
+types (``schemas/vocabulary.py``), so a type checker rejects a wrong status, reason or tool type
+where the event is built; at run time they are plain ``str`` (``schemas/annotations.py``
+reads them so for the code that checks and cuts fields by type).
 """
 
 from __future__ import annotations
@@ -13,38 +18,59 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+# The value tuples were first defined here; they stay importable from here (re-exports).
+from modelevents.schemas.vocabulary import AWAITING_REASONS as AWAITING_REASONS
+from modelevents.schemas.vocabulary import RUN_STATUSES as RUN_STATUSES
+from modelevents.schemas.vocabulary import TERMINAL_STATUSES as TERMINAL_STATUSES
+from modelevents.schemas.vocabulary import TRANSPORTS as TRANSPORTS
+from modelevents.schemas.vocabulary import (
+    AwaitingReason,
+    ErrorType,
+    Executor,
+    FinishReason,
+    HostedStatus,
+    HostedToolType,
+    ReasoningForm,
+    Role,
+    RunStartedStatus,
+    RunStatusValue,
+    SourceType,
+    TerminalStatus,
+    Transport,
+)
+
 # --- payload records (one per family of kinds) ----------------------------------------------
 
 
 @dataclass(slots=True)
 class RunStarted:
-    status: str  # queued | in_progress
+    status: RunStartedStatus
     provider_object_id: str | None = None
 
 
 @dataclass(slots=True)
 class RunStatus:
-    status: str
+    status: RunStatusValue
     raw_status: str | None = None
 
 
 @dataclass(slots=True)
 class RunAwaiting:
-    reason: str  # tool_results | approval | continuation
+    reason: AwaitingReason
     raw_reason: str | None = None
 
 
 @dataclass(slots=True)
 class RunFinished:
-    status: str  # completed | incomplete | failed | cancelled
-    reason: str
+    status: TerminalStatus
+    reason: FinishReason
     raw_reason: str | None = None
 
 
 @dataclass(slots=True)
 class Message:
     output_index: int
-    role: str
+    role: Role
     item_id: str | None = None
     phase: str | None = None
 
@@ -61,7 +87,7 @@ class Text:
 class Reasoning:
     output_index: int
     part_index: int
-    form: str  # summary | raw | redacted
+    form: ReasoningForm
     text: str
     item_id: str | None = None
     signature: str | None = None
@@ -111,11 +137,11 @@ class ToolResult:
 class Hosted:
     output_index: int
     call_id: str
-    tool_type: str
+    tool_type: HostedToolType
     authority: str  # provider | mcp:<server>
     name: str | None = None
-    executor: str = "provider"
-    status: str | None = None
+    executor: Executor = "provider"
+    status: HostedStatus | None = None
     billable_unit: str | None = None
     quantity: float | None = None
     arguments: str | None = None  # JSON text
@@ -126,7 +152,7 @@ class Hosted:
 @dataclass(slots=True)
 class Citation:
     output_index: int
-    source_type: str
+    source_type: SourceType
     part_index: int | None = None
     start: int | None = None
     end: int | None = None
@@ -173,7 +199,7 @@ class Usage:
 
 @dataclass(slots=True)
 class Error:
-    error_type: str
+    error_type: ErrorType
     message: str
     code: str | None = None
     http_status: int | None = None
@@ -223,11 +249,6 @@ KIND_PAYLOAD: dict[str, type] = {
 KINDS = frozenset(KIND_PAYLOAD)
 PAYLOAD_TYPES: dict[str, type] = {cls.__name__: cls for cls in set(KIND_PAYLOAD.values())}
 
-RUN_STATUSES = ("queued", "in_progress", "requires_action")
-TERMINAL_STATUSES = ("completed", "incomplete", "failed", "cancelled")
-AWAITING_REASONS = ("tool_results", "approval", "continuation")
-TRANSPORTS = ("sse", "webhook", "poll", "executor")
-
 
 # --- the event ---------------------------------------------------------------------------------
 
@@ -236,7 +257,7 @@ TRANSPORTS = ("sse", "webhook", "poll", "executor")
 class EventSource:
     frame_id: str
     index: int  # position among the events of its frame
-    transport: str  # sse | webhook | poll | executor
+    transport: Transport
     cursor: str | None = None  # provider sequence number / event id
 
 

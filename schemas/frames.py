@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from modelevents.schemas.vocabulary import Transport
+
 
 @dataclass(slots=True)
 class FramePiece:
@@ -20,7 +22,7 @@ class ProviderFrame:
     run_key: str
     provider: str
     api: str
-    transport: str  # sse | webhook | poll
+    transport: Transport
     received_at: int  # epoch milliseconds
     content_type: str
     body: bytes  # SSE data field, webhook body or poll response body, verbatim

@@ -22,9 +22,10 @@ Strings are cut between characters, never inside one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any
 
+from modelevents.schemas.annotations import plain_annotations
 from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.events import KIND_PAYLOAD, Envelope, ModelEvent, Piece
 from modelevents.schemas.frames import FramePiece, ProviderFrame
@@ -39,9 +40,9 @@ class IncompletePieces(SchemaError):
 
 
 def _content_fields(cls: type) -> tuple[str, ...]:
-    # Annotations are strings (``from __future__ import annotations``): "str", "bytes | None" …
-    return tuple(f.name for f in fields(cls)
-                 if str(f.type).split(" | ")[0] in ("str", "bytes"))
+    # Plain annotations: "str", "bytes | None" … (a vocabulary Literal field is "str").
+    return tuple(name for name, annotation in plain_annotations(cls).items()
+                 if annotation.split(" | ")[0] in ("str", "bytes"))
 
 
 # Per payload record: the fields that are cut (its strings and bytes), in declaration order.
