@@ -67,3 +67,25 @@ def test_corpus_helpers(monkeypatch):
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="NOT run"):
         require_corpus()
+
+
+def test_a_recordings_snapshot_is_its_conformance_expected_file():
+    # One copy: the adapter tests' snapshot of tests/fixtures/<api>/<file> is the file that
+    # `modelevents conformance` compares that recording with.
+    path = snapshots.snapshot_path("openai_chat__refusal")
+    assert path == snapshots.EXPECTED_DIR / "openai-chat" / "refusal.sse.expected.jsonl"
+    assert path.is_file()
+    assert snapshots.snapshot_path("gemini_generate.tool-call-parallel") == (
+        snapshots.EXPECTED_DIR / "gemini-generate" / "tool-call-parallel.json-array.expected.jsonl")
+    # Not a recording of tests/fixtures: an inline stream or a corpus file keeps its snapshot.
+    assert snapshots.snapshot_path("openai_chat__corpus__openai-python__4cc50a61") == (
+        snapshots.SNAPSHOT_DIR / "openai_chat__corpus__openai-python__4cc50a61.jsonl")
+
+
+def test_update_keeps_the_replay_line(snapshot_dir, monkeypatch):
+    (snapshot_dir / "replayed.jsonl").write_text(
+        '{"replay":{"http_status":429}}\n{"kind":"text.delta","text":"old"}\n', encoding="utf-8")
+    monkeypatch.setenv("UPDATE_SNAPSHOTS", "1")
+    snapshots.assert_matches_snapshot("replayed", EVENTS)
+    written = (snapshot_dir / "replayed.jsonl").read_text(encoding="utf-8").splitlines()
+    assert written[0] == '{"replay":{"http_status":429}}' and len(written) == 1 + len(EVENTS)
