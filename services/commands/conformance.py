@@ -61,10 +61,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 # --- where things are ----------------------------------------------------------------------------
 
 
+def _checkout_suite() -> tuple[Path, Path]:
+    root = Path(next(iter(modelevents.adapters.__path__))).resolve().parent
+    return root / "tests" / "fixtures", root / "tests" / "expected"
+
+
 def project_suite() -> tuple[Path, Path]:
     """tests/fixtures and tests/expected of the checkout this package runs from."""
-    root = Path(next(iter(modelevents.adapters.__path__))).resolve().parent
-    recordings, expected = root / "tests" / "fixtures", root / "tests" / "expected"
+    recordings, expected = _checkout_suite()
     if not recordings.is_dir():
         raise InputError(
             f"the project's conformance suite is in a source checkout ({recordings} is not "
@@ -179,9 +183,11 @@ def run(args: argparse.Namespace) -> int:
         root, default_expected = project_suite()
     else:
         root = Path(args.dir)
-        default_expected = root
         if not root.is_dir():
             raise InputError(f"{root}: no such directory of recordings")
+        # The project's recordings named as a directory are still the project's suite.
+        own_recordings, own_expected = _checkout_suite()
+        default_expected = own_expected if root.resolve() == own_recordings else root
     expected_root = Path(args.expected) if args.expected else default_expected
     wanted = ({api for choice in args.api for api in resolve_api(choice)} if args.api else None)
     recordings = list(recordings_under(root))

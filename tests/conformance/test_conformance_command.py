@@ -54,6 +54,12 @@ def test_the_projects_own_suite_passes_file_by_file():
     assert "all pass" in result.stderr
 
 
+def test_the_projects_recordings_named_as_dir_are_still_its_suite():
+    result = conformance(FIXTURES, "--api", "gemini-generate")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "match       gemini-generate/text-stream.sse" in result.stdout
+
+
 def test_every_expected_file_of_the_suite_has_its_recording():
     recordings = set(own_recordings())
     orphans = [p.relative_to(EXPECTED).as_posix() for p in EXPECTED.rglob(f"*{EXPECTED_SUFFIX}")
