@@ -136,10 +136,12 @@ def _check_one(recording: Path, relative: Path, expected_path: Path, wanted: set
         return FileReport(name, "error", note=f"cannot read: {reason}")
     verdict = check(body, expected_text, api=folder_api, source_name=name)
     if verdict.status == "error":
-        hint = ("; put it under a folder named after its API "
-                f"({', '.join(ADAPTERS)}) or name it on a replay line"
-                if "cannot tell which provider API" in (verdict.error or "") else "")
-        return FileReport(name, "error", verdict, f"{verdict.error}{hint}")
+        message = verdict.error or ""
+        if "cannot tell which provider API" in message:
+            # The registry's hint names `normalize --provider`; here the folder names the API.
+            message = (message.split("; name it:")[0] + "; put it under a folder named after "
+                       f"its API ({', '.join(ADAPTERS)}) or name it on a replay line")
+        return FileReport(name, "error", verdict, message)
     if wanted is not None and not set(verdict.api.split("+") if verdict.api else ()) <= wanted:
         return FileReport(name, "skipped", verdict, f"{verdict.api} is not among --api")
     if verdict.status == "match" or not update:

@@ -9,7 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from modelevents.adapters.conformance import EXPECTED_SUFFIX
+from tests.corpus import CORPUS_DIR, require_corpus
 
 TESTS = Path(__file__).resolve().parents[1]
 FIXTURES, EXPECTED = TESTS / "fixtures", TESTS / "expected"
@@ -181,3 +184,21 @@ def test_bad_inputs_give_clear_errors(tmp_path):
     assert "broken.sse.expected.jsonl, line 1: not JSON" in lines["openai-chat/broken.sse"]
     assert "cannot read" in lines["openai-chat/not-utf8.sse"]
     assert "4 error" in result.stderr
+
+
+@pytest.mark.corpus
+def test_the_recorded_corpus_as_a_suite_of_its_own(tmp_path):
+    # Another layout: provider folders (a family: the API is detected among its APIs), deeper
+    # folders, expected files kept elsewhere. What --update writes, a second process matches.
+    require_corpus()
+    expected = tmp_path / "expected"
+    first = conformance(CORPUS_DIR, "--expected", expected, "--update", "--json")
+    report = json.loads(first.stdout)
+    errors = [f for f in report["files"] if f["status"] == "error"]
+    # The one file that is no provider output: a transcribed Standard Webhooks test vector.
+    assert [f["path"] for f in errors] == ["openai/openai-python/webhook-test-vector.json"]
+    assert "put it under a folder named after its API" in errors[0]["note"]
+    assert report["counts"]["created"] > 100
+    again = json.loads(conformance(CORPUS_DIR, "--expected", expected, "--json").stdout)
+    assert again["counts"] == {"match": report["counts"]["created"], "error": 1}
+    assert not any(CORPUS_DIR.rglob(f"*{EXPECTED_SUFFIX}")), "nothing is written into the corpus"
