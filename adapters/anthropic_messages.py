@@ -54,7 +54,7 @@ from collections.abc import Callable
 from typing import Any
 
 from modelevents.adapters.accumulate import Parts
-from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
+from modelevents.adapters.base import Adapter, json_text, stable_id
 from modelevents.adapters.provider_errors import classify_error
 from modelevents.schemas.events import (
     Citation,
@@ -71,29 +71,40 @@ from modelevents.schemas.events import (
     ToolCall,
     Usage,
 )
+from modelevents.schemas.vocabulary import (
+    AwaitingReason,
+    FinishReason,
+    HostedToolType,
+    ReasoningForm,
+    SourceType,
+    TerminalStatus,
+)
 
 # --- mappings (check against the reference in one glance) --------------------------------------
 
-# stop_reason -> (terminal kind, status for run.finished, normalized reason). §5.
-STOP_REASONS: dict[str, tuple[str, str | None, str]] = {
-    "end_turn": ("run.finished", "completed", "end_turn"),
-    "stop_sequence": ("run.finished", "completed", "stop_sequence"),
-    "max_tokens": ("run.finished", "incomplete", "max_tokens"),
-    "model_context_window_exceeded": ("run.finished", "incomplete", "context_window_exceeded"),
+# stop_reason -> (status, normalized reason) of run.finished. §5.
+STOP_REASONS: dict[str, tuple[TerminalStatus, FinishReason]] = {
+    "end_turn": ("completed", "end_turn"),
+    "stop_sequence": ("completed", "stop_sequence"),
+    "max_tokens": ("incomplete", "max_tokens"),
+    "model_context_window_exceeded": ("incomplete", "context_window_exceeded"),
     # Streaming classifiers intervened: the answer was withheld or cut short, so not "completed"
     # (the same outcome OpenAI reports as incomplete/content_filter). stop_details → `refusal`.
-    "refusal": ("run.finished", "incomplete", "refusal"),
-    "tool_use": ("run.awaiting", None, "tool_results"),
+    "refusal": ("incomplete", "refusal"),
+}
+# stop_reason -> the reason of run.awaiting: the turn ended, the run did not. §5.
+STOP_AWAITING: dict[str, AwaitingReason] = {
+    "tool_use": "tool_results",
     # "send the response back as-is to continue" — the turn is not over (SDK types/message.py).
-    "pause_turn": ("run.awaiting", None, "continuation"),
+    "pause_turn": "continuation",
     # Beta compaction with pause_after_compaction: stops after the compaction block, continues on
     # the next request.
-    "compaction": ("run.awaiting", None, "continuation"),
+    "compaction": "continuation",
 }
 
 # server_tool_use name -> (tool_type, billable unit as counted in usage.server_tool_use). §4.
 # Code execution is billed by container time, not per call: no per-call unit.
-SERVER_TOOLS: dict[str, tuple[str, str | None]] = {
+SERVER_TOOLS: dict[str, tuple[HostedToolType, str | None]] = {
     "web_search": ("web_search", "web_search_requests"),
     "web_fetch": ("web_fetch", "web_fetch_requests"),
     "code_execution": ("code_execution", None),
@@ -105,7 +116,7 @@ SERVER_TOOLS: dict[str, tuple[str, str | None]] = {
 }
 
 # citation location type -> neutral source type. §3.
-CITATION_SOURCES: dict[str, str] = {
+CITATION_SOURCES: dict[str | None, SourceType] = {
     "char_location": "document",
     "page_location": "document",
     "content_block_location": "document",
@@ -168,7 +179,7 @@ def _mcp_evidence(content: Any) -> Any:
 
 
 # result block type -> (tool_type when the call was not seen, evidence of a success). §4.
-HOSTED_RESULTS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+HOSTED_RESULTS: dict[str, tuple[HostedToolType, Callable[[Any], Any]]] = {
     "web_search_tool_result": ("web_search", _search_evidence),
     "web_fetch_tool_result": ("web_fetch", _fetch_evidence),
     "code_execution_tool_result": ("code_execution", _execution_evidence),
@@ -209,7 +220,8 @@ class _Block:
         self.call_id: str | None = None
         self.start_input: Any = None
         self.signature: str | None = None  # thinking signature; compaction encrypted_content
-        self.hosted: tuple[str, str, str | None] | None = None  # (tool_type, authority, unit)
+        # (tool_type, authority, unit)
+        self.hosted: tuple[HostedToolType, str, str | None] | None = None
 
 
 class AnthropicMessagesAdapter(Adapter):
@@ -229,7 +241,8 @@ class AnthropicMessagesAdapter(Adapter):
         self._stop_reason: str | None = None
         # Hosted calls of the whole run by id: a code_execution call may get its result in a later
         # message (programmatic tool calling, vercel-ai/anthropic-programmatic-tool-calling).
-        self._hosted_calls: dict[str, tuple[str | None, str, str, str | None, str | None]] = {}
+        self._hosted_calls: dict[str, tuple[str | None, HostedToolType, str, str | None,
+                                            str | None]] = {}
 
     @classmethod
     def recognizes(cls, doc: Any) -> bool:
@@ -336,17 +349,18 @@ class AnthropicMessagesAdapter(Adapter):
         self.emit("message.finished", Message(max(self._messages - 1, 0), "assistant",
                                               self._message_id))
         raw = self._stop_reason
+        awaiting = STOP_AWAITING.get(raw) if raw is not None else None
         outcome = STOP_REASONS.get(raw) if raw is not None else None
-        if outcome is None:
+        if awaiting is not None:
+            self.emit("run.awaiting", RunAwaiting(reason=awaiting, raw_reason=raw))
+        elif outcome is None:
             # No stop reason, or one this revision does not know: the message ended, but whether
             # the run succeeded is unknown — fail safe, never "completed".
             if raw is not None:
                 self.unknown(f"stop_reason:{raw}", "stop_reason not in the reference")
             self.emit("run.finished", RunFinished("incomplete", "unknown", raw))
-        elif outcome[0] == "run.awaiting":
-            self.emit("run.awaiting", RunAwaiting(reason=outcome[2], raw_reason=raw))
         else:
-            self.emit("run.finished", RunFinished(outcome[1], outcome[2], raw))
+            self.emit("run.finished", RunFinished(*outcome, raw))
 
     def _apply_stop(self, delta: dict) -> None:
         raw = delta.get("stop_reason")
@@ -548,7 +562,8 @@ class AnthropicMessagesAdapter(Adapter):
         location = citation.get("type")
         self.emit("citation", Citation(
             output_index=block.index, part_index=0,
-            source_type=CITATION_SOURCES.get(location, location or "unknown"),
+            # A location type this revision does not name: the fallback (the envelope has it).
+            source_type=CITATION_SOURCES.get(location, "other"),
             url=citation.get("url") or citation.get("source"),
             file_id=citation.get("file_id"),
             title=citation.get("title") or citation.get("document_title"),
@@ -560,7 +575,7 @@ class AnthropicMessagesAdapter(Adapter):
 
     # thinking
 
-    def _reasoning_form(self) -> str:
+    def _reasoning_form(self) -> ReasoningForm:
         return "raw" if self.model and RAW_THINKING_MODEL_MARK in self.model else "summary"
 
     def _start_thinking(self, index: int, block_doc: dict) -> None:
@@ -582,33 +597,32 @@ class AnthropicMessagesAdapter(Adapter):
     def _end_thinking(self, block: _Block) -> None:
         self.emit("reasoning.done", Reasoning(
             block.index, 0, self._reasoning_form(), block.parts.text(), self._message_id,
-            signature=block.signature, valid_for=f"{self.provider}/{self.model}"))
+            signature=block.signature, valid_for=self.valid_for()))
         self.elide_last(block.parts, "text", "reasoning.delta")
 
     def _start_redacted_thinking(self, index: int, block_doc: dict) -> None:
         # Arrives whole, no deltas (§4); the data must go back unchanged, to this model only.
         self.emit("reasoning.done", Reasoning(
             index, 0, "redacted", "", self._message_id, encrypted_content=block_doc["data"],
-            valid_for=f"{self.provider}/{self.model}"))
+            valid_for=self.valid_for()))
         self._blocks[index] = _Block("done", index)
 
     # client tools
 
     def _start_tool_use(self, index: int, block_doc: dict) -> None:
         block = self._blocks[index] = _Block("tool_use", index)
-        block.name = block_doc["name"]
-        block.call_id = block_doc.get("id") or stable_id(self.run_id, self._message_id, index,
-                                                         block.name)
+        name = block.name = block_doc["name"]
+        call_id = block.call_id = block_doc.get("id") or stable_id(
+            self.run_id, self._message_id, index, name)
         block.start_input = block_doc.get("input")
-        self.emit("tool.call.started", ToolCall(index, block.name, block.call_id, "",
-                                                self._message_id))
+        self.emit("tool.call.started", ToolCall(index, name, call_id, "", self._message_id))
 
     def _input_json_delta(self, block: _Block, delta: dict) -> None:
         fragment = delta["partial_json"]
         if not fragment:  # the first fragment is often "" (§3)
             return
         block.parts.add(fragment)
-        if block.kind == "tool_use":
+        if block.kind == "tool_use" and block.name is not None and block.call_id is not None:
             self.emit("tool.call.delta", ToolCall(block.index, block.name, block.call_id,
                                                   fragment, self._message_id))
 
@@ -620,12 +634,11 @@ class AnthropicMessagesAdapter(Adapter):
         return json_text(block.start_input if block.start_input is not None else {})
 
     def _end_tool_use(self, block: _Block) -> None:
-        arguments = self._arguments(block)
+        assert block.name is not None and block.call_id is not None  # set by _start_tool_use
         # `caller` (direct / code_execution_20250825) has no field yet: it stays in the envelope.
-        self.emit("tool.call", ToolCall(
-            block.index, block.name, block.call_id, arguments, self._message_id,
-            arguments_valid=None if block.parts.elided else json_valid(arguments)))
-        self.elide_last(block.parts, "arguments", "tool.call.delta")
+        self.emit_tool_call(block.index, block.name, block.call_id,
+                            block.parts if block.parts else self._arguments(block),
+                            self._message_id)
 
     # hosted (provider-executed) tools
 
@@ -635,7 +648,8 @@ class AnthropicMessagesAdapter(Adapter):
         block.call_id = block_doc.get("id") or stable_id(self.run_id, self._message_id, index,
                                                          block.name)
         block.start_input = block_doc.get("input")
-        tool_type, unit = SERVER_TOOLS.get(block.name, (block.name, None))
+        # A tool this revision does not name: the fallback type, its name in Hosted.name.
+        tool_type, unit = SERVER_TOOLS.get(block.name, ("other", None))
         block.hosted = (tool_type, "provider", unit)
 
     def _start_mcp_tool_use(self, index: int, block_doc: dict) -> None:
@@ -647,6 +661,8 @@ class AnthropicMessagesAdapter(Adapter):
         block.hosted = ("mcp", f"mcp:{block_doc.get('server_name')}", None)
 
     def _end_hosted_call(self, block: _Block) -> None:
+        # Both set when the block started (_start_server_tool_use, _start_mcp_tool_use).
+        assert block.hosted is not None and block.call_id is not None
         tool_type, authority, unit = block.hosted
         arguments = self._arguments(block)
         self.too_large_to_hold(block.parts, f"the input of hosted tool call {block.call_id}")
@@ -659,9 +675,11 @@ class AnthropicMessagesAdapter(Adapter):
     def _start_hosted_result(self, index: int, block_doc: dict) -> None:
         block_type = block_doc["type"]
         call_id = block_doc["tool_use_id"]
-        fallback_type, evidence_of = HOSTED_RESULTS.get(block_type, (block_type, _as_is_evidence))
+        # A result type this revision does not name: the fallback type, the raw type as name.
+        fallback_type, evidence_of = HOSTED_RESULTS.get(block_type, ("other", _as_is_evidence))
         name, tool_type, authority, unit, arguments = self._hosted_calls.get(
-            call_id, (None, fallback_type, "provider", None, None))
+            call_id, (block_type if fallback_type == "other" else None, fallback_type,
+                      "provider", None, None))
         content = block_doc.get("content")
         if block_type == "mcp_tool_result":
             is_error = bool(block_doc.get("is_error"))
@@ -706,6 +724,7 @@ class AnthropicMessagesAdapter(Adapter):
 
     def _end_compaction(self, block: _Block) -> None:
         # The summary replaces earlier context; its encrypted form must be sent back as is.
+        assert block.call_id is not None  # set by _start_compaction
         self.too_large_to_hold(block.parts, f"the summary of compaction {block.call_id}")
         evidence = {"summary": block.parts.text(), "encrypted_content": block.signature}
         self.emit("hosted.result", Hosted(
@@ -733,7 +752,7 @@ class AnthropicMessagesAdapter(Adapter):
 
 
 # Provider event type -> handler. The fall-through (`unknown`) is in `handle`.
-_ON_EVENT: dict[str, Callable[[AnthropicMessagesAdapter, dict], None]] = {
+_ON_EVENT: dict[str | None, Callable[[AnthropicMessagesAdapter, dict], None]] = {
     "message_start": AnthropicMessagesAdapter._on_message_start,
     "content_block_start": AnthropicMessagesAdapter._on_block_start,
     "content_block_delta": AnthropicMessagesAdapter._on_block_delta,

@@ -471,12 +471,14 @@ class Adapter:
 
     def emit_tool_call(self, output_index: int, tool_name: str, tool_call_id: str,
                        arguments: Parts | str | None, item_id: str | None = None,
-                       valid: bool = True) -> None:
+                       valid: bool = True, free_text: bool = False) -> None:
         """The one way a tool call is finalized: ``tool.call`` with the arguments as
         ``tool_arguments`` rules (no arguments → ``"{}"``; valid only as a JSON object), and,
         when the arguments were too large to hold, the ``elided`` note naming their deltas
         (``arguments_valid`` is then unknown: None). ``valid=False`` when the adapter already
-        knows the arguments are damaged (a fragment it could not place)."""
+        knows the arguments are damaged (a fragment it could not place). ``free_text=True`` for
+        a tool whose input is text by contract (OpenAI custom tools: a grammar, not a JSON
+        schema): carried as sent, ``arguments_valid`` None (there is no JSON to judge)."""
         if isinstance(arguments, Parts):
             if arguments.elided:
                 self.emit("tool.call", ToolCall(output_index, tool_name, tool_call_id, "",
@@ -484,6 +486,10 @@ class Adapter:
                 self.elide_last(arguments, "arguments", "tool.call.delta")
                 return
             arguments = arguments.text()
+        if free_text:
+            self.emit("tool.call", ToolCall(output_index, tool_name, tool_call_id,
+                                            arguments or "", item_id, arguments_valid=None))
+            return
         text, is_object = tool_arguments(arguments)
         self.emit("tool.call", ToolCall(output_index, tool_name, tool_call_id, text, item_id,
                                         arguments_valid=valid and is_object))

@@ -66,12 +66,19 @@ from modelevents.schemas.events import (
     ToolResult,
     Usage,
 )
+from modelevents.schemas.vocabulary import (
+    FinishReason,
+    HostedStatus,
+    HostedToolType,
+    SourceType,
+    TerminalStatus,
+)
 
 # --- mappings (check against the reference in one glance) --------------------------------------
 
 # finishReason -> (status, normalized reason, the model refused). B2 "finishReason"; SDK
 # FinishReason. STOP after function calls is not here: it is run.awaiting (B2, B3).
-FINISH_REASONS: dict[str, tuple[str, str, bool]] = {
+FINISH_REASONS: dict[str, tuple[TerminalStatus, FinishReason, bool]] = {
     "STOP": ("completed", "end_turn", False),
     "MAX_TOKENS": ("incomplete", "max_tokens", False),
     "SAFETY": ("incomplete", "content_filter", True),
@@ -93,23 +100,23 @@ FINISH_REASONS: dict[str, tuple[str, str, bool]] = {
 }
 # A finishReason not above: the outcome is not known to be a success (schemas/vocabulary.py:
 # the fallback reason `other`, the raw value in raw_reason).
-UNMAPPED_FINISH = ("incomplete", "other", False)
+UNMAPPED_FINISH: tuple[TerminalStatus, FinishReason, bool] = ("incomplete", "other", False)
 
 # Server-side tool invocation toolType -> (tool_type, billable unit). B2 "Parts" (SDK ToolType).
 # Google Search grounding is billed per search query (Gemini 3 pricing); the others have no
 # per-call unit. Names as in the Interactions adapter (schemas/vocabulary.py HostedToolType); a
 # toolType not here is `other`, its raw name in Hosted.name.
-HOSTED_TOOL_TYPES: dict[str, tuple[str, str | None]] = {
+HOSTED_TOOL_TYPES: dict[str, tuple[HostedToolType, str | None]] = {
     "GOOGLE_SEARCH_WEB": ("web_search", "search_query"),
     "GOOGLE_SEARCH_IMAGE": ("image_search", "search_query"),
     "URL_CONTEXT": ("web_fetch", None),
     "GOOGLE_MAPS": ("maps_search", None),
     "FILE_SEARCH": ("file_search", None),
 }
-UNMAPPED_TOOL = ("other", None)
+UNMAPPED_TOOL: tuple[HostedToolType, str | None] = ("other", None)
 
 # codeExecutionResult.outcome -> (hosted status, is_error). SDK Outcome.
-CODE_OUTCOMES: dict[str, tuple[str, bool]] = {
+CODE_OUTCOMES: dict[str, tuple[HostedStatus, bool]] = {
     "OUTCOME_OK": ("completed", False),
     "OUTCOME_FAILED": ("failed", True),
     "OUTCOME_DEADLINE_EXCEEDED": ("failed", True),
@@ -117,7 +124,7 @@ CODE_OUTCOMES: dict[str, tuple[str, bool]] = {
 
 # groundingChunks[] member -> neutral citation source type. B2 "groundingMetadata". A Maps
 # chunk is a place (as Interactions' place_citation); a member not here is `other`.
-GROUNDING_SOURCES: dict[str, str] = {
+GROUNDING_SOURCES: dict[str, SourceType] = {
     "web": "url",
     "retrievedContext": "document",
     "maps": "place",
@@ -175,7 +182,7 @@ class _Candidate:
         self.finish: str | None = None  # finishReason, once seen
         self.code_calls: dict[str, tuple[str, str]] = {}  # open executableCode: key -> (id, args)
         # Open server-side toolCall parts: id -> (tool_type, billable unit, arguments).
-        self.server_calls: dict[str, tuple[str, str | None, str]] = {}
+        self.server_calls: dict[str, tuple[HostedToolType, str | None, str | None]] = {}
         self.hosted_types: set[str] = set()  # tool types reported by toolCall parts
         self.searched = False  # grounding's web search already reported
         self.cited: set[tuple] = set()  # citations already emitted (metadata may repeat)
@@ -308,7 +315,7 @@ class GeminiGenerateAdapter(Adapter):
             return
         first = self._cands[min(self._cands)]
         raw = first.finish
-        status, reason, _ = FINISH_REASONS.get(raw, UNMAPPED_FINISH)
+        status, reason, _ = FINISH_REASONS.get(raw, UNMAPPED_FINISH) if raw else UNMAPPED_FINISH
         if status == "completed" and first.calls:
             # No TOOL_CALLS reason exists: a function-call turn ends STOP (B2, B3).
             self.emit("run.awaiting", RunAwaiting(reason="tool_results", raw_reason=raw))
@@ -589,6 +596,8 @@ class GeminiGenerateAdapter(Adapter):
 
     def _end_call(self, cand: _Candidate) -> None:
         call, cand.call = cand.call, None
+        if call is None:
+            return  # no call open: nothing to finalize
         tail = call.args.close()
         if tail:
             self.emit("tool.call.delta", ToolCall(call.index, call.name, call.call_id, tail,
@@ -791,7 +800,7 @@ class GeminiGenerateAdapter(Adapter):
 
 
 
-def _grounding_source(chunk: dict) -> tuple[str, dict]:
+def _grounding_source(chunk: dict) -> tuple[SourceType, dict]:
     """A groundingChunks member → (neutral source type, its fields)."""
     for key, source_type in GROUNDING_SOURCES.items():
         fields = chunk.get(key)

@@ -72,34 +72,44 @@ from modelevents.schemas.events import (
     ToolCall,
     Usage,
 )
+from modelevents.schemas.vocabulary import (
+    AwaitingReason,
+    FinishReason,
+    HostedToolType,
+    RunStatusValue,
+    SourceType,
+    TerminalStatus,
+)
 
 # --- mappings (check against the reference in one glance) --------------------------------------
 
-# Interaction status at the end of an interaction -> (kind, status or awaiting reason, reason).
-# A4 InteractionStatus. Vercel maps incomplete → "length" (map-google-interactions-finish-
-# reason.ts): no finer reason is on the wire.
-STATUS_OUTCOME: dict[str, tuple[str, str, str | None]] = {
-    "completed": ("run.finished", "completed", "end_turn"),
-    "requires_action": ("run.awaiting", "tool_results", None),
-    "failed": ("run.finished", "failed", "error"),
-    "cancelled": ("run.finished", "cancelled", "cancelled"),
-    "incomplete": ("run.finished", "incomplete", "max_tokens"),
-    "budget_exceeded": ("run.finished", "incomplete", "budget_exceeded"),
+# Interaction status at the end of an interaction -> (status, reason) of run.finished, or the
+# reason of run.awaiting. A4 InteractionStatus. Vercel maps incomplete → "length"
+# (map-google-interactions-finish-reason.ts): no finer reason is on the wire.
+STATUS_FINISHED: dict[str, tuple[TerminalStatus, FinishReason]] = {
+    "completed": ("completed", "end_turn"),
+    "failed": ("failed", "error"),
+    "cancelled": ("cancelled", "cancelled"),
+    "incomplete": ("incomplete", "max_tokens"),
+    "budget_exceeded": ("incomplete", "budget_exceeded"),
+}
+STATUS_AWAITING: dict[str, AwaitingReason] = {
+    "requires_action": "tool_results",
     # python-genai 3.x status, not yet in the reference: the caller must continue the run.
-    "requires_continuation": ("run.awaiting", "continuation", None),
+    "requires_continuation": "continuation",
 }
 # Statuses of an interaction still running ("idle": python-genai 3.x). A poll that reads one
 # of them is not the end; every other status is.
 RUNNING_STATUSES = frozenset({"queued", "in_progress", "idle"})
 # Statuses reported as run.status when they change mid-stream, and the neutral status each is.
 LIVE_STATUSES = RUNNING_STATUSES | {"requires_action"}
-RUN_STATUS = {"queued": "queued", "in_progress": "in_progress", "idle": "in_progress",
+RUN_STATUS: dict[str, RunStatusValue] = {"queued": "queued", "in_progress": "in_progress", "idle": "in_progress",
               "requires_action": "requires_action"}
 
 # Provider-executed tool step type -> (tool_type, billable unit). A5 step types. Google Search
 # grounding is billed per search query on Gemini 3 (per grounded prompt before): quantity is the
 # number of queries. The other tools are billed as tokens.
-HOSTED_CALLS: dict[str, tuple[str, str | None]] = {
+HOSTED_CALLS: dict[str, tuple[HostedToolType, str | None]] = {
     "google_search_call": ("web_search", "search_query"),
     "google_maps_call": ("maps_search", None),
     "url_context_call": ("web_fetch", None),
@@ -111,12 +121,12 @@ HOSTED_CALLS: dict[str, tuple[str, str | None]] = {
     "tool_search_call": ("tool_search", None),
     "processing_call": ("media_processing", None),
 }
-HOSTED_RESULTS: dict[str, str] = {
+HOSTED_RESULTS: dict[str, HostedToolType] = {
     call[: -len("_call")] + "_result": tool_type for call, (tool_type, _) in HOSTED_CALLS.items()}
 
 # Annotation type -> citation source type (A5 annotations). word_info and speech_metadata are
 # not citations: no event, the envelope keeps them.
-CITATION_SOURCES: dict[str, str] = {
+CITATION_SOURCES: dict[str | None, SourceType] = {
     "url_citation": "url",
     "file_citation": "file",
     "place_citation": "place",
@@ -125,7 +135,7 @@ MEDIA_TYPES = frozenset({"image", "audio", "video", "document"})
 
 # Webhook event -> the status it announces (A7; payload shape not verified from a primary
 # source, so only a body carrying an interaction object or its id is read).
-WEBHOOK_STATUS: dict[str, str] = {
+WEBHOOK_STATUS: dict[str | None, str] = {
     "interaction.requires_action": "requires_action",
     "interaction.completed": "completed",
     "interaction.failed": "failed",
@@ -136,7 +146,7 @@ WEBHOOK_STATUS: dict[str, str] = {
 OUTPUT, THOUGHT, CALL, HOSTED_CALL, HOSTED_RESULT, INPUT, OPAQUE = (
     "output", "thought", "call", "hosted_call", "hosted_result", "input", "opaque")
 
-STEP_KINDS: dict[str, str] = {
+STEP_KINDS: dict[str | None, str] = {
     "model_output": OUTPUT,
     # legacy: an output content block is its own index
     "text": OUTPUT, "image": OUTPUT, "audio": OUTPUT, "video": OUTPUT, "document": OUTPUT,
@@ -168,10 +178,10 @@ class _Step:
     __slots__ = ("kind", "index", "ptype", "part", "text", "last_text", "signature", "name",
                  "call_id", "args", "args_whole", "started", "body")
 
-    def __init__(self, kind: str, index: int, ptype: str) -> None:
+    def __init__(self, kind: str, index: int, ptype: Any) -> None:
         self.kind = kind
         self.index = index
-        self.ptype = ptype  # the provider's step / content type
+        self.ptype = ptype  # the provider's step / content type, as sent (str for known steps)
         self.part = 0  # part index inside a model_output step
         self.text: Parts | None = None  # open text part / thought summary fragments
         self.last_text = ""  # the last closed text part, for annotations that follow it
@@ -205,7 +215,7 @@ class GeminiInteractionsAdapter(Adapter):
         self._ended_ids: set[str] = set()
         self._replaying = False  # frames of an interaction that already ended are arriving again
         # call id -> (tool type, authority, name)
-        self._hosted: dict[str, tuple[str, str, str | None]] = {}
+        self._hosted: dict[str, tuple[HostedToolType, str, str | None]] = {}
         self._last_hosted: dict[str, str] = {}  # tool type -> last call id (results without one)
         self._seen_events: set[str] = set()
         # Made on the first event id: most streams carry none (A5 `event_id` is optional).
@@ -425,21 +435,22 @@ class GeminiInteractionsAdapter(Adapter):
         self.stream_complete = True
         if self._iid:
             self._ended_ids.add(self._iid)
-        outcome = STATUS_OUTCOME.get(status)
-        if outcome is None:
+        known = type(status) is str
+        awaiting = STATUS_AWAITING.get(status) if known else None
+        if status == "completed" and self._function_calls:
+            # A function-call turn that reports `completed` still waits for the results.
+            awaiting = "tool_results"
+        if awaiting is not None:
+            self.emit("run.awaiting", RunAwaiting(reason=awaiting, raw_reason=status))
+            return
+        finished = STATUS_FINISHED.get(status) if known else None
+        if finished is None:
             # The provider ended the interaction with a status this revision does not know:
             # whether the run succeeded is unknown — fail safe, never "completed".
             self.unknown(f"interaction.status:{status}", "status not in the reference (A4)")
             self.emit("run.finished", RunFinished("incomplete", "other", str(status)))
             return
-        kind, status_or_reason, reason = outcome
-        if kind == "run.finished" and status == "completed" and self._function_calls:
-            # A function-call turn that reports `completed` still waits for the results.
-            kind, status_or_reason = "run.awaiting", "tool_results"
-        if kind == "run.awaiting":
-            self.emit("run.awaiting", RunAwaiting(reason=status_or_reason, raw_reason=status))
-        else:
-            self.emit("run.finished", RunFinished(status_or_reason, reason, status))
+        self.emit("run.finished", RunFinished(*finished, status))
 
     def _usage(self, usage: dict) -> None:
         if usage == self._last_usage:

@@ -36,12 +36,13 @@ Usage is normalized so that ``output_tokens`` always includes reasoning tokens a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from modelevents.adapters.accumulate import Parts
-from modelevents.adapters.base import Adapter, json_valid, stable_id
+from modelevents.adapters.base import Adapter, stable_id
 from modelevents.adapters.provider_errors import classify_error
 from modelevents.schemas.events import (
     Citation,
@@ -57,21 +58,26 @@ from modelevents.schemas.events import (
     Usage,
 )
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.vocabulary import FinishReason, TerminalStatus
 
 # --- mappings ----------------------------------------------------------------------------------
 
-# finish_reason → (status, reason). "awaiting" becomes run.awaiting; any other literal keeps its
-# raw value as the reason and counts as incomplete: an ending we cannot name is not a success.
-FINISH_REASONS: dict[str, tuple[str, str]] = {
+# finish_reason → (status, reason); those of AWAITING_FINISH become run.awaiting (tool_results).
+# Any other literal is reason "other" (raw_reason keeps it) and counts as incomplete: an ending
+# we cannot name is no success.
+FINISH_REASONS: dict[str, tuple[TerminalStatus, FinishReason]] = {
     "stop": ("completed", "end_turn"),
     "length": ("incomplete", "max_tokens"),
     "content_filter": ("incomplete", "content_filter"),
-    "tool_calls": ("awaiting", "tool_results"),
-    "function_call": ("awaiting", "tool_results"),  # the deprecated `functions` API
     "error": ("failed", "error"),  # OpenRouter ends a choice that failed mid-stream this way
 }
+AWAITING_FINISH = frozenset({"tool_calls", "function_call"})  # function_call: `functions` API
 # When n>1 choices end differently the run reports the most consequential ending.
 OUTCOME_RANK = {"failed": 0, "awaiting": 1, "incomplete": 2, "completed": 3}
+
+
+def _rank(ending: RunAwaiting | RunFinished) -> int:
+    return OUTCOME_RANK["awaiting" if isinstance(ending, RunAwaiting) else ending.status]
 
 _DONE = object()  # the `data: [DONE]` sentinel, decoded
 
@@ -290,8 +296,9 @@ class OpenAIChatAdapter(Adapter):
         if choice is None:
             choice = self._choices[index] = _Choice(index)
             self._open += 1
-            role = delta.get("role") if type(delta) is dict else None
-            self.emit("message.started", Message(index, role or "assistant"))
+            # A completion's message is the assistant's whatever `role` a server puts there
+            # (Message.role is closed: the vocabulary has no other).
+            self.emit("message.started", Message(index, "assistant"))
         if delta:
             for key, value in delta.items():
                 if value is not None:
@@ -389,6 +396,7 @@ class OpenAIChatAdapter(Adapter):
         if tool.started:
             if fragment:
                 tool.arguments.add(fragment)
+                assert tool.name is not None and tool.call_id is not None  # set by _start_tool
                 self.emit("tool.call.delta", ToolCall(choice.index, tool.name, tool.call_id,
                                                       fragment))
             return
@@ -501,29 +509,26 @@ class OpenAIChatAdapter(Adapter):
         for tool in choice.tool_order:
             if not tool.started:
                 self._start_tool(choice, tool)
-            # A call that streamed no arguments at all takes none: the empty object.
-            arguments = tool.arguments.text() if tool.arguments else "{}"
-            self.emit("tool.call", ToolCall(
-                choice.index, tool.name, tool.call_id, arguments,
-                arguments_valid=None if tool.arguments.elided else json_valid(arguments)))
-            self.elide_last(tool.arguments, "arguments", "tool.call.delta")
+            assert tool.name is not None and tool.call_id is not None  # set by _start_tool
+            self.emit_tool_call(choice.index, tool.name, tool.call_id, tool.arguments)
         self.emit("message.finished", Message(choice.index, "assistant"))
 
-    def _outcome(self, choice: _Choice) -> tuple[str, str, str | None]:
+    def _outcome(self, choice: _Choice) -> RunAwaiting | RunFinished:
         raw = choice.finish_reason
         if choice.filtered:
-            return "incomplete", "content_filter", raw
+            return RunFinished("incomplete", "content_filter", raw)
         if raw is None:
-            return "incomplete", "unknown", None
-        status, reason = FINISH_REASONS.get(raw, ("incomplete", raw))
-        if status == "completed":
-            if choice.tool_order:
-                # A turn that asks for tools awaits their results whatever the literal says
-                # (DESIGN.md, run state); compatible servers end such turns with `stop`.
-                return "awaiting", "tool_results", raw
-            if choice.refusal:
-                return "completed", "refusal", raw
-        return status, reason, raw
+            return RunFinished("incomplete", "unknown", None)
+        if raw in AWAITING_FINISH:
+            return RunAwaiting("tool_results", raw)
+        status, reason = FINISH_REASONS.get(raw, ("incomplete", "other"))
+        if status == "completed" and choice.tool_order:
+            # A turn that asks for tools awaits their results whatever the literal says
+            # (DESIGN.md, run state); compatible servers end such turns with `stop`.
+            return RunAwaiting("tool_results", raw)
+        if status == "completed" and choice.refusal:
+            return RunFinished("completed", "refusal", raw)
+        return RunFinished(status, reason, raw)
 
     def _terminate(self) -> None:
         """The call's terminal event: every open choice is flushed, then one run-level ending."""
@@ -534,14 +539,11 @@ class OpenAIChatAdapter(Adapter):
                 self._finish_choice(choice, None)
         outcomes = [self._outcome(choice) for choice in self._choices.values()]
         if self._prompt_filtered:
-            outcomes.append(("incomplete", "content_filter", None))
+            outcomes.append(RunFinished("incomplete", "content_filter", None))
         if not outcomes:
-            outcomes.append(("incomplete", "unknown", None))  # [DONE] with nothing before it
-        status, reason, raw = min(outcomes, key=lambda outcome: OUTCOME_RANK[outcome[0]])
-        if status == "awaiting":
-            self.emit("run.awaiting", RunAwaiting(reason, raw))
-        else:
-            self.emit("run.finished", RunFinished(status, reason, raw))
+            outcomes.append(RunFinished("incomplete", "unknown", None))  # [DONE] alone
+        ending = min(outcomes, key=_rank)
+        self.emit("run.awaiting" if isinstance(ending, RunAwaiting) else "run.finished", ending)
 
     def _on_error(self, error: Any) -> None:
         """An error body: HTTP error (before any chunk), mid-stream error frame, vLLM object."""
@@ -640,7 +642,7 @@ def _filtered_categories(results: dict) -> list[str]:
 
 
 # Top-level `object` → handler. Anything else with `choices` is a chunk (Azure sends object "").
-_OBJECTS = {
+_OBJECTS: dict[str | None, Callable[[OpenAIChatAdapter, Any], None]] = {
     "chat.completion.chunk": OpenAIChatAdapter._on_chunk,
     "chat.completion": OpenAIChatAdapter._on_completion,
     # vLLM's error body: {"object": "error", "message", "type", "param", "code": 400}.

@@ -69,16 +69,29 @@ from modelevents.schemas.events import (
     Usage,
 )
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.vocabulary import (
+    HOSTED_STATUSES,
+    HOSTED_TOOL_TYPES,
+    Executor,
+    FinishReason,
+    HostedStatus,
+    HostedToolType,
+    ReasoningForm,
+    RunStartedStatus,
+    TerminalStatus,
+    normalized,
+)
 
 # --- mappings (checked against reference/openai.md in one glance) ------------------------------
 
 # Response.status values that keep the run going (§6).
-LIVE_STATUSES = ("queued", "in_progress")
+# (a mapping onto itself, so that the status read is typed as the vocabulary's once found here)
+LIVE_STATUSES: dict[str, RunStartedStatus] = {"queued": "queued", "in_progress": "in_progress"}
 
 # Terminal Response.status → (run.finished status, normalized reason). "completed" may instead
 # become run.awaiting (tool calls or an MCP approval pending), or reason "refusal"; "incomplete"
 # takes its reason from incomplete_details (INCOMPLETE_REASONS); "failed" keeps error.code raw.
-TERMINAL_STATUSES = {
+TERMINAL_STATUSES: dict[str, tuple[TerminalStatus, FinishReason]] = {
     "completed": ("completed", "end_turn"),
     "incomplete": ("incomplete", "other"),
     "failed": ("failed", "error"),
@@ -86,7 +99,7 @@ TERMINAL_STATUSES = {
 }
 
 # incomplete_details.reason → normalized reason (§6).
-INCOMPLETE_REASONS = {
+INCOMPLETE_REASONS: dict[str, FinishReason] = {
     "max_output_tokens": "max_tokens",
     "max_tokens": "max_tokens",  # the spec's own example says this, against its enum (§6)
     "content_filter": "content_filter",
@@ -104,7 +117,8 @@ TERMINAL_EVENTS = {
 # Output items that are tools the provider runs (§3): item type → (tool_type, billable unit,
 # quantity per call, executor, argument fields). Whatever else the item carries (minus
 # bookkeeping) is the evidence.
-HOSTED_ITEMS: dict[str, tuple[str, str | None, float | None, str, tuple[str, ...]]] = {
+HOSTED_ITEMS: dict[str, tuple[HostedToolType, str | None, float | None, Executor,
+                             tuple[str, ...]]] = {
     "web_search_call": ("web_search", "call", 1, "provider", ()),
     "file_search_call": ("file_search", "call", 1, "provider", ()),
     "code_interpreter_call": ("code_execution", "container", None, "provider", ("code",)),
@@ -115,6 +129,16 @@ HOSTED_ITEMS: dict[str, tuple[str, str | None, float | None, str, tuple[str, ...
     # shell_call is the provider's when its environment is a container, else the client's.
     "shell_call": ("shell", "container", None, "provider", ("action", "environment")),
 }
+# A hosted item's status → Hosted.status: the vocabulary's words as they are, the item types'
+# own words for work under way (web search "searching", code interpreter "interpreting", image
+# generation "generating", MCP "calling") in_progress; any other word is no status (None).
+_WORKING_STATUSES = frozenset({"searching", "interpreting", "generating", "calling"})
+
+
+def _hosted_status(raw: str | None) -> HostedStatus | None:
+    return "in_progress" if raw in _WORKING_STATUSES else normalized(raw, HOSTED_STATUSES, None)
+
+
 # Output items carrying the outcome of an earlier hosted call item (matched by call_id).
 HOSTED_RESULT_ITEMS = frozenset({"shell_call_output", "tool_search_output"})
 # Output items in which the provider asks the application to run one of the provider's tools
@@ -202,7 +226,7 @@ class _Call:
         self.aliases: set[str] = {response_id} if response_id is not None else set()
         self.status: str | None = None
         self.items: dict[int, _Item] = {}
-        self.by_id: dict[str, int] = {}
+        self.by_id: dict[str | None, int] = {}
         self.finished = False
         self.errored = False  # an `error` event was already emitted for this call
         self.refused = False
@@ -544,7 +568,8 @@ class OpenAIResponsesAdapter(Adapter):
         if status in LIVE_STATUSES:
             if call.status != status:
                 call.status = status
-                self.emit("run.status", RunStatus(status=status, raw_status=status))
+                self.emit("run.status", RunStatus(status=LIVE_STATUSES[status],
+                                                  raw_status=status))
         elif status not in TERMINAL_STATUSES:
             self.unknown(f"response.status:{status}", detail=_str(response.get("id")))
         output = response.get("output")
@@ -565,7 +590,7 @@ class OpenAIResponsesAdapter(Adapter):
         if rid in self._finished_ids:
             return None  # a late poll of a call already finished
         status = response.get("status")
-        live = status if status in LIVE_STATUSES else "in_progress"
+        live = LIVE_STATUSES.get(status, "in_progress") if type(status) is str else "in_progress"
         if call.response_id is None and not call.finished:
             call.response_id = rid  # events of this response arrived before its object
             if rid is not None:
@@ -626,14 +651,16 @@ class OpenAIResponsesAdapter(Adapter):
         final_status, reason = TERMINAL_STATUSES[status]
         raw: str | None = status
         if status == "failed":
-            error = response.get("error") if isinstance(response.get("error"), dict) else {}
+            error = response.get("error")
+            if not isinstance(error, dict):
+                error = {}
             if not call.errored:  # the `error` event before response.failed said it already
                 self._error(error, None)
             raw = _str(error.get("code")) or _str(error.get("type"))
         elif status == "incomplete":
             details = response.get("incomplete_details")
             raw = _str(details.get("reason")) if isinstance(details, dict) else None
-            reason = INCOMPLETE_REASONS.get(raw, reason)
+            reason = INCOMPLETE_REASONS.get(raw or "", reason)
         elif status == "completed":
             # A response that ends asking for something is not the end of the run (DESIGN).
             if call.approvals:
@@ -773,8 +800,8 @@ class OpenAIResponsesAdapter(Adapter):
             state.type = "message"  # a stream resumed after the item was added
         item = item or {}
         self.emit("message.started", Message(
-            output_index=state.index, role=_str(item.get("role")) or "assistant",
-            item_id=state.id, phase=_str(item.get("phase"))))
+            output_index=state.index, role="assistant", item_id=state.id,
+            phase=_str(item.get("phase"))))
 
     def _sync_message(self, state: _Item, item: dict[str, Any], final: bool) -> None:
         if not state.announced:
@@ -796,8 +823,8 @@ class OpenAIResponsesAdapter(Adapter):
                 output_index=state.index, json=payload, valid=json_valid(payload),
                 schema_name=_str(text_format.get("name"))))
         self.emit("message.finished", Message(
-            output_index=state.index, role=_str(item.get("role")) or "assistant",
-            item_id=state.id, phase=_str(item.get("phase"))))
+            output_index=state.index, role="assistant", item_id=state.id,
+            phase=_str(item.get("phase"))))
 
     def _sync_content_part(self, state: _Item, content_index: int, part: dict[str, Any],
                            final: bool) -> None:
@@ -840,7 +867,7 @@ class OpenAIResponsesAdapter(Adapter):
             self.emit("text.done", Text(state.index, content_index, text, state.id))
 
     def _catch_up(self, part: _Part, text: str, kind: str, state: _Item, index: int,
-                  form: str | None = None) -> None:
+                  form: ReasoningForm | None = None) -> None:
         """Emit the part of `text` not yet streamed, when what was streamed is its prefix."""
         if part.chunks.elided:
             # Too much streamed to hold: only its size is known; what the snapshot holds beyond
@@ -865,7 +892,8 @@ class OpenAIResponsesAdapter(Adapter):
         if not delta or type(delta) is not str:
             return  # an empty delta says nothing
         # The hot path: one lookup by output_index in the common case.
-        state = self._call.items.get(doc.get("output_index"))
+        output_index = doc.get("output_index")
+        state = self._call.items.get(output_index) if type(output_index) is int else None
         if state is None or not state.announced:
             state = self._state_for(doc)
             if not state.announced:
@@ -918,8 +946,9 @@ class OpenAIResponsesAdapter(Adapter):
                 title=_str(annotation.get("title")))
         elif kind in ("file_citation", "file_path"):
             # A single position `index`, not a span (§5).
+            # Both cite a stored file by file_id (file_path: one the response wrote).
             citation = Citation(
-                index, "file" if kind == "file_citation" else "file_path", content_index,
+                index, "file", content_index,
                 _int(annotation.get("index")), None, file_id=_str(annotation.get("file_id")),
                 title=_str(annotation.get("filename")))
         elif kind == "container_file_citation":
@@ -959,7 +988,8 @@ class OpenAIResponsesAdapter(Adapter):
 
     # reasoning -------------------------------------------------------------------------------
 
-    def _sync_reasoning(self, state: _Item, table: dict[int, _Part], index: int, form: str,
+    def _sync_reasoning(self, state: _Item, table: dict[int, _Part], index: int,
+                        form: ReasoningForm,
                         text: str, final: bool) -> None:
         part = self._part(table, index)
         if part.done:
@@ -973,8 +1003,9 @@ class OpenAIResponsesAdapter(Adapter):
                 self.elide_last(part.chunks, "text", "reasoning.delta")
 
     def _sync_reasoning_item(self, state: _Item, item: dict[str, Any], final: bool) -> None:
-        for key, table, form in (("summary", state.summaries, "summary"),
-                                 ("content", state.parts, "raw")):
+        forms: tuple[tuple[str, dict[int, _Part], ReasoningForm], ...] = (
+            ("summary", state.summaries, "summary"), ("content", state.parts, "raw"))
+        for key, table, form in forms:
             parts = item.get(key)
             if isinstance(parts, list):
                 for index, part in enumerate(parts):
@@ -987,7 +1018,7 @@ class OpenAIResponsesAdapter(Adapter):
             state.encrypted_done = True
             self.emit("reasoning.done", Reasoning(
                 state.index, 0, "redacted", "", state.id, encrypted_content=encrypted,
-                valid_for=f"{self.provider}/{self.model}"))
+                valid_for=self.valid_for()))
 
     def _on_reasoning_delta(self, doc: dict[str, Any]) -> None:
         delta = doc.get("delta")
@@ -996,6 +1027,7 @@ class OpenAIResponsesAdapter(Adapter):
         state = self._state_for(doc)
         if state.type is None:
             state.type = "reasoning"
+        form: ReasoningForm
         if doc["type"] == "response.reasoning_summary_text.delta":
             index, table, form = doc.get("summary_index", 0), state.summaries, "summary"
         else:
@@ -1009,6 +1041,7 @@ class OpenAIResponsesAdapter(Adapter):
     def _on_reasoning_done(self, doc: dict[str, Any]) -> None:
         state = self._state_for(doc)
         event_type = doc["type"]
+        form: ReasoningForm
         if event_type.startswith("response.reasoning_summary_"):
             table, form, index = state.summaries, "summary", doc.get("summary_index", 0)
             if event_type == "response.reasoning_summary_part.added":
@@ -1031,33 +1064,31 @@ class OpenAIResponsesAdapter(Adapter):
     def _sync_function(self, state: _Item, item: dict[str, Any], final: bool) -> None:
         if state.name is None and isinstance(item.get("name"), str):
             state.name = item["name"]
-        if state.call_id is None and state.name is not None:
-            state.call_id = _str(item.get("call_id")) or self._synth_id(state.index, state.name)
-        if not state.announced and state.name is not None:
-            state.announced = True
-            self.emit("tool.call.started", ToolCall(
-                state.index, state.name, state.call_id, "", state.id))
+        if state.name is not None:
+            if state.call_id is None:
+                state.call_id = (_str(item.get("call_id"))
+                                 or self._synth_id(state.index, state.name))
+            if not state.announced:
+                state.announced = True
+                self.emit("tool.call.started", ToolCall(
+                    state.index, state.name, state.call_id, "", state.id))
         if not final:
             return
         custom = state.type == "custom_tool_call"
-        arguments = item.get("input" if custom else "arguments")
-        from_deltas = not isinstance(arguments, str) or (not arguments and bool(state.args))
-        if from_deltas:
-            arguments = state.args.text()
-        if not arguments and not custom:
-            arguments = "{}"  # a function called with no arguments streamed: the empty object
+        given = item.get("input" if custom else "arguments")
+        # The item's own text, unless it has none and the deltas do.
+        arguments: Parts | str = (given if isinstance(given, str) and (given or not state.args)
+                                  else state.args)
         self._call.awaits_tools = True
         name = state.name or "unknown"
         call_id = state.call_id or self._synth_id(state.index, name)
-        if not custom and name == "parallel" and self._expand_parallel(state, call_id, arguments):
-            return
-        elided = from_deltas and state.args.elided
-        self.emit("tool.call", ToolCall(
-            state.index, name, call_id, arguments, state.id,
-            # Custom tools take free text by contract (a grammar, not a JSON schema).
-            None if custom or elided else json_valid(arguments)))
-        if from_deltas:
-            self.elide_last(state.args, "arguments", "tool.call.delta")
+        if not custom and name == "parallel":
+            text = arguments if isinstance(arguments, str) else (
+                None if arguments.elided else arguments.text())
+            if text is not None and self._expand_parallel(state, call_id, text):
+                return
+        # Custom tools take free text by contract (a grammar, not a JSON schema).
+        self.emit_tool_call(state.index, name, call_id, arguments, state.id, free_text=custom)
 
     def _expand_parallel(self, state: _Item, call_id: str, arguments: str) -> bool:
         """Azure leaks its internal parallel-dispatch wrapper as one function_call named
@@ -1083,7 +1114,8 @@ class OpenAIResponsesAdapter(Adapter):
             return
         state = self._state_for(doc)
         state.args.add(delta)
-        if state.announced and state.type in ("function_call", "custom_tool_call"):
+        if (state.announced and state.type in ("function_call", "custom_tool_call")
+                and state.name is not None and state.call_id is not None):  # both set: announced
             self.emit("tool.call.delta", ToolCall(
                 state.index, state.name, state.call_id, delta, state.id))
 
@@ -1162,7 +1194,7 @@ class OpenAIResponsesAdapter(Adapter):
             self._call.approvals.discard(approval_id)
             self.emit("approval.resolved", Approval(
                 approval_id, tool_name=name, server=server, decision="approved"))
-        status = _str(item.get("status"))
+        status = _hosted_status(_str(item.get("status")))
         arguments, evidence = self._hosted_payload(state, item)
         state.hosted_args = arguments
         if not state.announced:
@@ -1199,16 +1231,19 @@ class OpenAIResponsesAdapter(Adapter):
                 client_tool, call_id, output if isinstance(output, str) else
                 ("" if output is None else json_text(output)), status in ("failed", "incomplete")))
             return
+        name: str | None = None
         if origin is not None:
             tool_type, unit = HOSTED_ITEMS[origin.type or ""][:2]
             arguments, index = origin.hosted_args, origin.index
         else:
-            tool_type = (state.type or "").removesuffix("_output").removesuffix("_call")
+            raw_type = (state.type or "").removesuffix("_output").removesuffix("_call")
+            tool_type = normalized(raw_type, HOSTED_TOOL_TYPES, "other")
+            name = raw_type if tool_type == "other" else None  # the vocabulary's fallback rule
             unit, arguments, index = None, None, state.index
         evidence = {k: v for k, v in item.items() if k not in _BOOKKEEPING}
         self.emit("hosted.result", Hosted(
-            index, call_id, tool_type, "provider", None, "provider", status, unit, None, arguments,
-            json_text(evidence) if evidence else None, status == "failed"))
+            index, call_id, tool_type, "provider", name, "provider", _hosted_status(status), unit,
+            None, arguments, json_text(evidence) if evidence else None, status == "failed"))
 
     def _image(self, state: _Item, b64: Any, output_format: Any, partial: bool) -> None:
         if not isinstance(b64, str) or not b64:
@@ -1266,7 +1301,7 @@ class OpenAIResponsesAdapter(Adapter):
                     return
                 self.emit("media.done", Media(state.index, "audio/pcm", state.id, data))
 
-    _DISPATCH: dict[str, Callable[[OpenAIResponsesAdapter, dict[str, Any]], None]] = {
+    _DISPATCH: dict[str | None, Callable[[OpenAIResponsesAdapter, dict[str, Any]], None]] = {
         # §2.1 lifecycle
         "response.created": _on_lifecycle,
         "response.queued": _on_lifecycle,
@@ -1337,7 +1372,8 @@ class OpenAIResponsesAdapter(Adapter):
         "response.apply_patch_call_operation_diff.done": _on_progress,
     }
 
-    _ITEM_SYNC: dict[str, Callable[[OpenAIResponsesAdapter, _Item, dict[str, Any], bool], None]] = {
+    _ITEM_SYNC: dict[str | None,
+                     Callable[[OpenAIResponsesAdapter, _Item, dict[str, Any], bool], None]] = {
         "message": _sync_message,
         "function_call": _sync_function,
         "custom_tool_call": _sync_function,

@@ -32,7 +32,7 @@ in). tests/schemas/test_vocabulary.py runs it over every event of the corpus and
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 if TYPE_CHECKING:  # events.py annotates its payloads with the Literals here: no import cycle
     from modelevents.schemas.events import ModelEvent
@@ -44,12 +44,22 @@ __all__ = [
     "TERMINAL_STATUSES", "TRANSPORTS", "AdapterErrorType", "AwaitingReason", "ErrorType",
     "Executor", "FinishReason", "HostedStatus", "HostedToolType", "HostileInputError",
     "ProviderErrorType", "ReasoningForm", "Role", "RunStartedStatus", "RunStatusValue",
-    "SourceType", "TerminalStatus", "Transport", "check_event",
+    "SourceType", "TerminalStatus", "Transport", "check_event", "normalized",
 ]
 
 
-def _values(literal: Any) -> tuple[str, ...]:
+_V = TypeVar("_V", bound=str)
+_F = TypeVar("_F")
+
+
+def _values(literal: Any) -> tuple[Any, ...]:
     return tuple(get_args(literal))
+
+
+def normalized(value: object, values: tuple[_V, ...], fallback: _F) -> _V | _F:
+    """``value`` as the vocabulary's when it is one of ``values``, else ``fallback`` (the caller
+    keeps the raw value where the vocabulary's table says)."""
+    return values[values.index(value)] if value in values else fallback
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -135,22 +145,22 @@ ErrorType = Literal[AdapterErrorType, ProviderErrorType]
 
 Transport = Literal["sse", "webhook", "poll", "executor"]
 
-RUN_STARTED_STATUSES = _values(RunStartedStatus)
-RUN_STATUSES = _values(RunStatusValue)
-TERMINAL_STATUSES = _values(TerminalStatus)
-FINISH_REASONS = _values(FinishReason)
-AWAITING_REASONS = _values(AwaitingReason)
-ROLES = _values(Role)
-REASONING_FORMS = _values(ReasoningForm)
-HOSTED_TOOL_TYPES = _values(HostedToolType)
-EXECUTORS = _values(Executor)
-HOSTED_STATUSES = _values(HostedStatus)
-SOURCE_TYPES = _values(SourceType)
-HOSTILE_INPUT_ERRORS = _values(HostileInputError)
-ADAPTER_ERROR_TYPES = _values(AdapterErrorType)
-PROVIDER_ERROR_TYPES = _values(ProviderErrorType)
-ERROR_TYPES = ADAPTER_ERROR_TYPES + PROVIDER_ERROR_TYPES
-TRANSPORTS = _values(Transport)
+RUN_STARTED_STATUSES: tuple[RunStartedStatus, ...] = _values(RunStartedStatus)
+RUN_STATUSES: tuple[RunStatusValue, ...] = _values(RunStatusValue)
+TERMINAL_STATUSES: tuple[TerminalStatus, ...] = _values(TerminalStatus)
+FINISH_REASONS: tuple[FinishReason, ...] = _values(FinishReason)
+AWAITING_REASONS: tuple[AwaitingReason, ...] = _values(AwaitingReason)
+ROLES: tuple[Role, ...] = _values(Role)
+REASONING_FORMS: tuple[ReasoningForm, ...] = _values(ReasoningForm)
+HOSTED_TOOL_TYPES: tuple[HostedToolType, ...] = _values(HostedToolType)
+EXECUTORS: tuple[Executor, ...] = _values(Executor)
+HOSTED_STATUSES: tuple[HostedStatus, ...] = _values(HostedStatus)
+SOURCE_TYPES: tuple[SourceType, ...] = _values(SourceType)
+HOSTILE_INPUT_ERRORS: tuple[HostileInputError, ...] = _values(HostileInputError)
+ADAPTER_ERROR_TYPES: tuple[AdapterErrorType, ...] = _values(AdapterErrorType)
+PROVIDER_ERROR_TYPES: tuple[ProviderErrorType, ...] = _values(ProviderErrorType)
+ERROR_TYPES: tuple[ErrorType, ...] = ADAPTER_ERROR_TYPES + PROVIDER_ERROR_TYPES
+TRANSPORTS: tuple[Transport, ...] = _values(Transport)
 
 @cache
 def _closed_fields() -> dict[type, tuple[tuple[str, tuple[Any, ...]], ...]]:

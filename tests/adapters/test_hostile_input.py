@@ -42,26 +42,11 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 APIS = sorted(ADAPTERS)
 RUN_ID = "run-hostile"
 
-# Adapters whose own defects this module tolerates, each named with what it does (issue #12:
-# owned elsewhere, to be fixed there; the report lists them). Everything else is asserted for
-# every adapter. vocabulary field → adapters that may put a raw provider value there.
-RAW_VALUES_PASSED_THROUGH: dict[str, frozenset[str]] = {
-    # The provider's error type/code as error_type instead of its ProviderErrorType class.
-    "error.error_type": frozenset({"openai-responses", "openai-chat", "anthropic-messages"}),
-    # An unknown finish_reason becomes the reason itself (FINISH_REASONS.get(raw, (.., raw))).
-    "run.finished.reason": frozenset({"openai-chat"}),
-    # An unknown server tool name / output item type becomes the tool_type.
-    "hosted.call.tool_type": frozenset({"anthropic-messages", "openai-responses"}),
-    "hosted.result.tool_type": frozenset({"anthropic-messages", "openai-responses"}),
-    # An unknown citation location type becomes the source_type.
-    "citation.source_type": frozenset({"anthropic-messages"}),
-    # The provider's role passed through ("x", or "" for a role that is no string).
-    "message.started.role": frozenset({"openai-chat", "openai-responses"}),
-    "message.finished.role": frozenset({"openai-chat", "openai-responses"}),
-    # An output item's status passed through as the hosted call's status.
-    "hosted.call.status": frozenset({"openai-responses"}),
-    "hosted.result.status": frozenset({"openai-responses"}),
-}
+# Adapters whose own defects this module tolerates, by vocabulary field (field → adapters that
+# may put a raw provider value there). Empty: since the payload fields are typed with the
+# vocabulary's Literals (issue #12), every adapter maps unknown raw values to the named
+# fallback, and a defect that comes back fails here.
+RAW_VALUES_PASSED_THROUGH: dict[str, frozenset[str]] = {}
 
 # Adapters that may emit a record larger than MAX_RECORD_BYTES on huge provider values: Chat
 # Completions keeps an unbounded raw finish_reason (as reason AND raw_reason) and emits it on
