@@ -137,15 +137,6 @@ def _ranges(numbers: list[int]) -> str:
 
 
 @dataclass(slots=True)
-class _Record:
-    """What verify reads of an AuditRecord."""
-    topic: str
-    partition: int
-    offset: int
-    value: bytes | None
-
-
-@dataclass(slots=True)
 class _Event:
     value: bytes
     kind: str
@@ -167,7 +158,7 @@ class _Readers:
         self.record = compile_projection(parse_schema(AUDIT_RECORD, {}), {}, RECORD_FIELDS,
                                          to_end=False)
 
-    def records(self, data: bytes, count: int) -> list[_Record]:
+    def records(self, data: bytes, count: int) -> list[tuple[str, int, int, bytes | None]]:
         """The ``count`` AuditRecords of a block's (decompressed) data, read by a projection of
         the record schema (the log timestamp and key skipped); CorruptRecord when they do not
         fill the data exactly."""
@@ -175,8 +166,8 @@ class _Readers:
         out = []
         p = 0
         for _ in range(count):
-            topic, partition, offset, value, p = read(data, p)
-            out.append(_Record(topic, partition, offset, value))
+            *record, p = read(data, p)
+            out.append(record)
         if p != len(data):
             raise CorruptRecord(f"{len(data) - p} bytes after the block's {count} records")
         return out
@@ -223,9 +214,9 @@ def _object_id(payload: Any) -> str | None:
     return getattr(payload, "provider_object_id", None)
 
 
-def _where(rec: Any) -> str:
+def _where(topic: str, partition: int, offset: int) -> str:
     """A record's place in Kafka, for findings (formatted only when there is one)."""
-    return f"{rec.topic}:{rec.partition}@{rec.offset}"
+    return f"{topic}:{partition}@{offset}"
 
 
 def verify_archive(root: Path) -> Report:
@@ -360,25 +351,24 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
         project, event_heads = readers.project, readers.event_heads
         # (topic, partition) → (its offsets span in this block's manifest line, offsets seen)
         partitions: dict[tuple[str, int], tuple[Any, set[int]]] = {}
-        for rec in records:
-            report.records += 1
-            offset = rec.offset
-            known = partitions.get((rec.topic, rec.partition))
+        report.records += len(records)
+        for topic, partition, offset, value in records:
+            known = partitions.get((topic, partition))
             if known is None:
-                known = partitions[(rec.topic, rec.partition)] = (
-                    spans.get(f"{rec.topic}:{rec.partition}"),
-                    offsets_seen[(rec.topic, rec.partition)])
+                known = partitions[(topic, partition)] = (spans.get(f"{topic}:{partition}"),
+                                                          offsets_seen[(topic, partition)])
             span, seen = known
             if span is None or not span["first"] <= offset <= span["last"]:
                 report.fail("records", f"{rel} block {m_index}",
-                            f"{_where(rec)} lies outside the offsets its manifest line states")
+                            f"{_where(topic, partition, offset)} lies outside the offsets its "
+                            "manifest line states")
             if offset in seen:
-                report.fail("records", f"{rel} block {m_index}", f"{_where(rec)} archived twice")
+                report.fail("records", f"{rel} block {m_index}",
+                            f"{_where(topic, partition, offset)} archived twice")
             seen.add(offset)
-            value = rec.value
             if value is None:
                 report.fail("records", f"{rel} block {m_index}",
-                            f"{_where(rec)}: no value (tombstone)")
+                            f"{_where(topic, partition, offset)}: no value (tombstone)")
                 continue
             try:
                 fast = project(value, 10) if value[:10] in event_heads else None
@@ -395,16 +385,17 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
             except Exception as exc:
                 # Not the events' contract: an input packet (audit_inputs.py) is taken here, off
                 # the events' path.
-                if take_input_packet(report, value, _where(rec), tenant):
+                if take_input_packet(report, value, _where(topic, partition, offset), tenant):
                     continue
                 report.fail("records", f"{rel} block {m_index}",
-                            f"{_where(rec)} cannot be decoded: {exc}")
+                            f"{_where(topic, partition, offset)} cannot be decoded: {exc}")
                 continue
             if name in (EVENT, "ModelEvent"):
                 report.events += 1
                 if rec_tenant != tenant:
                     report.fail("records", f"{rel} block {m_index}",
-                                f"{_where(rec)}: an event of tenant {rec_tenant!r} under tenant "
+                                f"{_where(topic, partition, offset)}: an event of tenant "
+                                f"{rec_tenant!r} under tenant "
                                 f"{tenant!r}")
                 tenants.setdefault(run_id, rec_tenant)
                 events[run_id][seq].append(_Event(
@@ -419,7 +410,8 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
                 frames.add(key)
                 frame_keys[(key[0], key[2])].add(key[1])
             else:
-                report.fail("records", f"{rel} block {m_index}", f"{_where(rec)}: a {name}, not an "
+                report.fail("records", f"{rel} block {m_index}",
+                            f"{_where(topic, partition, offset)}: a {name}, not an "
                             "event or frame")
 
 
