@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import os
-import shutil
 import sys
 import tempfile
 import time
@@ -29,12 +27,14 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
+from broker import bench_broker
+
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.consumers.audit_format import archive_files
 from modelevents.consumers.audit_verify import verify_archive
 from modelevents.consumers.audit_writer import archive_topics
 from modelevents.schemas import codec
-from modelevents.services import kafka_local, topics
+from modelevents.services import topics
 from modelevents.services.kafka_io import make_consumer, start_client, start_producer
 from modelevents.services.settings import PipelineSettings
 
@@ -115,15 +115,9 @@ def main() -> int:
     parser.add_argument("--codec", default="deflate", choices=("deflate", "null"))
     args = parser.parse_args()
 
-    broker = None
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
-    else:
-        broker = kafka_local.KafkaSettings(port=args.port, state_root=Path(tempfile.mkdtemp()),
-                                           heap="512m")
-        bootstrap = kafka_local.start(broker, fresh=True).bootstrap_servers
-    work = Path(tempfile.mkdtemp(prefix="bench-audit-"))
-    try:
+    with (bench_broker(args.port, "audit") as bootstrap,
+          tempfile.TemporaryDirectory(prefix="bench-audit-") as tmp):
+        work = Path(tmp)
         tag = uuid.uuid4().hex[:8]
         settings = replace(PipelineSettings(bootstrap_servers=bootstrap),
                            topic_prefix=f"bench-audit-{tag}.")
@@ -178,10 +172,6 @@ def main() -> int:
             print(f"| {text} | {wall_rate:,.0f} | {cpu_rate:,.0f} | {ratio} |")
         print("\nTargets: archived ≥ 50,000 events/s, verified ≥ 100,000 events/s (per core).")
         asyncio.run(topics.delete_topics(settings))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        if broker is not None:
-            kafka_local.stop(broker)
     return 0
 
 

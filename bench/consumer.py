@@ -20,23 +20,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import itertools
 import logging
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
+
+from broker import bench_broker
 
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.consumers import subscribe
 from modelevents.schemas import codec
 from modelevents.schemas.events import ModelEvent
-from modelevents.services import kafka_local
 from modelevents.services.kafka_io import (
     await_acks,
     make_consumer,
@@ -82,20 +79,6 @@ async def fill(settings: PipelineSettings, events: list[ModelEvent]) -> None:
                                     for e in events])
     finally:
         await producer.stop()
-
-
-@contextlib.contextmanager
-def own_broker(port: int) -> Iterator[str]:
-    """A broker of the bench's own on ``port``, its data removed afterwards; its bootstrap."""
-    workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-consumer-"))
-    kafka = kafka_local.KafkaSettings(port=port, state_root=workdir / "kafka", heap="512m")
-    started = kafka_local.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
-    try:
-        yield started.bootstrap_servers
-    finally:
-        if started.started:
-            kafka_local.stop(kafka)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 async def raw(settings: PipelineSettings, group: str, count: int, decode: bool) -> float:
@@ -146,7 +129,7 @@ def main() -> int:
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     results: dict[str, list[float]] = {"a": [], "b": [], "c": []}
-    with own_broker(args.port) as bootstrap:
+    with bench_broker(args.port, "consumer") as bootstrap:
         settings = PipelineSettings(bootstrap_servers=bootstrap,
                                     topic_prefix="bench-consumer.", partitions=args.partitions)
         asyncio.run(ensure_topics(settings))

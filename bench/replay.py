@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import tempfile
 import time
@@ -27,10 +26,12 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
+from broker import bench_broker
+
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.consumers import export, replay
 from modelevents.schemas import codec
-from modelevents.services import kafka_local, topics
+from modelevents.services import topics
 from modelevents.services.feeder import frames_for_file
 from modelevents.services.kafka_io import start_producer
 from modelevents.services.normalizer import with_end_markers
@@ -79,14 +80,7 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=19870)
     args = parser.parse_args()
 
-    broker = None
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
-    else:
-        broker = kafka_local.KafkaSettings(port=args.port, state_root=Path(tempfile.mkdtemp()),
-                                           heap="512m")
-        bootstrap = kafka_local.start(broker, fresh=True).bootstrap_servers
-    try:
+    with bench_broker(args.port, "replay") as bootstrap:
         tag = uuid.uuid4().hex[:8]
         source = replace(PipelineSettings(bootstrap_servers=bootstrap),
                          topic_prefix=f"bench-replay-{tag}.")
@@ -119,9 +113,6 @@ def main() -> int:
         print(f"| replay import | {t_import:.2f} | {records / t_import:,.0f} records/s |")
         for s in (source, target):
             asyncio.run(topics.delete_topics(s))
-    finally:
-        if broker is not None:
-            kafka_local.stop(broker)
     return 0
 
 
