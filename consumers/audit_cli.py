@@ -30,9 +30,10 @@ EXIT_PROBLEMS = 1
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
-        "audit", help="an append-only, SHA-256-chained archive of events (and frames); verify "
-                      "and export it",
-        description="`run` consumes the events topic (and frames) with a consumer group into "
+        "audit", help="an append-only, SHA-256-chained archive of events, input packets (and "
+                      "frames); verify and export it",
+        description="`run` consumes the events and run-inputs topics (and frames) with a "
+                    "consumer group into "
                     "Avro object container files under DIR, partitioned by tenant and hour, "
                     "every block chained by SHA-256 to the one before it, a manifest beside "
                     "every file; `verify` proves the chain, each run's completeness and "
@@ -121,9 +122,12 @@ def run_archive(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     report = audit_verify.verify_archive(Path(args.dir))
+    # Input packets: archived with the events (run-inputs), checked by audit_inputs.py.
+    summary = {**report.summary(), "input_packets": sum(map(len, report.input_packets.values())),
+               "runs_with_input": len(report.input_packets)}
     if args.json:
         sys.stdout.write(orjson.dumps({
-            "summary": report.summary(),
+            "summary": summary,
             "problems": [f.as_dict() for f in report.problems],
             "notes": [f.as_dict() for f in report.notes]}, option=orjson.OPT_INDENT_2).decode()
             + "\n")
@@ -133,10 +137,11 @@ def run_verify(args: argparse.Namespace) -> int:
         if not args.quiet:
             for finding in report.notes:
                 print(finding.line("note"))
-        s = report.summary()
+        s = summary
         print(f"verify: {'OK' if report.ok else 'FAILED'} — {s['files']} files, {s['blocks']} "
               f"blocks, {s['events']} events, {s['frames']} frames, {s['runs']} runs "
-              f"({s['terminal_runs']} terminal); {s['problems']} problems, {s['notes']} notes"
+              f"({s['terminal_runs']} terminal), {s['input_packets']} input packets; "
+              f"{s['problems']} problems, {s['notes']} notes"
               + (f"; head {s['head']}" if s["head"] else ""))
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 

@@ -39,6 +39,8 @@ from modelevents.consumers.audit_format import (
 )
 from modelevents.schemas import codec
 from modelevents.schemas.events import ModelEvent, payload_dict
+from modelevents.schemas.run_input import decode as decode_run_input
+from modelevents.schemas.run_input import is_run_input
 
 FORMATS = ("jsonl", "parquet")
 
@@ -93,6 +95,8 @@ def archived_records(root: Path) -> Iterator[RawRecord]:
 
 
 def _decoded(rec: RawRecord) -> tuple[str, Any]:
+    if rec.value is not None and is_run_input(rec.value):  # an input packet (run_input.py)
+        return "input", decode_run_input(rec.value)
     obj = codec.decode(rec.value) if rec.value is not None else None
     kind = "event" if isinstance(obj, ModelEvent) else "frame" if obj is not None else "none"
     return kind, obj

@@ -10,7 +10,7 @@ An archive is a directory (``docs/audit.md`` is the user's guide)::
 
 Each record of a container file is an :data:`AUDIT_RECORD` — where it was on Kafka (topic,
 partition, offset, log timestamp, key) and the Kafka value verbatim (Avro single-object
-encoding of a ModelEvent or ProviderFrame). Block ``n`` of the archive (all files, in the order
+encoding of a ModelEvent, a ProviderFrame or a run's input packet, RunInput). Block ``n`` of the archive (all files, in the order
 they were written) has ``hash_n = sha256(hash_{n-1} || block bytes)`` where the block bytes are
 the block exactly as it lies in the file (record count, size, data, sync marker) and
 ``hash_{-1}`` is 32 zero bytes. The manifest beside each file is JSON lines: a header, one line
@@ -36,7 +36,9 @@ from fastavro import parse_schema
 from fastavro.schema import to_parsing_canonical_form
 
 from modelevents.schemas import codec
-from modelevents.schemas.errors import InputError
+from modelevents.schemas.errors import InputError, SchemaError
+from modelevents.schemas.run_input import decode as decode_run_input
+from modelevents.schemas.run_input import is_run_input
 
 FORMAT = "modelevents-audit/1"
 MAGIC = b"Obj\x01"
@@ -426,10 +428,15 @@ def _string(data: bytes, pos: int) -> tuple[str, int]:
 
 
 def tenant_of_value(value: bytes | None) -> str | None:
-    """The tenant of a ModelEvent or ProviderFrame value, read from its first fields without
-    decoding the rest (records of the current schemas); None when it cannot be told so."""
+    """The tenant of a ModelEvent, ProviderFrame or RunInput value, read from its first fields
+    without decoding the rest (records of the current schemas); None when it cannot be told so."""
     if value is None or len(value) < 10 or value[:2] != codec.MAGIC:
         return None
+    if is_run_input(value):
+        try:
+            return decode_run_input(value).tenant
+        except SchemaError:
+            return None
     event_fp, frame_fp = _current_fps()
     fp = value[2:10]
     try:

@@ -1,4 +1,5 @@
-"""``modelevents audit run``: consume ``events`` (and ``frames``) into the audit archive.
+"""``modelevents audit run``: consume ``events``, the runs' input packets (``run-inputs``) and
+optionally ``frames`` into the audit archive.
 
     writer = AuditWriter(Path("archive"), codec="deflate")   # locks DIR, recovers a crash
     writer.add(topic, partition, offset, timestamp, key, value)
@@ -57,6 +58,9 @@ from modelevents.consumers.audit_format import (
     topic_prefix_bytes,
     write_json_atomic,
 )
+from modelevents.schemas.errors import SchemaError
+from modelevents.schemas.run_input import decode as decode_run_input
+from modelevents.schemas.run_input import is_run_input
 from modelevents.services.kafka_io import KafkaUnavailable, make_consumer, start_client
 from modelevents.services.settings import PipelineSettings
 
@@ -113,6 +117,9 @@ class _OpenFile:
     schemas: set[bytes] = field(default_factory=set)
     events: int = 0
     frames: int = 0
+    inputs: int = 0
+    # The redaction policies (fingerprint → name) the block's input packets were written under.
+    input_policies: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -162,6 +169,7 @@ class AuditWriter:
         self._prefixes: dict[tuple[str, int], bytes] = {}
         self._hours: dict[int, str] = {}
         self._frame_topics = {(source or {}).get("frames_topic")}
+        self._input_topics = {(source or {}).get("inputs_topic")}
         self.buffered = 0
         self.buffered_bytes = 0
         self.archived = 0
@@ -314,6 +322,9 @@ class AuditWriter:
             out.schemas.add(value[2:10])
         if topic in self._frame_topics:
             out.frames += 1
+        elif topic in self._input_topics:
+            out.inputs += 1
+            _note_policy(out, value)
         else:
             out.events += 1
         self._pending_positions[name] = offset + 1
@@ -361,7 +372,8 @@ class AuditWriter:
         append_line(out.manifest_fd, {
             "type": "block", "block": out.blocks, "chain_index": self.chain_index,
             "start": out.size, "length": len(block), "records": len(out.records),
-            "events": out.events, "frames": out.frames, "sha256": digest,
+            "events": out.events, "frames": out.frames, "inputs": out.inputs,
+            "input_redaction": dict(sorted(out.input_policies.items())), "sha256": digest,
             "prev": self.head.hex(), "hash": new_head.hex(),
             "offsets": {k: {"first": v[0], "last": v[1], "count": v[2]}
                         for k, v in sorted(out.spans.items())},
@@ -375,7 +387,8 @@ class AuditWriter:
         out.pending_bytes = 0
         out.spans = {}
         out.schemas = set()
-        out.events = out.frames = 0
+        out.events = out.frames = out.inputs = 0
+        out.input_policies = {}
 
     def checkpoint(self) -> dict[str, int] | None:
         """Make everything added durable; returns the offsets now archived (topic:partition →
@@ -409,6 +422,17 @@ class AuditWriter:
         os.close(self._checkpoints_fd)
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
+
+
+def _note_policy(out: _OpenFile, value: bytes | None) -> None:
+    """Record the redaction policy of an input packet in its block's manifest line."""
+    if value is None or not is_run_input(value):
+        return
+    try:
+        policy = decode_run_input(value).redaction
+    except SchemaError:
+        return  # audit verify reports the record
+    out.input_policies[policy.fingerprint] = policy.name
 
 
 def _is_block_line_after(line: bytes, last_index: int) -> bool:
@@ -479,12 +503,14 @@ async def archive_topics(settings: PipelineSettings, root: Path, *, group: str,
                          block_records: int = BLOCK_RECORDS, redaction: dict | None = None,
                          stop: asyncio.Event | None = None,
                          progress: Progress = _quiet) -> RunResult:
-    """Consume ``events`` (and ``frames``) with consumer group ``group`` into the archive at
+    """Consume ``events`` and ``run-inputs`` (and ``frames``) with consumer group ``group`` into
+    the archive at
     ``root`` until ``stop`` is set (SIGTERM/SIGINT in the CLI), the topics' ends as of the start
     are archived (``until_end``), or nothing arrived for ``idle_exit`` seconds."""
-    topics = [settings.topic("events")] + ([settings.topic("frames")] if with_frames else [])
-    source = {"events_topic": topics[0], "frames_topic": topics[1] if with_frames else None,
-              "group": group}
+    topics = [settings.topic("events"), settings.topic("run-inputs")]
+    topics += [settings.topic("frames")] if with_frames else []
+    source = {"events_topic": topics[0], "frames_topic": topics[2] if with_frames else None,
+              "inputs_topic": topics[1], "group": group}
     writer = AuditWriter(root, codec=codec, redaction=redaction, source=source,
                          block_records=block_records, progress=progress)
     consumer = make_consumer(settings, group_id=group, from_beginning=True,

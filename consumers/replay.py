@@ -199,7 +199,7 @@ def _archived_events(archive: Path, run_id: str | None,
 
     by_run: dict[str, list[ModelEvent]] = {}
     for rec in archived_records(Path(archive)):
-        if rec.topic.endswith("frames"):
+        if rec.topic.endswith(("frames", "run-inputs")):  # not events (input packets: audit_inputs)
             continue
         try:
             event = codec.decode(rec.value) if rec.value is not None else None

@@ -31,6 +31,9 @@ TOPICS: dict[str, bool] = {
     # Claims of run ids (JSON, key run_id; services/gateway/owners.py): the first claim of a key
     # is its owner for ever, so the topic is never compacted and never expires.
     "run-owners": False,
+    # Input packets of runs (RunInput, key run_id; services/gateway/input_packets.py): the
+    # latest packet of each run.
+    "run-inputs": True,
 }
 
 

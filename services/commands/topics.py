@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         result = run_async(topics.verify_topics(settings))
     for name, what in result.items():
-        compacted = " (compacted)" if name == settings.topic("runs") else ""
+        compacted = " (compacted)" if name in (settings.topic("runs"), settings.topic("run-inputs")) else ""
         print(f"{what:<9} {name}{compacted}")
     print(f"{len(result)} topics ok on {where}", file=sys.stderr)
     return 0

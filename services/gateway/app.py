@@ -4,6 +4,7 @@
     webhooks.py   POST /webhooks/{provider}[/{tenant}]   (Standard Webhooks, OpenAI and Gemini)
     runs.py       POST /v1/runs, GET /v1/runs/{id}[/events|/messages], POST /v1/runs/{id}/cancel
     forwarded.py  POST /v1/runs/{run_id}/frames          (streams an application tees to us)
+    forwarded_input.py  POST /v1/runs/{run_id}/input     (the input packet of such a run)
 
 Another concern is one more module with an ``APIRouter`` named ``router`` and one more entry in
 :data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs``.
@@ -39,7 +40,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from modelevents.schemas.errors import ModelEventsError
-from modelevents.services.gateway import forwarded, health, runs, webhooks
+from modelevents.services.gateway import forwarded, forwarded_input, health, runs, webhooks
 from modelevents.services.gateway.auth import CHALLENGE, Unauthorized, token_tenant
 from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, load_manifest
 from modelevents.services.gateway.config import GatewayConfig
@@ -47,6 +48,7 @@ from modelevents.services.gateway.deliveries import Deliveries
 from modelevents.services.gateway.errors import error_answer
 from modelevents.services.gateway.fetch import Fetcher
 from modelevents.services.gateway.followers import RunFollowers
+from modelevents.services.gateway.input_packets import InputPackets
 from modelevents.services.gateway.owners import RunOwners
 from modelevents.services.gateway.run_views import RunStates
 from modelevents.services.gateway.state import Gateway
@@ -57,7 +59,8 @@ __all__ = ["create_app", "ROUTERS"]
 log = logging.getLogger("modelevents.gateway")
 
 # One router per concern; the order is the order of /docs.
-ROUTERS = (health.router, runs.router, webhooks.router, forwarded.router)
+ROUTERS = (health.router, runs.router, webhooks.router, forwarded.router,
+           forwarded_input.router)
 
 _DESCRIPTION = """\
 The edge of modelevents: provider output enters here and leaves as ProviderFrames on the Kafka
@@ -94,6 +97,7 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
             limits=httpx.Limits(max_connections=config.max_provider_connections,
                                 max_keepalive_connections=config.max_provider_connections))
         gateway.runs = runs.LocalRuns(config.local_runs)
+        gateway.packets = InputPackets(config)
         # The read side: the views of whole topics (read from their start; /readyz waits for
         # them) and the shared readers of followed runs.
         gateway.owners = RunOwners(config.kafka)
@@ -273,8 +277,13 @@ _EDGE_CODES = {400: "invalid_request", 401: "unauthorized", 408: "request_timeou
                413: "body_too_large"}
 
 
-async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+# The handlers take any Exception (Starlette's signature for every handler) and are each
+# registered for one class only.
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     # One error shape across the gateway: {"error": "<what happened and what to do>"}.
+    assert isinstance(exc, StarletteHTTPException)
     detail = exc.detail
     if exc.status_code == 404 and detail == "Not Found":
         detail = (f"no route {request.method} {request.url.path} on this gateway; its routes "
@@ -292,7 +301,8 @@ async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
                          "code": "internal"}, status_code=500)
 
 
-async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
     errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
     first = errors[0] if errors else {"loc": [], "msg": "invalid"}
     where = ".".join(str(part) for part in first["loc"][1:]) or "body"
@@ -301,6 +311,7 @@ async def _invalid_request(request: Request, exc: RequestValidationError) -> JSO
                          "code": "invalid_request", "detail": errors}, status_code=422)
 
 
-async def _model_events_error(request: Request, exc: ModelEventsError) -> JSONResponse:
+async def _model_events_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ModelEventsError)
     status, answer, headers = error_answer(exc, f"{request.method} {request.url.path}")
     return JSONResponse(answer, status_code=status, headers=headers)

@@ -39,6 +39,10 @@ the environment for what it sets, explicit CLI options win over both. A file loo
                                               # send nothing before its stream ends (it resumes
                                               # with Last-Event-ID): services/gateway/followers.py
     api_tokens: {default: [tok_...]}          # or $MODELEVENTS_API_TOKEN; empty: open /v1/runs
+    redaction:                                # cut from input packets before they are written
+      name: default                           # (services/gateway/redaction.py; the secrets
+      fields: [api_key, authorization, ...]   # above are always cut)
+      patterns: {email: '...', openai_key: 'sk-...'}
 
 Providers are named as in their URLs and SDKs (``openai``, ``anthropic``, ``gemini``); runs name
 Gemini's provider ``google`` (as events do), which finds the ``gemini`` entry. Runs started by
@@ -72,6 +76,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from modelevents.schemas.errors import ConfigError
 from modelevents.schemas.ids import InvalidId, check_id
 from modelevents.schemas.limits import MAX_RECORD_BYTES
+from modelevents.services.gateway.redaction import RedactionConfig
 from modelevents.services.gateway.webhook_limits import WEBHOOK_BODY_FIT
 from modelevents.services.settings import PipelineSettings
 
@@ -213,6 +218,9 @@ class GatewayConfig(BaseModel):
     follower_patience_s: float = Field(2.0, gt=0)
     # tenant → bearer tokens for /v1/runs… (services/gateway/auth.py); empty: open API.
     api_tokens: dict[str, list[SecretStr]] = Field(default_factory=dict)
+    # What is cut out of a run's input packet before it is written (services/gateway/
+    # redaction.py): JSON fields and regular expressions; the secrets above are always cut.
+    redaction: RedactionConfig = Field(default_factory=RedactionConfig)
 
     @field_validator("max_body_bytes")
     @classmethod
@@ -240,6 +248,17 @@ class GatewayConfig(BaseModel):
     def provider(self, name: str) -> ProviderConfig | None:
         """A provider's settings by its config name or its event/manifest name (``google``)."""
         return self.providers.get(_PROVIDER_ALIASES.get(name, name))
+
+    def held_secrets(self) -> list[str]:
+        """Every credential of this config (API keys, webhook secrets, bearer tokens): what an
+        input packet must never contain."""
+        held = [t.get_secret_value() for tokens in self.api_tokens.values() for t in tokens]
+        for entry in self.providers.values():
+            if entry.api_key is not None:
+                held.append(entry.api_key.get_secret_value())
+            held += [s.get_secret_value() for secrets in entry.webhook_secrets.values()
+                     for s in secrets]
+        return held
 
     def run_providers(self, names: list[str]) -> set[str]:
         """Which of ``names`` (manifest provider names) runs may go to (``takes_runs``)."""

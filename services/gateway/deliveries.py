@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +82,8 @@ class Deliveries:
             return None
         return entry
 
-    def begin(self, key: DeliveryKey, send: Callable[[], Awaitable[dict[str, Any]]]) -> Delivery:
+    def begin(self, key: DeliveryKey,
+              send: Callable[[], Coroutine[Any, Any, dict[str, Any]]]) -> Delivery:
         """Start the delivery's one send (``send()`` gives the 200's body once acknowledged)."""
         entry = Delivery(asyncio.create_task(send(), name=f"webhook delivery {key}"))
         self._entries[key] = entry

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from modelevents.schemas.events import ModelEvent
 from modelevents.services import kafka_io
@@ -43,7 +43,7 @@ async def run_events(settings: PipelineSettings, run_id: str, tenant: str | None
 
 
 async def run_history(settings: PipelineSettings, run_id: str, tenant: str | None, *,
-                      after_seq: int = -1) -> AsyncIterator[ModelEvent]:
+                      after_seq: int = -1) -> AsyncGenerator[ModelEvent, None]:
     """The run's events of ``tenant`` with ``seq > after_seq`` that ``events`` holds now, in
     order, each once."""
     records = kafka_io.read_records(settings, "events", run_id=run_id, timeout=30.0, to_end=True)

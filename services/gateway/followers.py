@@ -28,7 +28,7 @@ import asyncio
 import base64
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
 import orjson
@@ -219,7 +219,7 @@ class RunFollowers:
         return len(reader.followers) if reader is not None else 0
 
     async def follow(self, run_id: str, tenant: str, after_seq: int = -1,
-                     ) -> AsyncIterator[bytes]:
+                     ) -> AsyncGenerator[bytes, None]:
         """SSE bytes of the run's events of ``tenant`` after ``after_seq`` (and keep-alive
         comments) until ``run.finished``, or the follower fell too far behind (``LAGGED``)."""
         while True:

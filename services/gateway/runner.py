@@ -224,6 +224,11 @@ class CallRunner:
         return answer if isinstance(answer, dict) else {}
 
     @property
+    def cursor(self) -> str | None:
+        """The provider's resume cursor of the last stream frame read (None: none yet)."""
+        return self._cursor
+
+    @property
     def cancellable(self) -> bool:
         return self.follow_up.cancel is not None and self.call.background
 

@@ -3,14 +3,17 @@
     POST /v1/runs                  a neutral request → routed, rendered, sent; 202 with the run id
     GET  /v1/runs/{id}             the run's current RunState (from ``runs``) and its calls here
     GET  /v1/runs/{id}/events      the run's ModelEvents as SSE, resumable with Last-Event-ID = seq
-    GET  /v1/runs/{id}/messages    the model's side of the run as neutral messages
+    GET  /v1/runs/{id}/messages    the whole transcript: the input packet's, then the model's
     POST /v1/runs/{id}/cancel      ask the provider to cancel a background call
     POST /v1/runs/{id}/reconcile   read a live run's provider object back until it ends
 
 The request is checked against the capability manifest before anything is sent (422 naming,
 per candidate target, what it lacks), and Kafka must be ready (503 otherwise: output it could
 not take would be lost); the wire request is rendered from the neutral form only now, for the
-target chosen (``adapters/requests``), and carried out by
+target chosen (``adapters/requests``); its input packet — the neutral request, redacted, its
+fingerprint, the target — is written to ``run-inputs`` and acknowledged before the call is sent
+(``input_packets.py``; 503 with nothing sent when Kafka does not take it), and the call is
+carried out by
 :class:`~modelevents.services.gateway.runner.CallRunner` in the background. The answer does not
 wait for the provider: the run id comes back at once, and everything the provider sends is on
 ``frames`` and, normalized, on ``events`` and ``runs``.
@@ -60,12 +63,15 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from modelevents.adapters.requests import Endpoint, RenderError, WireRequest, build
+from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.ids import InvalidId, check_id
+from modelevents.schemas.run_input import RunInput
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES, RunState
 from modelevents.schemas.transcript import NeutralRequest, messages_from_events
 from modelevents.services.gateway.auth import caller_tenant, may_see
 from modelevents.services.gateway.followers import json_default, sse_event
 from modelevents.services.gateway.health import readiness
+from modelevents.services.gateway.input_packets import InputPackets, latest_packet, packet_summary
 from modelevents.services.gateway.provider_http import FOLLOW_UPS
 from modelevents.services.gateway.router import CapabilityRejected, route
 from modelevents.services.gateway.run_views import run_history
@@ -79,6 +85,7 @@ log = logging.getLogger("modelevents.gateway.runs")
 router = APIRouter(tags=["runs"])
 
 MAX_IDEMPOTENCY_KEY = 255
+MAX_CORRELATION_ID = 255
 # The APIs whose provider objects a GET reads back (provider_http.FOLLOW_UPS).
 READ_BACK_APIS = frozenset(api for api, follow_up in FOLLOW_UPS.items() if follow_up.get)
 
@@ -102,7 +109,8 @@ def _error(status: int, message: str, code: str | None = None, headers: dict[str
                429: {"description": "too many calls in flight; retry after Retry-After"},
                503: {"description": "Kafka is not ready: nothing was sent to a provider"}})
 async def start_run(neutral: NeutralRequest, request: Request,
-                    idempotency_key: str | None = Header(None, max_length=MAX_IDEMPOTENCY_KEY)
+                    idempotency_key: str | None = Header(None, max_length=MAX_IDEMPOTENCY_KEY),
+                    x_correlation_id: str | None = Header(None, max_length=MAX_CORRELATION_ID)
                     ) -> Response:
     gateway = gateway_of(request)
     tenant = caller_tenant(request, neutral.tenant)
@@ -119,14 +127,15 @@ async def start_run(neutral: NeutralRequest, request: Request,
             return earlier
     try:
         return await _start(gateway, neutral, tenant,
-                            (tenant, idempotency_key) if idempotency_key else None)
+                            (tenant, idempotency_key) if idempotency_key else None,
+                            x_correlation_id)
     finally:
         if idempotency_key is not None:
             runs.forget_pending((tenant, idempotency_key))
 
 
 async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
-                 key: tuple[str, str] | None) -> Response:
+                 key: tuple[str, str] | None, correlation_id: str | None = None) -> Response:
     config = gateway.config
     try:
         target = route(neutral, gateway.manifest,
@@ -157,11 +166,20 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
         return _error(409, f"run {run_id!r} ended {state.status}; a new turn is a new run "
                            "(omit run_id, or choose another)", "run_ended")
     provider = config.provider(target.provider)
+    if provider is None:  # route() chose among the configured providers only
+        raise RuntimeError(f"provider {target.provider!r} routed to but not configured")
     call = ProviderCall(
         run_id=run_id, tenant=tenant, wire=wire, call_tag=gateway.runs.next_tag(run_id),
         stream=neutral.streams, background=neutral.background, base_url=provider.base_url,
         api_key=provider.api_key.get_secret_value() if provider.api_key else None)
-    gateway.runs.start(CallRunner(call, gateway.http, gateway.publish_all, _timing(gateway)))
+    # The input packet first, acknowledged (KafkaUnavailable → 503 with nothing sent): a call
+    # the gateway makes always has its packet.
+    packet = gateway.packets.packet(
+        neutral, run_id=run_id, tenant=tenant, call=call.call_tag, provider=target.provider,
+        api=target.api, model=target.model, correlation_id=correlation_id)
+    await gateway.publish_input(packet)
+    runner = CallRunner(call, gateway.http, gateway.publish_all, _timing(gateway))
+    gateway.runs.start(runner, _run_and_record(gateway, runner, packet))
     log.info("run %s call %s → %s/%s/%s%s", run_id, call.call_tag, target.provider, target.api,
              target.model, " (background)" if neutral.background else "")
     links = {"state": f"/v1/runs/{run_id}", "events": f"/v1/runs/{run_id}/events",
@@ -169,10 +187,24 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
     answer = {"run_id": run_id, "call": call.call_tag, "provider": target.provider,
               "api": target.api, "model": target.model, "background": neutral.background,
               "stream": neutral.streams, "preferred_met": list(target.preferred_met),
-              "links": links}
+              "input_fingerprint": packet.fingerprint, "links": links}
     if key is not None:
         gateway.runs.remember(key, answer)
     return JSONResponse(answer, status_code=202, headers={"Location": links["state"]})
+
+
+async def _run_and_record(gateway: Gateway, runner: CallRunner, packet: RunInput) -> None:
+    """Carry out the call, then write its packet again with what the call learned (best effort:
+    the packet of revision 0 stands when Kafka does not take it)."""
+    try:
+        await runner.run()
+    finally:
+        try:
+            await gateway.publish_input(InputPackets.after_call(
+                packet, runner.outcome.object_id, runner.cursor))
+        except Exception as exc:
+            log.warning("run %s: the input packet's last revision was not written: %s",
+                        packet.run_id, exc)
 
 
 @router.get("/v1/runs/{run_id}", summary="The run's current RunState",
@@ -225,25 +257,49 @@ async def stream_events(run_id: str, request: Request,
                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
 
-@router.get("/v1/runs/{run_id}/messages", summary="The model's side of the run as neutral "
-            "messages", responses={404: {"description": "no events for this run"}})
+@router.get("/v1/runs/{run_id}/messages", summary="The run's whole transcript: what it was "
+            "asked (its input packet), then what the model said",
+            responses={404: {"description": "no input packet and no events for this run"}})
 async def get_messages(run_id: str, request: Request) -> dict[str, Any]:
-    """The provider calls of the run that ended (awaiting tool results, or finished) as neutral
-    assistant messages — text, tool calls with ``tool_name`` and ``tool_call_id``, reasoning
-    with its origin — and the ``tool.result`` events on ``events`` as tool messages. What the
-    caller sent (user and system messages, tool results it POSTs) is not on ``events``: the
-    caller keeps its side, appends these messages and the next results or question, and POSTs
-    that (with this ``run_id`` to continue the turn), on any provider — signatures go back only
+    """``messages``: the request's side first — the transcript of the run's latest input packet
+    (``run-inputs``: the call's request as the gateway recorded it, redacted), its
+    ``instructions`` beside — then the model's side: the provider calls from that packet's call
+    on, as neutral assistant messages (text, tool calls with ``tool_name`` and ``tool_call_id``,
+    reasoning with its origin) and the ``tool.result`` events as tool messages. ``sides`` says
+    how many messages each side has. A run with no packet (fed, or forwarded without one) has
+    only the model's side, and ``input`` is null. To continue the turn, POST these messages and
+    the next results or question with this ``run_id``, on any provider — signatures go back only
     to the model that made them."""
     gateway = gateway_of(request)
     _state, owner = _known_run(request, run_id)
+    packet = await latest_packet(gateway.config.kafka, run_id, owner)
     events = [e async for e in run_history(gateway.config.kafka, run_id, owner)]
-    if not events:
-        raise HTTPException(404, detail=f"no events for run {run_id!r} on "
+    if not events and packet is None:
+        raise HTTPException(404, detail=f"no input packet and no events for run {run_id!r} on "
                                         f"{gateway.config.kafka.topic('events')} yet")
-    return {"run_id": run_id, "events": len(events),
-            "messages": [m.model_dump(mode="json", exclude_none=True)
-                         for m in messages_from_events(events)]}
+    asked: list[dict[str, Any]] = []
+    instructions = None
+    if packet is not None:
+        doc = packet.request_doc()
+        asked = doc.get("transcript") or []
+        instructions = doc.get("instructions")
+        events = _from_call(events, packet.call)
+    answered = [m.model_dump(mode="json", exclude_none=True)
+                for m in messages_from_events(events)]
+    return {"run_id": run_id, "events": len(events), "instructions": instructions,
+            "input": packet_summary(packet) if packet is not None else None,
+            "sides": {"request": len(asked), "model": len(answered)},
+            "messages": asked + answered}
+
+
+def _from_call(events: list[ModelEvent], call: str) -> list[ModelEvent]:
+    """The events from the first one of ``call`` on (its frames' ids start with the call tag or
+    stream id and ``.`` or ``:``): what earlier calls said is in the packet's transcript."""
+    for index, event in enumerate(events):
+        frame_id = event.source.frame_id
+        if frame_id.startswith(call) and frame_id[len(call):len(call) + 1] in (".", ":"):
+            return events[index:]
+    return []
 
 
 @router.post("/v1/runs/{run_id}/cancel", status_code=202,
@@ -315,7 +371,8 @@ async def reconcile_run(run_id: str, request: Request) -> JSONResponse:
     object_id = state.provider_object_ids[-1]
     call = ProviderCall(
         run_id=run_id, tenant=state.tenant, call_tag=gateway.runs.next_tag(run_id),
-        wire=WireRequest(state.api, state.provider, state.model or "", Endpoint("GET", ""), {}),
+        wire=WireRequest(state.api, state.provider or "", state.model or "", Endpoint("GET", ""),
+                         {}),
         stream=False, background=True, base_url=provider.base_url,
         api_key=provider.api_key.get_secret_value() if provider.api_key else None)
     runner = CallRunner(call, gateway.http, gateway.publish_all, _timing(gateway))
@@ -485,7 +542,8 @@ class LocalRuns:
         excess = len(self._runs) - self.keep
         for old in [k for k, c in self._runs.items() if c.task is None][:max(0, excess)]:
             for forgotten in self._runs.pop(old).runners:
-                self._objects.pop(forgotten.outcome.object_id, None)
+                if forgotten.outcome.object_id is not None:
+                    self._objects.pop(forgotten.outcome.object_id, None)
 
     def run_of_object(self, object_id: str, tenant: str) -> str | None:
         """The run of one of this process's calls whose provider object is ``object_id``, if

@@ -23,6 +23,8 @@ from aiokafka.errors import KafkaError
 from fastapi import Request
 
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.run_input import RunInput
+from modelevents.schemas.run_input import encode as encode_input
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.topic_view import TopicView
 from modelevents.services.kafka_io import (
@@ -32,14 +34,17 @@ from modelevents.services.kafka_io import (
     run_key_bytes,
     send_frame,
 )
+from modelevents.services.settings import PipelineSettings
 
 if TYPE_CHECKING:
     import httpx
     from aiokafka import AIOKafkaProducer
 
     from modelevents.services.gateway.capabilities import Manifest
+    from modelevents.services.gateway.deliveries import Deliveries
     from modelevents.services.gateway.fetch import Fetcher
     from modelevents.services.gateway.followers import RunFollowers
+    from modelevents.services.gateway.input_packets import InputPackets
     from modelevents.services.gateway.owners import RunOwners
     from modelevents.services.gateway.run_views import RunStates
     from modelevents.services.gateway.runs import LocalRuns
@@ -78,14 +83,18 @@ class AckedDeliveries:
 class Gateway:
     config: GatewayConfig
     producer: AIOKafkaProducer
-    fetcher: Fetcher | None = None
-    # Runs (POST /v1/runs): set by the app's lifespan.
-    manifest: Manifest | None = None
-    http: httpx.AsyncClient | None = None
-    runs: LocalRuns | None = None
-    run_states: RunStates | None = None
-    owners: RunOwners | None = None
-    followers: RunFollowers | None = None
+    # Runs (POST /v1/runs): the capability manifest the router uses.
+    manifest: Manifest
+    # Set by the app's lifespan before any request is served (they need the gateway or the
+    # running loop to be built); nothing reads them earlier.
+    fetcher: Fetcher = field(init=False)
+    deliveries: Deliveries = field(init=False)
+    http: httpx.AsyncClient = field(init=False)
+    runs: LocalRuns = field(init=False)
+    run_states: RunStates = field(init=False)
+    owners: RunOwners = field(init=False)
+    followers: RunFollowers = field(init=False)
+    packets: InputPackets = field(init=False)
     acked: AckedDeliveries = field(init=False)
     # /readyz: (monotonic time, HTTP status, body) of the last check, reused for a moment.
     ready: tuple[float, int, dict[str, str]] | None = None
@@ -109,16 +118,13 @@ class Gateway:
         """The run of ``tenant`` a provider object belongs to, as far as this gateway knows: a
         call it made (known the moment the call names its object), else a run whose state on
         ``runs`` announced it (any gateway's). None: the processor resolves the object id."""
-        if self.runs is not None:
-            run_id = self.runs.run_of_object(object_id, tenant)
-            if run_id is not None:
-                return run_id
-        if self.run_states is not None:
-            return self.run_states.run_of_object(object_id, tenant)
-        return None
+        run_id = self.runs.run_of_object(object_id, tenant)
+        if run_id is not None:
+            return run_id
+        return self.run_states.run_of_object(object_id, tenant)
 
     @property
-    def settings(self):
+    def settings(self) -> PipelineSettings:
         return self.config.kafka
 
     # --- run ids and their owners (services/gateway/owners.py) --------------------------------
@@ -136,7 +142,7 @@ class Gateway:
     @property
     def views(self) -> tuple[TopicView, ...]:
         """The views of whole topics the gateway keeps (started by the app's lifespan)."""
-        return tuple(v for v in (self.owners, self.run_states) if v is not None)
+        return (self.owners, self.run_states)
 
     def views_caught_up(self) -> bool:
         """Whether an owner not found is really nobody's (the views read their topics to the
@@ -164,7 +170,8 @@ class Gateway:
         return owner == tenant
 
     async def _caught_up(self, owners: RunOwners) -> None:
-        for view in (owners, self.run_states):  # a run from before the claims: its state
+        views: tuple[TopicView, ...] = (owners, self.run_states)
+        for view in views:  # a run from before the claims: its state
             if not await view.wait_until(view.caught_up.is_set, self.config.ack_timeout_s):
                 raise KafkaUnavailable(self.settings.bootstrap_servers,
                                        f"{view.topic} not read to its end yet")
@@ -173,6 +180,13 @@ class Gateway:
         topic = self.settings.topic("run-owners")
         return await self._bounded(self.producer.send_and_wait(
             topic, key=run_key_bytes(run_id), value=value))
+
+    async def publish_input(self, packet: RunInput) -> Any:
+        """Write one input packet (``run-inputs``, key run_id) and wait for its
+        acknowledgement; RecordMetadata."""
+        return await self._bounded(self.producer.send_and_wait(
+            self.settings.topic("run-inputs"), key=run_key_bytes(packet.run_id),
+            value=encode_input(packet)))
 
     async def publish(self, frame: ProviderFrame) -> Any:
         """Write one frame and wait for the broker's acknowledgement; RecordMetadata."""

@@ -141,7 +141,7 @@ def webhook_object(provider: str, doc: Any) -> tuple[str, str | None]:
     Gemini: ``data.id`` or ``data.interaction.id``, the shape the interactions adapter reads)."""
     if not isinstance(doc, dict):
         return "", None
-    event_type = doc.get("type") if isinstance(doc.get("type"), str) else ""
+    event_type: str = doc["type"] if isinstance(doc.get("type"), str) else ""
     data = doc.get("data")
     if not isinstance(data, dict):
         return event_type, None
@@ -220,7 +220,7 @@ def deliveries_of(gateway: Gateway) -> Deliveries:
     deliveries = getattr(gateway, "deliveries", None)
     if deliveries is None:
         deliveries = Deliveries(gateway.config.dedupe_cache_size, gateway.config.dedupe_ttl_s)
-        gateway.deliveries = deliveries  # type: ignore[attr-defined]
+        gateway.deliveries = deliveries
     return deliveries
 
 

@@ -598,7 +598,9 @@ def test_a_session_switches_provider_mid_turn_and_every_request_fits_its_schema(
     run_id = first["run_id"]
     wait_run(gateway, run_id, settled("waiting_for_tool"), "waiting_for_tool")
     history = httpx.get(f"{gateway.url}/v1/runs/{run_id}/messages", timeout=30).json()
-    [assistant] = history["messages"]
+    # Both sides (issue #17): the request's user message (its input packet), then the model's.
+    assert history["sides"] == {"request": 1, "model": 1}
+    _asked, assistant = history["messages"]
     calls = [p for p in assistant["parts"] if p["type"] == "tool_call"]
     assert len(calls) == 2 and all(c["tool_name"] and c["tool_call_id"] for c in calls)
     results = {"role": "tool", "parts": [

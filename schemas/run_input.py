@@ -1,0 +1,156 @@
+"""A run's input packet (``schemas/avro/inputs/run_input.avsc``): the record, its canonical
+request encoding and its Avro single-object codec.
+
+    packet = RunInput(run_id=…, request=canonical_request(neutral_doc), …)
+    data = encode(packet)          # C3 01 | CRC-64-AVRO fingerprint | Avro body
+    decode(data) == packet
+    is_run_input(data)             # the header names this schema
+
+The packet is the gateway's record, not one of the events topic's: it lives on its own
+compacted topic (``<prefix>run-inputs``, key run_id), so the events codec (``codec.py``) does not
+carry it and it has a codec of its own here, written and read by fastavro from the one schema
+file (official Avro reads it too: ``tests/schemas/test_run_input.py``).
+
+**The fingerprint** is SHA-256 of the canonical JSON of the neutral request as stored — after
+redaction, so that anyone holding the packet recomputes it (``audit verify`` does) and no hash
+of a secret is ever published; two requests that differ only in a redacted secret share it.
+Canonical JSON: object keys sorted, no whitespace, UTF-8 (not ``\\u`` escapes), every field of
+the request model present (defaults included), so the same request sent twice, with its keys
+in any order or its defaults left out, has the same fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import fastavro
+import orjson
+from fastavro.schema import fingerprint as avro_fingerprint
+from fastavro.schema import to_parsing_canonical_form
+
+from modelevents.schemas.errors import SchemaError
+
+__all__ = ["RunInput", "RedactionPolicy", "RedactionPattern", "SCHEMA_PATH", "encode", "decode",
+           "is_run_input", "schema_fingerprint", "canonical_request", "request_fingerprint",
+           "NOT_IN_FINGERPRINT"]
+
+SCHEMA_PATH = Path(__file__).parent / "avro" / "inputs" / "run_input.avsc"
+MAGIC = b"\xc3\x01"
+
+# Fields of the neutral request that say who and which run, not what was asked.
+NOT_IN_FINGERPRINT = frozenset({"run_id", "tenant", "session_id"})
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionPattern:
+    name: str
+    regex: str
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionPolicy:
+    name: str
+    fields: list[str]
+    patterns: list[RedactionPattern]
+    fingerprint: str
+    redactions: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunInput:
+    run_id: str
+    tenant: str
+    origin: Literal["gateway", "forwarded"]
+    call: str
+    revision: int
+    recorded_at: int
+    request: str
+    fingerprint: str
+    adapter: str
+    provider: str
+    api: str
+    model: str
+    redaction: RedactionPolicy
+    correlation_id: str | None = None
+    provider_object_id: str | None = None
+    last_cursor: str | None = None
+    expires_at: int | None = None
+    cancellable_by: list[str] = field(default_factory=list)
+
+    def request_doc(self) -> dict[str, Any]:
+        """The stored (redacted) neutral request as a JSON object."""
+        doc = orjson.loads(self.request)
+        if not isinstance(doc, dict):
+            raise SchemaError(f"run {self.run_id}: the packet's request is not a JSON object")
+        return doc
+
+
+def canonical_request(doc: dict[str, Any]) -> str:
+    """The canonical JSON of a neutral request's JSON form, without the fields that name the
+    run rather than the request (:data:`NOT_IN_FINGERPRINT`)."""
+    kept = {k: v for k, v in doc.items() if k not in NOT_IN_FINGERPRINT}
+    # orjson: sorted keys, no whitespace, UTF-8 as is, shortest float repr — stable across runs.
+    return orjson.dumps(kept, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def request_fingerprint(request: str) -> str:
+    return hashlib.sha256(request.encode()).hexdigest()
+
+
+@cache
+def _schema() -> tuple[dict[str, Any], bytes]:
+    raw = json.loads(SCHEMA_PATH.read_text())
+    # Read and written without logical types (the same bytes): timestamps stay epoch-ms ints.
+    parsed = fastavro.parse_schema(_plain(raw), {})
+    if not isinstance(parsed, dict):
+        raise SchemaError(f"{SCHEMA_PATH} is not an Avro record schema")
+    # The spec's fingerprint: CRC-64-AVRO of the Parsing Canonical Form, little-endian.
+    fp = bytes.fromhex(avro_fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
+    return parsed, fp
+
+
+def _plain(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _plain(v) for k, v in schema.items() if k != "logicalType"}
+    if isinstance(schema, list):
+        return [_plain(s) for s in schema]
+    return schema
+
+
+def schema_fingerprint() -> bytes:
+    return _schema()[1]
+
+
+def is_run_input(value: bytes | None) -> bool:
+    return value is not None and value[:2] == MAGIC and value[2:10] == _schema()[1]
+
+
+def encode(packet: RunInput) -> bytes:
+    parsed, fp = _schema()
+    out = io.BytesIO()
+    out.write(MAGIC + fp)
+    fastavro.schemaless_writer(out, parsed, asdict(packet))
+    return out.getvalue()
+
+
+def decode(value: bytes) -> RunInput:
+    """The packet of a single-object encoded value; SchemaError for anything else."""
+    if not is_run_input(value):
+        raise SchemaError("not a RunInput record: its header does not name the run_input.avsc "
+                          "schema")
+    parsed, _fp = _schema()
+    try:
+        doc = fastavro.schemaless_reader(io.BytesIO(value[10:]), parsed, None)
+    except Exception as exc:  # fastavro raises what the bytes provoke (EOF, bad union index…)
+        raise SchemaError(f"a RunInput record that cannot be read: {exc!r}") from exc
+    if not isinstance(doc, dict):
+        raise SchemaError("a RunInput record that is not a record")
+    policy = doc.pop("redaction")
+    policy["patterns"] = [RedactionPattern(**p) for p in policy["patterns"]]
+    return RunInput(redaction=RedactionPolicy(**policy), **doc)

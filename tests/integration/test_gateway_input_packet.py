@@ -1,0 +1,204 @@
+"""The input packet (issue #17) on real components: the gateway (uvicorn on a loopback port)
+calling the provider simulator, the real broker, the real worker (``modelevents worker``) and the
+audit archive made by ``modelevents audit run`` / checked by ``modelevents audit verify``
+(subprocesses, as users run them).
+
+A run started through the gateway has its packet on ``run-inputs`` with what the policy cuts
+gone and the provider's API key nowhere in any topic; ``/messages`` gives both sides; the
+fingerprint is the request's; an archive of such a run verifies, a run fed without a packet is
+listed (not failed), and a run whose frames say the gateway made it but has no packet fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from pathlib import Path
+
+import httpx
+import pytest
+
+from modelevents.schemas import run_input
+from modelevents.services import feeder, kafka_io
+from modelevents.services.normalizer import with_end_markers
+from modelevents.services.settings import TOPICS, PipelineSettings
+from tests.integration.pipeline import collect, feed, run
+from tests.integration.test_audit import audit_run, verify
+from tests.integration.test_gateway_runs import (  # noqa: F401  (fixtures used by name)
+    OPENAI_KEY,
+    gateway,
+    neutral,
+    settings,
+    settled,
+    sim,
+    simulator,
+    start_gateway,
+    start_run,
+    wait_run,
+)
+
+pytestmark = pytest.mark.kafka
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+TEXT = "sim:openai-responses/text-with-usage"
+
+
+def packets_of(settings: PipelineSettings, run_id: str) -> list[run_input.RunInput]:
+    async def read() -> list[run_input.RunInput]:
+        return [run_input.decode(r.raw) async for r in kafka_io.read_records(
+            settings, "run-inputs", run_id=run_id, to_end=True, timeout=30)
+            if r.raw is not None]
+    return run(read())
+
+
+def every_topic_bytes(settings: PipelineSettings) -> bytes:
+    """Keys and values of every record of every topic of the pipeline, concatenated."""
+    async def read(topic: str) -> list[bytes]:
+        return [(r.key or b"") + (r.raw or b"") async for r in kafka_io.read_records(
+            settings, topic, to_end=True, timeout=30)]
+    return b"".join(b"".join(run(read(topic))) for topic in TOPICS)
+
+
+def secret_request(email: str) -> dict:
+    body = neutral("openai", "openai-responses", TEXT,
+                   instructions="Answer briefly; never repeat the key.",
+                   tools=[{"name": "lookup", "description": "find a customer",
+                           "parameters": {"type": "object",
+                                          "properties": {"email": {"type": "string"}}}}])
+    body["transcript"][0]["parts"][0]["text"] = (
+        f"I am {email}; my key is {OPENAI_KEY}; header Authorization: Bearer "
+        f"tok_{secrets.token_hex(12)}. Hello!")
+    return body
+
+
+def test_a_gateway_run_has_its_packet_redacted_and_messages_give_both_sides(gateway, settings):
+    email = f"jane.{secrets.token_hex(4)}@example.com"
+    answer = httpx.post(f"{gateway.url}/v1/runs", json=secret_request(email), timeout=30,
+                        headers={"X-Correlation-Id": "ticket-4711"})
+    assert answer.status_code == 202, answer.text
+    started = answer.json()
+    run_id = started["run_id"]
+    wait_run(gateway, run_id, settled("completed"), "completed")
+
+    packets = packets_of(settings, run_id)
+    # Written before the call (revision 0) and again when it ended, with what it learned.
+    assert [p.revision for p in packets] == [0, 1]
+    first, last = packets
+    assert last.provider_object_id and last.provider_object_id.startswith("resp_")
+    assert last.last_cursor is not None and first.provider_object_id is None
+    assert (last.origin, last.call, last.tenant) == ("gateway", started["call"], "default")
+    assert (last.provider, last.api, last.model) == ("openai", "openai-responses", TEXT)
+    assert last.adapter == "openai_responses@3"
+    assert last.correlation_id == "ticket-4711" and last.cancellable_by == []
+    assert last.expires_at is not None and last.expires_at > last.recorded_at
+    # The fingerprint is sha256 of the stored request, and the 202 told it.
+    assert last.fingerprint == hashlib.sha256(last.request.encode()).hexdigest()
+    assert started["input_fingerprint"] == last.fingerprint == first.fingerprint
+    # Redacted before it was written: the e-mail and the bearer token by the default policy's
+    # patterns, the provider key because the gateway holds it; the policy is recorded.
+    text = last.request_doc()["transcript"][0]["parts"][0]["text"]
+    assert email not in last.request and OPENAI_KEY not in last.request
+    assert "tok_" not in text
+    assert text.count("[REDACTED:") == 3, text
+    for mark in ("[REDACTED:email]", "[REDACTED:secret]", "[REDACTED:bearer_token]"):
+        assert mark in text, text
+    assert last.redaction.name == "default" and last.redaction.redactions == 3
+    assert {p.name for p in last.redaction.patterns} >= {"email", "bearer_token", "openai_key"}
+    # The key is nowhere in any topic: not in the packet, not in a frame, not in an event.
+    assert OPENAI_KEY.encode() not in every_topic_bytes(settings)
+    assert email.encode() not in b"".join(run_input.encode(p) for p in packets)
+
+    body = httpx.get(f"{gateway.url}/v1/runs/{run_id}/messages", timeout=30).json()
+    assert body["sides"] == {"request": 1, "model": 1}
+    asked, said = body["messages"]
+    assert asked["role"] == "user" and asked["parts"][0]["text"] == text
+    assert said["role"] == "assistant" and said["parts"][0]["type"] == "text"
+    assert body["instructions"] == "Answer briefly; never repeat the key."
+    assert body["input"]["fingerprint"] == last.fingerprint
+    assert body["input"]["redaction"]["redactions"] == 3
+
+
+def test_the_fingerprint_is_stable_for_identical_requests_and_differs_otherwise(gateway):
+    body = neutral("openai", "openai-responses", TEXT)
+    one = start_run(gateway, body)
+    two = start_run(gateway, body)
+    assert one["run_id"] != two["run_id"]
+    assert one["input_fingerprint"] == two["input_fingerprint"]
+    # The same request with its defaults spelled out and its keys in another order.
+    spelled = {"background": False, "tools": [], **dict(reversed(list(body.items())))}
+    assert start_run(gateway, spelled)["input_fingerprint"] == one["input_fingerprint"]
+    other = neutral("openai", "openai-responses", TEXT)
+    other["transcript"][0]["parts"][0]["text"] = "Hello?"
+    assert start_run(gateway, other)["input_fingerprint"] != one["input_fingerprint"]
+    for started in (one, two):
+        wait_run(gateway, started["run_id"], settled("completed"), "completed")
+
+
+def test_a_forwarded_run_supplies_its_packet(gateway, settings):
+    run_id = f"run_fwd_{secrets.token_hex(6)}"
+    stream = (FIXTURES / "openai-responses" / "text-with-usage.sse").read_bytes()
+    sent = httpx.post(f"{gateway.url}/v1/runs/{run_id}/frames", content=stream, timeout=30,
+                      params={"api": "openai-responses"},
+                      headers={"content-type": "text/event-stream"})
+    assert sent.status_code == 200, sent.text
+    request = neutral("openai", "openai-responses", "gpt-4.1")
+    recorded = httpx.post(f"{gateway.url}/v1/runs/{run_id}/input", timeout=30, json={
+        "request": request, "api": "responses", "model": "gpt-4.1"})
+    assert recorded.status_code == 201, recorded.text
+    [packet] = packets_of(settings, run_id)
+    assert (packet.origin, packet.call, packet.api) == ("forwarded", "s0", "openai-responses")
+    assert recorded.json()["input_fingerprint"] == packet.fingerprint
+    wait_run(gateway, run_id, lambda b: b["state"] is not None
+             and b["state"]["status"] == "completed", "completed")
+    body = httpx.get(f"{gateway.url}/v1/runs/{run_id}/messages", timeout=30).json()
+    assert body["sides"] == {"request": 1, "model": 1}
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant"]
+    # A bad api is a 422 saying so, and nothing is written.
+    bad = httpx.post(f"{gateway.url}/v1/runs/{run_id}/input", timeout=30, json={
+        "request": request, "api": "no-such-api", "model": "m"})
+    assert bad.status_code == 422 and "no-such-api" in bad.json()["error"]
+    assert len(packets_of(settings, run_id)) == 1
+
+
+def fed_run(settings: PipelineSettings, recording: str, run_id: str,
+            stream_id: str | None = None) -> int:
+    """Feed a recording as run ``run_id`` (its frames renamed into stream ``stream_id``) and
+    wait until the worker published all its events; how many there are."""
+    fed = feeder.frames_for_file(FIXTURES / recording, run_id=run_id, received_at=0)
+    for frame in fed.frames:
+        if stream_id is not None:
+            frame.stream_id = stream_id
+            frame.frame_id = f"{stream_id}:{frame.index}"
+    frames = with_end_markers(fed.frames)
+    run(feed(settings, frames))
+    published = run(collect(settings, lambda p: (s := p.runs.get(run_id)) is not None
+                            and s.status in ("completed", "failed", "incomplete")))
+    return len(published.deduped(run_id))
+
+
+def test_an_archive_has_the_packets_verify_passes_and_lists_runs_without(gateway, settings,
+                                                                          tmp_path):
+    started = start_run(gateway, neutral("openai", "openai-responses", TEXT))
+    wait_run(gateway, started["run_id"], settled("completed"), "completed")
+    fed_id = f"run_fed_{secrets.token_hex(6)}"
+    assert fed_run(settings, "openai-responses/text-with-usage.sse", fed_id) > 0
+    out = tmp_path / "archive"
+    audit_run(settings, out, "--group", f"audit-{secrets.token_hex(4)}")
+    code, report = verify(out)
+    assert code == 0, report["problems"]
+    assert report["summary"]["input_packets"] >= 2  # revisions 0 and 1 of the gateway's run
+    notes = {(n["check"], n["where"]): n["message"] for n in report["notes"]}
+    assert "no input packet recorded" in notes[("input", f"run {fed_id}")]
+    assert ("input", f"run {started['run_id']}") not in notes
+    manifests = list(out.glob("tenant=default/hour=*/*.manifest.jsonl"))
+    assert any('"input_redaction":{"' in m.read_text() for m in manifests)
+
+    # Frames that say the gateway made the run (a call tag's ids), but no packet: a failure.
+    forged = f"run_forged_{secrets.token_hex(6)}"
+    fed_run(settings, "openai-responses/text-with-usage.sse", forged, stream_id="c0-0badf00d.s0")
+    again = tmp_path / "archive-2"
+    audit_run(settings, again, "--group", f"audit-{secrets.token_hex(4)}")
+    code, report = verify(again)
+    assert code == 1
+    assert [(p["check"], p["where"]) for p in report["problems"]] == [("input", f"run {forged}")]
+    assert "started through the gateway" in report["problems"][0]["message"]
