@@ -38,17 +38,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fastavro import parse_schema
+
 from modelevents.consumers.audit_format import (
+    AUDIT_RECORD,
     CONTAINER_FINGERPRINT,
     FORMAT,
     GENESIS,
     archive_files,
     avro_path,
-    decode_records,
     decompress,
     manifest_path,
     parse_header,
-    read_long,
     read_manifest,
     scan_blocks,
     tenant_of_dir,
@@ -56,12 +57,20 @@ from modelevents.consumers.audit_format import (
 from modelevents.consumers.audit_inputs import check_input_packets, take_input_packet
 from modelevents.consumers.audit_writer import CHECKPOINTS, read_checkpoints
 from modelevents.schemas import codec
+from modelevents.schemas.avro_projection import compile_projection, named_records
+from modelevents.schemas.avro_reader import CorruptRecord
 
 EVENT = "modelevents.ModelEvent"
 FRAME = "modelevents.ProviderFrame"
 CLOSE_SUFFIX = "#close"
 NO_FRAMES = "(no frames)"
 _MAX_LISTED = 20  # seq ranges listed per run
+# What verify reads of a ModelEvent (the rest is skipped): the payload's branch, and the
+# provider object id of a run.started (frames of a run can be keyed by it).
+RECORD_FIELDS = {"topic": True, "partition": True, "offset": True, "value": True}
+EVENT_FIELDS = {"run_id": True, "tenant": True, "kind": True, "seq": True,
+                "source": {"frame_id": True}, "envelope": {"body": "length"},
+                "payload": {"$branch": {"modelevents.RunStarted": True}}, "piece": True}
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +136,7 @@ def _ranges(numbers: list[int]) -> str:
     return ", ".join(out)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Event:
     value: bytes
     kind: str
@@ -137,162 +146,41 @@ class _Event:
     object_id: str | None
 
 
-def _payload_table(read: Any) -> tuple | None:
-    """The compiled reader's table of the payload union's branches ((name, fn) in schema
-    order; fn(d, p, end) -> (dict, p)), or None when it is not found (then: full decoding)."""
-    for name, value in getattr(read, "__globals__", {}).items():
-        if (name.startswith("_UNION") and isinstance(value, tuple) and value
-                and value[0][0] == "modelevents.RunStarted"):
-            return value
-    return None
-
-
-def _varint(d: bytes, p: int) -> tuple[int, int]:
-    b = d[p]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), p + 1
-    return read_long(d, p)
-
-
 class _Readers:
     def __init__(self) -> None:
         schemas = codec.schemas()
         self.compiled = dict(schemas.readers)
-        self.event_fps = {fp for fp, (name, _) in schemas.readers.items() if name == EVENT}
-        self.payloads = _payload_table(schemas.readers[schemas.current_fingerprint[EVENT]][1])
+        # Magic and fingerprint of the values the projection reads (the current schema's).
+        self.event_heads = {codec.MAGIC + fp for fp, (name, _) in schemas.readers.items()
+                            if name == EVENT}
+        event = schemas.current[EVENT]
+        self.project = compile_projection(event, named_records(event), EVENT_FIELDS)
+        self.record = compile_projection(parse_schema(AUDIT_RECORD, {}), {}, RECORD_FIELDS,
+                                         to_end=False)
+
+    def records(self, data: bytes, count: int) -> list[tuple[str, int, int, bytes | None]]:
+        """The ``count`` AuditRecords of a block's (decompressed) data, read by a projection of
+        the record schema (the log timestamp and key skipped); CorruptRecord when they do not
+        fill the data exactly."""
+        read = self.record
+        out = []
+        p = 0
+        for _ in range(count):
+            *record, p = read(data, p)
+            out.append(record)
+        if p != len(data):
+            raise CorruptRecord(f"{len(data) - p} bytes after the block's {count} records")
+        return out
 
     def event(self, d: bytes) -> tuple | None:
-        """The fields verify needs of a current-schema ModelEvent, read in wire order without
-        building the rest: (run_id, tenant, kind, seq, frame_id, body length, piece, payload);
-        None when the value is not one (the caller decodes it fully).
-
-        The varints are read inline, one-byte lengths first (deliberately repeated, not a
-        helper: a call per field halved verify's rate; bench/audit.py)."""
-        if self.payloads is None or d[2:10] not in self.event_fps:
+        """The fields verify needs of a current-schema ModelEvent — (run_id, tenant, kind, seq,
+        frame_id, body length, (payload record name, RunStarted payload or None), piece) — read
+        by a projection of the compiled reader (the rest of the record is walked and skipped,
+        not built: schemas/avro_projection.py); None when the value is not one (the caller
+        decodes it fully). A record that does not hold raises CorruptRecord."""
+        if d[:10] not in self.event_heads:
             return None
-        end = len(d)
-        p = 10
-        b = d[p]
-        if b < 0x80:
-            n = b >> 1
-            p += 1
-        else:
-            n, p = read_long(d, p)
-        p += n  # event_id
-        b = d[p]
-        if b < 0x80:
-            n = b >> 1
-            p += 1
-        else:
-            n, p = read_long(d, p)
-        run_id = d[p:p + n].decode()
-        p += n
-        b = d[p]
-        if b < 0x80:
-            n = b >> 1
-            p += 1
-        else:
-            n, p = read_long(d, p)
-        tenant = d[p:p + n].decode()
-        p += n
-        b = d[p]
-        if b < 0x80:
-            n = b >> 1
-            p += 1
-        else:
-            n, p = read_long(d, p)
-        p += n  # provider
-        b = d[p]
-        if b < 0x80:
-            n = b >> 1
-            p += 1
-        else:
-            n, p = read_long(d, p)
-        p += n  # api
-        if d[p] == 2:  # model
-            p += 1
-            b = d[p]
-            if b < 0x80:
-                n = b >> 1
-                p += 1
-            else:
-                n, p = read_long(d, p)
-            p += n
-        else:
-            p += 1
-        b = d[p]
-        if b < 0x80:
-            n = b >> 1
-            p += 1
-        else:
-            n, p = read_long(d, p)
-        kind = d[p:p + n].decode()
-        p += n
-        b = d[p]
-        if b < 0x80:
-            seq = (b >> 1) ^ -(b & 1)
-            p += 1
-        else:
-            seq, p = read_long(d, p)
-        b = d[p]
-        if b < 0x80:
-            n = b >> 1
-            p += 1
-        else:
-            n, p = read_long(d, p)
-        frame_id = d[p:p + n].decode()
-        p += n
-        p = p + 1 if d[p] < 0x80 else read_long(d, p)[1]  # source.index
-        b = d[p]
-        if b < 0x80:
-            n = b >> 1
-            p += 1
-        else:
-            n, p = read_long(d, p)
-        p += n  # source.transport
-        if d[p] == 2:  # source.cursor
-            p += 1
-            b = d[p]
-            if b < 0x80:
-                n = b >> 1
-                p += 1
-            else:
-                n, p = read_long(d, p)
-            p += n
-        else:
-            p += 1
-        _, p = read_long(d, p)  # received_at
-        b = d[p]
-        if b < 0x80:
-            n = b >> 1
-            p += 1
-        else:
-            n, p = read_long(d, p)
-        p += n  # adapter
-        b = d[p]
-        if b < 0x80:
-            n = b >> 1
-            p += 1
-        else:
-            n, p = read_long(d, p)
-        p += n  # envelope.content_type
-        body_len, p = read_long(d, p)
-        p += body_len
-        branch, p = _varint(d, p)
-        if not 0 <= branch < len(self.payloads):
-            raise ValueError(f"payload branch {branch}")
-        name, fn = self.payloads[branch]
-        payload, p = fn(d, p, end)
-        if d[p] == 0:
-            piece = None
-            p += 1
-        else:
-            index, p = _varint(d, p + 1)
-            count, p = _varint(d, p)
-            piece = (index, count)
-        if p + 1 != end or d[p] != 0:
-            return None  # an elided record (or trailing bytes): the full reader judges it
-        return run_id, tenant, kind, seq, frame_id, body_len, piece, (name, payload)
+        return self.project(d, 10)
 
     def read(self, value: bytes) -> tuple[str, dict[str, Any]] | tuple[str, Any]:
         """(record name, the record as a dict) for current-schema values (the compiled reader),
@@ -318,12 +206,17 @@ def _event_fields(name: str, rec: Any) -> tuple[str, str, str, int, str, int, An
             rec.payload)
 
 
-def _object_id(kind: str, payload: Any) -> str | None:
-    if kind != "run.started":
-        return None
+def _object_id(payload: Any) -> str | None:
+    """A run.started payload's provider object id (a (name, dict) of the compiled reader or
+    the projection — whose dict is None for another branch —, or a dataclass)."""
     if isinstance(payload, tuple):
-        return payload[1].get("provider_object_id")
+        return payload[1].get("provider_object_id") if payload[1] is not None else None
     return getattr(payload, "provider_object_id", None)
+
+
+def _where(topic: str, partition: int, offset: int) -> str:
+    """A record's place in Kafka, for findings (formatted only when there is one)."""
+    return f"{topic}:{partition}@{offset}"
 
 
 def verify_archive(root: Path) -> Report:
@@ -450,31 +343,40 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
         try:
             payload = decompress(codec_name, data[block.data_start:block.data_start
                                                   + block.data_length])
-            records = list(decode_records(payload, block.count))
+            records = readers.records(payload, block.count)
         except Exception as exc:
             report.fail("records", f"{rel} block {m_index}", f"cannot be read ({exc})")
             continue
         spans = entry.get("offsets", {})
-        for rec in records:
-            report.records += 1
-            where = f"{rec.topic}:{rec.partition}@{rec.offset}"
-            span = spans.get(f"{rec.topic}:{rec.partition}")
-            if span is None or not span["first"] <= rec.offset <= span["last"]:
+        project, event_heads = readers.project, readers.event_heads
+        # (topic, partition) → (its offsets span in this block's manifest line, offsets seen)
+        partitions: dict[tuple[str, int], tuple[Any, set[int]]] = {}
+        report.records += len(records)
+        for topic, partition, offset, value in records:
+            known = partitions.get((topic, partition))
+            if known is None:
+                known = partitions[(topic, partition)] = (spans.get(f"{topic}:{partition}"),
+                                                          offsets_seen[(topic, partition)])
+            span, seen = known
+            if span is None or not span["first"] <= offset <= span["last"]:
                 report.fail("records", f"{rel} block {m_index}",
-                            f"{where} lies outside the offsets its manifest line states")
-            seen = offsets_seen[(rec.topic, rec.partition)]
-            if rec.offset in seen:
-                report.fail("records", f"{rel} block {m_index}", f"{where} archived twice")
-            seen.add(rec.offset)
-            value = rec.value
+                            f"{_where(topic, partition, offset)} lies outside the offsets its "
+                            "manifest line states")
+            if offset in seen:
+                report.fail("records", f"{rel} block {m_index}",
+                            f"{_where(topic, partition, offset)} archived twice")
+            seen.add(offset)
             if value is None:
-                report.fail("records", f"{rel} block {m_index}", f"{where}: no value (tombstone)")
+                report.fail("records", f"{rel} block {m_index}",
+                            f"{_where(topic, partition, offset)}: no value (tombstone)")
                 continue
             try:
-                fast = readers.event(value) if value[:2] == b"\xc3\x01" else None
+                fast = project(value, 10) if value[:10] in event_heads else None
                 if fast is not None:
                     name = EVENT
-                    run_id, rec_tenant, kind, seq, frame_id, body_len, piece, payload = fast
+                    run_id, rec_tenant, kind, seq, frame_id, body_len, payload, piece = fast
+                    if piece is not None:
+                        piece = (piece["index"], piece["count"])
                 else:
                     name, obj = readers.read(value)
                     if name in (EVENT, "ModelEvent"):
@@ -483,19 +385,22 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
             except Exception as exc:
                 # Not the events' contract: an input packet (audit_inputs.py) is taken here, off
                 # the events' path.
-                if take_input_packet(report, value, where, tenant):
+                if take_input_packet(report, value, _where(topic, partition, offset), tenant):
                     continue
-                report.fail("records", f"{rel} block {m_index}", f"{where} cannot be decoded: {exc}")
+                report.fail("records", f"{rel} block {m_index}",
+                            f"{_where(topic, partition, offset)} cannot be decoded: {exc}")
                 continue
             if name in (EVENT, "ModelEvent"):
                 report.events += 1
                 if rec_tenant != tenant:
                     report.fail("records", f"{rel} block {m_index}",
-                                f"{where}: an event of tenant {rec_tenant!r} under tenant "
+                                f"{_where(topic, partition, offset)}: an event of tenant "
+                                f"{rec_tenant!r} under tenant "
                                 f"{tenant!r}")
                 tenants.setdefault(run_id, rec_tenant)
-                events[run_id][seq].append(_Event(bytes(value), kind, frame_id, body_len, piece,
-                                                  _object_id(kind, payload)))
+                events[run_id][seq].append(_Event(
+                    value, kind, frame_id, body_len, piece,
+                    _object_id(payload) if kind == "run.started" else None))
             elif name in (FRAME, "ProviderFrame"):
                 report.frames += 1
                 if isinstance(obj, dict):
@@ -505,7 +410,8 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
                 frames.add(key)
                 frame_keys[(key[0], key[2])].add(key[1])
             else:
-                report.fail("records", f"{rel} block {m_index}", f"{where}: a {name}, not an "
+                report.fail("records", f"{rel} block {m_index}",
+                            f"{_where(topic, partition, offset)}: a {name}, not an "
                             "event or frame")
 
 
@@ -622,8 +528,9 @@ def _check_runs(report: Report, events: dict[str, dict[int, list[_Event]]],
         copies = 0
         for seq in seqs:
             found = by_seq[seq]
-            first = found[0]
-            chosen[seq] = first
+            first = chosen[seq] = found[0]
+            if len(found) == 1:
+                continue
             for other in found[1:]:
                 if other.value != first.value:
                     report.fail("runs", f"run {run_id} seq {seq}",
@@ -636,7 +543,9 @@ def _check_runs(report: Report, events: dict[str, dict[int, list[_Event]]],
                         f"{'y' if copies == 1 else 'ies'} of events (the worker's at-least-once "
                         "output; deduped by (run_id, seq))")
         last = seqs[-1]
-        missing = sorted(set(range(last + 1)) - set(seqs))
+        # seqs are distinct and sorted: 0..last are all there exactly when there are last + 1
+        missing = ([] if seqs[0] == 0 and len(seqs) == last + 1
+                   else sorted(set(range(last + 1)) - set(seqs)))
         terminal = chosen[last].kind == "run.finished"
         if terminal:
             report.terminal_runs += 1
@@ -648,12 +557,12 @@ def _check_runs(report: Report, events: dict[str, dict[int, list[_Event]]],
             report.note("runs", f"run {run_id}", f"open: no run.finished yet (last seq {last}, "
                         f"{chosen[last].kind})")
         object_ids = {e.object_id for e in chosen.values() if e.object_id}
-        seq_list = sorted(chosen)
+        seq_list = seqs  # chosen's keys, sorted
         position = 0
         while position < len(seq_list):
             seq = seq_list[position]
             event = chosen[seq]
-            span = [event]
+            span: list[Any] | None = None  # an event's pieces (None: one whole event)
             if event.piece is not None:
                 index, count = event.piece
                 group = [chosen.get(seq + k) for k in range(count)] if index == 0 else []
@@ -665,12 +574,13 @@ def _check_runs(report: Report, events: dict[str, dict[int, list[_Event]]],
                                     "run of pieces")
                     position += 1
                     continue
-                span = group  # type: ignore[assignment]
+                span = group
                 position += count
             else:
                 position += 1
             closing = event.frame_id.endswith(CLOSE_SUFFIX)
-            if not closing and sum(e.body_len for e in span) == 0:
+            body_len = event.body_len if span is None else sum(e.body_len for e in span)
+            if not closing and body_len == 0:
                 report.fail("envelopes", f"run {run_id} seq {seq}",
                             f"{event.kind} carries no provider envelope")
             if frames_archived and not event.frame_id.startswith(NO_FRAMES):
