@@ -373,19 +373,21 @@ class Adapter:
                 message=f"frame {self._source_id}: values of an unexpected type, emitted empty: "
                         + ", ".join(dict.fromkeys(bad))))
 
-    def _guard_caught(self, exc: Exception) -> None:
+    def _guard_caught(self, exc: Exception, what: str | None = None) -> None:
         """A handler raised on what the provider sent: the frame's events so far are kept, one
-        ``unexpected_shape`` error follows, the adapter goes on (module docstring)."""
+        ``unexpected_shape`` error follows, the adapter goes on (module docstring). ``what``
+        names the event that could not be read, when the adapter knows it."""
         where = self._frame.frame_id if self._frame is not None else "(no frame)"
         detail = repr(exc)
         if len(detail) > 300:
             detail = detail[:300] + "…"
+        unread = f"{what} could not be read" if what else \
+            "a field is missing or of an unexpected type"
         try:
             self.emit("error", Error(
                 error_type=UNEXPECTED_SHAPE, retryable=False,
-                message=f"frame {where}: a field is missing or of an unexpected type "
-                        f"({type(exc).__name__}: {detail}); what the frame gave before it is "
-                        "kept"))
+                message=f"frame {where}: {unread} ({type(exc).__name__}: {detail}); what the "
+                        "frame gave before it is kept"))
         except Exception:
             pass
 

@@ -3,7 +3,9 @@
 - ``decode_base64``: inline media (Gemini ``inlineData.data``, Interactions image/audio ``data``)
   arrives base64-encoded — standard alphabet per the reference, the URL-safe one from some
   servers, padding sometimes dropped. Whatever is not base64 at all is None: the adapter says so
-  (``malformed_media``) and the envelope keeps the text.
+  (``malformed_media``) and the envelope keeps the text. ``lenient=True`` (OpenAI Responses
+  images and audio) also reads what JavaScript's and binascii's decoders read: characters
+  outside the alphabet skipped — as the Vercel AI SDK does with the same recordings.
 - ``byte_to_char``: Google counts citation and grounding offsets in UTF-8 *bytes* of the text
   (reference/gemini.md B2 ``segment``; Interactions annotations); events count *characters*
   (code points, what Python indexes). An offset inside a character counts that character as not
@@ -19,11 +21,22 @@ from typing import Any
 __all__ = ["byte_to_char", "char_span", "decode_base64"]
 
 
-def decode_base64(data: Any) -> bytes | None:
+def decode_base64(data: Any, lenient: bool = False) -> bytes | None:
     """Base64 text (standard or URL-safe alphabet, padded or not) → bytes; None when it is not
-    base64 (or not text). "" is b"" (an empty blob)."""
+    base64 (or not text). "" is b"" (an empty blob). ``lenient``: characters outside the
+    alphabet are skipped as a last resort (module doc)."""
     if type(data) is not str:
         return None
+    decoded = _decode_strict(data)
+    if decoded is None and lenient:
+        try:
+            return binascii.a2b_base64(data)
+        except (binascii.Error, ValueError):
+            return None
+    return decoded
+
+
+def _decode_strict(data: str) -> bytes | None:
     try:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):

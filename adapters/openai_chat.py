@@ -42,7 +42,7 @@ from typing import Any
 import orjson
 
 from modelevents.adapters.accumulate import Parts
-from modelevents.adapters.base import Adapter, stable_id
+from modelevents.adapters.base import DONE, Adapter, is_done, stable_id
 from modelevents.adapters.provider_errors import classify_error
 from modelevents.schemas.events import (
     Citation,
@@ -79,7 +79,6 @@ OUTCOME_RANK = {"failed": 0, "awaiting": 1, "incomplete": 2, "completed": 3}
 def _rank(ending: RunAwaiting | RunFinished) -> int:
     return OUTCOME_RANK["awaiting" if isinstance(ending, RunAwaiting) else ending.status]
 
-_DONE = object()  # the `data: [DONE]` sentinel, decoded
 
 
 # --- per-stream state --------------------------------------------------------------------------
@@ -146,12 +145,12 @@ class OpenAIChatAdapter(Adapter):
 
     def undecodable(self, frame: ProviderFrame, error: orjson.JSONDecodeError) -> Any:
         # The SDK stops on any data starting with [DONE] (sdk:src/openai/_streaming.py).
-        if frame.body.startswith(b"[DONE]"):
-            return _DONE
+        if is_done(frame.body):
+            return DONE
         return super().undecodable(frame, error)  # reports the malformed frame
 
     def handle(self, doc: Any) -> None:
-        if doc is _DONE:
+        if doc is DONE:
             self._on_done()
             return
         if type(doc) is dict:

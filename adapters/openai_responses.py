@@ -38,14 +38,14 @@ events keep the first id).
 
 from __future__ import annotations
 
-import binascii
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import orjson
 
 from modelevents.adapters.accumulate import Parts
-from modelevents.adapters.base import Adapter, json_text, json_valid, stable_id
+from modelevents.adapters.base import DONE, Adapter, is_done, json_text, json_valid, stable_id
+from modelevents.adapters.encodings import decode_base64
 from modelevents.adapters.provider_errors import classify_error
 from modelevents.schemas.events import (
     Approval,
@@ -163,7 +163,6 @@ REORDER_WINDOW = 16
 
 IMAGE_MIME = {"png": "image/png", "webp": "image/webp", "jpeg": "image/jpeg", "jpg": "image/jpeg"}
 
-_DONE = object()  # a `data: [DONE]` sentinel
 
 # What reading a field of an unexpected shape raises: reported as `unexpected_shape`.
 _SHAPE_ERRORS = (AttributeError, KeyError, TypeError, ValueError, IndexError)
@@ -289,30 +288,16 @@ class OpenAIResponsesAdapter(Adapter):
     # --- decoding ---------------------------------------------------------------------------
 
     def undecodable(self, frame: ProviderFrame, error: orjson.JSONDecodeError) -> Any:
-        body = frame.body
-        if body[:6] == b"[DONE]":
+        # Broken UTF-8 never gets here: the base repaired it (adapters/base.py).
+        if is_done(frame.body):
             # OpenRouter ends its Responses stream so (§12); OpenAI itself never does (§1.1).
-            return _DONE
-        try:
-            bytes(body).decode("utf-8")
-        except UnicodeDecodeError:
-            # Broken bytes inside an otherwise whole frame: keep the frame (with U+FFFD in place
-            # of the bytes) rather than lose a delta, and say so.
-            try:
-                doc = orjson.loads(bytes(body).decode("utf-8", "replace"))
-            except orjson.JSONDecodeError:
-                return super().undecodable(frame, error)
-            self.emit("error", Error(
-                error_type="invalid_utf8", retryable=False,
-                message=f"frame {frame.frame_id} is not valid UTF-8; undecodable bytes were "
-                        "replaced by U+FFFD"))
-            return doc
+            return DONE
         return super().undecodable(frame, error)
 
     # --- dispatch ---------------------------------------------------------------------------
 
     def handle(self, doc: Any) -> None:
-        if doc is _DONE:
+        if doc is DONE:
             return
         if type(doc) is not dict:
             self.unknown("(not a JSON object)", detail=type(doc).__name__)
@@ -334,7 +319,7 @@ class OpenAIResponsesAdapter(Adapter):
         try:
             handler(self, doc)
         except _SHAPE_ERRORS as exc:
-            self._unexpected_shape(event_type, exc)
+            self._guard_caught(exc, str(event_type))
 
     def _dispatch(self, doc: dict[str, Any]) -> None:
         """Translate a decoded event (what the hot path of ``handle`` does inline)."""
@@ -346,16 +331,9 @@ class OpenAIResponsesAdapter(Adapter):
         try:
             handler(self, doc)
         except _SHAPE_ERRORS as exc:
-            self._unexpected_shape(event_type, exc)
-
-    def _unexpected_shape(self, event_type: Any, exc: Exception) -> None:
-        # A handler that raised on a field no check of its own named: the taxonomy's
-        # unexpected_shape (adapters/base.py), never a dead stream. A field that is checked is
-        # a malformed_frame saying which.
-        self.emit("error", Error(
-            error_type="unexpected_shape", retryable=False,
-            message=f"frame {self.frame.frame_id}: {event_type} could not be read "
-                    f"({type(exc).__name__}: {exc})"))
+            # Caught here, not only by the base's guard around handle: a frame released from
+            # the reorder window must not stop the frames released after it.
+            self._guard_caught(exc, str(event_type))
 
     def _unsequenced(self, doc: dict[str, Any]) -> None:
         """A document without a sequence number: translated as it comes."""
@@ -1248,12 +1226,9 @@ class OpenAIResponsesAdapter(Adapter):
     def _image(self, state: _Item, b64: Any, output_format: Any, partial: bool) -> None:
         if not isinstance(b64, str) or not b64:
             return
-        try:
-            data = binascii.a2b_base64(b64)
-        except (binascii.Error, ValueError):
-            self.emit("error", Error(
-                error_type="malformed_media", retryable=False,
-                message=f"image of item {state.id} is not valid base64"))
+        data = decode_base64(b64, lenient=True)
+        if data is None:
+            self._malformed_media(f"image of item {state.id}")
             return
         mime = IMAGE_MIME.get(output_format, "image/png")  # png is the tool's default format
         self.emit("media.done", Media(state.index, mime, state.id, data, None, partial))
@@ -1295,11 +1270,15 @@ class OpenAIResponsesAdapter(Adapter):
         elif event_type == "response.audio.done":
             b64 = "".join(state.extra.pop("audio", []))
             if b64:
-                try:
-                    data = binascii.a2b_base64(b64)
-                except (binascii.Error, ValueError):
+                data = decode_base64(b64, lenient=True)
+                if data is None:
+                    self._malformed_media(f"audio of item {state.id}")  # said, never dropped
                     return
                 self.emit("media.done", Media(state.index, "audio/pcm", state.id, data))
+
+    def _malformed_media(self, what: str) -> None:
+        self.emit("error", Error(error_type="malformed_media", retryable=False,
+                                 message=f"{what} is not valid base64"))
 
     _DISPATCH: dict[str | None, Callable[[OpenAIResponsesAdapter, dict[str, Any]], None]] = {
         # §2.1 lifecycle
