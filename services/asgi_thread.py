@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 
@@ -49,7 +49,8 @@ class ServedApp:
 
 
 def serve_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, *, name: str = "server",
-                    lifespan: str = "on", startup_timeout: float = 30.0) -> ServedApp:
+                    lifespan: Literal["auto", "on", "off"] = "on",
+                    startup_timeout: float = 30.0) -> ServedApp:
     """Serve ``app`` on ``host:port`` in a daemon thread; raises ConfigError saying why when it
     does not start (a port in use, a failing startup: uvicorn logged the cause)."""
     # A bounded graceful stop: open SSE followers would otherwise hold it up for ever.

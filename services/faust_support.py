@@ -41,6 +41,11 @@ from faust.types import TP
 from modelevents.services.kafka_io import make_consumer, partition_for_key, start_client
 from modelevents.services.settings import PipelineSettings
 
+# Faust's private internals reached below (a store's _key_partition, the consumer's unacked
+# set and committed offsets, the table manager's recovery, the conductor's index) belong to
+# its concrete classes, not to the interfaces it types app, table and consumer with: they are
+# read through names typed Any, which is what they are to the type checker.
+
 __all__ = ["RunTable", "PartitionOrder", "LogStarts", "RecoveryWatch", "QuietMonitor",
            "RawRecords", "BatchingConsumer", "UnthreadedProducerBuffer", "transport",
            "take_batches"]
@@ -98,7 +103,7 @@ class RunTable(faust.Table):
         The key's partition is noted as Faust's memory store notes it for what it recovers, so
         that when a rebalance took the partition away, the store drops the key
         (``on_recovery_completed``) instead of keeping a value another worker now writes."""
-        store = self.data
+        store: Any = self.data  # faust.stores.memory.Store
         if value is None:
             store.data.pop(key, None)
             store._key_partition.pop(key, None)
@@ -180,7 +185,8 @@ class PartitionOrder:
         so Faust stops waiting for it, but its offset is not recorded as processed, so no commit
         passes it; the copy delivered again is processed and acked as usual.
         """
-        unacked = self.app.consumer._unacked_messages
+        consumer: Any = self.app.consumer
+        unacked = consumer._unacked_messages
         for event in held:
             event.message.acked = True
             unacked.discard(event.message)
@@ -201,7 +207,8 @@ class PartitionOrder:
 
     async def check_stalled(self) -> None:
         app = self.app
-        if app.rebalancing or app.tables.recovery.in_recovery:
+        tables: Any = app.tables
+        if app.rebalancing or tables.recovery.in_recovery:
             self.progress.clear()
             return
         consumer = app.consumer
@@ -236,7 +243,8 @@ class PartitionOrder:
             log.info("could not seek %s[%d]: %r", tp.topic, tp.partition, exc)
 
     async def _start(self, tps: set[Any]) -> None:
-        committed = self.app.consumer._committed_offset  # set by Faust's seek to committed offsets
+        consumer: Any = self.app.consumer
+        committed = consumer._committed_offset  # set by Faust's seek to committed offsets
         never = [tp for tp in tps if not committed.get(tp)]
         earliest = await self.log_starts(never) if never else {}
         for tp in tps:
@@ -260,6 +268,11 @@ class LogStarts:
         it starts, so that its first batch does not wait for the connection, nor for the
         metadata of topics the lookup does not know yet (aiokafka fetches it and retries after
         its 100 ms retry backoff). Several agents may call it at once: one connects."""
+        await self._connected()
+        partitions = range(self.settings.partitions)
+        await self([(topic, partition) for topic in topics for partition in partitions])
+
+    async def _connected(self) -> AIOKafkaConsumer:
         if self._connecting is None:
             self._connecting = asyncio.Lock()
         async with self._connecting:
@@ -267,16 +280,16 @@ class LogStarts:
                 consumer = make_consumer(self.settings)
                 await start_client(consumer, self.settings)
                 self.consumer = consumer
-        partitions = range(self.settings.partitions)
-        await self([(topic, partition) for topic in topics for partition in partitions])
+            return self.consumer
 
     async def __call__(self, tps: Iterable[Any]) -> dict[Any, int]:
         tps = [TopicPartition(*tp) for tp in tps]  # Faust's TP: a (topic, partition) tuple too
         if not tps:
             return {}
-        if self.consumer is None:
-            await self.connect()
-        found = await self.consumer.beginning_offsets(tps)
+        consumer = self.consumer
+        if consumer is None:
+            consumer = await self._connected()
+        found = await consumer.beginning_offsets(tps)
         return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
 
     async def close(self) -> None:
@@ -304,7 +317,8 @@ class RecoveryWatch:
         self.watching: tuple[dict[Any, int], float] | None = None
 
     async def check(self) -> None:
-        recovery = self.app.tables.recovery
+        tables: Any = self.app.tables
+        recovery = tables.recovery
         if not recovery.in_recovery or not recovery.need_recovery():
             self.watching = None
             return
@@ -418,7 +432,7 @@ class BatchingConsumer(faust_aiokafka.Consumer):
     def _may_block(self, tp: Any) -> bool:
         app = self.app
         buffer = app.producer.buffer
-        conductor = app.topics
+        conductor: Any = app.topics
         return (self.suspend_flow.is_set() or not app.flow_control.is_active()
                 or conductor._tp_to_callback_lock.locked()
                 or buffer.size > buffer.max_messages
@@ -427,7 +441,8 @@ class BatchingConsumer(faust_aiokafka.Consumer):
     def _direct_target(self, tp: Any) -> tuple[Any, Any, Any] | None:
         """(queue, pressure callbacks) of the one channel subscribed to ``tp`` when that channel
         is read by :func:`take_batches`, else None (the conductor delivers)."""
-        channels = self.app.topics._tp_index.get(tp)
+        conductor: Any = self.app.topics
+        channels = conductor._tp_index.get(tp)
         cached = self._direct.get(tp)
         # (The conductor rebuilds its index on a resubscription, or adds to a partition's set.)
         if cached is not None and cached[0] is channels and (cached[1] is None
@@ -541,7 +556,9 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: Any) -> AIOKafkaConsumer:
         consumer = super()._create_worker_consumer(transport)
         # Read by AIOKafkaConsumer.start() when it creates its fetcher; Faust passes no setting.
-        consumer._fetch_max_wait_ms = self.consumer.fetch_max_wait_ms
+        owner = self.consumer
+        assert isinstance(owner, BatchingConsumer), "made by BatchingConsumer, whose thread it is"
+        consumer._fetch_max_wait_ms = owner.fetch_max_wait_ms
         return consumer
 
     async def _fetch_records(self, consumer: AIOKafkaConsumer, active_partitions: Any,

@@ -273,8 +273,8 @@ async def send_frame(producer: AIOKafkaProducer, settings: PipelineSettings,
     def done(gathered: asyncio.Future) -> None:
         if gathered.cancelled():
             last.cancel()
-        elif gathered.exception() is not None:
-            last.set_exception(gathered.exception())
+        elif (error := gathered.exception()) is not None:
+            last.set_exception(error)
         else:
             last.set_result(gathered.result()[-1])  # the last piece's RecordMetadata
 

@@ -179,13 +179,15 @@ class KafkaSettings:
     jvm_opts: tuple[str, ...] = field(default_factory=lambda: tuple(shlex.split(os.environ.get(ENV_JVM_OPTS, ""))))
 
     def __post_init__(self) -> None:
-        if self.controller_port is None:
-            object.__setattr__(self, "controller_port", self.port + 1)
+        controller_port = self.controller_port
+        if controller_port is None:
+            controller_port = self.port + 1
+            object.__setattr__(self, "controller_port", controller_port)
         if not re.fullmatch(r"\d+\.\d+\.\d+", self.version):
             raise KafkaSetupError(f"Kafka version {self.version!r} is not of the form X.Y.Z (e.g. {DEFAULT_VERSION})")
         if not re.fullmatch(r"\d+[mMgG]", self.heap):
             raise KafkaSetupError(f"heap {self.heap!r} is not a JVM size such as 512m or 1g")
-        for p in (self.port, self.controller_port):
+        for p in (self.port, controller_port):
             if not 0 < p < 65536:
                 raise KafkaSetupError(f"port {p} is outside 1-65535")
         if self.port == self.controller_port:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from modelevents.adapters.base import Adapter
 from modelevents.adapters.registry import ADAPTERS
-from modelevents.schemas.events import ModelEvent
+from modelevents.schemas.events import ModelEvent, RunStarted
 from modelevents.schemas.frames import ProviderFrame
 
 END_OF_INPUT = "application/vnd.modelevents.end-of-input"
@@ -159,9 +159,10 @@ class RunNormalizer:
     def _result(self, events: list[ModelEvent]) -> Translation:
         claims = []
         for event in events:
-            if event.kind != "run.started":
+            payload = event.payload
+            if event.kind != "run.started" or not isinstance(payload, RunStarted):
                 continue
-            object_id = event.payload.provider_object_id
+            object_id = payload.provider_object_id
             if object_id and object_id != self.run_id and object_id not in self.claimed:
                 self.claimed.append(object_id)
                 del self.claimed[:-MAX_CLAIMED]

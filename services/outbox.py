@@ -47,7 +47,7 @@ log = logging.getLogger("modelevents.processor")
 # Waits between resends of what the broker did not acknowledge; the last one repeats.
 RETRY_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
-_Record = tuple[str, bytes | None, bytes]
+_Record = tuple[str, bytes | None, bytes | None]  # (topic, key, value; None: a tombstone)
 
 
 class OutputProducer:
@@ -102,7 +102,7 @@ class Outbox:
         self.refused: list[tuple[_Record, BaseException]] = []
         self._one_per_batch = False  # after a record batch was refused as too large
 
-    def add(self, topic: str, key: bytes | None, value: bytes) -> None:
+    def add(self, topic: str, key: bytes | None, value: bytes | None) -> None:
         self.records.append((topic, key, value))
 
     def __len__(self) -> int:
@@ -152,7 +152,7 @@ class Outbox:
             if producer_lost(first_error):
                 await self.output.replace(first_error)
             elif not transient(first_error):
-                raise first_error  # type: ignore[misc]
+                raise first_error
             delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
             log.warning("%d of %d outputs not acknowledged (%r); resending in %.1f s",
                         len(failed), len(pending), first_error, delay)
@@ -180,7 +180,8 @@ class Outbox:
             by_partition.setdefault((topic, partition_for_key(key, self.partitions)), []).append(record)
         create = producer.create_batch
         for (topic, partition), group in by_partition.items():
-            batch, members = create(), []
+            batch = create()
+            members: list[_Record] = []
             for record in group:
                 if batch.append(key=record[1], value=record[2], timestamp=None) is None:
                     if members:  # full: send it, start the next

@@ -364,7 +364,9 @@ _shapes: dict[type, _Shape] = {}
 
 def _object(tree: dict[str, Any]) -> Any:
     tag = tree["$"]
-    cls = state_class(tag) if type(tag) is _str else None
+    # Any, not type: mypy would check cls.__new__ below as type.__new__, the metaclass's; what
+    # runs is the class's own, which makes the bare object whatever class the tag names.
+    cls: Any = state_class(tag) if type(tag) is _str else None
     if cls is None:
         raise UnreadableState(f"a state names class {str(tag)[:120]!r}, which this version does "
                               "not have among its adapters' and schemas' classes")

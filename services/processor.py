@@ -425,12 +425,15 @@ class _Stats:
                 f"{self.dead} dead letters")
 
 
+_TableWrite = tuple[Any, bytes, bytes | None]  # (table, key, value; None: deleted)
+
+
 @dataclass
 class _Computed:
     """What computing a batch gave, for its second half (send, write, ack)."""
 
     outbox: Outbox
-    writes: list[tuple[Any, bytes, bytes | None]]  # (table, key, value; None: deleted)
+    writes: list[_TableWrite]
     records: list[Any]  # to ack
     held: list[bytes]  # run keys held in the working state until the writes are done
     # Pieces of a delivery still incomplete: not acked with this batch (acked with the batch that
@@ -581,7 +584,7 @@ class _Processor:
             if not self.orders:
                 await self.log_starts.close()
 
-    def _write(self, outbox: Outbox, writes: list[tuple[Any, bytes, bytes | None]]) -> None:
+    def _write(self, outbox: Outbox, writes: list[_TableWrite]) -> None:
         """Queue table writes (None: a deletion) as changelog records on a batch's outbox: sent,
         and acknowledged, with its outputs. ``RunTable.store_written`` sets the in-memory values
         after."""
@@ -608,8 +611,7 @@ class _Processor:
     def _crash_on_failure(self, task: asyncio.Task) -> None:
         # A batch whose outputs cannot be sent is never acked: stop the worker (exit status 1),
         # as an agent that raises does, rather than stall its commits.
-        if not task.cancelled() and task.exception() is not None:
-            exc = task.exception()
+        if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("a batch could not be completed: %r", exc)
             asyncio.ensure_future(self.app.crash(exc))
 
@@ -636,10 +638,11 @@ class _Processor:
         batch goes on, and so does the partition."""
         outbox = Outbox(sent.output, self.settings.partitions)
         for (topic, key, value), error in sent.refused:
+            size = len(value) if value is not None else 0  # a tombstone is never too large
             self._dead_letter(outbox, DeadLetter(
                 stage="write", error_type="RecordTooLarge", at=int(time.time() * 1000),
                 run_key=key.decode("utf-8", "replace") if key else None, topic=topic,
-                reason=f"a {len(value)}-byte record for {topic} was refused ({error!r}); raise "
+                reason=f"a {size}-byte record for {topic} was refused ({error!r}); raise "
                        f"the topic's max.message.bytes to at least {MAX_RECORD_BYTES + 65536}"),
                 key)
         await outbox.send_all()
@@ -668,10 +671,13 @@ class _Processor:
             else:
                 self._frame(item, outbox, changed, published, now)
         # Snapshots of the states now: the next batch goes on changing the cached objects.
-        writes = [(self.run_table, key, self._pack(key, work, outbox, published))
-                  for key, work in changed.items()]
+        writes: list[_TableWrite] = [
+            (self.run_table, key, self._pack(key, work, outbox, published))
+            for key, work in changed.items()]
         for key in published:
-            outbox.add(self.runs_topic, key, codec.encode(changed[key].sequence.state))
+            sequence = changed[key].sequence
+            assert sequence is not None, "a run published events, so it has a sequence"
+            outbox.add(self.runs_topic, key, codec.encode(sequence.state))
         self._write(outbox, writes)
         self.working.computed(changed)
         return _Computed(outbox, writes, [], list(changed), self._pending, self._completed)
@@ -949,7 +955,7 @@ class _Processor:
 
     async def _alias_batch(self, batch: Sequence[Any], outbox: Outbox) -> _Computed:
         now = time.time()
-        writes = []
+        writes: list[_TableWrite] = []
         seen: dict[bytes, str] = {}
         for item in batch:
             message = item.message
@@ -1013,14 +1019,14 @@ class _Processor:
             log.info("released the state of %d runs/aliases past their retention, and the "
                      "adapters of %d idle runs", released, trimmed)
 
-    def _expired(self, table: Any, keys: Iterable[bytes]) -> list[tuple[Any, bytes, bytes | None]]:
+    def _expired(self, table: Any, keys: Iterable[bytes]) -> list[_TableWrite]:
         """The writes that release what is due among ``keys``, already set in memory."""
         now = time.time()
         partitions = self.settings.partitions
         owned = {tp.partition for tp in self.app.consumer.assignment()
                  if tp.topic == self.frames_topic}
         retention = self.tuning.retention
-        writes: list[tuple[Any, bytes, bytes | None]] = []
+        writes: list[_TableWrite] = []
         for key in keys:
             value = table.lookup(key)  # read now: a batch may have written it since the list
             if value is None:
@@ -1051,8 +1057,10 @@ class _Processor:
         for order in list(self.orders):
             await order.check_stalled()
 
-    async def _on_partitions_revoked(self, _sender: Any, revoked: Iterable[Any],
-                                     **_kwargs: Any) -> None:
+    # The shape mode's signals take: (sender, /, *args, signal=…, **kwargs). Faust sends the
+    # partitions as the one argument; the default and the / only make the shape match it.
+    async def _on_partitions_revoked(self, _sender: Any, revoked: Iterable[Any] = (), /,
+                                     *_args: Any, **_kwargs: Any) -> None:
         # A partition's next session starts at its committed offset, wherever it is assigned.
         for order in self.orders:
             order.forget(revoked)
@@ -1064,8 +1072,8 @@ class _Processor:
             await lane.drain()
         self.rebalanced = True
 
-    async def _on_partitions_assigned(self, _sender: Any, assigned: Iterable[Any],
-                                      **_kwargs: Any) -> None:
+    async def _on_partitions_assigned(self, _sender: Any, assigned: Iterable[Any] = (), /,
+                                      *_args: Any, **_kwargs: Any) -> None:
         mine = sorted(tp.partition for tp in assigned if tp.topic == self.frames_topic)
         log.info("processing partitions %s of %d (runs whose key hashes there)",
                  ", ".join(map(str, mine)) or "none", self.settings.partitions)

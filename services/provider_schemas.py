@@ -35,6 +35,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable
+from types import GenericAlias, new_class
 from typing import Any
 
 from modelevents.schemas.errors import ConfigError
@@ -124,7 +125,11 @@ def _validator(api: str, variant: str) -> Callable[[dict], list[str]]:
     # A one-element list around the request type: pydantic refuses a config for a TypedDict
     # itself, and Speakeasy's Interactions types reach an IO[bytes] (file upload) that needs
     # arbitrary types allowed. The list index is dropped from error locations again.
-    adapter = TypeAdapter(list[request_type], config=ConfigDict(arbitrary_types_allowed=True))
+    # GenericAlias(list, …) is what list[request_type] makes, spelt so for a type known only
+    # at run time (written as list[request_type], it reads to the type checker as a type).
+    list_of_requests: Any = GenericAlias(list, (request_type,))
+    adapter: TypeAdapter[list[Any]] = TypeAdapter(
+        list_of_requests, config=ConfigDict(arbitrary_types_allowed=True))
     schema = copy.deepcopy(adapter.core_schema)
     _tighten(schema)
     validator = SchemaValidator(schema)
@@ -142,21 +147,24 @@ def _validator(api: str, variant: str) -> Callable[[dict], list[str]]:
 def _request_type(api: str, variant: str) -> Any:
     try:
         if api == "openai-responses":
-            from openai.types.responses import response_create_params as p
-            return (p.ResponseCreateParamsStreaming if variant == "streaming"
-                    else p.ResponseCreateParamsNonStreaming)
+            from openai.types.responses import response_create_params
+            return (response_create_params.ResponseCreateParamsStreaming
+                    if variant == "streaming"
+                    else response_create_params.ResponseCreateParamsNonStreaming)
         if api == "openai-chat":
-            from openai.types.chat import completion_create_params as p
-            return (p.CompletionCreateParamsStreaming if variant == "streaming"
-                    else p.CompletionCreateParamsNonStreaming)
+            from openai.types.chat import completion_create_params
+            return (completion_create_params.CompletionCreateParamsStreaming
+                    if variant == "streaming"
+                    else completion_create_params.CompletionCreateParamsNonStreaming)
         if api == "anthropic-messages":
-            if variant.startswith("beta-"):
-                from anthropic.types.beta import message_create_params as p
-            else:
-                from anthropic.types import message_create_params as p
             streaming = variant in ("streaming", "beta-streaming")
-            return _with_sampling(p.MessageCreateParamsStreaming if streaming
-                                  else p.MessageCreateParamsNonStreaming)
+            if variant.startswith("beta-"):
+                from anthropic.types.beta import message_create_params as beta_params
+                return _with_sampling(beta_params.MessageCreateParamsStreaming if streaming
+                                      else beta_params.MessageCreateParamsNonStreaming)
+            from anthropic.types import message_create_params
+            return _with_sampling(message_create_params.MessageCreateParamsStreaming if streaming
+                                  else message_create_params.MessageCreateParamsNonStreaming)
         if api == "gemini-interactions":
             from google.genai._gaos.types.interactions import createagentinteraction as agent
             from google.genai._gaos.types.interactions import createmodelinteraction as model
@@ -182,13 +190,13 @@ def _with_sampling(request_type: Any) -> Any:
     if {"temperature", "top_p", "top_k"} <= declared:
         return request_type
 
-    class WithSampling(request_type, total=False):  # type: ignore[misc, valid-type]
-        temperature: float
-        top_p: float
-        top_k: int
+    # A subclass of a base known only at run time: made by new_class, the dynamic form of
+    # `class WithSampling(request_type, total=False)`, which the type checker cannot follow.
+    def body(namespace: dict[str, Any]) -> None:
+        namespace["__module__"] = __name__
+        namespace["__annotations__"] = {"temperature": float, "top_p": float, "top_k": int}
 
-    WithSampling.__name__ = request_type.__name__
-    return WithSampling
+    return new_class(request_type.__name__, (request_type,), {"total": False}, body)
 
 
 def _gemini_generate_type() -> Any:

@@ -22,10 +22,12 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas.codec import decode
 from modelevents.schemas.errors import ModelEventsError
+from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import RunState
 from modelevents.services import kafka_local
@@ -51,7 +53,8 @@ SESSIONS = (
 
 # Runs started through the gateway: (label, provider, api, simulator scenario, the recording
 # it serves — the offline truth —, request options, what the gateway's call must show).
-GATEWAY_SESSIONS = (
+GATEWAY_SESSIONS: tuple[tuple[str, str, str, str, str | None, dict[str, Any], dict[str, int]],
+                        ...] = (
     ("responses-tools", "openai", "openai-responses", "openai-responses/tool-call-parallel",
      "openai-responses/tool-call-parallel.sse", {}, {}),
     ("chat-reasoning", "openai", "openai-chat", "openai-chat/reasoning-then-text",
@@ -76,7 +79,7 @@ class DemoError(ModelEventsError):
     """The demo could not finish (the worker died, or runs did not settle in time)."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
         help="run the whole system locally: broker, worker, gateway and provider simulator, "
@@ -183,10 +186,13 @@ async def _watch(settings: PipelineSettings, runs: list[DemoRun], worker: subpro
                     if run is None:
                         continue
                     record = decode(message.value)
-                    if tp.topic == settings.topic("events"):
+                    if tp.topic == settings.topic("events") and isinstance(record, ModelEvent):
                         run.records += 1
                         run.seqs.add(record.seq)
                         continue
+                    if not isinstance(record, RunState):
+                        raise DemoError(f"{tp.topic} holds a {type(record).__name__} record "
+                                        "where the demo reads events and run states")
                     before = run.state.status if run.state else "created"
                     run.state = record
                     if record.status != before:
@@ -205,6 +211,8 @@ def _report(runs: list[DemoRun], feed_stats) -> bool:
     ok = True
     for run in runs:
         st = run.state
+        if st is None:  # _watch returns once every run settled: each has its state
+            raise DemoError(f"run {run.run_id} has no state to report")
         state = f"{st.status}" + (f" ({st.reason})" if st.reason else "")
         if st.needs_reconciliation:
             state += " !"
@@ -236,12 +244,18 @@ def _report(runs: list[DemoRun], feed_stats) -> bool:
 
 
 def _gateway_config(settings: PipelineSettings, simulator_url: str):
+    from pydantic import SecretStr
+
     from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
 
-    return GatewayConfig(
-        kafka=settings, port=0, poll_initial_s=0.2, poll_max_s=1.0, call_backoff_s=0.2,
-        providers={name: ProviderConfig(base_url=simulator_url, api_key=f"demo-{name}-key")
-                   for name in ("openai", "anthropic", "gemini")})
+    # model_validate: without pydantic's mypy plugin the type checker takes the fields whose
+    # default is given as Field(default, …) for required ones; validation is the same either way.
+    return GatewayConfig.model_validate({
+        "kafka": settings, "port": 0, "poll_initial_s": 0.2, "poll_max_s": 1.0,
+        "call_backoff_s": 0.2,
+        "providers": {name: ProviderConfig(base_url=simulator_url,
+                                             api_key=SecretStr(f"demo-{name}-key"))
+                      for name in ("openai", "anthropic", "gemini")}})
 
 
 async def _start_gateway_runs(gateway_url: str, runs: list[DemoRun]) -> None:

@@ -35,7 +35,7 @@ def _fraction(text: str) -> float:
 
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "feed",
         help="publish a recorded provider stream on the frames topic, as the gateway would",

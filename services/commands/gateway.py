@@ -25,7 +25,7 @@ log = logging.getLogger("modelevents.gateway")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "gateway",
         help="serve the HTTP gateway: runs, webhooks and forwarded streams → frames on Kafka",

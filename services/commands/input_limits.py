@@ -7,6 +7,7 @@ themselves, and why each exists, are in adapters/limits.py.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from modelevents.adapters.limits import DEFAULT_LIMITS, OPTIONS, InputLimits, parse_size
 
@@ -33,7 +34,7 @@ def _mib(size: int) -> str:
     return f"{size >> 20}M"
 
 
-def _options() -> list[tuple[str, object, str, str]]:
+def _options() -> list[tuple[str, Callable[[str], int], str, str]]:
     """(InputLimits field, argument type, metavar, help) of each option, defaults in the help."""
     d = DEFAULT_LIMITS
     return [

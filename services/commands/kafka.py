@@ -22,7 +22,7 @@ EXIT_ERROR = 1
 EXIT_NOT_RUNNING = 3  # `status` of a stopped broker (as in LSB init scripts)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``kafka`` subcommand to a top-level ``add_subparsers()`` object."""
     parser = subparsers.add_parser(
         "kafka",

@@ -13,7 +13,7 @@ from pathlib import Path
 from modelevents.schemas.errors import ConfigError
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "simulator",
         help="serve the providers' HTTP endpoints from recorded streams (for tests and demos)",

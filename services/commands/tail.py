@@ -33,7 +33,7 @@ _TERMINAL_TOPICS = ("events", "ingest", "runs")
 EXIT_NOT_TERMINAL = 1  # --until-terminal, but the topic went idle first
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tail",
         help="print the records of a pipeline topic (events, runs, dlq, frames, ingest, run-owners) "
@@ -143,6 +143,8 @@ async def tail(settings: PipelineSettings, topic: str, out: BinaryIO, *, run_id:
     claims = kafka_io.topic_name(settings, topic) == settings.topic("run-owners")
     async for rec in kafka_io.read_records(settings, topic, run_id=run_id, timeout=idle,
                                            until=until, from_beginning=from_beginning):
+        if rec is None:
+            continue  # None is an idle tick, which comes only with idle_tick (not asked for here)
         if claims:
             line, error = claim_projection(rec)
         elif rec.error is not None:

@@ -19,7 +19,7 @@ from modelevents.services.commands.kafka_options import (
 )
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "topics",
         help="create or verify the pipeline's Kafka topics (frames, ingest, events, runs, dlq)",

@@ -33,7 +33,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "worker",
         help="run the stream processor: frames → events and run state",
@@ -194,9 +194,9 @@ _CHATTY_LOGGERS = ("faust", "mode", "aiokafka")
 
 def _worker_class(base: type, announce: list[str], stop_timeout: float,
                   health: WorkerHealth | None = None) -> type:
-    health = health or WorkerHealth()
+    reports = health or WorkerHealth()  # a name of its own: the methods below see it narrowed
 
-    class Worker(base):  # type: ignore[misc, valid-type]
+    class Worker(base):
         _heartbeat: asyncio.Task[None] | None = None
 
         def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
@@ -207,19 +207,19 @@ def _worker_class(base: type, announce: list[str], stop_timeout: float,
 
         async def on_execute(self) -> None:
             await super().on_execute()
-            self._heartbeat = asyncio.ensure_future(health.run_heartbeat())
+            self._heartbeat = asyncio.ensure_future(reports.run_heartbeat())
             log.info("worker %s starting: joining the consumer group, recovering the tables from "
                      "their changelogs ...", self.app.conf.id)
 
         async def on_startup_finished(self) -> None:
             await super().on_startup_finished()
-            health.started = True  # the first recovery is complete: /readyz says ready
+            reports.started = True  # the first recovery is complete: /readyz says ready
             for line in announce:
                 log.info("%s", line)
 
         def on_worker_shutdown(self) -> None:
             super().on_worker_shutdown()
-            health.stopping = True
+            reports.stopping = True
             if self._heartbeat is not None:
                 self._heartbeat.cancel()
             log.info("worker %s stopping: finishing the batch in flight, committing, leaving the "
@@ -246,7 +246,7 @@ def _exit_if_stop_hangs(app_id: str, timeout: float) -> None:
     timer.start()
 
 
-def _announcement(settings, tuning, workdir: Path, created: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+def _announcement(settings, tuning, workdir: Path, created: list[str]) -> list[str]:
     lines = [
         f"worker {settings.app_id} ready: Kafka {settings.bootstrap_servers}, topics "
         f"{settings.topic_prefix}{{frames,ingest,events,runs,dlq}} with {settings.partitions} "

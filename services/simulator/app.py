@@ -97,8 +97,15 @@ class Call:
     record: dict
     stream: bool = False
     rid: str = ""
-    scenario: Scenario | None = None
+    scenario: Scenario | None = None  # set by Simulator.begin before it hands the call on
     knobs: Knobs = field(default_factory=Knobs)
+
+    @property
+    def resolved_scenario(self) -> Scenario:
+        """The scenario answering the call (every call Simulator.begin returns has one)."""
+        if self.scenario is None:
+            raise RuntimeError("the call's scenario is not resolved yet (Simulator.begin does)")
+        return self.scenario
 
 
 class Simulator:
@@ -185,7 +192,8 @@ class Simulator:
         knobs = call.knobs
         if not knobs.fail_status:
             return None
-        key = (call.scenario.name, call.request.headers.get(HEADER_PREFIX + "session", ""))
+        session = call.request.headers.get(HEADER_PREFIX + "session", "")
+        key = (call.resolved_scenario.name, session)
         with self._lock:
             self._attempts[key] += 1
             attempt = self._attempts[key]
@@ -200,13 +208,14 @@ class Simulator:
         return self.error(call, knobs.fail_status, message, retry=True)
 
     def load(self, call: Call) -> Recording | Response:
+        scenario = call.resolved_scenario
         try:
-            recording = self.registry.recording(call.scenario)
+            recording = self.registry.recording(scenario)
         except InputError as exc:
-            return self.error(call, 500, f"simulator: scenario {call.scenario.name!r} cannot be "
+            return self.error(call, 500, f"simulator: scenario {scenario.name!r} cannot be "
                                          f"loaded: {exc}")
         if recording.api != call.api:
-            return self.error(call, 400, f"simulator: scenario {call.scenario.name!r} is a "
+            return self.error(call, 400, f"simulator: scenario {scenario.name!r} is a "
                                          f"recording of {recording.api}; this endpoint serves "
                                          f"{call.api}. Pick a scenario of {call.api}.")
         return recording
@@ -235,12 +244,12 @@ class Simulator:
     def recorded_object(self, call: Call, recording: Recording) -> Response:
         """A non-streaming answer: the recorded object, or the stream folded into one."""
         if not recording.is_stream:
-            return self.json(call, recording.body, recording.status)
-        obj = complete_object(call.api, [f.payload for f in recording.frames])
+            return self.json(call, recording.object_bytes(), recording.status)
+        obj = complete_object(call.api, [f.payload for f in recording.stream_frames])
         if obj is None:
-            return self.error(call, 500, f"simulator: scenario {call.scenario.name!r} is a stream "
-                                         "without a terminal frame; it has no complete object "
-                                         "for a request without stream")
+            return self.error(call, 500, f"simulator: scenario {call.resolved_scenario.name!r} "
+                                         "is a stream without a terminal frame; it has no "
+                                         "complete object for a request without stream")
         return self.json(call, obj)
 
     def sse(self, call: Call, frames: list[WireFrame], knobs: Knobs | None = None,
@@ -258,21 +267,22 @@ class Simulator:
                         frames: list[WireFrame] | None = None) -> Response:
         if recording.status >= 400 or not recording.is_stream:
             if recording.status >= 400:
-                return self.json(call, recording.body, recording.status)
-            return self.error(call, 400, f"simulator: scenario {call.scenario.name!r} holds one "
-                                         "complete object, not a stream; send the request "
-                                         "without stream or pick a stream scenario")
-        return self.sse(call, recording.frames if frames is None else frames)
+                return self.json(call, recording.object_bytes(), recording.status)
+            return self.error(call, 400, f"simulator: scenario {call.resolved_scenario.name!r} "
+                                         "holds one complete object, not a stream; send the "
+                                         "request without stream or pick a stream scenario")
+        return self.sse(call, recording.stream_frames if frames is None else frames)
 
     # --- stored runs (background, resume, cancel) ---------------------------------------------
 
     def store(self, call: Call, recording: Recording, background: bool) -> StoredRun | None:
         if not recording.is_stream:
             return None
-        obj = first_object(call.api, [f.payload for f in recording.frames[:3]])
+        obj = first_object(call.api, [f.payload for f in recording.stream_frames[:3]])
         if not obj or not obj.get("id"):
             return None
-        run = StoredRun(call.api, obj["id"], call.scenario, recording, call.knobs, background)
+        run = StoredRun(call.api, obj["id"], call.resolved_scenario, recording, call.knobs,
+                        background)
         with self._lock:
             held = self._runs.get(run.object_id)
             # A replayed recording repeats its object id, which a provider never does: a call
@@ -296,14 +306,14 @@ class Simulator:
         run.cancelled = True
         status = "in_progress" if run.knobs.cancel_polls else "cancelled"
         return self.json(call, _with_status(first_object(run.api, [
-            f.payload for f in run.recording.frames]), status))
+            f.payload for f in run.recording.stream_frames]), status))
 
     async def poll(self, call: Call, run: StoredRun) -> Response:
         """A background run moves queued → in_progress (poll_steps polls) → terminal; a
         cancelled one → cancelled (after cancel_polls more polls in progress)."""
         if run.knobs.poll_delay_ms:
             await asyncio.sleep(run.knobs.poll_delay_ms / 1000)
-        frames = run.recording.frames
+        frames = run.recording.stream_frames
         if run.cancelled:
             run.polls_since_cancel += 1
             status = ("in_progress" if run.polls_since_cancel <= run.knobs.cancel_polls
@@ -330,12 +340,16 @@ def _with_status(obj: dict | None, status: str) -> dict:
 async def _body_chunks(frames: list[bytes], knobs: Knobs, rng: random.Random
                        ) -> AsyncIterator[bytes]:
     """The stream's bytes in writes that split frames at random offsets; then maybe a cut."""
-    cut = knobs.cut_after_frame is not None and knobs.cut_after_frame < len(frames)
-    kept = frames[:knobs.cut_after_frame] if cut else frames
+    # The frame the cut comes before; None: no cut (none asked for, or past the last frame).
+    cut_at = knobs.cut_after_frame
+    if cut_at is not None and cut_at >= len(frames):
+        cut_at = None
+    cut = cut_at is not None
+    kept = frames[:cut_at] if cut_at is not None else frames
     data = b"".join(kept)
-    if cut and frames[knobs.cut_after_frame]:
+    if cut_at is not None and frames[cut_at]:
         # A network cut lands anywhere: part of the next frame went out before it.
-        data += frames[knobs.cut_after_frame][:rng.randrange(len(frames[knobs.cut_after_frame]))]
+        data += frames[cut_at][:rng.randrange(len(frames[cut_at]))]
     frame_starts = list(itertools.accumulate((len(f) for f in kept), initial=0))[:-1]
     if knobs.chunking:
         mean = max(2, len(data) // max(1, len(kept)))
@@ -385,7 +399,7 @@ def _build_app(sim: Simulator) -> FastAPI:
             run = sim.store(call, recording, background=background)
             if run is not None and background and not call.stream:
                 obj = _with_status(first_object(call.api, [f.payload for f in
-                                                           recording.frames]), "queued")
+                                                           recording.stream_frames]), "queued")
                 obj["background"] = True
                 return sim.json(call, obj)
         if call.stream:
@@ -411,7 +425,7 @@ def _build_app(sim: Simulator) -> FastAPI:
         after = request.query_params.get("starting_after")
         try:
             # resume_overlap: a resume that sends some frames again (the client must dedupe).
-            frames = _after_sequence(run.recording.frames,
+            frames = _after_sequence(run.recording.stream_frames,
                                      (int(after) if after else -1) - run.knobs.resume_overlap)
         except ValueError:
             return sim.error(call, 400, f"starting_after must be an integer, got {after!r}",
@@ -483,7 +497,7 @@ def _build_app(sim: Simulator) -> FastAPI:
             run = sim.store(call, recording, background=background)
             if run is not None and background and not call.stream:
                 return sim.json(call, _with_status(first_object(call.api, [
-                    f.payload for f in recording.frames]), "in_progress"))
+                    f.payload for f in recording.stream_frames]), "in_progress"))
         if call.stream:
             return sim.stream_or_error(call, recording)
         return sim.recorded_object(call, recording)
@@ -502,7 +516,7 @@ def _build_app(sim: Simulator) -> FastAPI:
         if not call.stream:
             return await sim.poll(call, run)
         last = request.query_params.get("last_event_id")
-        frames = run.recording.frames
+        frames = run.recording.stream_frames
         if last:
             index = next((i for i, f in enumerate(frames) if f.cursor == last), None)
             if index is None:

@@ -81,8 +81,20 @@ class Recording:
     def is_stream(self) -> bool:
         return self.frames is not None
 
+    @property
+    def stream_frames(self) -> list[WireFrame]:
+        """The frames of a stream (``is_stream``); a recording of one object has none."""
+        if self.frames is None:
+            raise ValueError(f"recording {self.name} holds one object, not a stream")
+        return self.frames
+
     def stream_bytes(self) -> bytes:
         return b"".join(frame.raw for frame in self.frames or ())
+
+    def object_bytes(self) -> bytes:
+        """What an answer that is not a stream sends: the recorded object, else (an error
+        status recorded with a stream) the stream's bytes as they were recorded."""
+        return self.body if self.body is not None else self.stream_bytes()
 
 
 def load_recording(name: str, path: Path, api: str | None = None, call: int = 0) -> Recording:
@@ -113,8 +125,9 @@ def _from_body(name: str, path: Path, raw: bytes, api: str | None) -> Recording:
     # A JSON-lines file of one line looks like one object; its name says it is a stream.
     framing = "jsonl" if path.name.endswith((".jsonl", ".chunks.txt")) else detect_framing(raw)
     if api is None:
-        frames = frames_from_bytes(raw, run_key=name, provider="", api="", framing=framing)
-        api = detect_api(decoded_docs(frames), candidates=STREAM_APIS)
+        provider_frames = frames_from_bytes(raw, run_key=name, provider="", api="",
+                                            framing=framing)
+        api = detect_api(decoded_docs(provider_frames), candidates=STREAM_APIS)
     if framing == "sse":
         return Recording(name, api, path, frames=split_sse(raw, api))
     if framing == "json":
