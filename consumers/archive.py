@@ -107,6 +107,8 @@ def record_of(value: bytes) -> tuple[str, dict[str, Any]]:
             return_record_name=True, return_record_name_override=True)
     except Exception as exc:  # fastavro raises bare exceptions of many types on corrupt bodies
         raise SchemaError(f"corrupt {name} record: {exc}") from exc
+    if not isinstance(record, dict):
+        raise SchemaError(f"corrupt {name} record: not a record")
     return name, record
 
 
@@ -170,7 +172,9 @@ class ArchiveWriter:
         if name == FRAME and not self.with_frames:
             raise ArchiveError("this archive holds events only; open it with with_frames=True")
         # A union file names the branch of every record; an events-only file is plain records.
-        self._writer.write((name, record) if self.with_frames else record)
+        # (name, record) is how fastavro takes a union branch; its annotations do not say so.
+        item: Any = (name, record) if self.with_frames else record
+        self._writer.write(item)
         self.counts[_KEEP_NAMES[name]] += 1
 
     def write_value(self, value: bytes) -> str:

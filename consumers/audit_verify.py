@@ -155,11 +155,13 @@ class _Readers:
                             if name == EVENT}
         event = schemas.current[EVENT]
         self.project = compile_projection(event, named_records(event), EVENT_FIELDS)
-        self.record = compile_projection(parse_schema(AUDIT_RECORD, {}), {}, RECORD_FIELDS,
-                                         to_end=False)
+        record = parse_schema(AUDIT_RECORD, {})
+        assert isinstance(record, dict)  # a record schema parses to a dict
+        self.record = compile_projection(record, {}, RECORD_FIELDS, to_end=False)
 
-    def records(self, data: bytes, count: int) -> list[tuple[str, int, int, bytes | None]]:
-        """The ``count`` AuditRecords of a block's (decompressed) data, read by a projection of
+    def records(self, data: bytes, count: int) -> list[list[Any]]:
+        """The ``count`` AuditRecords of a block's (decompressed) data — [topic, partition,
+        offset, value] each —, read by a projection of
         the record schema (the log timestamp and key skipped); CorruptRecord when they do not
         fill the data exactly."""
         read = self.record
@@ -425,9 +427,9 @@ def _diagnose(report: Report, rel: str, actual: list[str], expected: list[str],
     missing = [j for j, d in enumerate(expected) if d not in found]
     extra = [i for i, d in enumerate(actual) if d not in where_expected]
     for i, digest in enumerate(actual):
-        j = where_expected.get(digest)
-        if j is not None and j not in matched.values():
-            matched[i] = j
+        at = where_expected.get(digest)
+        if at is not None and at not in matched.values():
+            matched[i] = at
     recorded_end = (recorded[-1]["start"] + recorded[-1]["length"]) if recorded else 0
     truncated = size < recorded_end and missing and missing == list(
         range(len(expected) - len(missing), len(expected)))
@@ -487,13 +489,13 @@ def _check_chain(report: Report, root: Path, entries: list[tuple[int, str, dict]
         report.fail("chain", f"chain blocks {_ranges(absent)}",
                     "missing from every manifest (a file and its manifest removed?)"
                     + (f" — {around[0]}" if around else ""))
-    previous = GENESIS.hex()
+    previous: str | None = GENESIS.hex()
     for index in range(0, (indices[-1] + 1) if indices else 0):
-        items = by_index.get(index)
-        if not items:
-            previous = None  # type: ignore[assignment]
+        listed = by_index.get(index)
+        if not listed:
+            previous = None
             continue
-        rel, entry = items[0]
+        rel, entry = listed[0]
         if previous is not None and entry.get("prev") != previous:
             report.fail("chain", f"{rel} block {entry.get('block')}",
                         f"chain block {index} does not link to chain block {index - 1}")

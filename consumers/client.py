@@ -157,7 +157,7 @@ def rebuild_elided(done: ModelEvent, events: Iterable[ModelEvent]) -> str | byte
     not, in seq order); the field itself when nothing was elided. Raises ValueError when the
     deltas given do not add up to ``elided.size`` (some are missing)."""
     if done.elided is None:
-        return getattr(done.payload, _DELTA_FIELD.get(done.kind, "text"))  # type: ignore[no-any-return]
+        return getattr(done.payload, _DELTA_FIELD.get(done.kind, "text"))
     name, from_kind = done.elided.field, done.elided.from_kind
     block = _block(done)
     parts = [getattr(e.payload, name) for e in events
@@ -231,7 +231,7 @@ class _Pending:
     offsets: tuple[int, ...]
 
 
-class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+class _Listener(ConsumerRebalanceListener):
     def __init__(self, sub: Subscription[Any]) -> None:
         self.sub = sub
 
@@ -479,7 +479,7 @@ class Subscription(Generic[T]):
             await self.close()
             raise StopAsyncIteration
         self._last = item
-        return item.value  # type: ignore[no-any-return]
+        return item.value
 
     def __iter__(self) -> Iterator[T]:
         return self

@@ -196,7 +196,7 @@ def _checked(path: Path, budget: int) -> tuple[int, int, list[tuple[str, str, by
     return counts[EVENT], counts[FRAME], kept
 
 
-def _records(path: Path, kept: list[tuple[str, str, bytes]] | None):  # type: ignore[no-untyped-def]
+def _records(path: Path, kept: list[tuple[str, str, bytes]] | None):
     if kept is not None:
         yield from kept
         return

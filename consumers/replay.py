@@ -462,15 +462,15 @@ def _drop_rerouted(by_key: dict[str, list[_Placed]], rerouted: list[_Placed]) ->
     for placed in rerouted:
         ident = (placed.frame.run_key, placed.frame.frame_id)
         copies[ident] = copies.get(ident, 0) + 1
-    for key, placed in by_key.items():
+    for key, placements in by_key.items():
         keep: list[_Placed] = []
-        for p in reversed(placed):
+        for p in reversed(placements):
             ident = (key, p.frame.frame_id)
             if copies.get(ident, 0) > 0:
                 copies[ident] -= 1
             else:
                 keep.append(p)
-        placed[:] = keep[::-1]
+        placements[:] = keep[::-1]
 
 
 async def _placed_frames(settings: PipelineSettings, topic: str,

@@ -34,7 +34,7 @@ EXIT_DIFFERS = 1
 _MAX_VALUE = 160  # characters of a value shown in a text report
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "replay",
         help="rebuild run state and re-normalize frames to check what the pipeline published; "

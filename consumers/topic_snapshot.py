@@ -153,8 +153,8 @@ async def read_snapshot(settings: PipelineSettings, topic: str, *, start: Start 
                     still.append(tp)
             pending = still
             if pending and time.monotonic() - moved_at > stall_seconds:
-                where = ", ".join(f"{tp.partition}@{await consumer.position(tp)}/{end[tp]}"
-                                  for tp in pending)
+                where = ", ".join([f"{tp.partition}@{await consumer.position(tp)}/{end[tp]}"
+                                   for tp in pending])
                 raise KafkaUnavailable(
                     settings.bootstrap_servers,
                     f"reading {full} stalled for {stall_seconds:.0f}s at partition@position/end "
