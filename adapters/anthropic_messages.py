@@ -133,35 +133,35 @@ RAW_THINKING_MODEL_MARK = "claude-3"
 # --- hosted tool evidence (what the provider did, without the opaque blobs) ---------------------
 
 
-def _error_evidence(content: dict) -> dict:
+def _error_evidence(content: dict[str, Any]) -> dict[str, Any]:
     evidence = {"error_code": content.get("error_code")}
     if content.get("error_message"):
         evidence["error_message"] = content["error_message"]
     return evidence
 
 
-def _search_evidence(content: Any) -> dict:
+def _search_evidence(content: Any) -> dict[str, Any]:
     # Each result's encrypted_content is opaque (kept in the envelope); the sources are the fact.
     return {"sources": [
         {"url": r.get("url"), "title": r.get("title"), "page_age": r.get("page_age")}
         for r in content if isinstance(r, dict)]}
 
 
-def _fetch_evidence(content: dict) -> dict:
+def _fetch_evidence(content: dict[str, Any]) -> dict[str, Any]:
     document = content.get("content") or {}
     source = document.get("source") or {}
     return {"url": content.get("url"), "retrieved_at": content.get("retrieved_at"),
             "title": document.get("title"), "media_type": source.get("media_type")}
 
 
-def _execution_evidence(content: dict) -> dict:
+def _execution_evidence(content: dict[str, Any]) -> dict[str, Any]:
     return {"stdout": content.get("stdout"), "stderr": content.get("stderr"),
             "return_code": content.get("return_code"),
             "files": [f.get("file_id") for f in content.get("content") or ()
                       if isinstance(f, dict)]}
 
 
-def _tool_search_evidence(content: dict) -> dict:
+def _tool_search_evidence(content: dict[str, Any]) -> dict[str, Any]:
     return {"tool_references": [r.get("tool_name") for r in content.get("tool_references") or ()
                                 if isinstance(r, dict)]}
 
@@ -283,7 +283,7 @@ class AnthropicMessagesAdapter(Adapter):
 
     # --- message lifecycle ------------------------------------------------------------------------
 
-    def _on_message_start(self, doc: dict) -> None:
+    def _on_message_start(self, doc: dict[str, Any]) -> None:
         message = doc["message"]
         if not self._begin_message(message):
             return
@@ -291,7 +291,7 @@ class AnthropicMessagesAdapter(Adapter):
             self._apply_usage(message["usage"])  # provisional for a stream (§6)
         self._message_content(message)
 
-    def _message_content(self, message: dict) -> None:
+    def _message_content(self, message: dict[str, Any]) -> None:
         # Programmatic tool calling: a message_start may already hold its whole content and stop
         # reason, followed directly by message_stop (reference §7).
         for index, block in enumerate(message.get("content") or ()):
@@ -300,7 +300,7 @@ class AnthropicMessagesAdapter(Adapter):
         if message.get("stop_reason") is not None:
             self._apply_stop(message)
 
-    def _begin_message(self, message: dict) -> bool:
+    def _begin_message(self, message: dict[str, Any]) -> bool:
         """Open a provider message; False when it is a duplicate of the open one."""
         message_id = message.get("id")
         if self._message_open:
@@ -329,7 +329,7 @@ class AnthropicMessagesAdapter(Adapter):
         self._messages += 1
         return True
 
-    def _on_message_delta(self, doc: dict) -> None:
+    def _on_message_delta(self, doc: dict[str, Any]) -> None:
         # A max_tokens cut can skip content_block_stop (anthropic-sdk-python
         # incomplete_partial_json_response.txt): the provider's last word on those blocks is here.
         self._close_open_blocks()
@@ -337,7 +337,7 @@ class AnthropicMessagesAdapter(Adapter):
             self._apply_usage(doc["usage"])
         self._apply_stop(doc["delta"])
 
-    def _on_message_stop(self, doc: dict) -> None:
+    def _on_message_stop(self, doc: dict[str, Any]) -> None:
         if not self._message_open and self._messages:
             return  # a second stop for a message already finished: nothing new to say
         self._close_open_blocks()
@@ -362,7 +362,7 @@ class AnthropicMessagesAdapter(Adapter):
         else:
             self.emit("run.finished", RunFinished(*outcome, raw))
 
-    def _apply_stop(self, delta: dict) -> None:
+    def _apply_stop(self, delta: dict[str, Any]) -> None:
         raw = delta.get("stop_reason")
         if raw is None:
             return
@@ -383,7 +383,7 @@ class AnthropicMessagesAdapter(Adapter):
                                          category=_text(details.get("category")),
                                          explanation=said))
 
-    def _apply_usage(self, usage: dict) -> None:
+    def _apply_usage(self, usage: dict[str, Any]) -> None:
         merged = self._usage
         merged.update(usage)  # message_delta values replace, field by field (§6)
         fresh = _count(merged.get("input_tokens"))
@@ -418,7 +418,7 @@ class AnthropicMessagesAdapter(Adapter):
                  "cache_read_tokens": i["cache_read_input_tokens"],
                  "cache_write_tokens": i["cache_creation_input_tokens"]} for i in breakdown])))
 
-    def _iterations(self, usage: dict) -> list[dict[str, Any]] | None:
+    def _iterations(self, usage: dict[str, Any]) -> list[dict[str, Any]] | None:
         """usage.iterations[] (server-side compaction), each iteration's counts read; None when
         there is none, or when it is not what the reference shows (reported once, and the
         top-level counts are used)."""
@@ -436,7 +436,7 @@ class AnthropicMessagesAdapter(Adapter):
                                                   "cache_read_input_tokens", "output_tokens")}}
                 for i in iterations]
 
-    def _on_message(self, doc: dict) -> None:
+    def _on_message(self, doc: dict[str, Any]) -> None:
         """A complete, non-streaming Message object: the whole sequence at once, in stream order."""
         if not self._begin_message(doc):
             return
@@ -445,7 +445,7 @@ class AnthropicMessagesAdapter(Adapter):
             self._apply_usage(doc["usage"])
         self._end_message()
 
-    def _on_error(self, doc: dict) -> None:
+    def _on_error(self, doc: dict[str, Any]) -> None:
         # Mid-stream `event: error` (no message_stop follows) or an HTTP error body (§2).
         error = doc.get("error")
         error = error if type(error) is dict else {}
@@ -463,22 +463,22 @@ class AnthropicMessagesAdapter(Adapter):
         self.emit("run.finished", RunFinished("failed", "error", raw))
         self.stream_complete = True  # the provider told us the outcome
 
-    def _on_ping(self, doc: dict) -> None:
+    def _on_ping(self, doc: dict[str, Any]) -> None:
         """Keep-alive, may appear anywhere (§2): deliberately nothing."""
 
     # --- content blocks ---------------------------------------------------------------------------
 
-    def _on_block_start(self, doc: dict) -> None:
+    def _on_block_start(self, doc: dict[str, Any]) -> None:
         self._open_block(doc["index"], doc["content_block"])
 
-    def _on_block_stop(self, doc: dict) -> None:
+    def _on_block_stop(self, doc: dict[str, Any]) -> None:
         index = doc["index"]
         if index not in self._blocks:
             self._orphan("content_block_stop", index)
             return
         self._close_block(index)
 
-    def _on_block_delta(self, doc: dict) -> None:
+    def _on_block_delta(self, doc: dict[str, Any]) -> None:
         delta = doc["delta"]
         block = self._blocks.get(doc["index"])
         # Hot path, inlined: text deltas are most frames of most streams.
@@ -508,7 +508,7 @@ class AnthropicMessagesAdapter(Adapter):
             return
         handler(self, block, delta)
 
-    def _open_block(self, index: int, block_doc: dict) -> None:
+    def _open_block(self, index: int, block_doc: dict[str, Any]) -> None:
         if index in self._blocks:
             # The provider reused an index without stopping the block: finish the old one first.
             self._close_block(index)
@@ -537,14 +537,14 @@ class AnthropicMessagesAdapter(Adapter):
 
     # text
 
-    def _start_text(self, index: int, block_doc: dict) -> None:
+    def _start_text(self, index: int, block_doc: dict[str, Any]) -> None:
         block = self._blocks[index] = _Block("text", index)
         if block_doc.get("text"):  # complete Message objects carry the text in the block
             self._text_delta(block, block_doc)
         for citation in block_doc.get("citations") or ():
             self._citation(block, citation)
 
-    def _text_delta(self, block: _Block, delta: dict) -> None:
+    def _text_delta(self, block: _Block, delta: dict[str, Any]) -> None:
         text = delta["text"]
         if type(text) is not str:
             raise TypeError(f"text is {type(text).__name__}, not a string")
@@ -552,10 +552,10 @@ class AnthropicMessagesAdapter(Adapter):
             block.parts.add(text)
             self.emit("text.delta", Text(block.index, 0, text, self._message_id))
 
-    def _citations_delta(self, block: _Block, delta: dict) -> None:
+    def _citations_delta(self, block: _Block, delta: dict[str, Any]) -> None:
         self._citation(block, delta["citation"])
 
-    def _citation(self, block: _Block, citation: dict) -> None:
+    def _citation(self, block: _Block, citation: dict[str, Any]) -> None:
         # Anthropic cites a whole text block (§3: each cited span is its own block), so the text
         # location is output_index; the char indexes in the citation point into the *source*
         # document and stay in the envelope.
@@ -578,20 +578,20 @@ class AnthropicMessagesAdapter(Adapter):
     def _reasoning_form(self) -> ReasoningForm:
         return "raw" if self.model and RAW_THINKING_MODEL_MARK in self.model else "summary"
 
-    def _start_thinking(self, index: int, block_doc: dict) -> None:
+    def _start_thinking(self, index: int, block_doc: dict[str, Any]) -> None:
         block = self._blocks[index] = _Block("thinking", index)
         if block_doc.get("thinking"):
             self._thinking_delta(block, block_doc)
         block.signature = block_doc.get("signature") or None
 
-    def _thinking_delta(self, block: _Block, delta: dict) -> None:
+    def _thinking_delta(self, block: _Block, delta: dict[str, Any]) -> None:
         text = delta["thinking"]
         if text:  # an empty thinking_delta precedes the signature (§3)
             block.parts.add(text)
             self.emit("reasoning.delta", Reasoning(block.index, 0, self._reasoning_form(), text,
                                                    self._message_id))
 
-    def _signature_delta(self, block: _Block, delta: dict) -> None:
+    def _signature_delta(self, block: _Block, delta: dict[str, Any]) -> None:
         block.signature = (block.signature or "") + delta["signature"]
 
     def _end_thinking(self, block: _Block) -> None:
@@ -600,7 +600,7 @@ class AnthropicMessagesAdapter(Adapter):
             signature=block.signature, valid_for=self.valid_for()))
         self.elide_last(block.parts, "text", "reasoning.delta")
 
-    def _start_redacted_thinking(self, index: int, block_doc: dict) -> None:
+    def _start_redacted_thinking(self, index: int, block_doc: dict[str, Any]) -> None:
         # Arrives whole, no deltas (§4); the data must go back unchanged, to this model only.
         self.emit("reasoning.done", Reasoning(
             index, 0, "redacted", "", self._message_id, encrypted_content=block_doc["data"],
@@ -609,7 +609,7 @@ class AnthropicMessagesAdapter(Adapter):
 
     # client tools
 
-    def _start_tool_use(self, index: int, block_doc: dict) -> None:
+    def _start_tool_use(self, index: int, block_doc: dict[str, Any]) -> None:
         block = self._blocks[index] = _Block("tool_use", index)
         name = block.name = block_doc["name"]
         call_id = block.call_id = block_doc.get("id") or stable_id(
@@ -617,7 +617,7 @@ class AnthropicMessagesAdapter(Adapter):
         block.start_input = block_doc.get("input")
         self.emit("tool.call.started", ToolCall(index, name, call_id, "", self._message_id))
 
-    def _input_json_delta(self, block: _Block, delta: dict) -> None:
+    def _input_json_delta(self, block: _Block, delta: dict[str, Any]) -> None:
         fragment = delta["partial_json"]
         if not fragment:  # the first fragment is often "" (§3)
             return
@@ -642,7 +642,7 @@ class AnthropicMessagesAdapter(Adapter):
 
     # hosted (provider-executed) tools
 
-    def _start_server_tool_use(self, index: int, block_doc: dict) -> None:
+    def _start_server_tool_use(self, index: int, block_doc: dict[str, Any]) -> None:
         block = self._blocks[index] = _Block("server_tool_use", index)
         block.name = block_doc["name"]
         block.call_id = block_doc.get("id") or stable_id(self.run_id, self._message_id, index,
@@ -652,7 +652,7 @@ class AnthropicMessagesAdapter(Adapter):
         tool_type, unit = SERVER_TOOLS.get(block.name, ("other", None))
         block.hosted = (tool_type, "provider", unit)
 
-    def _start_mcp_tool_use(self, index: int, block_doc: dict) -> None:
+    def _start_mcp_tool_use(self, index: int, block_doc: dict[str, Any]) -> None:
         block = self._blocks[index] = _Block("mcp_tool_use", index)
         block.name = block_doc["name"]
         block.call_id = block_doc.get("id") or stable_id(self.run_id, self._message_id, index,
@@ -672,7 +672,7 @@ class AnthropicMessagesAdapter(Adapter):
             authority=authority, name=block.name, status="in_progress", billable_unit=unit,
             arguments=arguments))
 
-    def _start_hosted_result(self, index: int, block_doc: dict) -> None:
+    def _start_hosted_result(self, index: int, block_doc: dict[str, Any]) -> None:
         block_type = block_doc["type"]
         call_id = block_doc["tool_use_id"]
         # A result type this revision does not name: the fallback type, the raw type as name.
@@ -694,7 +694,7 @@ class AnthropicMessagesAdapter(Adapter):
             evidence=json_text(evidence), is_error=is_error))
         self._blocks[index] = _Block("done", index)
 
-    def _start_container_upload(self, index: int, block_doc: dict) -> None:
+    def _start_container_upload(self, index: int, block_doc: dict[str, Any]) -> None:
         # A file placed in the code-execution container (SDK ContainerUploadBlock): provider-side
         # evidence with no call of its own, keyed by the file id.
         file_id = block_doc["file_id"]
@@ -706,7 +706,7 @@ class AnthropicMessagesAdapter(Adapter):
 
     # beta: server-side context compaction, model fallback
 
-    def _start_compaction(self, index: int, block_doc: dict) -> None:
+    def _start_compaction(self, index: int, block_doc: dict[str, Any]) -> None:
         block = self._blocks[index] = _Block("compaction", index)
         block.call_id = stable_id(self.run_id, self._message_id, index, "compaction")
         if block_doc.get("content"):
@@ -716,7 +716,7 @@ class AnthropicMessagesAdapter(Adapter):
             output_index=index, call_id=block.call_id, tool_type="compaction",
             authority="provider", name="compaction", status="in_progress"))
 
-    def _compaction_delta(self, block: _Block, delta: dict) -> None:
+    def _compaction_delta(self, block: _Block, delta: dict[str, Any]) -> None:
         if delta.get("content"):
             block.parts.add(delta["content"])
         if delta.get("encrypted_content"):
@@ -732,7 +732,7 @@ class AnthropicMessagesAdapter(Adapter):
             authority="provider", name="compaction", status="completed",
             evidence=json_text(evidence)))
 
-    def _start_fallback(self, index: int, block_doc: dict) -> None:
+    def _start_fallback(self, index: int, block_doc: dict[str, Any]) -> None:
         # The server switched models (after a refusal, `trigger`); the text that follows is the
         # fallback model's, so events from here on carry that model.
         target = (block_doc.get("to") or {}).get("model")
@@ -752,7 +752,7 @@ class AnthropicMessagesAdapter(Adapter):
 
 
 # Provider event type -> handler. The fall-through (`unknown`) is in `handle`.
-_ON_EVENT: dict[str | None, Callable[[AnthropicMessagesAdapter, dict], None]] = {
+_ON_EVENT: dict[str | None, Callable[[AnthropicMessagesAdapter, dict[str, Any]], None]] = {
     "message_start": AnthropicMessagesAdapter._on_message_start,
     "content_block_start": AnthropicMessagesAdapter._on_block_start,
     "content_block_delta": AnthropicMessagesAdapter._on_block_delta,
@@ -765,7 +765,7 @@ _ON_EVENT: dict[str | None, Callable[[AnthropicMessagesAdapter, dict], None]] = 
 }
 
 # content_block_start block type -> opener (result blocks go through HOSTED_RESULTS).
-_ON_BLOCK: dict[str, Callable[[AnthropicMessagesAdapter, int, dict], None]] = {
+_ON_BLOCK: dict[str, Callable[[AnthropicMessagesAdapter, int, dict[str, Any]], None]] = {
     "text": AnthropicMessagesAdapter._start_text,
     "thinking": AnthropicMessagesAdapter._start_thinking,
     "redacted_thinking": AnthropicMessagesAdapter._start_redacted_thinking,
@@ -779,7 +779,7 @@ _ON_BLOCK: dict[str, Callable[[AnthropicMessagesAdapter, int, dict], None]] = {
 
 # delta type -> (handler(block, delta), the block kinds it may extend). §3.
 _TOOL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
-_ON_DELTA: dict[str, tuple[Callable[[AnthropicMessagesAdapter, _Block, dict], None], tuple]] = {
+_ON_DELTA: dict[str, tuple[Callable[[AnthropicMessagesAdapter, _Block, dict[str, Any]], None], tuple[Any, ...]]] = {
     "text_delta": (AnthropicMessagesAdapter._text_delta, ("text",)),
     "citations_delta": (AnthropicMessagesAdapter._citations_delta, ("text",)),
     "thinking_delta": (AnthropicMessagesAdapter._thinking_delta, ("thinking",)),

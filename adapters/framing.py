@@ -161,7 +161,7 @@ def _check_frame_sizes(bodies: list[bytes], total: int, what: str) -> None:
             raise InputLimitError(f"{what} of {longest:,} bytes", "max_event_bytes", value=limit)
 
 
-def _fields(*fields):
+def _fields(*fields: Any) -> tuple[Any, ...]:
     return fields  # (event, data, id, retry): a tuple costs far less than an SSEMessage
 
 

@@ -185,7 +185,7 @@ class _Candidate:
         self.server_calls: dict[str, tuple[HostedToolType, str | None, str | None]] = {}
         self.hosted_types: set[str] = set()  # tool types reported by toolCall parts
         self.searched = False  # grounding's web search already reported
-        self.cited: set[tuple] = set()  # citations already emitted (metadata may repeat)
+        self.cited: set[tuple[Any, ...]] = set()  # citations already emitted (metadata may repeat)
         self.url_context: Any = None  # urlContextMetadata already reported
 
 
@@ -265,7 +265,7 @@ class GeminiGenerateAdapter(Adapter):
 
     # --- the response ----------------------------------------------------------------------------
 
-    def _on_response(self, doc: dict) -> None:
+    def _on_response(self, doc: dict[str, Any]) -> None:
         candidates = doc.get("candidates")
         if candidates is None and not any(key in doc for key in RESPONSE_KEYS):
             self.unknown("response:" + ",".join(sorted(doc)),
@@ -322,7 +322,7 @@ class GeminiGenerateAdapter(Adapter):
         else:
             self.emit("run.finished", RunFinished(status, reason, raw))
 
-    def _on_blocked(self, feedback: dict) -> None:
+    def _on_blocked(self, feedback: dict[str, Any]) -> None:
         reason = feedback["blockReason"]
         explanation = feedback.get("blockReasonMessage")  # Vertex only
         self.emit("refusal", Refusal(text=explanation or "", category=reason,
@@ -365,7 +365,7 @@ class GeminiGenerateAdapter(Adapter):
 
     # --- candidates ------------------------------------------------------------------------------
 
-    def _on_candidate(self, doc: dict) -> None:
+    def _on_candidate(self, doc: dict[str, Any]) -> None:
         index = doc.get("index") or 0
         cand = self._cands.get(index)
         if cand is None:
@@ -420,7 +420,7 @@ class GeminiGenerateAdapter(Adapter):
         # Gemini's role "model" is the neutral "assistant".
         self.emit("message.started", Message(cand.message, "assistant", cand.item_id))
 
-    def _finish_candidate(self, cand: _Candidate, raw: str, doc: dict) -> None:
+    def _finish_candidate(self, cand: _Candidate, raw: str, doc: dict[str, Any]) -> None:
         cand.finish = raw
         self._unfinished -= 1
         self._finishing = True
@@ -476,7 +476,7 @@ class GeminiGenerateAdapter(Adapter):
 
     # --- parts -----------------------------------------------------------------------------------
 
-    def _on_part(self, cand: _Candidate, part: dict) -> None:
+    def _on_part(self, cand: _Candidate, part: dict[str, Any]) -> None:
         handler = None
         stranger = None
         for key in part:
@@ -505,7 +505,7 @@ class GeminiGenerateAdapter(Adapter):
             self._next_output() if output_index is None else output_index, 0, "redacted", "",
             item_id or cand.item_id, signature=signature, valid_for=self.valid_for()))
 
-    def _on_text_part(self, cand: _Candidate, part: dict) -> tuple | None:
+    def _on_text_part(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
         text = part["text"]
         if type(text) is not str:
             raise TypeError(f"text part holds {type(text).__name__}")
@@ -532,7 +532,7 @@ class GeminiGenerateAdapter(Adapter):
         # An empty text part (the last chunk's signature carrier, B2): no text block of its own.
         return (None, None)
 
-    def _on_function_call(self, cand: _Candidate, part: dict) -> tuple | None:
+    def _on_function_call(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
         call = part["functionCall"]
         name = call.get("name")
         more = call.get("willContinue") is True
@@ -570,7 +570,7 @@ class GeminiGenerateAdapter(Adapter):
                                 cand.item_id)
         return (index, call_id)
 
-    def _feed_call(self, cand: _Candidate, call: _Call, doc: dict) -> None:
+    def _feed_call(self, cand: _Candidate, call: _Call, doc: dict[str, Any]) -> None:
         for arg in doc.get("partialArgs") or ():
             if "stringValue" in arg:  # the common case, ahead of partial_value's search
                 value = arg["stringValue"]
@@ -605,7 +605,7 @@ class GeminiGenerateAdapter(Adapter):
         self.emit_tool_call(call.index, call.name, call.call_id, json_text(call.args.tree),
                             cand.item_id, valid=call.valid)
 
-    def _on_function_response(self, cand: _Candidate, part: dict) -> tuple | None:
+    def _on_function_response(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
         # Not expected in model output (it is how results go *to* the model); if a server echoes
         # one, it is a result keyed by name (B3).
         response = part["functionResponse"]
@@ -618,7 +618,7 @@ class GeminiGenerateAdapter(Adapter):
                                             is_error=type(body) is dict and "error" in body))
         return (None, call_id)
 
-    def _on_executable_code(self, cand: _Candidate, part: dict) -> tuple | None:
+    def _on_executable_code(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
         code = part["executableCode"]
         self._close_block(cand)
         index = self._next_output()
@@ -632,7 +632,7 @@ class GeminiGenerateAdapter(Adapter):
                                         arguments=arguments))
         return (index, call_id)
 
-    def _on_code_result(self, cand: _Candidate, part: dict) -> tuple | None:
+    def _on_code_result(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
         result = part["codeExecutionResult"]
         self._close_block(cand)
         index = self._next_output()
@@ -651,7 +651,7 @@ class GeminiGenerateAdapter(Adapter):
             evidence=json_text({"outcome": outcome, "output": result.get("output")})))
         return (index, call_id)
 
-    def _on_tool_call(self, cand: _Candidate, part: dict) -> tuple | None:
+    def _on_tool_call(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
         # A server-side tool invocation (includeServerSideToolInvocations, B2).
         call = part["toolCall"]
         self._close_block(cand)
@@ -669,7 +669,7 @@ class GeminiGenerateAdapter(Adapter):
                                         arguments=arguments))
         return (index, call_id)
 
-    def _on_tool_response(self, cand: _Candidate, part: dict) -> tuple | None:
+    def _on_tool_response(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
         response = part["toolResponse"]
         self._close_block(cand)
         index = self._next_output()
@@ -688,7 +688,7 @@ class GeminiGenerateAdapter(Adapter):
             evidence=json_text(response.get("response"))))
         return (index, call_id)
 
-    def _on_inline_data(self, cand: _Candidate, part: dict) -> tuple | None:
+    def _on_inline_data(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
         blob = part["inlineData"]
         self._close_block(cand)
         index = self._next_output()
@@ -703,7 +703,7 @@ class GeminiGenerateAdapter(Adapter):
                                       data=data, partial=part.get("thought") is True))
         return (index, None)
 
-    def _on_file_data(self, cand: _Candidate, part: dict) -> tuple | None:
+    def _on_file_data(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
         file = part["fileData"]
         self._close_block(cand)
         index = self._next_output()
@@ -714,7 +714,7 @@ class GeminiGenerateAdapter(Adapter):
 
     # --- grounding, URL context, recitation ------------------------------------------------------
 
-    def _on_url_context(self, cand: _Candidate, metadata: dict) -> None:
+    def _on_url_context(self, cand: _Candidate, metadata: dict[str, Any]) -> None:
         # The URL-context tool reports its fetches on the first chunk (B2 groundingMetadata).
         cand.url_context = metadata
         if "web_fetch" in cand.hosted_types:
@@ -737,7 +737,7 @@ class GeminiGenerateAdapter(Adapter):
                                           "status": e.get("urlRetrievalStatus")}
                                          for e in entries]})))
 
-    def _on_grounding(self, cand: _Candidate, grounding: dict) -> None:
+    def _on_grounding(self, cand: _Candidate, grounding: dict[str, Any]) -> None:
         sources = grounding.get("groundingChunks") or []
         queries = [q for q in grounding.get("webSearchQueries") or () if q]
         if queries and not cand.searched and "web_search" not in cand.hosted_types:
@@ -760,7 +760,7 @@ class GeminiGenerateAdapter(Adapter):
         if supports:
             self._ground_citations(cand, supports, sources)
 
-    def _ground_citations(self, cand: _Candidate, supports: list, sources: list) -> None:
+    def _ground_citations(self, cand: _Candidate, supports: list[Any], sources: list[Any]) -> None:
         for support in supports:
             segment = support.get("segment") or {}
             start_byte = segment.get("startIndex") or 0
@@ -782,7 +782,7 @@ class GeminiGenerateAdapter(Adapter):
                     end=end, url=fields.get("uri"), file_id=fields.get("documentName"),
                     title=fields.get("title"), cited_text=segment.get("text")))
 
-    def _on_citation_metadata(self, cand: _Candidate, metadata: dict) -> None:
+    def _on_citation_metadata(self, cand: _Candidate, metadata: dict[str, Any]) -> None:
         # Recitation sources: Vertex says `citations`, the Gemini API `citationSources`.
         for item in metadata.get("citations") or metadata.get("citationSources") or ():
             start_byte = item.get("startIndex") or 0
@@ -800,7 +800,7 @@ class GeminiGenerateAdapter(Adapter):
 
 
 
-def _grounding_source(chunk: dict) -> tuple[SourceType, dict]:
+def _grounding_source(chunk: dict[str, Any]) -> tuple[SourceType, dict[str, Any]]:
     """A groundingChunks member → (neutral source type, its fields)."""
     for key, source_type in GROUNDING_SOURCES.items():
         fields = chunk.get(key)
@@ -832,7 +832,8 @@ def _locate(texts: list[tuple[int, Parts]], start_byte: int,
 # Part kind -> handler. A handler returns where a thoughtSignature on the part belongs
 # (output_index or None for a new one, item_id), or None when it took the signature itself.
 # The fall-through (`unknown`) is in `_on_part`.
-_ON_PART: dict[str, Callable[[GeminiGenerateAdapter, _Candidate, dict], tuple | None]] = {
+_ON_PART: dict[str, Callable[[GeminiGenerateAdapter, _Candidate, dict[str, Any]],
+                             tuple[Any, ...] | None]] = {
     "text": GeminiGenerateAdapter._on_text_part,
     "functionCall": GeminiGenerateAdapter._on_function_call,
     "functionResponse": GeminiGenerateAdapter._on_function_response,

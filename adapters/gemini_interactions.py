@@ -210,7 +210,7 @@ class GeminiInteractionsAdapter(Adapter):
         self._steps: dict[int, _Step] = {}
         self._done: set[int] = set()  # step indexes already translated in this interaction
         self._function_calls = 0
-        self._last_usage: dict | None = None
+        self._last_usage: dict[str, Any] | None = None
         self._provider_error: str | None = None  # raw code of an `error` event, until the end
         self._ended_ids: set[str] = set()
         self._replaying = False  # frames of an interaction that already ended are arriving again
@@ -285,7 +285,7 @@ class GeminiInteractionsAdapter(Adapter):
 
     # --- interaction lifecycle ----------------------------------------------------------------
 
-    def _on_created(self, doc: dict) -> None:
+    def _on_created(self, doc: dict[str, Any]) -> None:
         """``interaction.created`` / legacy ``interaction.start``: a new provider call."""
         interaction = doc["interaction"]
         iid = interaction.get("id") or ""
@@ -299,7 +299,7 @@ class GeminiInteractionsAdapter(Adapter):
             self._begin_interaction(interaction)
         self._apply(interaction)
 
-    def _on_status_update(self, doc: dict) -> None:
+    def _on_status_update(self, doc: dict[str, Any]) -> None:
         # _begin_if_new, inline: this frame is frequent and usually changes nothing.
         raw_id = doc.get("interaction_id")
         iid = raw_id or ""
@@ -313,7 +313,7 @@ class GeminiInteractionsAdapter(Adapter):
         if isinstance(doc.get("usage"), dict):
             self._usage(doc["usage"])
 
-    def _on_completed(self, doc: dict) -> None:
+    def _on_completed(self, doc: dict[str, Any]) -> None:
         """``interaction.completed`` / legacy ``interaction.complete``: the terminal signal."""
         interaction = doc["interaction"]
         self._replaying = False
@@ -321,7 +321,7 @@ class GeminiInteractionsAdapter(Adapter):
             return
         self._apply(interaction, final=True)
 
-    def _on_cancelled(self, doc: dict) -> None:
+    def _on_cancelled(self, doc: dict[str, Any]) -> None:
         # python-genai 3.x `interaction.cancelled` {usage}: work in flight was aborted.
         if not self._active:
             return
@@ -329,14 +329,14 @@ class GeminiInteractionsAdapter(Adapter):
             self._usage(doc["usage"])
         self._conclude("cancelled")
 
-    def _on_error(self, doc: dict) -> None:
+    def _on_error(self, doc: dict[str, Any]) -> None:
         # `error` {error:{code,message}} (A1). Whether the stream goes on is not documented: the
         # run ends failed only if no interaction.completed says otherwise (see finish()).
         self._steps.clear()  # what was open stays partial: no tool.call from a failed call
         failure = self._emit_error(doc.get("error"))
         self._provider_error = failure.code or "error"
 
-    def _on_object(self, doc: dict) -> None:
+    def _on_object(self, doc: dict[str, Any]) -> None:
         """A body without ``event_type``: a complete Interaction (poll), an HTTP error body, a
         webhook delivery."""
         if isinstance(doc.get("error"), dict) and "status" not in doc:
@@ -361,7 +361,7 @@ class GeminiInteractionsAdapter(Adapter):
             status = interaction.get("status")
             self._apply(interaction, final=status not in RUNNING_STATUSES)
 
-    def _begin_if_new(self, interaction: dict) -> bool:
+    def _begin_if_new(self, interaction: dict[str, Any]) -> bool:
         """Begin the interaction unless it is the open one; False when it already ended."""
         iid = interaction.get("id") or ""
         if iid and iid in self._ended_ids:
@@ -370,7 +370,7 @@ class GeminiInteractionsAdapter(Adapter):
             self._begin_interaction(interaction)
         return True
 
-    def _begin_interaction(self, interaction: dict) -> None:
+    def _begin_interaction(self, interaction: dict[str, Any]) -> None:
         self._turn += 1
         self._active = True
         self._iid = interaction.get("id") or ""
@@ -387,12 +387,12 @@ class GeminiInteractionsAdapter(Adapter):
             status="queued" if status == "queued" else "in_progress",
             provider_object_id=self._iid or None))
 
-    def _model_from(self, interaction: dict) -> None:
+    def _model_from(self, interaction: dict[str, Any]) -> None:
         model = interaction.get("model") or interaction.get("agent")
         if model:
             self.model = model
 
-    def _apply(self, interaction: dict, final: bool = False) -> None:
+    def _apply(self, interaction: dict[str, Any], final: bool = False) -> None:
         """What an Interaction resource says: its steps, usage, errors and status."""
         model = interaction.get("model") or interaction.get("agent")  # _model_from, inline
         if model:
@@ -452,7 +452,7 @@ class GeminiInteractionsAdapter(Adapter):
             return
         self.emit("run.finished", RunFinished(*finished, status))
 
-    def _usage(self, usage: dict) -> None:
+    def _usage(self, usage: dict[str, Any]) -> None:
         if usage == self._last_usage:
             return  # the same snapshot again (step.stop, metadata and completed may repeat it)
         self._last_usage = usage
@@ -474,7 +474,7 @@ class GeminiInteractionsAdapter(Adapter):
 
     # --- steps (legacy: content blocks) -----------------------------------------------------------
 
-    def _on_step_start(self, doc: dict) -> None:
+    def _on_step_start(self, doc: dict[str, Any]) -> None:
         index = doc.get("index", 0)
         if self._replaying or index in self._steps or index in self._done:
             return  # the same step opened again (a retried delivery without an event id)
@@ -485,7 +485,7 @@ class GeminiInteractionsAdapter(Adapter):
             self._begin_interaction({})
         self._open(index, step)
 
-    def _on_step_delta(self, doc: dict) -> None:
+    def _on_step_delta(self, doc: dict[str, Any]) -> None:
         index = doc.get("index", 0)
         step = self._steps.get(index)
         if (step is not None and step.kind == OPAQUE) or self._replaying:
@@ -515,7 +515,7 @@ class GeminiInteractionsAdapter(Adapter):
         if metadata and isinstance(metadata.get("total_usage"), dict):
             self._usage(metadata["total_usage"])
 
-    def _on_step_stop(self, doc: dict) -> None:
+    def _on_step_stop(self, doc: dict[str, Any]) -> None:
         index = doc.get("index", 0)
         if self._replaying:
             return
@@ -524,7 +524,7 @@ class GeminiInteractionsAdapter(Adapter):
         if isinstance(doc.get("usage"), dict):
             self._usage(doc["usage"])  # running total; step_usage is one step's share only
 
-    def _open(self, index: int, step: dict) -> _Step:
+    def _open(self, index: int, step: dict[str, Any]) -> _Step:
         ptype = step.get("type")
         kind = STEP_KINDS.get(ptype)
         if kind is None:
@@ -545,7 +545,7 @@ class GeminiInteractionsAdapter(Adapter):
 
     # model output: text, media, citations
 
-    def _open_output(self, step: _Step, doc: dict) -> None:
+    def _open_output(self, step: _Step, doc: dict[str, Any]) -> None:
         self.emit("message.started", Message(step.index, "assistant", self._iid or None))
         if step.ptype == "model_output":
             items = doc.get("content") or ()
@@ -558,7 +558,7 @@ class GeminiInteractionsAdapter(Adapter):
                 self._close_part(step)
             self._content(step, item)
 
-    def _content(self, step: _Step, item: dict) -> None:
+    def _content(self, step: _Step, item: dict[str, Any]) -> None:
         item_type = item.get("type")
         if item_type == "text":
             self._text_delta(step, item)
@@ -567,7 +567,7 @@ class GeminiInteractionsAdapter(Adapter):
         else:
             self.unknown(f"content:{item_type}", "content type not in the reference (A5)")
 
-    def _text_delta(self, step: _Step, delta: dict) -> None:
+    def _text_delta(self, step: _Step, delta: dict[str, Any]) -> None:
         text = delta.get("text")
         if text:
             if step.text is None:
@@ -577,7 +577,7 @@ class GeminiInteractionsAdapter(Adapter):
         if delta.get("annotations"):  # legacy text deltas and whole text items carry them inline
             self._citations(step, delta["annotations"])
 
-    def _annotation_delta(self, step: _Step, delta: dict) -> None:
+    def _annotation_delta(self, step: _Step, delta: dict[str, Any]) -> None:
         self._citations(step, delta.get("annotations") or ())
 
     def _citations(self, step: _Step, annotations: Any) -> None:
@@ -605,14 +605,14 @@ class GeminiInteractionsAdapter(Adapter):
                 title=note.get("title") or note.get("name") or note.get("file_name"),
                 cited_text=text[start:end] if end is not None and end <= len(text) else None))
 
-    def _media_delta(self, step: _Step, delta: dict) -> None:
+    def _media_delta(self, step: _Step, delta: dict[str, Any]) -> None:
         # An image arrives whole in one delta (Vercel build-google-interactions-stream-transform)
         # and takes a part of its own between text parts.
         self._close_part(step)
         self._media(step, delta)
         step.part += 1
 
-    def _media(self, step: _Step, item: dict) -> None:
+    def _media(self, step: _Step, item: dict[str, Any]) -> None:
         encoded = item.get("data")
         data = decode_base64(encoded) if encoded else None
         if encoded and data is None:
@@ -638,16 +638,16 @@ class GeminiInteractionsAdapter(Adapter):
 
     # thoughts
 
-    def _open_thought(self, step: _Step, doc: dict) -> None:
+    def _open_thought(self, step: _Step, doc: dict[str, Any]) -> None:
         step.signature = doc.get("signature") or None
         for item in doc.get("summary") or ():
             self._summary_item(step, item)
 
-    def _summary_delta(self, step: _Step, delta: dict) -> None:
+    def _summary_delta(self, step: _Step, delta: dict[str, Any]) -> None:
         if isinstance(delta.get("content"), dict):
             self._summary_item(step, delta["content"])
 
-    def _summary_item(self, step: _Step, item: dict) -> None:
+    def _summary_item(self, step: _Step, item: dict[str, Any]) -> None:
         if item.get("type") == "text":
             text = item.get("text")
             if text:
@@ -661,7 +661,7 @@ class GeminiInteractionsAdapter(Adapter):
         else:
             self.unknown(f"thought_summary:{item.get('type')}", "summary item not in the reference")
 
-    def _signature_delta(self, step: _Step, delta: dict) -> None:
+    def _signature_delta(self, step: _Step, delta: dict[str, Any]) -> None:
         if delta.get("signature"):
             step.signature = delta["signature"]
 
@@ -684,7 +684,7 @@ class GeminiInteractionsAdapter(Adapter):
 
     # function calls (client-executed)
 
-    def _open_call(self, step: _Step, doc: dict) -> None:
+    def _open_call(self, step: _Step, doc: dict[str, Any]) -> None:
         step.call_id = doc.get("id") or None
         step.name = doc.get("name") or None
         step.signature = doc.get("signature") or None
@@ -716,7 +716,7 @@ class GeminiInteractionsAdapter(Adapter):
         self.emit("tool.call.delta", ToolCall(step.index, step.name or "", self._call_id(step),
                                               text, self._iid or None))
 
-    def _arguments_delta(self, step: _Step, delta: dict) -> None:
+    def _arguments_delta(self, step: _Step, delta: dict[str, Any]) -> None:
         # Current schema: `arguments` is a JSON *string* fragment (A1 table).
         fragment = delta.get("arguments")
         if not isinstance(fragment, str):
@@ -735,7 +735,7 @@ class GeminiInteractionsAdapter(Adapter):
         self.emit("tool.call.delta", ToolCall(step.index, step.name or "", self._call_id(step),
                                               fragment, self._iid or None))
 
-    def _function_call_delta(self, step: _Step, delta: dict) -> None:
+    def _function_call_delta(self, step: _Step, delta: dict[str, Any]) -> None:
         # Legacy schema: one content.delta carries id, name and the whole `arguments` *object*.
         if delta.get("id") and not step.started:
             step.call_id = delta["id"]
@@ -756,10 +756,10 @@ class GeminiInteractionsAdapter(Adapter):
 
     # hosted (provider-executed) tools
 
-    def _open_hosted(self, step: _Step, doc: dict) -> None:
+    def _open_hosted(self, step: _Step, doc: dict[str, Any]) -> None:
         step.body = dict(doc)
 
-    def _hosted_delta(self, step: _Step, delta: dict) -> None:
+    def _hosted_delta(self, step: _Step, delta: dict[str, Any]) -> None:
         # Hosted steps stream whole payloads, each delta type = the step type (A5).
         step.body.update(delta)
 
@@ -811,12 +811,12 @@ class GeminiInteractionsAdapter(Adapter):
 
 
 
-def _evidence(body: dict) -> str:
+def _evidence(body: dict[str, Any]) -> str:
     """What the step says beyond its identity (queries, urls, code, results...) as JSON text."""
     return json_text({k: v for k, v in body.items() if k not in _NOT_EVIDENCE})
 
 
-_Handler = Callable[[GeminiInteractionsAdapter, dict], None]
+_Handler = Callable[[GeminiInteractionsAdapter, dict[str, Any]], None]
 
 # Provider event type -> handler, both generations (A1 table). The fall-through is `unknown`.
 _ON_EVENT: dict[str, _Handler] = {
@@ -836,7 +836,7 @@ _ON_EVENT: dict[str, _Handler] = {
     "interaction.cancelled": GeminiInteractionsAdapter._on_cancelled,
 }
 
-_StepHandler = Callable[[GeminiInteractionsAdapter, _Step, dict], None]
+_StepHandler = Callable[[GeminiInteractionsAdapter, _Step, dict[str, Any]], None]
 
 # Delta type -> (the step kind it extends, handler). A5 delta types; legacy names beside them.
 _ON_DELTA: dict[str, tuple[str, _StepHandler]] = {

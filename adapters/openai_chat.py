@@ -184,7 +184,7 @@ class OpenAIChatAdapter(Adapter):
 
     # --- frames -------------------------------------------------------------------------------
 
-    def _on_chunk(self, doc: dict) -> None:
+    def _on_chunk(self, doc: dict[str, Any]) -> None:
         if self._terminal:
             self._reset_call()  # the next provider call of the same run
         model = doc.get("model")
@@ -205,7 +205,7 @@ class OpenAIChatAdapter(Adapter):
                 return  # the common delta chunk: nothing more to read in it
         self._on_chunk_facts(doc)
 
-    def _on_next_call(self, doc: dict) -> None:
+    def _on_next_call(self, doc: dict[str, Any]) -> None:
         # Calls concatenated without [DONE] between them (a recorder's file, a proxy): a new id
         # after every choice finished starts the next call.
         object_id = doc.get("id")
@@ -214,7 +214,7 @@ class OpenAIChatAdapter(Adapter):
             self._reset_call()
             self._start(doc)
 
-    def _on_chunk_facts(self, doc: dict) -> None:
+    def _on_chunk_facts(self, doc: dict[str, Any]) -> None:
         """What a chunk may carry besides deltas: in the usage chunk, finish chunks, filters."""
         filters = doc.get("prompt_filter_results")
         if filters:
@@ -234,7 +234,7 @@ class OpenAIChatAdapter(Adapter):
             # OpenRouter reports a mid-stream failure inside an ordinary chunk.
             self._on_error(error)
 
-    def _on_completion(self, doc: dict) -> None:
+    def _on_completion(self, doc: dict[str, Any]) -> None:
         """A whole ``chat.completion`` object: the same path as a stream that ends at once."""
         if self._terminal:
             self._reset_call()
@@ -313,7 +313,7 @@ class OpenAIChatAdapter(Adapter):
         if finish_reason:
             self._finish_choice(choice, finish_reason)
 
-    def _on_content(self, choice: _Choice, text: Any, delta: dict) -> None:
+    def _on_content(self, choice: _Choice, text: Any, delta: dict[str, Any]) -> None:
         if type(text) is not str:
             self._mistyped(f"choices[{choice.index}].delta.content", text, "a string")
         elif text:  # OpenAI's role chunk carries content "" (fx:openai-python/e2aad469….bin)
@@ -322,7 +322,7 @@ class OpenAIChatAdapter(Adapter):
             choice.text.add(text)
             self.emit("text.delta", Text(choice.index, choice.text_part, text))
 
-    def _on_reasoning(self, choice: _Choice, text: Any, delta: dict) -> None:
+    def _on_reasoning(self, choice: _Choice, text: Any, delta: dict[str, Any]) -> None:
         if type(text) is not str:
             self._mistyped(f"choices[{choice.index}].delta.reasoning", text, "a string")
         elif text:
@@ -332,21 +332,21 @@ class OpenAIChatAdapter(Adapter):
             self.emit("reasoning.delta",
                       Reasoning(choice.index, choice.reasoning_part, "raw", text))
 
-    def _on_reasoning_alias(self, choice: _Choice, text: Any, delta: dict) -> None:
+    def _on_reasoning_alias(self, choice: _Choice, text: Any, delta: dict[str, Any]) -> None:
         # Groq (fx:pydantic-ai/test_tool_use_failed_error_streaming.yaml), OpenRouter and vLLM
         # >= 0.19.1 name it `reasoning`; a server sending both names means one text, and
         # clients prefer reasoning_content (strands-agents/harness-sdk#2191).
         if delta.get("reasoning_content") is None:
             self._on_reasoning(choice, text, delta)
 
-    def _on_refusal(self, choice: _Choice, text: Any, delta: dict) -> None:
+    def _on_refusal(self, choice: _Choice, text: Any, delta: dict[str, Any]) -> None:
         # The refusal's first chunk carries refusal "" (reference §12); it ends with
         # finish_reason stop (fx:openai-python/569c877e….bin).
         if type(text) is str and text:
             self._close_parts(choice)
             choice.refusal.append(text)
 
-    def _on_tool_calls(self, choice: _Choice, calls: Any, delta: dict) -> None:
+    def _on_tool_calls(self, choice: _Choice, calls: Any, delta: dict[str, Any]) -> None:
         where = f"choices[{choice.index}].delta.tool_calls"
         if type(calls) is not list:
             self._mistyped(where, calls, "a list")
@@ -364,7 +364,7 @@ class OpenAIChatAdapter(Adapter):
                 self._on_tool_fragment(choice, call.get("index"), call.get("id"),
                                        function.get("name"), function.get("arguments"))
 
-    def _on_function_call(self, choice: _Choice, call: Any, delta: dict) -> None:
+    def _on_function_call(self, choice: _Choice, call: Any, delta: dict[str, Any]) -> None:
         # The deprecated `functions` API: one call per choice, no id.
         if type(call) is not dict:
             self._mistyped(f"choices[{choice.index}].delta.function_call", call, "an object")
@@ -421,7 +421,7 @@ class OpenAIChatAdapter(Adapter):
         # first frame) keeps calls of later provider calls in the same run apart.
         return stable_id(self.run_id, self._call_key, choice.index, tool.slot, tool.name)
 
-    def _on_annotations(self, choice: _Choice, annotations: Any, delta: dict) -> None:
+    def _on_annotations(self, choice: _Choice, annotations: Any, delta: dict[str, Any]) -> None:
         for note in annotations if type(annotations) is list else ():
             citation = note.get("url_citation") if type(note) is dict else None
             if type(citation) is dict:
@@ -432,7 +432,7 @@ class OpenAIChatAdapter(Adapter):
             else:
                 self._unknown_once("annotation", str(note)[:200])
 
-    def _ignore(self, choice: _Choice, value: Any, delta: dict) -> None:
+    def _ignore(self, choice: _Choice, value: Any, delta: dict[str, Any]) -> None:
         pass
 
     def _on_content_filter(self, choice: _Choice, results: Any) -> None:
@@ -572,14 +572,14 @@ class OpenAIChatAdapter(Adapter):
 
     # --- run-level facts ----------------------------------------------------------------------
 
-    def _start(self, doc: dict) -> None:
+    def _start(self, doc: dict[str, Any]) -> None:
         object_id = doc.get("id") or None
         self._started = True
         self._object_id = object_id
         self._call_key = object_id or (self.frame.frame_id if self._frame else "")
         self.emit("run.started", RunStarted("in_progress", object_id))
 
-    def _usage_object(self, usage: dict, key: str) -> dict:
+    def _usage_object(self, usage: dict[str, Any], key: str) -> dict[str, Any]:
         value = usage.get(key)
         if value is None:
             return {}
@@ -588,7 +588,7 @@ class OpenAIChatAdapter(Adapter):
             return {}
         return value
 
-    def _usage_count(self, usage: dict, key: str, where: str = "usage") -> int | None:
+    def _usage_count(self, usage: dict[str, Any], key: str, where: str = "usage") -> int | None:
         value = usage.get(key)
         if value is None or type(value) is int:
             return value
@@ -635,7 +635,7 @@ class OpenAIChatAdapter(Adapter):
             self.unknown(provider_type, detail)
 
 
-def _filtered_categories(results: dict) -> list[str]:
+def _filtered_categories(results: dict[str, Any]) -> list[str]:
     return [name for name, result in results.items()
             if type(result) is dict and result.get("filtered")]
 

@@ -83,14 +83,14 @@ class StreamedArguments:
 
     __slots__ = ("tree", "in_order", "_stack", "_open_string")
 
-    def __init__(self, initial: dict | None = None) -> None:
-        self.tree: dict = dict(initial) if initial else {}
+    def __init__(self, initial: dict[str, Any] | None = None) -> None:
+        self.tree: dict[str, Any] = dict(initial) if initial else {}
         self.in_order = not initial  # a starting object was not streamed as text
         # Open containers: [segment in its parent, is_array, members written, keys written].
-        self._stack: list[list] = []
-        self._open_string: tuple | None = None  # path of a string value still growing
+        self._stack: list[list[Any]] = []
+        self._open_string: tuple[Any, ...] | None = None  # path of a string value still growing
 
-    def put(self, segments: tuple, value: Any, more: bool) -> str | None:
+    def put(self, segments: tuple[Any, ...], value: Any, more: bool) -> str | None:
         """Apply one partial argument. Returns the JSON text fragment ("" once the text stream
         stopped), or None when the value cannot be placed (the path contradicts the tree)."""
         was_open = self._open_string
@@ -128,7 +128,7 @@ class StreamedArguments:
             out.append("]" if self._stack.pop()[1] else "}")
         return "".join(out)
 
-    def _write(self, segments: tuple, value: Any, more: bool, string_open: bool) -> str | None:
+    def _write(self, segments: tuple[Any, ...], value: Any, more: bool, string_open: bool) -> str | None:
         out: list[str] = []
         stack = self._stack
         if not stack:
@@ -173,7 +173,7 @@ class StreamedArguments:
         return "".join(out)
 
 
-def _place(tree: dict, segments: tuple, value: Any, growing: bool) -> bool:
+def _place(tree: dict[str, Any], segments: tuple[Any, ...], value: Any, growing: bool) -> bool:
     node: Any = tree
     last = len(segments) - 1
     for position, segment in enumerate(segments):
@@ -213,7 +213,7 @@ def _set(node: Any, segment: Any, value: Any) -> None:
         node[segment] = value
 
 
-def partial_value(arg: dict) -> tuple[Any, bool]:
+def partial_value(arg: dict[str, Any]) -> tuple[Any, bool]:
     """A PartialArg's value: stringValue | numberValue | boolValue | nullValue (SDK PartialArg)."""
     for key in ("stringValue", "numberValue", "boolValue"):
         if key in arg:

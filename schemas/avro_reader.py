@@ -56,7 +56,7 @@ class _Compiler:
     """Schema → Python source. ``value`` appends the statements that read one value at ``p``
     (advancing it) into a local, and returns that local's name."""
 
-    def __init__(self, named: dict[str, dict]) -> None:
+    def __init__(self, named: dict[str, dict[str, Any]]) -> None:
         self.named = named  # full name → parsed record schema
         self.functions: dict[str, list[str]] = {}
         self.counter = 0
@@ -65,9 +65,9 @@ class _Compiler:
         self.counter += 1
         return f"v{self.counter}"
 
-    def record_function(self, schema: dict) -> str:
+    def record_function(self, schema: dict[str, Any]) -> str:
         """Define ``r_<n>(d, p, end) -> (dict, p)`` for a record (once), return its name."""
-        fname = "r_" + schema["name"].replace(".", "_")
+        fname: str = "r_" + schema["name"].replace(".", "_")
         if fname not in self.functions:
             self.functions[fname] = []  # reserved: a recursive schema would loop otherwise
             body: list[str] = []
@@ -75,7 +75,7 @@ class _Compiler:
             self.functions[fname] = [f"def {fname}(d, p, end):", *body, f"    return {result}, p"]
         return fname
 
-    def record(self, schema: dict, out: list[str], depth: int) -> str:
+    def record(self, schema: dict[str, Any], out: list[str], depth: int) -> str:
         values = [(f["name"], self.value(f["type"], out, depth)) for f in schema["fields"]]
         return "{" + ", ".join(f"{name!r}: {v}" for name, v in values) + "}"
 
@@ -141,7 +141,7 @@ class _Compiler:
             return items
         raise SchemaError(f"the compiled reader does not support Avro type {kind!r}")
 
-    def union(self, branches: list, out: list[str], depth: int) -> str:
+    def union(self, branches: list[Any], out: list[str], depth: int) -> str:
         pad = "    " * depth
         resolved: list[Any] = [self.named.get(b, b) if isinstance(b, str) else b
                                for b in branches]
@@ -170,7 +170,7 @@ class _Compiler:
         raise SchemaError(f"the compiled reader does not support the union {kinds}")
 
 
-def compile_reader(schema: dict, named: dict[str, dict]) -> Callable[[bytes, int], Any]:
+def compile_reader(schema: dict[str, Any], named: dict[str, dict[str, Any]]) -> Callable[[bytes, int], Any]:
     """Parsed record schema → ``read(data, start)``: the record whose body starts at ``start``
     (after a single-object header, say) and runs to the end of ``data``.
 
@@ -188,4 +188,5 @@ def compile_reader(schema: dict, named: dict[str, dict]) -> Callable[[bytes, int
                                  "_CorruptRecord": CorruptRecord,
                                  "_UNPACK_DOUBLE": _UNPACK_DOUBLE, "struct": struct}
     exec(compile(source, f"<avro reader {schema['name']}>", "exec"), namespace)
-    return namespace["read"]
+    reader: Callable[[bytes, int], Any] = namespace["read"]
+    return reader

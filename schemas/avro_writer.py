@@ -85,7 +85,7 @@ _OPTIONAL_STRINGS: dict[str | None, bytes] = {None: b"\x00"}
 # groups of different records never share an entry (("", "", "") is b"\x00\x00\x02\x00" for
 # RunFinished's status, reason, raw_reason and b"\x02\x00\x00\x02\x00" for Message's item_id,
 # role, phase; keyed by values alone, whichever came first was written for both).
-_GROUPS: dict[tuple, bytes] = {}
+_GROUPS: dict[tuple[Any, ...], bytes] = {}
 _PATTERNS: dict[tuple[bool, ...], int] = {}
 
 
@@ -99,7 +99,7 @@ def _cache_string(value: str) -> bytes:
     return encoded
 
 
-def _cache_group(key: tuple, optional: tuple[bool, ...]) -> bytes:
+def _cache_group(key: tuple[Any, ...], optional: tuple[bool, ...]) -> bytes:
     """Consecutive memoized fields encoded together, memoized by their pattern and values."""
     encoded = b"".join(
         (_OPTIONAL_STRINGS.get(v) or _cache_optional_string(v)) if opt
@@ -127,7 +127,7 @@ class _Compiler:
     field's encoding to ``out`` and returns the expressions of its pieces, in wire order: the
     record's function joins them all in one ``b"".join((...))`` at its end."""
 
-    def __init__(self, named: dict[str, dict], cached: Collection[tuple[str, str]]) -> None:
+    def __init__(self, named: dict[str, dict[str, Any]], cached: Collection[tuple[str, str]]) -> None:
         self.named = named  # short record name → schema, for references by name
         self.cached = frozenset(cached)  # (record short name, field name) of memoized strings
         self.functions: dict[str, list[str]] = {}
@@ -141,7 +141,7 @@ class _Compiler:
         self.counter += 1
         return f"v{self.counter}"
 
-    def record_function(self, schema: dict) -> str:
+    def record_function(self, schema: dict[str, Any]) -> str:
         """Define ``w_<Name>(obj) -> bytes`` for a record (once) and return its name."""
         fname = "w_" + _short_name(schema["name"])
         if fname in self.functions:
@@ -157,7 +157,7 @@ class _Compiler:
                                  + [f"    return {_joined(pieces)}"])
         return fname
 
-    def record_fields(self, schema: dict, obj: str, out: list[str], depth: int) -> list[str]:
+    def record_fields(self, schema: dict[str, Any], obj: str, out: list[str], depth: int) -> list[str]:
         pad = "    " * depth
         record = _short_name(schema["name"])
         fields = schema["fields"]
@@ -165,7 +165,7 @@ class _Compiler:
         i = 0
         while i < len(fields):
             # Consecutive memoized strings (a ModelEvent's run_id .. kind) share one lookup.
-            group: list[dict] = []
+            group: list[dict[str, Any]] = []
             while (i + len(group) < len(fields)
                    and self.string_kind(record, fields[i + len(group)]) is not None):
                 group.append(fields[i + len(group)])
@@ -198,7 +198,7 @@ class _Compiler:
             pieces.append(piece)
         return pieces
 
-    def string_kind(self, record: str, field: dict) -> str | None:
+    def string_kind(self, record: str, field: dict[str, Any]) -> str | None:
         """"plain" or "optional" for a memoized string field, None for any other field."""
         if (record, field["name"]) not in self.cached:
             return None
@@ -266,7 +266,7 @@ class _Compiler:
             return [piece]
         raise SchemaError(f"the compiled writer does not support Avro type {kind!r}")
 
-    def union(self, branches: list, expr: str, out: list[str], depth: int) -> list[str]:
+    def union(self, branches: list[Any], expr: str, out: list[str], depth: int) -> list[str]:
         pad = "    " * depth
         branches = [self.named.get(_short_name(b), b) if isinstance(b, str) else b
                     for b in branches]
@@ -305,8 +305,8 @@ def _joined(pieces: list[str]) -> str:
     return f"b''.join({_tuple(pieces)})" if pieces else "b''"
 
 
-def _build(schema: dict, named: dict[str, dict] | None, cached: Collection[tuple[str, str]],
-           header: bytes | None) -> Callable:
+def _build(schema: dict[str, Any], named: dict[str, dict[str, Any]] | None, cached: Collection[tuple[str, str]],
+           header: bytes | None) -> Callable[..., Any]:
     compiler = _Compiler({} if named is None else named, cached)
     entry = compiler.record_function(schema)
     source = "\n\n".join("\n".join(lines) for lines in compiler.functions.values())
@@ -327,10 +327,11 @@ def _build(schema: dict, named: dict[str, dict] | None, cached: Collection[tuple
                                  "_cache_optional_string": _cache_optional_string,
                                  "_GROUPS": _GROUPS, "_cache_group": _cache_group}
     exec(compile(source, f"<avro writer {schema['name']}>", "exec"), namespace)
-    return namespace[entry]
+    encoder: Callable[..., Any] = namespace[entry]
+    return encoder
 
 
-def compile_writer(schema: dict, named: dict[str, dict] | None = None,
+def compile_writer(schema: dict[str, Any], named: dict[str, dict[str, Any]] | None = None,
                    cached: Collection[tuple[str, str]] = ()
                    ) -> Callable[[Any, bytearray], None]:
     """Record schema (as JSON) → ``write(obj, buf)`` appending obj's Avro binary form.
@@ -341,7 +342,7 @@ def compile_writer(schema: dict, named: dict[str, dict] | None = None,
     return _build(schema, named, cached, None)
 
 
-def compile_encoder(schema: dict, header: bytes, named: dict[str, dict] | None = None,
+def compile_encoder(schema: dict[str, Any], header: bytes, named: dict[str, dict[str, Any]] | None = None,
                     cached: Collection[tuple[str, str]] = ()) -> Callable[[Any], bytes]:
     """Like ``compile_writer``, but ``encode(obj)`` returns ``header`` + obj's Avro binary form
     as bytes (the single-object encoding when header is magic + fingerprint)."""

@@ -94,7 +94,7 @@ CACHED_STRINGS = frozenset({
 })
 
 
-def _parse_record(raw: dict, named: dict[str, Any]) -> dict:
+def _parse_record(raw: dict[str, Any], named: dict[str, Any]) -> dict[str, Any]:
     """``raw`` parsed by fastavro; every shipped schema file defines one record."""
     parsed = fastavro.parse_schema(raw, named)
     if not isinstance(parsed, dict):
@@ -102,7 +102,7 @@ def _parse_record(raw: dict, named: dict[str, Any]) -> dict:
     return parsed
 
 
-def _fingerprint(parsed: dict) -> bytes:
+def _fingerprint(parsed: dict[str, Any]) -> bytes:
     """CRC-64-AVRO of the Parsing Canonical Form, little-endian as the header carries it.
 
     ``parsed`` must be self-contained (parsed alone): the canonical form defines each named type
@@ -151,17 +151,17 @@ class SchemaSet:
 
     def __init__(self, avro_dir: Path = AVRO_DIR) -> None:
         # The current schemas as shipped (logical types included): fastavro writes with them.
-        self.current: dict[str, dict] = {}
+        self.current: dict[str, dict[str, Any]] = {}
         # The same without logical types: the reader schema of fastavro's resolution.
-        self.plain: dict[str, dict] = {}
+        self.plain: dict[str, dict[str, Any]] = {}
         self.current_fingerprint: dict[str, bytes] = {}
         # Fingerprint → (record name, writer schema without logical types, for fastavro).
-        self.writers: dict[bytes, tuple[str, dict]] = {}
+        self.writers: dict[bytes, tuple[str, dict[str, Any]]] = {}
         # Python type name → compiled single-object encoder (magic + fingerprint + body).
         self.encoders: dict[str, Callable[[Any], bytes]] = {}
         # Fingerprint → (record name, compiled reader of a record it wrote): the current
         # fingerprints, and any other whose writer has the current canonical form.
-        self.readers: dict[bytes, tuple[str, Callable[[bytes, int], dict]]] = {}
+        self.readers: dict[bytes, tuple[str, Callable[[bytes, int], dict[str, Any]]]] = {}
         # Record name → its top-level timestamp-millis fields (for readers that convert them).
         self.timestamp_fields: dict[str, tuple[str, ...]] = {}
         compiled_named: dict[str, Any] = {}
@@ -185,7 +185,7 @@ class SchemaSet:
                                                          CACHED_STRINGS)
             self.readers[fp] = (full_name, compile_reader(parsed, named))
         history = avro_dir / "history"
-        by_file: dict[str, tuple[bytes, str, dict]] = {}
+        by_file: dict[str, tuple[bytes, str, dict[str, Any]]] = {}
         for path in sorted(history.glob("*.avsc")) if history.is_dir() else ():
             # Each historical file is self-contained; parse it in its own namespace of names.
             raw = json.loads(path.read_text())
@@ -335,7 +335,8 @@ _MODELEVENT, _PROVIDERFRAME, _RUNSTATE, _DEADLETTER = (
     f"{NAMESPACE}.{name}" for name in ("ModelEvent", "ProviderFrame", "RunState", "DeadLetter"))
 
 
-def _from_record(name: str, record: dict[str, Any]):
+def _from_record(name: str,
+                 record: dict[str, Any]) -> ModelEvent | ProviderFrame | RunState | DeadLetter:
     if name == _MODELEVENT:
         payload_name, payload = record["payload"]
         cls = PAYLOAD_TYPES[payload_name.rsplit(".", 1)[-1]]

@@ -13,6 +13,7 @@ that produced it; from anywhere else it is dropped together with its readable te
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 from modelevents.adapters.requests import (
     anthropic_messages,
@@ -49,6 +50,6 @@ def build(request: NeutralRequest, api: str, model: str, *, stream: bool,
 
 
 def render(api: str, request: NeutralRequest, model: str, *, stream: bool,
-           provider: str | None = None) -> dict:
+           provider: str | None = None) -> dict[str, Any]:
     """Only the JSON body of ``build(...)`` (what services/gateway/runs.py sends)."""
     return build(request, api, model, stream=stream, provider=provider).body
