@@ -281,7 +281,8 @@ async def get_messages(run_id: str, request: Request) -> dict[str, Any]:
     instructions = None
     if packet is not None:
         doc = packet.request_doc()
-        asked = doc.get("transcript") or []
+        # As the model's side is shown: without the fields left unset.
+        asked = _without_none(doc.get("transcript") or [])
         instructions = doc.get("instructions")
         events = _from_call(events, packet.call)
     answered = [m.model_dump(mode="json", exclude_none=True)
@@ -290,6 +291,14 @@ async def get_messages(run_id: str, request: Request) -> dict[str, Any]:
             "input": packet_summary(packet) if packet is not None else None,
             "sides": {"request": len(asked), "model": len(answered)},
             "messages": asked + answered}
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
 
 
 def _from_call(events: list[ModelEvent], call: str) -> list[ModelEvent]:

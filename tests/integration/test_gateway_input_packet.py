@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from modelevents.schemas import run_input
+from modelevents.schemas.transcript import Message
 from modelevents.services import feeder, kafka_io
 from modelevents.services.normalizer import with_end_markers
 from modelevents.services.settings import TOPICS, PipelineSettings
@@ -202,3 +203,34 @@ def test_an_archive_has_the_packets_verify_passes_and_lists_runs_without(gateway
     assert code == 1
     assert [(p["check"], p["where"]) for p in report["problems"]] == [("input", f"run {forged}")]
     assert "started through the gateway" in report["problems"][0]["message"]
+
+
+def test_messages_of_a_two_call_turn_are_the_latest_request_then_the_latest_answer(gateway):
+    first = start_run(gateway, neutral("openai", "openai-responses",
+                                       "sim:openai-responses/tool-call-parallel"))
+    run_id = first["run_id"]
+    wait_run(gateway, run_id, settled("waiting_for_tool"), "waiting_for_tool")
+    history = httpx.get(f"{gateway.url}/v1/runs/{run_id}/messages", timeout=30).json()
+    asked, assistant = history["messages"]
+    calls = [p for p in assistant["parts"] if p["type"] == "tool_call"]
+    results = {"role": "tool", "parts": [
+        {"type": "tool_result", "tool_name": c["tool_name"], "tool_call_id": c["tool_call_id"],
+         "output": "14 C"} for c in calls]}
+    tools = [{"name": name, "parameters": {"type": "object", "properties": {}}}
+             for name in sorted({c["tool_name"] for c in calls})]
+    # The next call's transcript is the whole transcript so far plus the results: /messages
+    # gave exactly what to send.
+    second = start_run(gateway, {**neutral("anthropic", "anthropic-messages",
+                                           "sim:anthropic-messages/text"),
+                                 "run_id": run_id, "transcript": [asked, assistant, results],
+                                 "tools": tools})
+    wait_run(gateway, run_id, lambda b: len(b["calls"]) == 2 and not b["calls"][-1]["in_flight"]
+             and b["state"]["status"] == "completed", "the second call completing the run")
+    body = httpx.get(f"{gateway.url}/v1/runs/{run_id}/messages", timeout=30).json()
+    assert body["input"]["call"] == second["call"] != first["call"]
+    assert body["sides"] == {"request": 3, "model": 1}
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool", "assistant"]
+    # The request's side is what was sent (with the model's defaults spelled out).
+    assert [Message.model_validate(m) for m in body["messages"][:3]] == [
+        Message.model_validate(m) for m in (asked, assistant, results)]
+    assert body["input"]["provider"] == "anthropic"
