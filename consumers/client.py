@@ -474,7 +474,12 @@ class Subscription(Generic[T]):
         if self._last is not None:
             self._done(self._last)
             self._last = None
-        item = await self._next()
+        queue = self._queue
+        if queue:  # an item already read: no await of _next (a coroutine per item)
+            item: _Pending | None = queue.popleft()
+            self.stats.yielded += 1
+        else:
+            item = await self._next()
         if item is None:
             await self.close()
             raise StopAsyncIteration
@@ -538,8 +543,11 @@ class Subscription(Generic[T]):
     def _done(self, item: _Pending) -> None:
         out = self._outstanding.get(item.tp)
         if out is not None:
-            for offset in item.offsets:
-                out.discard(offset)
+            offsets = item.offsets
+            if len(offsets) == 1:
+                out.discard(offsets[0])
+            else:
+                out.difference_update(offsets)
 
     async def _commit(self, only: set[TopicPartition] | None = None) -> None:
         consumer = self._consumer
@@ -619,8 +627,8 @@ class Subscription(Generic[T]):
         is_runs = self._full.get(tp.topic) == "runs" or tp.topic.endswith("runs")
         tenants, providers, run_ids = self._tenants, self._providers, self._run_ids
         decode = codec.decode
+        stats.records += len(messages)
         for msg in messages:
-            stats.records += 1
             offset = msg.offset
             priming = prime_until is not None and offset < prime_until
             if prime_until is not None and not priming:
