@@ -28,7 +28,7 @@ EXIT_OK = 0
 EXIT_PROBLEMS = 1
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "audit", help="an append-only, SHA-256-chained archive of events, input packets (and "
                       "frames); verify and export it",
