@@ -226,7 +226,10 @@ class _Block:
 
 class AnthropicMessagesAdapter(Adapter):
     name = "anthropic_messages"
-    revision = "2"  # 2 (issue #12): usage summed over iterations; advisor evidence; recommended_model
+    # 2 (issue #12): usage summed over iterations; advisor evidence; recommended_model.
+    # 3 (issue #12): the closed vocabulary — an unknown server tool, result block or citation
+    # location is "other".
+    revision = "3"
     api = "anthropic-messages"
     default_provider = "anthropic"
 

@@ -121,7 +121,10 @@ class _Choice:
 
 class OpenAIChatAdapter(Adapter):
     name = "openai_chat"
-    revision = "2"  # 2 (issue #12): mistyped fields are malformed_frame; empty arguments "{}"
+    # 2 (issue #12): mistyped fields are malformed_frame; empty arguments "{}".
+    # 3 (issue #12): an unknown finish_reason is "other"; arguments that are not a JSON object
+    # are not valid.
+    revision = "3"
     api = "openai-chat"
     default_provider = "openai"
 

@@ -252,8 +252,9 @@ class OpenAIResponsesAdapter(Adapter):
     name = "openai_responses"
     # 2: frames put back in sequence_number order; sequence_gap errors. 3 (issue #12): rotating
     # ids are one response; client-executed tools are tool.call; empty arguments "{}"; a
-    # mistyped item or output_index is a malformed_frame.
-    revision = "3"
+    # mistyped item or output_index is a malformed_frame. 4 (issue #12): hosted statuses and
+    # result types in the closed vocabulary; non-object arguments are not valid.
+    revision = "4"
     api = "openai-responses"
     default_provider = "openai"
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from modelevents.adapters.openai_responses import OpenAIResponsesAdapter
 from modelevents.schemas import run_input
 from modelevents.schemas.transcript import Message
 from modelevents.services import feeder, kafka_io
@@ -89,7 +90,7 @@ def test_a_gateway_run_has_its_packet_redacted_and_messages_give_both_sides(gate
     assert last.last_cursor is not None and first.provider_object_id is None
     assert (last.origin, last.call, last.tenant) == ("gateway", started["call"], "default")
     assert (last.provider, last.api, last.model) == ("openai", "openai-responses", TEXT)
-    assert last.adapter == "openai_responses@3"
+    assert last.adapter == OpenAIResponsesAdapter("r").adapter_id  # the revision translating
     assert last.correlation_id == "ticket-4711" and last.cancellable_by == []
     assert last.expires_at is not None and last.expires_at > last.recorded_at
     # The fingerprint is sha256 of the stored request, and the 202 told it.
