@@ -22,7 +22,8 @@ dispatched, not discarded (recorded bodies often end right after the last ``data
 
 Speed: a chunk made only of whole one-line ``data: `` events (Chat Completions, both Gemini APIs,
 most recordings) is cut into its payloads by one split on ``\\n\\ndata: ``, checked by one scan
-for line breaks left inside them. Otherwise complete events are cut out with
+for line breaks left inside them; a chunk made only of ``event:`` + ``data:`` events (Anthropic,
+OpenAI Responses) is cut by one regular expression whose matches must tile the chunk. Otherwise complete events are cut out with
 ``bytes.split(b"\\n\\n")`` and the overwhelmingly common single-line ``data:`` block (and
 ``event:`` + ``data:``) takes a fast path with no per-line loop.
 Input without a blank line is only appended to a list, so a huge event arriving in many small
@@ -37,6 +38,7 @@ itself has its events measured.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +46,9 @@ from typing import Any
 from modelevents.adapters.limits import InputLimitError, current_limits
 
 _BOM = b"\xef\xbb\xbf"
+# One event of an `event:` line, one `data:` line and the blank line (one optional space after
+# each colon is the field separator's, as the spec drops it).
+_EVENT_DATA = re.compile(rb"event: ?([^\n]*)\ndata: ?([^\n]*)\n\n")
 _LF = 0x0A
 
 
@@ -125,6 +130,11 @@ class SSEDecoder:
             if b"\n" not in b"".join(payloads):
                 self._tail_lf = False
                 return [make(None, data, last_id, None) for data in payloads]
+        elif retry_new is None and chunk.startswith(b"event:") and chunk.endswith(b"\n\n"):
+            whole = self._event_data_blocks(chunk, last_id)
+            if whole is not None:
+                self._tail_lf = False
+                return whole
         blocks = chunk.split(b"\n\n")
         rest = blocks.pop()
         if rest:
@@ -176,6 +186,24 @@ class SSEDecoder:
         return out
 
     # --- internals ----------------------------------------------------------------------------
+
+    def _event_data_blocks(self, chunk: bytes, last_id: str | None) -> list[Any] | None:
+        """A chunk made only of whole ``event:`` + one-line ``data:`` events (Anthropic, OpenAI
+        Responses) → their messages, cut by one regular expression; None when any part of the
+        chunk is another shape (the general path then reads it all)."""
+        out: list[Any] = []
+        append, make, names = out.append, self._make, self._names
+        position = 0
+        for match in _EVENT_DATA.finditer(chunk):
+            if match.start() != position:
+                return None
+            position = match.end()
+            raw, data = match.groups()
+            name = names.get(raw)
+            if name is None:
+                name = self._event_name(raw)
+            append(make(name, data, last_id, None))
+        return out if position == len(chunk) else None
 
     def _check_events(self, chunk: bytes) -> None:
         longest = max(map(len, chunk.split(b"\n\n")))

@@ -209,6 +209,26 @@ def test_chunk_of_whole_data_events_agrees_with_the_general_path():
             assert result == expected, (body, result)
 
 
+def test_chunk_of_whole_event_and_data_events_agrees_with_the_general_path():
+    # A chunk of nothing but `event:` + one-line `data:` events is cut by one expression whose
+    # matches must tile it; any other shape anywhere in it sends the whole chunk the long way.
+    cases = {
+        b"event: a\ndata: 1\n\nevent:b\ndata:2\n\n": [msg(b"1", event="a"), msg(b"2", event="b")],
+        b"event:  a\ndata:  1\n\n": [msg(b" 1", event=" a")],  # only one space is dropped
+        b"event: \ndata: 1\n\n": [msg(b"1")],  # an empty name is the default type
+        b"event: a\ndata: 1\n\n:c\n\nevent: b\ndata: 2\n\n": [msg(b"1", event="a"),
+                                                            msg(b"2", event="b")],
+        b"event: a\ndata: 1\ndata: 2\n\n": [msg(b"1\n2", event="a")],
+        b"event: a\ndata: 1\n\nid: 9\nevent: b\ndata: 2\n\n": [msg(b"1", event="a"),
+                                                               msg(b"2", event="b", id="9")],
+        b"event: a\ndata: 1\n\n\n\nevent: b\ndata: 2\n\n": [msg(b"1", event="a"),
+                                                          msg(b"2", event="b")],
+    }
+    for body, expected in cases.items():
+        for result in every_split(body):
+            assert result == expected, (body, result)
+
+
 # --- property: any messages, any line endings, any chunking ------------------------------------
 
 _line_text = st.binary(max_size=30).filter(lambda b: b"\r" not in b and b"\n" not in b)
