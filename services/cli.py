@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 
+import modelevents.schemas
 from modelevents.schemas.errors import ModelEventsError
 
 # Each module exposes register(subparsers); the order here is the order in --help.
@@ -35,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Normalize LLM provider output (OpenAI Responses and Chat Completions, Claude "
                     "Messages, Gemini Interactions and generateContent) into one event vocabulary, "
                     "and run the Kafka pipeline around it.")
+    parser.add_argument("--version", action="version",
+                        version=f"modelevents {modelevents.schemas.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

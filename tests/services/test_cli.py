@@ -170,3 +170,11 @@ def test_input_limits_are_documented_in_help():
                                 ("--max-ratio", "100"), ("--max-yaml-alias-nodes", "1,000,000"),
                                 ("--max-event-bytes", "64M")):
             assert option in text and f"default {default}" in text, (command, option)
+
+
+def test_version_is_the_installed_distributions():
+    from importlib.metadata import version
+
+    done = cli("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().strip() == f"modelevents {version('modelevents')}"
