@@ -6,6 +6,15 @@ A7): headers ``webhook-id``, ``webhook-timestamp`` (unix seconds), ``webhook-sig
 space-separated list of ``v1,<base64>``); the signed content is ``{id}.{timestamp}.{raw body}``,
 HMAC-SHA256 with the secret's key (``whsec_<base64>`` decoded, any other string as UTF-8 bytes).
 
+Why not the ``standardwebhooks`` package's ``Webhook.verify`` (the tests sign their deliveries
+with that package, an implementation independent of this one): read in its 1.0 source, it
+decodes the body as UTF-8 text before signing it again, so a body of other bytes raises
+``UnicodeDecodeError`` instead of being verified verbatim; a signature token without a comma raises ``ValueError``
+while unpacking (a 500 here, not a 400); its tolerance is fixed at five minutes; one instance
+holds one secret, so rotation means one verifier per secret; and one exception type covers a
+malformed header (400 here) and a bad signature (401). The check below is twenty lines of
+``hmac``.
+
 What a delivery gets, in order:
 
 1. unknown provider → 404; a tenant with no secrets for that provider → 404 (nothing is read);
