@@ -123,6 +123,7 @@ import asyncio
 import functools
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -334,8 +335,17 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
         stream_buffer_maxsize=tuning.stream_buffer,  # see ProcessorTuning
     )
     app.transport = faust_support.transport(app, tuning.fetch_max_wait)
-    _Processor(app, settings, tuning)
+    _STATS[app] = _Processor(app, settings, tuning).stats
     return app
+
+
+# Each app's counters, for GET /metrics (services/worker_health.py reads them at scrape time: no
+# per-event cost beyond the increments the progress line already makes).
+_STATS: weakref.WeakKeyDictionary[Any, _Stats] = weakref.WeakKeyDictionary()
+
+
+def stats_of(app: Any) -> _Stats | None:
+    return _STATS.get(app)
 
 
 # --- table values (their layout: services/table_values.py) -------------------------------------

@@ -14,7 +14,15 @@ tables or runs a long batch:
                   that, while it recovers tables again after a rebalance, and once it is stopping.
 
 Both answer a small JSON object: ``{"status": "ok" | "starting" | "recovering" | "stopping" |
-"stalled", "detail": …}``. Any other path is 404.
+"stalled", "detail": …}``.
+
+``GET /metrics``  Prometheus text: the worker's counters since it started (frames normalized,
+                  candidate events, ingest records, events sequenced, duplicates dropped, dead
+                  letters, batches; read from the processor's own counters at scrape time, so
+                  scraping costs the pipeline nothing) and the process's CPU, memory and file
+                  descriptors (prometheus-client's process collector).
+
+Any other path is 404.
 
 ``python -m modelevents.services.worker_health [PORT] [PATH]`` is the image's HEALTHCHECK: exit
 status 0 when ``GET http://127.0.0.1:PORT/PATH`` (default /healthz) answers 2xx, 1 otherwise;
@@ -35,6 +43,10 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
 log = logging.getLogger("modelevents.worker.health")
 
 
@@ -47,6 +59,7 @@ class WorkerHealth:
         self.started = False  # the first recovery completed: the worker processes records
         self.stopping = False
         self.app: Any = None  # the Faust app, for its recovery and rebalancing state
+        self.stats: Any = None  # the processor's counters (processor.stats_of), for /metrics
         self._beat: float | None = None  # monotonic time of the loop's last heartbeat
 
     # --- set by the worker --------------------------------------------------------------------
@@ -95,12 +108,17 @@ class _Handler(BaseHTTPRequestHandler):
             status, body = self.server.health.liveness()
         elif path == "/readyz":
             status, body = self.server.health.readiness()
+        elif path == "/metrics":
+            self._answer(200, self.server.metrics_text(), CONTENT_TYPE_LATEST)
+            return
         else:
-            status, body = 404, {"status": "not_found",
-                                 "detail": "the worker serves GET /healthz and GET /readyz"}
-        data = json.dumps(body).encode()
+            status, body = 404, {"status": "not_found", "detail": "the worker serves GET "
+                                 "/healthz, GET /readyz and GET /metrics"}
+        self._answer(status, json.dumps(body).encode(), "application/json")
+
+    def _answer(self, status: int, data: bytes, content_type: str) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -111,13 +129,45 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("health: " + format, *args)
 
 
+# (processor counter, metric name without _total, help)
+_COUNTERS = (
+    ("frames", "modelevents_worker_frames", "Provider frames normalized"),
+    ("candidates", "modelevents_worker_candidate_events", "Events the adapters produced"),
+    ("ingested", "modelevents_worker_ingested", "Records read from ingest"),
+    ("events", "modelevents_worker_events", "Events sequenced and written to events"),
+    ("skipped", "modelevents_worker_duplicates_dropped", "Duplicate events dropped"),
+    ("dead", "modelevents_worker_dead_letters", "Records written to dlq"),
+    ("batches", "modelevents_worker_batches", "Batches of the run agent"),
+)
+
+
+class _StatsCollector:
+    """The processor's counters (``WorkerHealth.stats``), read when scraped."""
+
+    def __init__(self, health: WorkerHealth) -> None:
+        self.health = health
+
+    def collect(self) -> Any:
+        stats = self.health.stats
+        if stats is None:  # before the app exists
+            return
+        for field, name, text in _COUNTERS:
+            yield CounterMetricFamily(name, text, value=getattr(stats, field))
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], health: WorkerHealth) -> None:
         self.health = health
+        self.registry = CollectorRegistry()
+        self.registry.register(_StatsCollector(health))
+        ProcessCollector(registry=self.registry)
         super().__init__(address, _Handler)
+
+    def metrics_text(self) -> bytes:
+        return generate_latest(self.registry)
 
 
 class HealthServer:

@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         created = sorted(name for name, what in checked.items() if what == "created")
 
         app = processor.create_app(settings, workdir=workdir, tuning=tuning)
-        health.app = app
+        health.app, health.stats = app, processor.stats_of(app)
         _tune_garbage_collector()
         announce = _announcement(settings, tuning, workdir, created)
         worker = _worker_class(faust.Worker, announce, args.stop_timeout, health)(

@@ -49,6 +49,7 @@ from modelevents.services.gateway.errors import error_answer
 from modelevents.services.gateway.fetch import Fetcher
 from modelevents.services.gateway.followers import RunFollowers
 from modelevents.services.gateway.input_packets import InputPackets
+from modelevents.services.gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 from modelevents.services.gateway.owners import RunOwners
 from modelevents.services.gateway.run_views import RunStates
 from modelevents.services.gateway.state import Gateway
@@ -133,6 +134,9 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
     return app
 
 
+_UNSERVED = GatewayMetrics()
+
+
 class GatewayApp(FastAPI):
     """FastAPI behind :class:`Edge` (every HTTP request: token, body size, read timeout), with
     webhook deliveries — the hot path — answered before FastAPI's middleware stack and routing
@@ -145,7 +149,37 @@ class GatewayApp(FastAPI):
         if scope["type"] != "http" or self.edge_config is None:
             await super().__call__(scope, receive, send)
             return
-        await Edge(self.edge_config, scope, receive, send).serve(self._dispatch)
+        if scope["path"] == "/metrics" and scope["method"] == "GET":
+            await self._metrics(send)
+            return
+        loop = asyncio.get_running_loop()
+        started, status = loop.time(), 500  # 500 unless a response starts
+
+        async def timed_send(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await Edge(self.edge_config, scope, receive, timed_send).serve(self._dispatch)
+        finally:
+            self.metrics.observe_http(scope["path"], scope["method"], status,
+                                      loop.time() - started)
+
+    @property
+    def metrics(self) -> GatewayMetrics:
+        gateway = getattr(self.state, "gateway", None)
+        if gateway is None:  # before the lifespan started: counted nowhere that is scraped
+            return _UNSERVED
+        return gateway.metrics
+
+    async def _metrics(self, send: Any) -> None:
+        body = self.metrics.text()
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", CONTENT_TYPE_LATEST.encode()),
+            (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
 
     async def _dispatch(self, scope, receive, send) -> None:
         if scope["method"] == "POST" and scope["path"].startswith("/webhooks/"):

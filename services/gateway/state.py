@@ -26,6 +26,7 @@ from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_input import RunInput
 from modelevents.schemas.run_input import encode as encode_input
 from modelevents.services.gateway.config import GatewayConfig
+from modelevents.services.gateway.metrics import GatewayMetrics
 from modelevents.services.gateway.topic_view import TopicView
 from modelevents.services.kafka_io import (
     KafkaUnavailable,
@@ -98,6 +99,7 @@ class Gateway:
     acked: AckedDeliveries = field(init=False)
     # /readyz: (monotonic time, HTTP status, body) of the last check, reused for a moment.
     ready: tuple[float, int, dict[str, str]] | None = None
+    metrics: GatewayMetrics = field(default_factory=GatewayMetrics)  # the app's (GET /metrics)
 
     def __post_init__(self) -> None:
         self.acked = AckedDeliveries(self.config.dedupe_cache_size)
@@ -190,7 +192,9 @@ class Gateway:
 
     async def publish(self, frame: ProviderFrame) -> Any:
         """Write one frame and wait for the broker's acknowledgement; RecordMetadata."""
-        return await self._bounded(produce_frame(self.producer, self.settings, frame))
+        written = await self._bounded(produce_frame(self.producer, self.settings, frame))
+        self.count_written([frame])
+        return written
 
     async def publish_all(self, frames: list[ProviderFrame]) -> list[Any]:
         """Write frames (pipelined: one request per batch) and wait for every acknowledgement."""
@@ -199,7 +203,15 @@ class Gateway:
             futures = [await send_frame(self.producer, self.settings, f) for f in frames]
             return await await_acks(self.settings, futures)
 
-        return await self._bounded(send_and_wait())
+        written = await self._bounded(send_and_wait())
+        self.count_written(frames)
+        return written
+
+    def count_written(self, frames: list[ProviderFrame]) -> None:
+        """Frames Kafka acknowledged, for GET /metrics."""
+        counter = self.metrics.frames_written
+        for frame in frames:
+            counter.labels(frame.provider, frame.api, frame.transport).inc()
 
     async def _bounded(self, work: Any) -> Any:
         # asyncio.timeout, not wait_for: wait_for wraps the work in a task of its own, a cost

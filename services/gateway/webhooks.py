@@ -196,6 +196,7 @@ async def accept_delivery(gateway: Gateway, provider: str, tenant: str | None,
     tenant = tenant or config.default_tenant
     keys = gateway.webhook_keys(provider, tenant)
     if not keys:
+        gateway.metrics.webhook_rejections.labels(provider, "404").inc()
         return 404, {"error": f"no {provider} webhook secrets configured for tenant {tenant!r}; "
                               f"add providers.{provider}.webhook_secrets.{tenant} to the gateway "
                               "config"}
@@ -220,6 +221,7 @@ async def accept_delivery(gateway: Gateway, provider: str, tenant: str | None,
                                    "acknowledges it") from None
     except WebhookRejected as exc:
         log.info("webhook %s/%s refused (%d): %s", provider, tenant, exc.status, exc.reason)
+        gateway.metrics.webhook_rejections.labels(provider, str(exc.status)).inc()
         return exc.status, {"error": exc.reason}
 
 
@@ -278,6 +280,7 @@ async def _send(gateway: Gateway, frame: ProviderFrame, job: FetchJob | None) ->
     try:
         future = await send_frame(gateway.producer, gateway.settings, frame)
         meta = (await await_acks(gateway.settings, [future]))[0]
+        gateway.count_written([frame])
     except (MessageSizeTooLargeError, RecordTooLargeError) as exc:
         raise _too_large(exc) from exc
     except ModelEventsError as exc:

@@ -13,12 +13,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from modelevents.services import worker_health
 from modelevents.services.commands import worker as worker_command
 from modelevents.services.worker_health import HealthServer, WorkerHealth
+from tests.integration.pipeline import collect, feed, fixture_frames, run
 
 DEADLINE_S = 90.0
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "openai-responses" / "text-with-usage.sse"
 
 
 def _free_port() -> int:
@@ -63,11 +66,40 @@ def test_probes_follow_the_worker_from_start_to_stop(settings, start_worker) -> 
     assert " ready: " in worker.log_text()
     assert readiness[-1] == (200, "ok")
     assert _get(port, "/readyz") == (200, {"status": "ok", "detail": "processing"})
-    status, body = _get(port, "/metrics")
+    status, body = _get(port, "/nowhere")
     assert status == 404 and "/healthz" in body["detail"]
 
     assert worker.terminate() == 0
     assert _get(port, "/readyz") is None  # the endpoint ends with the process
+
+
+def _scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        assert response.headers["content-type"].startswith("text/plain")
+        text = response.read().decode()
+    return {sample.name: sample.value for family in text_string_to_metric_families(text)
+            for sample in family.samples if not sample.labels}
+
+
+@pytest.mark.kafka
+def test_metrics_count_what_the_worker_did(settings, start_worker) -> None:
+    port = _free_port()
+    start_worker("metrics", extra=("--health-port", str(port)))
+    run_id, frames = fixture_frames(FIXTURE)
+    run(feed(settings, frames))
+    published = run(collect(settings, lambda p: any(
+        e.kind == "run.finished" for e in p.events[run_id])))
+    events = len(published.deduped(run_id))
+    deadline = time.monotonic() + DEADLINE_S
+    while (metrics := _scrape(port)).get("modelevents_worker_events_total") != events:
+        assert time.monotonic() < deadline, metrics
+        time.sleep(0.1)
+    provider_frames = sum(1 for f in frames if f.body)  # the end marker carries no body
+    assert metrics["modelevents_worker_frames_total"] >= provider_frames
+    assert metrics["modelevents_worker_candidate_events_total"] >= events
+    assert metrics["modelevents_worker_dead_letters_total"] == 0
+    assert metrics["modelevents_worker_batches_total"] >= 1
+    assert metrics["process_resident_memory_bytes"] > 0  # the process collector
 
 
 @pytest.mark.kafka

@@ -1,0 +1,65 @@
+"""``GET /metrics``: the gateway's Prometheus metrics (prometheus-client's text format).
+
+What is counted, and where:
+- every HTTP exchange, by route template, method and status, with its duration
+  (``modelevents_gateway_http_request_duration_seconds``, a histogram; measured around the edge
+  in ``app.GatewayApp``, so the edge's own 401/408/413 answers are counted too);
+- webhook deliveries refused, by provider and status (``..._webhook_rejections_total``:
+  400 malformed, 401 signature or timestamp, 404 a tenant without secrets, 413/431 too large;
+  a provider the gateway does not know is not counted: its label would be whatever the URL
+  says);
+- frames written to Kafka and acknowledged, by provider, API and transport
+  (``..._frames_written_total``).
+
+Each app has a registry of its own (several gateways in one process, as in the tests, do not
+share counts). Route labels are templates (``/v1/runs/{run_id}/messages``), never raw paths, so
+run ids do not become label values.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics", "route_template"]
+
+# The first segments that name a route; what follows a run id keeps its own name.
+_RUN_ROUTES = frozenset({"messages", "events", "frames", "input", "cancel", "reconcile"})
+
+
+def route_template(path: str) -> str:
+    """A low-cardinality label for ``path``: ids replaced by their parameter names."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "webhooks":
+        return "/webhooks/{provider}" + ("/{tenant}" if len(parts) > 2 else "")
+    if parts[:2] == ["v1", "runs"]:
+        if len(parts) == 2:
+            return "/v1/runs"
+        tail = parts[3] if len(parts) > 3 and parts[3] in _RUN_ROUTES else None
+        return "/v1/runs/{run_id}" + (f"/{tail}" if tail else "")
+    if len(parts) == 1 and parts[0] in ("healthz", "readyz", "metrics", "docs", "openapi.json"):
+        return "/" + parts[0]
+    return "other"
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.http = Histogram(
+            "modelevents_gateway_http_request_duration_seconds",
+            "HTTP exchanges by route template, method and status, from the request's first byte "
+            "to the response's last", ["route", "method", "status"], registry=self.registry)
+        self.webhook_rejections = Counter(
+            "modelevents_gateway_webhook_rejections_total",
+            "Webhook deliveries refused (400 malformed, 401 signature/timestamp, 404 no secrets)",
+            ["provider", "status"], registry=self.registry)
+        self.frames_written = Counter(
+            "modelevents_gateway_frames_written_total",
+            "Frames written to Kafka and acknowledged", ["provider", "api", "transport"],
+            registry=self.registry)
+
+    def observe_http(self, path: str, method: str, status: int, seconds: float) -> None:
+        self.http.labels(route_template(path), method, str(status)).observe(seconds)
+
+    def text(self) -> bytes:
+        return generate_latest(self.registry)
