@@ -97,6 +97,9 @@ DEFAULT_MAX_RUNS = 100_000
 DEFAULT_LOOKBACK = 1000
 _POLL_MS = 200
 _MAX_RECORDS = 5000
+# Before its first assignment a subscription waits at least this long, whatever idle_timeout
+# says: joining a group on a loaded broker can take seconds, and that is not idleness.
+_JOIN_S = 30.0
 
 
 # --- start positions ---------------------------------------------------------------------------
@@ -353,6 +356,7 @@ class Subscription(Generic[T]):
         consumer = self._consumer
         assert consumer is not None
         self._assignment.update(tps)
+        self._last_record = time.monotonic()  # idle counts from here, not from a slow join
         fresh = [tp for tp in tps if tp not in self._seen]
         self._seen.update(tps)
         for tp in tps:
@@ -593,7 +597,8 @@ class Subscription(Generic[T]):
             now = time.monotonic()
             if now - self._last_commit >= self.commit_interval:
                 await self._commit()
-            if self.idle_timeout is not None and now - self._last_record >= self.idle_timeout:
+            if self.idle_timeout is not None and now - self._last_record >= (
+                    self.idle_timeout if self._assignment else max(self.idle_timeout, _JOIN_S)):
                 return None
             if self._follow_deadline is not None and now >= self._follow_deadline:
                 raise TimeoutError(f"run {self._follow} did not reach a terminal state in time "
@@ -836,7 +841,9 @@ def subscribe(topics: str | Iterable[str] = "events", *, group: str | None = Non
     * ``tenant``, ``kinds``, ``providers``, ``run_ids``: only those (kinds apply to events).
     * ``settings``: where Kafka is and the topic prefix; default from the environment like the
       CLI (``KAFKA_BOOTSTRAP_SERVERS``, ``MODELEVENTS_TOPIC_PREFIX``).
-    * ``idle_timeout``: end the iteration after this many seconds without a record.
+    * ``idle_timeout``: end the iteration after this many seconds without a record, counted
+      from the moment partitions are assigned (a group join is not idle time; a member that is
+      never assigned a partition ends after ``max(idle_timeout, 30)`` seconds).
 
     Nothing connects until the first item is asked for (or ``with`` / ``async with``)."""
     names = [topics] if isinstance(topics, str) else list(topics)
