@@ -102,7 +102,7 @@ def _parse_record(raw: dict[str, Any], named: dict[str, Any]) -> dict[str, Any]:
     return parsed
 
 
-def _fingerprint(parsed: dict[str, Any]) -> bytes:
+def fingerprint_of(parsed: dict[str, Any]) -> bytes:
     """CRC-64-AVRO of the Parsing Canonical Form, little-endian as the header carries it.
 
     ``parsed`` must be self-contained (parsed alone): the canonical form defines each named type
@@ -122,7 +122,7 @@ LEGACY_FINGERPRINTS: dict[bytes, str] = {
 }
 
 
-def _without_logical_types(schema: Any) -> Any:
+def without_logical_types(schema: Any) -> Any:
     """The schema with no ``logicalType``: the same binary form, read as plain values.
 
     The contract's timestamps are ``timestamp-millis`` longs and stay ``int`` in Python; fastavro
@@ -130,9 +130,9 @@ def _without_logical_types(schema: Any) -> Any:
     fastavro reads with loses its logical types first. The compiled reader and writer read the
     ``type`` alone and need no such copy."""
     if isinstance(schema, dict):
-        return {k: _without_logical_types(v) for k, v in schema.items() if k != "logicalType"}
+        return {k: without_logical_types(v) for k, v in schema.items() if k != "logicalType"}
     if isinstance(schema, list):
-        return [_without_logical_types(s) for s in schema]
+        return [without_logical_types(s) for s in schema]
     return schema
 
 
@@ -171,9 +171,9 @@ class SchemaSet:
             named: dict[str, Any] = {}
             parsed = _parse_record(raw, named)
             full_name = parsed["name"]
-            fp = _fingerprint(parsed)
+            fp = fingerprint_of(parsed)
             self.current[full_name] = parsed
-            self.plain[full_name] = _parse_record(_without_logical_types(raw), {})
+            self.plain[full_name] = _parse_record(without_logical_types(raw), {})
             self.current_fingerprint[full_name] = fp
             self.timestamp_fields[full_name] = tuple(
                 f["name"] for f in raw["fields"] if _is_timestamp(f["type"]))
@@ -189,8 +189,8 @@ class SchemaSet:
         for path in sorted(history.glob("*.avsc")) if history.is_dir() else ():
             # Each historical file is self-contained; parse it in its own namespace of names.
             raw = json.loads(path.read_text())
-            parsed = _parse_record(_without_logical_types(raw), {})
-            fp = _fingerprint(parsed)
+            parsed = _parse_record(without_logical_types(raw), {})
+            fp = fingerprint_of(parsed)
             by_file[path.name] = (fp, parsed["name"], parsed)
             self.writers.setdefault(fp, (parsed["name"], parsed))
         for legacy, file_name in LEGACY_FINGERPRINTS.items():

@@ -31,9 +31,8 @@ from typing import Any, Literal
 
 import fastavro
 import orjson
-from fastavro.schema import fingerprint as avro_fingerprint
-from fastavro.schema import to_parsing_canonical_form
 
+from modelevents.schemas.codec import fingerprint_of, without_logical_types
 from modelevents.schemas.errors import SchemaError
 
 __all__ = ["RunInput", "RedactionPolicy", "RedactionPattern", "SCHEMA_PATH", "encode", "decode",
@@ -107,20 +106,10 @@ def request_fingerprint(request: str) -> str:
 def _schema() -> tuple[dict[str, Any], bytes]:
     raw = json.loads(SCHEMA_PATH.read_text())
     # Read and written without logical types (the same bytes): timestamps stay epoch-ms ints.
-    parsed = fastavro.parse_schema(_plain(raw), {})
+    parsed = fastavro.parse_schema(without_logical_types(raw), {})
     if not isinstance(parsed, dict):
         raise SchemaError(f"{SCHEMA_PATH} is not an Avro record schema")
-    # The spec's fingerprint: CRC-64-AVRO of the Parsing Canonical Form, little-endian.
-    fp = bytes.fromhex(avro_fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
-    return parsed, fp
-
-
-def _plain(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        return {k: _plain(v) for k, v in schema.items() if k != "logicalType"}
-    if isinstance(schema, list):
-        return [_plain(s) for s in schema]
-    return schema
+    return parsed, fingerprint_of(parsed)
 
 
 def schema_fingerprint() -> bytes:

@@ -42,7 +42,7 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def _strip_logical_types(schema: Any) -> Any:
-    # The oracle's own copy, not codec._without_logical_types: the test must not trust the code
+    # The oracle's own copy, not codec.without_logical_types: the test must not trust the code
     # it checks.
     if isinstance(schema, dict):
         return {k: _strip_logical_types(v) for k, v in schema.items() if k != "logicalType"}
