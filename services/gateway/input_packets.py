@@ -76,8 +76,8 @@ class InputPackets:
         cancellable = (origin == "gateway" and neutral.background
                        and follow_up is not None and follow_up.cancel is not None)
         return RunInput(
-            run_id=run_id, tenant=tenant, origin=origin, call=call, revision=0, recorded_at=now, request=request,
-            fingerprint=request_fingerprint(request),
+            run_id=run_id, tenant=tenant, origin=origin, call=call, revision=0, recorded_at=now,
+            request=request, fingerprint=request_fingerprint(request),
             adapter=f"{adapter.name}@{adapter.revision}", provider=provider, api=api,
             model=model, redaction=self.redactor.record(redactions),
             correlation_id=correlation_id or neutral.session_id,
