@@ -53,7 +53,7 @@ VOLUME ["/var/lib/modelevents"]
 # --health-port, or the gateway's --port (docker-compose.yml sets it per service; Kubernetes
 # ignores HEALTHCHECK and uses the chart's probes). Unset, the check passes while the process runs.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python", "-m", "modelevents.services.worker_health"]
+    CMD ["python", "-m", "modelevents.services.processor.health"]
 
 EXPOSE 8080 8081
 ENTRYPOINT ["modelevents"]

@@ -34,9 +34,9 @@ from modelevents.consumers.audit_format import archive_files
 from modelevents.consumers.audit_verify import verify_archive
 from modelevents.consumers.audit_writer import archive_topics
 from modelevents.schemas import codec
-from modelevents.services import topics
-from modelevents.services.kafka_io import make_consumer, start_client, start_producer
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import topics
+from modelevents.services.kafka.clients import make_consumer, start_client, start_producer
+from modelevents.services.kafka.settings import PipelineSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 

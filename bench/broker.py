@@ -1,5 +1,5 @@
 """The broker a bench reads and writes: the one KAFKA_BOOTSTRAP_SERVERS names, else one of the
-bench's own on ``port`` (the project's real Apache Kafka, ``services/kafka_local.py``), fresh,
+bench's own on ``port`` (the project's real Apache Kafka, ``services/local/kafka_broker.py``), fresh,
 stopped and its data removed when the bench ends.
 
     with bench_broker(args.port, "audit") as bootstrap:
@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from modelevents.services import kafka_local
+from modelevents.services.local import kafka_broker
 
 
 def _say(line: str) -> None:
@@ -31,11 +31,11 @@ def bench_broker(port: int, name: str) -> Iterator[str]:
         yield external
         return
     workdir = Path(tempfile.mkdtemp(prefix=f"modelevents-bench-{name}-"))
-    kafka = kafka_local.KafkaSettings(port=port, state_root=workdir / "kafka", heap="512m")
-    started = kafka_local.start(kafka, fresh=True, progress=_say)
+    kafka = kafka_broker.KafkaSettings(port=port, state_root=workdir / "kafka", heap="512m")
+    started = kafka_broker.start(kafka, fresh=True, progress=_say)
     try:
         yield started.bootstrap_servers
     finally:
         if started.started:
-            kafka_local.stop(kafka)
+            kafka_broker.stop(kafka)
         shutil.rmtree(workdir, ignore_errors=True)

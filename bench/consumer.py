@@ -34,15 +34,15 @@ from modelevents.adapters.registry import normalize_bytes
 from modelevents.consumers import subscribe
 from modelevents.schemas import codec
 from modelevents.schemas.events import ModelEvent
-from modelevents.services.kafka_io import (
+from modelevents.services.kafka.clients import (
     await_acks,
     make_consumer,
     send_record,
     start_client,
     start_producer,
 )
-from modelevents.services.settings import PipelineSettings
-from modelevents.services.topics import ensure_topics
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.kafka.topics import ensure_topics
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 COMMAND = ".venv/bin/python bench/consumer.py"

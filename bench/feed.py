@@ -8,7 +8,7 @@ a unique prefix, then measures
 
   feed   feeder.feed_frames: Avro encoding + idempotent producer (acks=all, the project's
          linger/batch settings), all acknowledgements awaited;
-  read   kafka_io.read_records over the whole frames topic: fetch + Avro decoding;
+  read   clients.read_records over the whole frames topic: fetch + Avro decoding;
 
 and deletes the topics. The broker must be running (`modelevents kafka start`, or
 KAFKA_BOOTSTRAP_SERVERS). Prints frames/s and MB/s for both.
@@ -25,8 +25,9 @@ import uuid
 from pathlib import Path
 
 from modelevents.schemas import codec
-from modelevents.services import feeder, kafka_io, topics
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients, topics
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local import feeder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 
@@ -55,14 +56,14 @@ async def main(args: argparse.Namespace) -> None:
           f"{settings.partitions} partitions, {settings.bootstrap_servers}", file=sys.stderr)
     await topics.ensure_topics(settings)
     try:
-        producer = await kafka_io.start_producer(settings)
+        producer = await clients.start_producer(settings)
         try:
             stats = await feeder.feed_frames(producer, settings, frames)
         finally:
             await producer.stop()
         start = time.monotonic()
         read = 0
-        async for _ in kafka_io.read_records(settings, "frames", timeout=2.0):
+        async for _ in clients.read_records(settings, "frames", timeout=2.0):
             read += 1
             if read == len(frames):
                 break

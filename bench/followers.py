@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/followers.py            # --followers 200 --deltas 2000
 
-Starts a broker of its own (services/kafka_local), the pipeline's topics, a worker and the
+Starts a broker of its own (services/local/kafka_broker.py), the pipeline's topics, a worker and the
 gateway (``modelevents gateway``), each in its own process. A run is forwarded to the gateway
 in part (``--deltas`` text deltas of an OpenAI Chat Completions stream, the stream left open),
 then ``--followers`` raw asyncio clients follow ``GET /v1/runs/{id}/events`` until each has
@@ -110,13 +110,14 @@ def main() -> int:
     args = parser.parse_args()
 
     from modelevents.adapters.registry import normalize_bytes
-    from modelevents.services import kafka_local, topics
-    from modelevents.services.settings import PipelineSettings
+    from modelevents.services.kafka import topics
+    from modelevents.services.kafka.settings import PipelineSettings
+    from modelevents.services.local import kafka_broker
 
     workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-followers-"))
-    kafka = kafka_local.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="512m")
+    kafka = kafka_broker.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="512m")
     say(f"starting a broker on {args.port} ...")
-    broker = kafka_local.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
+    broker = kafka_broker.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
     prefix = f"bench{uuid.uuid4().hex[:6]}."
     settings = PipelineSettings(bootstrap_servers=broker.bootstrap_servers, topic_prefix=prefix)
     kafka_args = ["--bootstrap-servers", broker.bootstrap_servers, "--prefix", prefix]
@@ -154,7 +155,7 @@ def main() -> int:
         for process in reversed(processes):
             process.terminate()
             process.wait(timeout=30)
-        kafka_local.stop(kafka)
+        kafka_broker.stop(kafka)
     print("| figure | value |\n|---|---:|")
     print(f"| gateway RSS idle (a run of {count:,} events followed by nobody) | {idle:.0f} MB |")
     print(f"| with {args.followers} SSE followers of the run, each caught up | "

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/gateway.py                 # --seconds 10 --rate 2000 --connections 64
 
-Starts a broker of its own (services/kafka_local, like bench/pipeline.py), the pipeline's
+Starts a broker of its own (services/local/kafka_broker.py, like bench/pipeline.py), the pipeline's
 topics, and the gateway in its own process (uvicorn, one worker, what `modelevents gateway`
 serves). A load generator in a third process talks HTTP/1.1 with keep-alive over loopback; it is
 a raw asyncio client (one coroutine per connection, requests pre-built and pre-signed before the
@@ -227,7 +227,7 @@ def load_main(args: argparse.Namespace) -> int:
 
 def serve_main(args: argparse.Namespace) -> int:
     """The gateway process: `modelevents gateway` with the bench's settings."""
-    from modelevents.services.commands import gateway
+    from modelevents.services.cli.commands import gateway
 
     parser = argparse.ArgumentParser()
     gateway.register(parser.add_subparsers())
@@ -273,13 +273,14 @@ def main() -> int:
         args.port = args.gateway_port
         return load_main(args)
 
-    from modelevents.services import kafka_local, topics
-    from modelevents.services.settings import PipelineSettings
+    from modelevents.services.kafka import topics
+    from modelevents.services.kafka.settings import PipelineSettings
+    from modelevents.services.local import kafka_broker
 
     workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-gateway-"))
-    kafka = kafka_local.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="1g")
+    kafka = kafka_broker.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="1g")
     say(f"starting a broker on {args.port} ...")
-    broker = kafka_local.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
+    broker = kafka_broker.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
     prefix = f"bench{uuid.uuid4().hex[:6]}."
     settings = PipelineSettings(bootstrap_servers=broker.bootstrap_servers, topic_prefix=prefix)
     gateway = None
@@ -309,7 +310,7 @@ def main() -> int:
         if gateway is not None:
             gateway.terminate()
             gateway.wait(timeout=30)
-        kafka_local.stop(kafka)
+        kafka_broker.stop(kafka)
     m, s, f = result["max"], result["steady"], result["forwarded"]
     print("| figure | value |\n|---|---:|")
     print(f"| (a) max load, {args.connections} connections: deliveries/s | {m['per_s']:,.0f} |")

@@ -48,12 +48,13 @@ from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas import codec
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
-from modelevents.services import kafka_local, processor
-from modelevents.services.feeder import frames_for_file, with_end_markers
-from modelevents.services.kafka_io import make_consumer, start_client, start_producer
-from modelevents.services.settings import PipelineSettings
-from modelevents.services.topics import ensure_topics
-from modelevents.services.worker_process import start_worker_process, stop_worker_process
+from modelevents.services import processor
+from modelevents.services.kafka.clients import make_consumer, start_client, start_producer
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.kafka.topics import ensure_topics
+from modelevents.services.local import kafka_broker
+from modelevents.services.local.feeder import frames_for_file, with_end_markers
+from modelevents.services.local.worker_process import start_worker_process, stop_worker_process
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -400,8 +401,8 @@ def main() -> int:
 
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-"))
-    kafka = kafka_local.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="1g")
-    broker = kafka_local.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
+    kafka = kafka_broker.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="1g")
+    broker = kafka_broker.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
 
     def settings(tag: str) -> PipelineSettings:
         return PipelineSettings(bootstrap_servers=broker.bootstrap_servers,
@@ -443,7 +444,7 @@ def main() -> int:
         raise
     finally:
         if broker.started:
-            kafka_local.stop(kafka)
+            kafka_broker.stop(kafka)
     shutil.rmtree(workdir, ignore_errors=True)  # ~100 MB of broker data per run
     print("| figure | value |")
     print("|---|---:|")

@@ -61,8 +61,8 @@ from modelevents.consumers.audit_format import (
 from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.run_input import decode as decode_run_input
 from modelevents.schemas.run_input import is_run_input
-from modelevents.services.kafka_io import KafkaUnavailable, make_consumer, start_client
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka.clients import KafkaUnavailable, make_consumer, start_client
+from modelevents.services.kafka.settings import PipelineSettings
 
 CHECKPOINTS = "checkpoints.jsonl"
 BLOCK_RECORDS = 2000

@@ -41,14 +41,14 @@ from modelevents.consumers.archive import (
 from modelevents.consumers.replay import EmptyRange, NoSuchRun, Unreadable
 from modelevents.consumers.topic_snapshot import Start, format_ms, read_snapshot
 from modelevents.schemas.errors import ConfigError, SchemaError
-from modelevents.services.kafka_io import (
+from modelevents.services.kafka.clients import (
     KafkaUnavailable,
     await_acks,
     run_key_bytes,
     start_producer,
     topic_name,
 )
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka.settings import PipelineSettings
 
 # Delivery futures awaited in chunks: bounded memory on big archives, batching kept.
 _ACK_CHUNK = 2000

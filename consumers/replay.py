@@ -33,10 +33,10 @@ from modelevents.schemas.errors import InputError, SchemaError
 from modelevents.schemas.events import ModelEvent, Usage, payload_dict
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import RunState
-from modelevents.services.kafka_io import run_key_bytes
-from modelevents.services.normalizer import RunNormalizer, is_end_of_input
-from modelevents.services.run_machine import RunMachine
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka.clients import run_key_bytes
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.run_logic.normalizer import RunNormalizer, is_end_of_input
+from modelevents.services.run_logic.run_machine import RunMachine
 
 EXECUTOR = "executor"  # transport of events that no adapter made (tool results, approvals)
 

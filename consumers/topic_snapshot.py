@@ -22,14 +22,14 @@ from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
 from modelevents.schemas.errors import ConfigError
-from modelevents.services.kafka_io import (
+from modelevents.services.kafka.clients import (
     KafkaUnavailable,
     make_consumer,
     partition_for_key,
     start_client,
     topic_name,
 )
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka.settings import PipelineSettings
 
 # A partition whose position does not move for this long while records remain below the end
 # offset means the broker stopped serving it: say so instead of waiting forever.

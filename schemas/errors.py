@@ -14,9 +14,9 @@
     ├── ConfigError                  a setting is missing or contradicts another
     │   └── ManifestError            the capability manifest is unreadable or off its schema
     │                                                    (services/gateway/capabilities.py)
-    ├── KafkaUnavailable             the broker cannot be reached           (services/kafka_io.py)
+    ├── KafkaUnavailable             the broker cannot be reached           (services/kafka/clients.py)
     └── KafkaSetupError              the local broker cannot be obtained or started
-        ├── MissingToolError         java or mvn is not installed          (services/kafka_local.py)
+        ├── MissingToolError         java or mvn is not installed          (services/local/kafka_broker.py)
         ├── JarDownloadError         Maven could not fetch the broker's jars
         ├── PortInUseError           the broker's port is taken by another program
         ├── StorageFormatError       the data directory could not be formatted

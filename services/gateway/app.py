@@ -53,7 +53,7 @@ from modelevents.services.gateway.metrics import CONTENT_TYPE_LATEST, GatewayMet
 from modelevents.services.gateway.owners import RunOwners
 from modelevents.services.gateway.run_views import RunStates
 from modelevents.services.gateway.state import Gateway
-from modelevents.services.kafka_io import start_producer
+from modelevents.services.kafka.clients import start_producer
 
 __all__ = ["create_app", "ROUTERS"]
 

@@ -78,7 +78,7 @@ from modelevents.schemas.ids import InvalidId, check_id
 from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.services.gateway.redaction import RedactionConfig
 from modelevents.services.gateway.webhook_limits import WEBHOOK_BODY_FIT
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka.settings import PipelineSettings
 
 __all__ = ["GatewayConfig", "ProviderConfig", "PROVIDERS", "WEBHOOK_PROVIDERS", "load_config",
            "secret_key"]

@@ -13,7 +13,7 @@ import logging
 
 from modelevents.schemas.errors import ConfigError, InputError, ModelEventsError
 from modelevents.services.gateway.state import unavailable
-from modelevents.services.kafka_io import KafkaUnavailable
+from modelevents.services.kafka.clients import KafkaUnavailable
 
 __all__ = ["error_answer"]
 

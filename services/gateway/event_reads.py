@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 
 from modelevents.schemas.events import ModelEvent
-from modelevents.services import kafka_io
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
 
 __all__ = ["run_events", "run_history", "in_seq_order", "IDLE_TICK_S"]
 
@@ -34,7 +34,7 @@ async def run_events(settings: PipelineSettings, run_id: str, tenant: str | None
     """The run's events of ``tenant`` (None: any, for tools) with ``seq > after_seq`` in order,
     each once; ``None`` every ``idle_tick`` s while nothing arrives (a keep-alive tick). Ends
     after ``run.finished`` when ``stop_at_finish``; otherwise when the caller stops iterating."""
-    records = kafka_io.read_records(settings, "events", run_id=run_id, timeout=float("inf"),
+    records = clients.read_records(settings, "events", run_id=run_id, timeout=float("inf"),
                                     idle_tick=idle_tick)
     async for event in in_seq_order(records, after_seq, tenant):
         yield event
@@ -46,13 +46,13 @@ async def run_history(settings: PipelineSettings, run_id: str, tenant: str | Non
                       after_seq: int = -1) -> AsyncGenerator[ModelEvent, None]:
     """The run's events of ``tenant`` with ``seq > after_seq`` that ``events`` holds now, in
     order, each once."""
-    records = kafka_io.read_records(settings, "events", run_id=run_id, timeout=30.0, to_end=True)
+    records = clients.read_records(settings, "events", run_id=run_id, timeout=30.0, to_end=True)
     async for event in in_seq_order(records, after_seq, tenant):
         if event is not None:
             yield event
 
 
-async def in_seq_order(records: AsyncIterator[kafka_io.Record | None], after_seq: int,
+async def in_seq_order(records: AsyncIterator[clients.Record | None], after_seq: int,
                        tenant: str | None) -> AsyncIterator[ModelEvent | None]:
     """Events of ``tenant`` from ``seq`` after_seq + 1 on, each seq once (a record written twice
     by an at-least-once retry is dropped); ``None`` ticks pass through."""

@@ -35,7 +35,7 @@ import orjson
 
 from modelevents.schemas.events import ModelEvent
 from modelevents.services.gateway.event_reads import IDLE_TICK_S, run_events, run_history
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka.settings import PipelineSettings
 
 __all__ = ["RunFollowers", "sse_event", "json_default", "KEEP_ALIVE", "LAGGED"]
 

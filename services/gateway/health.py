@@ -19,8 +19,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from modelevents.schemas.errors import ModelEventsError
-from modelevents.services import topics
 from modelevents.services.gateway.state import Gateway, gateway_of
+from modelevents.services.kafka import topics
 
 __all__ = ["router", "readiness"]
 

@@ -40,11 +40,11 @@ from modelevents.schemas.run_input import (
     request_fingerprint,
 )
 from modelevents.schemas.transcript import NeutralRequest
-from modelevents.services import kafka_io
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.provider_http import FOLLOW_UPS
 from modelevents.services.gateway.redaction import Redactor
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
 
 __all__ = ["InputPackets", "latest_packet", "packet_summary", "TOPIC"]
 
@@ -98,7 +98,7 @@ async def latest_packet(settings: PipelineSettings, run_id: str, tenant: str) ->
     """The run's latest packet of ``tenant`` on ``run-inputs`` (None: none recorded). Reads the
     run's partition from its start: compaction keeps it to about one packet per run."""
     latest: RunInput | None = None
-    records = kafka_io.read_records(settings, TOPIC, run_id=run_id, timeout=30.0, to_end=True)
+    records = clients.read_records(settings, TOPIC, run_id=run_id, timeout=30.0, to_end=True)
     async for record in records:
         raw = record.raw if record is not None else None
         if raw is None or not is_run_input(raw):

@@ -22,7 +22,7 @@ reads the same partition in the same order, so all agree, whoever wrote first; t
 stays in the log but never counts.
 
 **Why the topic is never compacted nor expired** (``retention.ms=-1``, ``cleanup.policy=delete``,
-``services/topics.py``): a claim must outlive the run's retention — an expired run id taken over
+``services/kafka/topics.py``): a claim must outlive the run's retention — an expired run id taken over
 by another tenant would show it the run's history, still on ``events`` — so nothing may expire.
 Compaction keeps the *last* value of a key, which after a race is the loser's claim: it would
 make the loser the owner once the cleaner ran (re-asserting the winner's claim after a lost race
@@ -49,7 +49,7 @@ from typing import Any
 import orjson
 
 from modelevents.services.gateway.topic_view import TopicView
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka.settings import PipelineSettings
 
 __all__ = ["RunOwners", "encode_claim", "decode_claim", "claim_document", "CLAIM_VERSION"]
 

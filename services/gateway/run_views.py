@@ -24,10 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 from modelevents.schemas.run_state import RunState
-from modelevents.services import kafka_io
 from modelevents.services.gateway.event_reads import IDLE_TICK_S, run_events, run_history
 from modelevents.services.gateway.topic_view import TopicView
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
 
 __all__ = ["RunStates", "run_events", "run_history", "IDLE_TICK_S"]
 
@@ -43,7 +43,7 @@ class RunStates(TopicView):
         self.object_runs: dict[str, str] = {}  # provider object id → the run that announced it
 
     def apply(self, message: Any) -> bool:
-        record = kafka_io.decode_record(message)
+        record = clients.decode_record(message)
         if not isinstance(record.value, RunState):
             return False
         state = record.value

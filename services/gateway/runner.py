@@ -44,7 +44,7 @@ Retries (network errors, 408/409/429/5xx, ``retry-after``) are ``provider_http.s
 
 Every published frame waits for Kafka's acknowledgement (acks=all) before the next read. The end
 of a streamed call that is not a background job is marked with the end-of-stream marker the
-processor knows (``services/normalizer.py``), so a stream that ended unfinished becomes a
+processor knows (``services/run_logic/normalizer.py``), so a stream that ended unfinished becomes a
 truncation error downstream (and a finished one nothing). A background call gets no marker: the
 provider goes on with it whatever the gateway saw. No call ends the run's input: the run may
 have a next call.
@@ -74,7 +74,7 @@ from modelevents.services.gateway.provider_http import (
     json_request,
     send,
 )
-from modelevents.services.normalizer import end_of_input
+from modelevents.services.run_logic.normalizer import end_of_input
 
 __all__ = ["CallRunner", "ProviderCall", "CallOutcome", "CallTiming", "FollowUpFailed"]
 

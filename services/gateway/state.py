@@ -28,14 +28,14 @@ from modelevents.schemas.run_input import encode as encode_input
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.metrics import GatewayMetrics
 from modelevents.services.gateway.topic_view import TopicView
-from modelevents.services.kafka_io import (
+from modelevents.services.kafka.clients import (
     KafkaUnavailable,
     await_acks,
     produce_frame,
     run_key_bytes,
     send_frame,
 )
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka.settings import PipelineSettings
 
 if TYPE_CHECKING:
     import httpx

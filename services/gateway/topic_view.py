@@ -23,8 +23,8 @@ from typing import Any
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from modelevents.services import kafka_io
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
 
 __all__ = ["TopicView"]
 
@@ -84,8 +84,8 @@ class TopicView:
                 await asyncio.sleep(RETRY_S)
 
     async def _read(self) -> None:
-        consumer = kafka_io.make_consumer(self.settings)
-        await kafka_io.start_client(consumer, self.settings)
+        consumer = clients.make_consumer(self.settings)
+        await clients.start_client(consumer, self.settings)
         try:
             assigned = await self._assign(consumer)
             ends = await consumer.end_offsets(assigned)
@@ -96,7 +96,7 @@ class TopicView:
                 try:
                     batches = await consumer.getmany(timeout_ms=500)
                 except KafkaError as exc:
-                    raise kafka_io.KafkaUnavailable(self.settings.bootstrap_servers,
+                    raise clients.KafkaUnavailable(self.settings.bootstrap_servers,
                                                     str(exc)) from exc
                 for tp, messages in batches.items():
                     for message in messages:
@@ -121,7 +121,7 @@ class TopicView:
             await consumer._client.force_metadata_update()
             partitions = consumer.partitions_for_topic(self.topic) or set()
         if not partitions:
-            raise kafka_io.KafkaUnavailable(self.settings.bootstrap_servers,
+            raise clients.KafkaUnavailable(self.settings.bootstrap_servers,
                                             f"topic {self.topic} has no partitions (yet)")
         assigned = [TopicPartition(self.topic, p) for p in sorted(partitions)]
         consumer.assign(assigned)

@@ -37,7 +37,7 @@ What a delivery gets, in order:
    key is the run of the provider object the payload names when this gateway knows it — a call
    it made, or a run whose state on ``runs`` announced the object — so the delivery goes
    straight to that run, even before the processor has read the run's stream; otherwise the
-   object id, which the processor resolves to the run that claimed it (services/processor.py,
+   object id, which the processor resolves to the run that claimed it (services/processor/app.py,
    "Run key resolution"); an object id that is not an id keys nothing and is not fetched (the
    webhook-id keys the frame). Only a run of the delivery's tenant is chosen. 200 once Kafka
    acknowledged the frame, 503 (with Retry-After) when it did not within ``ack_timeout_s``, so
@@ -84,7 +84,7 @@ from modelevents.services.gateway.errors import error_answer
 from modelevents.services.gateway.fetch import FetchJob, fetch_target
 from modelevents.services.gateway.state import Gateway, gateway_of
 from modelevents.services.gateway.webhook_limits import KEPT_VALUE_CAPS
-from modelevents.services.kafka_io import KafkaUnavailable, await_acks, send_frame
+from modelevents.services.kafka.clients import KafkaUnavailable, await_acks, send_frame
 
 __all__ = ["router", "WebhookRejected", "accept_delivery", "serve_delivery", "verify_signature",
            "webhook_object"]

@@ -19,7 +19,7 @@ B1):
 and the simulator's own: ``GET /_simulator/scenarios``, ``GET|DELETE /_simulator/requests``
 (every request received, secrets removed), ``POST /_simulator/reset``.
 
-Every request is validated against the provider's request schema (services/provider_schemas.py)
+Every request is validated against the provider's request schema (services/simulator/provider_schemas.py)
 and answered 400 in the provider's error shape when it does not fit. Streams go out as real SSE:
 split across writes at random byte offsets, optionally delayed, optionally cut (the connection
 is dropped mid-frame, as a network cut does: the client sees an incomplete chunked body).
@@ -42,10 +42,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
 from modelevents.schemas.errors import ConfigError, InputError
-from modelevents.services import provider_schemas
-from modelevents.services.provider_schemas import validate_request
 from modelevents.services.simulator import provider_http as http
+from modelevents.services.simulator import provider_schemas
 from modelevents.services.simulator.assemble import complete_object, first_object
+from modelevents.services.simulator.provider_schemas import validate_request
 from modelevents.services.simulator.recordings import Recording, WireFrame
 from modelevents.services.simulator.scenarios import (
     HEADER_PREFIX,

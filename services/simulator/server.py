@@ -1,6 +1,6 @@
 """Run the simulator on a real socket: in a thread (tests, the demo) or in the foreground (CLI).
 
-``run_in_thread(app, host, port)`` serves it in a daemon thread (``services/asgi_thread.py``) and
+``run_in_thread(app, host, port)`` serves it in a daemon thread (``services/local/asgi_thread.py``) and
 returns once it accepts connections; port 0 picks a free port. The handle gives ``base_url`` and
 the base URLs each official SDK wants (OpenAI ``…/v1``; Anthropic and google-genai the bare host).
 """
@@ -11,7 +11,7 @@ import logging
 
 from fastapi import FastAPI
 
-from modelevents.services.asgi_thread import ServedApp, serve_in_thread
+from modelevents.services.local.asgi_thread import ServedApp, serve_in_thread
 from modelevents.services.simulator.app import SimulatedCut, Simulator
 
 

@@ -4,7 +4,7 @@ The transcript holds every part kind — text, an image, a file, reasoning from 
 signed tool call, its result — and each API's golden body below is the reviewed truth. Beside
 the goldens, the facts a user relies on are asserted explicitly (foreign signatures dropped,
 own ones kept), and every body is checked against the official SDK's request type
-(services/provider_schemas.py).
+(services/simulator/provider_schemas.py).
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ GOLDEN = {"openai-responses": GOLDEN_OPENAI_RESPONSES, "openai-chat": GOLDEN_OPE
 
 
 def problems(api: str, body: dict) -> list[str]:
-    from modelevents.services.provider_schemas import validate_request
+    from modelevents.services.simulator.provider_schemas import validate_request
     return validate_request(api, body)
 
 

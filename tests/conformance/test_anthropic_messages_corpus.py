@@ -20,7 +20,7 @@ from modelevents.adapters.anthropic_messages import AnthropicMessagesAdapter
 from modelevents.adapters.cassette import read_cassette
 from modelevents.adapters.framing import frames_from_bytes
 from modelevents.schemas.events import ModelEvent
-from modelevents.services.run_machine import RunMachine
+from modelevents.services.run_logic.run_machine import RunMachine
 from tests.corpus import corpus_files, corpus_id, require_corpus
 from tests.snapshots import assert_matches_snapshot
 

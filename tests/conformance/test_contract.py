@@ -13,7 +13,7 @@ from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas import codec
 from modelevents.schemas.errors import DetectionError
 from modelevents.schemas.events import KIND_PAYLOAD
-from modelevents.services.run_machine import Outcome, RunMachine
+from modelevents.services.run_logic.run_machine import Outcome, RunMachine
 from tests.corpus import corpus_files, corpus_id, require_corpus
 
 OWN_FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").rglob("*")

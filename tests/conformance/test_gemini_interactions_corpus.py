@@ -18,7 +18,7 @@ import pytest
 from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.gemini_interactions import GeminiInteractionsAdapter
 from modelevents.schemas.events import ModelEvent
-from modelevents.services.run_machine import run_state_of
+from modelevents.services.run_logic.run_machine import run_state_of
 from tests.corpus import CORPUS_DIR, corpus_files, corpus_id, require_corpus
 from tests.snapshots import assert_matches_snapshot
 

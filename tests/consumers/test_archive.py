@@ -10,11 +10,11 @@ import pytest
 
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.consumers import archive
-from modelevents.consumers.replay_cli import parse_time
 from modelevents.schemas import codec
 from modelevents.schemas.errors import InputError, SchemaError
 from modelevents.schemas.run_state import RunState
-from modelevents.services.feeder import frames_for_file
+from modelevents.services.cli.commands.replay import parse_time
+from modelevents.services.local.feeder import frames_for_file
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 SAMPLES = Path(__file__).parents[1] / "schemas" / "samples"

@@ -21,7 +21,7 @@ import pytest
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.consumers import archive
 from modelevents.schemas import codec
-from modelevents.services.feeder import frames_for_file
+from modelevents.services.local.feeder import frames_for_file
 
 pytestmark = pytest.mark.kafka
 

@@ -14,7 +14,7 @@ from modelevents.adapters.registry import normalize_bytes
 from modelevents.consumers import ElidedRebuilder, at_offset, at_time, rebuild_elided, subscribe
 from modelevents.schemas.errors import ConfigError
 from modelevents.schemas.events import ModelEvent
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka.settings import PipelineSettings
 from tests.integration.test_big_runs import _text, chat_run
 
 SETTINGS = PipelineSettings(bootstrap_servers="127.0.0.1:1", topic_prefix="unit.")

@@ -1,4 +1,4 @@
-"""Fixtures for tests against a real Kafka broker (the project's own, services/kafka_local).
+"""Fixtures for tests against a real Kafka broker (the project's own, services/local/kafka_broker.py).
 
     kafka_broker       session: starts a broker for this pytest(-xdist) worker on
                        19400 + 10 * worker index (controller on port + 1), state in a temp dir;
@@ -40,8 +40,9 @@ from pathlib import Path
 
 import pytest
 
-from modelevents.services import kafka_local, topics
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import topics
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local import kafka_broker as local_kafka
 from tests.integration.pipeline import PARTITIONS, Worker
 
 SHARED_BASE_PORT = 19400
@@ -59,16 +60,16 @@ def worker_port(base_port: int) -> int:
 def start_test_broker(tmp_path_factory: pytest.TempPathFactory, base_port: int,
                       ) -> tuple[str, Callable[[], None]]:
     """Start a broker on this worker's port with a throw-away state dir: (bootstrap, stop)."""
-    settings = kafka_local.KafkaSettings(
+    settings = local_kafka.KafkaSettings(
         port=worker_port(base_port),
         state_root=tmp_path_factory.mktemp(f"kafka-{base_port}"),
         heap=os.environ.get("MODELEVENTS_TEST_KAFKA_HEAP", "256m"),
     )
-    result = kafka_local.start(settings, fresh=True)
+    result = local_kafka.start(settings, fresh=True)
 
     def stop() -> None:
         if not result.external:
-            kafka_local.stop(settings)
+            local_kafka.stop(settings)
 
     return result.bootstrap_servers, stop
 

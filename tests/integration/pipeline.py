@@ -36,11 +36,12 @@ from modelevents.schemas import codec
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import DeadLetter, RunState
-from modelevents.services import feeder, kafka_io
-from modelevents.services.normalizer import with_end_markers
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local import feeder
 from modelevents.services.processor import changelog_topics
-from modelevents.services.run_machine import run_state_of
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.run_logic.normalizer import with_end_markers
+from modelevents.services.run_logic.run_machine import run_state_of
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # Directories of tests/fixtures that hold no provider recordings (the provider simulator's
@@ -139,7 +140,7 @@ def fixture_frames(path: Path, **kw) -> tuple[str, list[ProviderFrame]]:
 
 async def feed(settings: PipelineSettings, frames: list[ProviderFrame], duplicate: float = 0.0,
                rate: float | None = None, seed: int = 0) -> None:
-    producer = await kafka_io.start_producer(settings)
+    producer = await clients.start_producer(settings)
     try:
         await feeder.feed_frames(producer, settings, frames, duplicate=duplicate, rate=rate, seed=seed)
     finally:
@@ -147,7 +148,7 @@ async def feed(settings: PipelineSettings, frames: list[ProviderFrame], duplicat
 
 
 async def produce_raw(settings: PipelineSettings, topic: str, key: bytes, value: bytes) -> None:
-    producer = await kafka_io.start_producer(settings)
+    producer = await clients.start_producer(settings)
     try:
         await producer.send_and_wait(settings.topic(topic), value, key=key)
     finally:
@@ -177,8 +178,8 @@ async def collect(settings: PipelineSettings, until: Callable[[Published], bool]
                   describe: Callable[[], str] = lambda: "") -> Published:
     """Read events, runs and dlq from the beginning until ``until`` holds (or the hang guard)."""
     published = Published()
-    consumer = kafka_io.make_consumer(settings)
-    await kafka_io.start_client(consumer, settings)
+    consumer = clients.make_consumer(settings)
+    await clients.start_client(consumer, settings)
     try:
         names = {settings.topic(t): t for t in ("events", "runs", "dlq")}
         assigned = [TopicPartition(name, p) for name in names for p in range(settings.partitions)]
@@ -254,8 +255,8 @@ async def committed(settings: PipelineSettings, topic: str, count: int) -> None:
 async def processed_to_end(settings: PipelineSettings, topic: str) -> None:
     """Wait until the worker's group committed every record ``topic`` holds now (each of its
     partitions up to the end offset it has at the call)."""
-    consumer = kafka_io.make_consumer(settings)
-    await kafka_io.start_client(consumer, settings)
+    consumer = clients.make_consumer(settings)
+    await clients.start_client(consumer, settings)
     try:
         ends = await consumer.end_offsets(
             [TopicPartition(topic, p) for p in range(settings.partitions)])
@@ -288,7 +289,7 @@ async def claim_recorded(settings: PipelineSettings, object_id: str) -> None:
     deadline = time.monotonic() + HANG_GUARD_S / 2
     while time.monotonic() < deadline:
         try:
-            async for record in kafka_io.read_records(settings, topic, timeout=0.5):
+            async for record in clients.read_records(settings, topic, timeout=0.5):
                 if record.key == object_id.encode():
                     return
         except Exception:

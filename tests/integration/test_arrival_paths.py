@@ -1,7 +1,7 @@
 """One provider object, several arrival paths, through the real pipeline (worker subprocess, real
 broker): a stream resumed with an overlap, and a poll and a webhook that overtake the stream
 announcing their object. Nothing lost, nothing twice in ``events``, dead letters where the
-processor's "Run key resolution" (services/processor.py) says there are.
+processor's "Run key resolution" (services/processor/app.py) says there are.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 
 from modelevents.adapters.registry import normalize_file, translate
 from modelevents.schemas.frames import ProviderFrame
-from modelevents.services.normalizer import end_of_input, is_end_of_input
+from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.processor import internal_topics
-from modelevents.services.run_machine import run_state_of
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.run_logic.normalizer import end_of_input, is_end_of_input
+from modelevents.services.run_logic.run_machine import run_state_of
 from tests.integration.pipeline import (
     FIXTURES,
     Published,

@@ -24,9 +24,10 @@ from modelevents.adapters.registry import normalize_file
 from modelevents.consumers import audit_export, replay
 from modelevents.consumers.audit_format import archive_files, manifest_path, read_manifest
 from modelevents.schemas import codec
-from modelevents.services import feeder, kafka_io
-from modelevents.services.normalizer import with_end_markers
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local import feeder
+from modelevents.services.run_logic.normalizer import with_end_markers
 from tests.integration.pipeline import (
     HANG_GUARD_S,
     ONE_PER_API,
@@ -91,7 +92,7 @@ def frames_of(paths: list[Path], copies: int = 1, tenants: tuple[str, ...] = ("d
 async def topic_records(settings: PipelineSettings, topic: str) -> list[tuple[int, int, bytes]]:
     """(partition, offset, value) of every record ``topic`` holds now."""
     out = []
-    async for rec in kafka_io.read_records(settings, topic, to_end=True, timeout=30):
+    async for rec in clients.read_records(settings, topic, to_end=True, timeout=30):
         out.append((rec.partition, rec.offset, rec.raw))
     return out
 
@@ -232,8 +233,8 @@ def test_incomplete_run_is_reported(settings, start_worker, tmp_path: Path) -> N
     group = f"{settings.app_id}-audit"
 
     async def commit_past_first_events() -> None:
-        consumer = kafka_io.make_consumer(settings, "events", group_id=group)
-        await kafka_io.start_client(consumer, settings)
+        consumer = clients.make_consumer(settings, "events", group_id=group)
+        await clients.start_client(consumer, settings)
         try:
             await consumer.commit({TopicPartition(settings.topic("events"), partition): 3})
         finally:

@@ -24,9 +24,9 @@ from aiokafka import TopicPartition
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.schemas.pieces import assemble
-from modelevents.services import kafka_io
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.processor import changelog_topics
-from modelevents.services.settings import PipelineSettings
 from tests.integration.conftest import broker_fixture
 from tests.integration.pipeline import (
     FIXTURES,
@@ -106,8 +106,8 @@ async def _record_sizes(settings: PipelineSettings) -> dict[str, int]:
     """The largest record value on every topic the worker writes."""
     names = [settings.topic(t) for t in ("events", "runs", "dlq")]
     names += list(changelog_topics(settings).values())
-    consumer = kafka_io.make_consumer(settings)
-    await kafka_io.start_client(consumer, settings)
+    consumer = clients.make_consumer(settings)
+    await clients.start_client(consumer, settings)
     try:
         tps = [TopicPartition(n, p) for n in names for p in range(settings.partitions)]
         consumer.assign(tps)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from modelevents.services import kafka_local
+from modelevents.services.local import kafka_broker as local_kafka
 from tests.integration.conftest import worker_port
 from tests.integration.pipeline import (
     ONE_PER_API,
@@ -24,19 +24,19 @@ pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture(scope="module")
-def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_local.KafkaSettings]:
-    settings = kafka_local.KafkaSettings(
+def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_kafka.KafkaSettings]:
+    settings = local_kafka.KafkaSettings(
         port=worker_port(19700), state_root=tmp_path_factory.mktemp("kafka-restart"),
         heap=os.environ.get("MODELEVENTS_TEST_KAFKA_HEAP", "256m"))
-    kafka_local.start(settings, fresh=True)
+    local_kafka.start(settings, fresh=True)
     try:
         yield settings
     finally:
-        kafka_local.stop(settings)
+        local_kafka.stop(settings)
 
 
 @pytest.fixture(scope="module")
-def kafka_broker(broker_settings: kafka_local.KafkaSettings) -> str:
+def kafka_broker(broker_settings: local_kafka.KafkaSettings) -> str:
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         pytest.fail("this test restarts the project's own broker; unset KAFKA_BOOTSTRAP_SERVERS")
     return broker_settings.local_bootstrap
@@ -46,9 +46,9 @@ def test_broker_restart_during_a_feed_loses_nothing(broker_settings, settings, s
     worker = start_worker()
     first, second = halves(ONE_PER_API)
     run(feed(settings, first, duplicate=0.2, seed=5))
-    kafka_local.stop(broker_settings)
-    assert not kafka_local.status(broker_settings).running
-    kafka_local.start(broker_settings)  # same data directory: the log survives
+    local_kafka.stop(broker_settings)
+    assert not local_kafka.status(broker_settings).running
+    local_kafka.start(broker_settings)  # same data directory: the log survives
     run(feed(settings, second, duplicate=0.2, seed=6))
     counts = expected_counts(ONE_PER_API)
     published = run(collect(settings, lambda p: all(p.complete(r, n) for r, n in counts.items()),

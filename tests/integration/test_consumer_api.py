@@ -27,10 +27,10 @@ from modelevents.schemas import codec
 from modelevents.schemas.errors import ConfigError, SchemaError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.run_state import RunState
-from modelevents.services import kafka_io
-from modelevents.services.kafka_io import KafkaUnavailable
-from modelevents.services.run_machine import run_state_of
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.clients import KafkaUnavailable
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.run_logic.run_machine import run_state_of
 from tests.integration.pipeline import FIXTURES, HANG_GUARD_S, feed, fixture_frames, run
 from tests.integration.test_big_runs import _text, chat_run
 
@@ -59,7 +59,7 @@ def events_of(path: Path, run_id: str, tenant: str = "default") -> list[ModelEve
 
 async def publish(settings: PipelineSettings, records: list[ModelEvent | RunState],
                   timestamp_ms: int | None = None) -> None:
-    producer = await kafka_io.start_producer(settings)
+    producer = await clients.start_producer(settings)
     try:
         futures = []
         for record in records:
@@ -389,7 +389,7 @@ def test_clear_errors_and_undecodable_records(make_settings) -> None:
 
     async def garbage() -> None:
         await publish(settings, events[:2])
-        producer = await kafka_io.start_producer(settings)
+        producer = await clients.start_producer(settings)
         try:
             await producer.send_and_wait(settings.topic("events"), b"not avro", key=b"run-u")
         finally:

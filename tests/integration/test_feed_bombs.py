@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from modelevents.services import kafka_io
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
 from tests.adapters.bombs import (
     gzip_of_zeros,
     one_call_cassette,
@@ -40,7 +40,7 @@ def _kafka_args(settings: PipelineSettings) -> list[str]:
 
 def _frames_on_topic(settings: PipelineSettings) -> int:
     async def count() -> int:
-        return len([r async for r in kafka_io.read_records(settings, "frames", timeout=3.0)])
+        return len([r async for r in clients.read_records(settings, "frames", timeout=3.0)])
     return asyncio.run(asyncio.wait_for(count(), 120))
 
 

@@ -2,7 +2,7 @@
 ``POST /v1/runs/{id}/frames`` of 7 MB does the same through the gateway"), over real HTTP into
 the real broker and the real worker: one SSE event of ~7 MB (one frame), and a batch of 7,000
 events of 1 KB (7 MB of frames). Both are accepted; the big frame travels on ``frames`` in pieces
-(``kafka_io.send_frame``, schemas/pieces.py) that the worker assembles; both runs complete on
+(``clients.send_frame``, schemas/pieces.py) that the worker assembles; both runs complete on
 ``events`` with exactly the text that was sent; and no record on any topic — ``frames``,
 ``run-owners``, what the worker writes — is larger than ``MAX_RECORD_BYTES``.
 """
@@ -17,11 +17,11 @@ import pytest
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.schemas.pieces import assemble
-from modelevents.services import kafka_io
-from modelevents.services.asgi_thread import serve_in_thread
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.config import GatewayConfig
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local.asgi_thread import serve_in_thread
 from tests.integration.pipeline import HANG_GUARD_S, collect, run
 from tests.integration.test_big_runs import _record_sizes, _text, _whole, chat_run
 from tests.integration.test_gateway_ownership import new_run_id
@@ -36,7 +36,7 @@ async def frames_of(settings: PipelineSettings, run_ids: set[str]) -> tuple[list
     ``run-owners``."""
     frames, largest = [], 0
     for topic in ("frames", "run-owners"):
-        async for record in kafka_io.read_records(settings, topic, timeout=10.0, to_end=True):
+        async for record in clients.read_records(settings, topic, timeout=10.0, to_end=True):
             largest = max(largest, len(record.raw or b""))
             if topic == "frames" and record.key_text in run_ids:
                 frames.append(record.value)

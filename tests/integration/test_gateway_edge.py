@@ -25,10 +25,10 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from modelevents.schemas.frames import ProviderFrame
-from modelevents.services import kafka_io
-from modelevents.services.asgi_thread import ServedApp
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local.asgi_thread import ServedApp
 from tests.integration.pipeline import run
 from tests.integration.test_gateway_webhooks import gateway_starter
 
@@ -61,7 +61,7 @@ def gateway(start_gateway: Callable[..., ServedApp]) -> ServedApp:
 
 def frames_written(settings: PipelineSettings) -> list[ProviderFrame]:
     async def read() -> list[ProviderFrame]:
-        return [r.value async for r in kafka_io.read_records(settings, "frames", timeout=2.0)]
+        return [r.value async for r in clients.read_records(settings, "frames", timeout=2.0)]
     return run(read())
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.adapters.sse import SSEDecoder
-from modelevents.services.asgi_thread import ServedApp
+from modelevents.services.local.asgi_thread import ServedApp
 from tests.integration.pipeline import HANG_GUARD_S, run
 from tests.integration.test_gateway_ownership import new_run_id, wait_for
 from tests.integration.test_gateway_runs import sim, simulator, sse_events, start_gateway  # noqa: F401 - fixtures used by name

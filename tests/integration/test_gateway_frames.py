@@ -1,8 +1,8 @@
 """Forwarded frames (``POST /v1/runs/{id}/frames``) and the ``modelevents gateway`` command, over
 real HTTP into the real broker (the session's shared test broker; each test has its own topics).
 
-The gateway runs as users run it: the ``gateway`` command (services/commands/gateway.py, with
-a parser built here the way services/cli.py builds it) in a subprocess, configured by a YAML
+The gateway runs as users run it: the ``gateway`` command (services/cli/commands/gateway.py, with
+a parser built here the way services/cli/main.py builds it) in a subprocess, configured by a YAML
 file and options. Where a test says what users see, it runs the real stream processor
 (``modelevents worker``) and compares ``events`` with what ``modelevents normalize`` gives for
 the same recording.
@@ -25,8 +25,8 @@ import pytest
 from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.registry import normalize_file
 from modelevents.schemas.errors import ConfigError
-from modelevents.services.commands import gateway as gateway_command
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.cli.commands import gateway as gateway_command
+from modelevents.services.kafka.settings import PipelineSettings
 from tests.integration.pipeline import collect, run
 from tests.integration.test_gateway_webhooks import frames_on_topic, free_port
 
@@ -39,7 +39,7 @@ MAX_FORWARD_BYTES = 200_000
 
 RUNNER = """
 import argparse, sys
-from modelevents.services.commands import gateway
+from modelevents.services.cli.commands import gateway
 parser = argparse.ArgumentParser(prog="modelevents")
 gateway.register(parser.add_subparsers())
 args = parser.parse_args(sys.argv[1:])

@@ -21,9 +21,10 @@ import pytest
 from modelevents.adapters.openai_responses import OpenAIResponsesAdapter
 from modelevents.schemas import run_input
 from modelevents.schemas.transcript import Message
-from modelevents.services import feeder, kafka_io
-from modelevents.services.normalizer import with_end_markers
-from modelevents.services.settings import TOPICS, PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import TOPICS, PipelineSettings
+from modelevents.services.local import feeder
+from modelevents.services.run_logic.normalizer import with_end_markers
 from tests.integration.pipeline import collect, feed, run
 from tests.integration.test_audit import audit_run, verify
 from tests.integration.test_gateway_runs import (  # noqa: F401  (fixtures used by name)
@@ -47,7 +48,7 @@ TEXT = "sim:openai-responses/text-with-usage"
 
 def packets_of(settings: PipelineSettings, run_id: str) -> list[run_input.RunInput]:
     async def read() -> list[run_input.RunInput]:
-        return [run_input.decode(r.raw) async for r in kafka_io.read_records(
+        return [run_input.decode(r.raw) async for r in clients.read_records(
             settings, "run-inputs", run_id=run_id, to_end=True, timeout=30)
             if r.raw is not None]
     return run(read())
@@ -56,7 +57,7 @@ def packets_of(settings: PipelineSettings, run_id: str) -> list[run_input.RunInp
 def every_topic_bytes(settings: PipelineSettings) -> bytes:
     """Keys and values of every record of every topic of the pipeline, concatenated."""
     async def read(topic: str) -> list[bytes]:
-        return [(r.key or b"") + (r.raw or b"") async for r in kafka_io.read_records(
+        return [(r.key or b"") + (r.raw or b"") async for r in clients.read_records(
             settings, topic, to_end=True, timeout=30)]
     return b"".join(b"".join(run(read(topic))) for topic in TOPICS)
 

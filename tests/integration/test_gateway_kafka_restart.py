@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from modelevents.services import kafka_local
+from modelevents.services.local import kafka_broker as local_kafka
 from tests.integration.test_broker_restart import broker_settings, kafka_broker  # noqa: F401
 from tests.integration.test_gateway_runs import (  # noqa: F401 - fixtures
     neutral,
@@ -38,7 +38,7 @@ def test_kafka_down_while_a_background_run_is_polled_the_run_goes_on_when_it_is_
     wait_run(gateway, run_id, lambda b: b["state"] and b["state"]["provider_object_ids"],
              "the run's object id on runs")
 
-    kafka_local.stop(broker_settings)
+    local_kafka.stop(broker_settings)
     try:
         # A poll whose answer cannot be acknowledged fails; the job goes on at the provider, so
         # the polling goes on too, and says so on the call.
@@ -47,7 +47,7 @@ def test_kafka_down_while_a_background_run_is_polled_the_run_goes_on_when_it_is_
             "a failed poll noted on the call", timeout=60)
         assert body["calls"][-1]["in_flight"], body["calls"][-1]
     finally:
-        kafka_local.start(broker_settings)  # same data directory: the log survives
+        local_kafka.start(broker_settings)  # same data directory: the log survives
 
     # Back: the next poll is published and the run ends as the provider says, without help.
     body = wait_run(gateway, run_id, settled("completed"), "completed after the broker is back")

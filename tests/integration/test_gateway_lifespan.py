@@ -15,11 +15,11 @@ import httpx
 import orjson
 import pytest
 
-from modelevents.services import kafka_io
-from modelevents.services.asgi_thread import serve_in_thread
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.config import GatewayConfig, load_config
 from modelevents.services.gateway.owners import encode_claim
+from modelevents.services.kafka import clients
+from modelevents.services.local.asgi_thread import serve_in_thread
 from tests.integration.pipeline import HANG_GUARD_S, run
 from tests.integration.test_gateway_followers import broker_connections, chat_stream, forward
 from tests.integration.test_gateway_ownership import new_run_id, wait_for
@@ -32,13 +32,13 @@ CLAIMS, PADDING = 160, 900_000
 
 
 async def write_claims(settings: Any) -> list[str]:
-    producer = await kafka_io.start_producer(settings)
+    producer = await clients.start_producer(settings)
     run_ids = [new_run_id() for _ in range(CLAIMS)]
     try:
         for run_id in run_ids:
             claim = orjson.loads(encode_claim(run_id, "acme"))
             await producer.send_and_wait(
-                settings.topic("run-owners"), key=kafka_io.run_key_bytes(run_id),
+                settings.topic("run-owners"), key=clients.run_key_bytes(run_id),
                 value=orjson.dumps({**claim, "pad": "x" * PADDING}))
     finally:
         await producer.stop()
@@ -108,7 +108,7 @@ def test_follower_limits_of_the_config_reach_the_followers(settings, tmp_path):
 def test_follower_limits_are_documented_in_help_and_config_docs():
     import argparse
 
-    from modelevents.services.commands import gateway as gateway_command
+    from modelevents.services.cli.commands import gateway as gateway_command
     from modelevents.services.gateway import config as config_module
 
     parser = argparse.ArgumentParser(prog="modelevents")

@@ -11,9 +11,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from modelevents.services.asgi_thread import ServedApp
 from modelevents.services.gateway.metrics import route_template
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local.asgi_thread import ServedApp
 from tests.integration.test_gateway_webhooks import (
     FakeProvider,
     delivery,

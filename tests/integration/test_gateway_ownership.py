@@ -23,9 +23,9 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from modelevents.adapters.framing import frames_from_bytes
 from modelevents.schemas.frames import ProviderFrame
-from modelevents.services import kafka_io
-from modelevents.services.asgi_thread import ServedApp
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local.asgi_thread import ServedApp
 from tests.integration.pipeline import HANG_GUARD_S, run
 from tests.integration.test_gateway_runs import neutral, sim, simulator, sse_events, start_gateway  # noqa: F401 - fixtures used by name
 
@@ -58,7 +58,7 @@ def get(gateway: ServedApp, path: str, tenant: str, **params: Any) -> httpx.Resp
 
 def frames_of(settings: PipelineSettings, run_id: str) -> list[ProviderFrame]:
     async def read() -> list[ProviderFrame]:
-        return [r.value async for r in kafka_io.read_records(settings, "frames", run_id=run_id,
+        return [r.value async for r in clients.read_records(settings, "frames", run_id=run_id,
                                                              timeout=2.0)]
     return run(read())
 
@@ -152,10 +152,10 @@ def test_a_run_id_stays_its_owners_after_the_runs_retention(start_gateway, start
 
 
 async def publish(settings: PipelineSettings, frames: list[ProviderFrame]) -> None:
-    producer = await kafka_io.start_producer(settings)
+    producer = await clients.start_producer(settings)
     try:
         for frame in frames:
-            await kafka_io.produce_frame(producer, settings, frame)
+            await clients.produce_frame(producer, settings, frame)
     finally:
         await producer.stop()
 
@@ -163,7 +163,7 @@ async def publish(settings: PipelineSettings, frames: list[ProviderFrame]) -> No
 async def latest_state(settings: PipelineSettings, run_id: str) -> str | None:
     """The tenant of the run's latest state on ``runs``."""
     tenant = None
-    async for record in kafka_io.read_records(settings, "runs", run_id=run_id, timeout=1.0):
+    async for record in clients.read_records(settings, "runs", run_id=run_id, timeout=1.0):
         tenant = record.value.tenant if record.value is not None else tenant
     return tenant
 
@@ -203,12 +203,12 @@ def test_ids_that_could_forge_log_lines_are_422_and_write_nothing(start_gateway,
     assert sim.simulator.requests() == []
     assert run(owner_claims(settings)) == []
     async def read_frames() -> list[Any]:
-        return [r async for r in kafka_io.read_records(settings, "frames", timeout=1.0)]
+        return [r async for r in clients.read_records(settings, "frames", timeout=1.0)]
     assert run(read_frames()) == []
 
 
 async def owner_claims(settings: PipelineSettings) -> list[tuple[bytes, bytes]]:
-    return [(r.key, r.raw) async for r in kafka_io.read_records(settings, "run-owners",
+    return [(r.key, r.raw) async for r in clients.read_records(settings, "run-owners",
                                                                  timeout=1.0)]
 
 

@@ -29,15 +29,15 @@ from modelevents.adapters.requests import build
 from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.transcript import NeutralRequest
-from modelevents.services import kafka_io, topics
-from modelevents.services.asgi_thread import ServedApp, serve_in_thread
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.capabilities import load_manifest
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
-from modelevents.services.provider_schemas import validate_request
-from modelevents.services.run_machine import run_state_of
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients, topics
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local.asgi_thread import ServedApp, serve_in_thread
+from modelevents.services.run_logic.run_machine import run_state_of
 from modelevents.services.simulator.app import Simulator
+from modelevents.services.simulator.provider_schemas import validate_request
 from modelevents.services.simulator.scenarios import ScenarioRegistry, manifest_with_scenarios
 from modelevents.services.simulator.server import SimulatorHandle, run_in_thread
 from tests.integration.conftest import unique_settings
@@ -236,7 +236,7 @@ def deliver_completed(gateway: ServedApp, response_id: str, tenant: str = "defau
 
 def frames_on_topic(settings: PipelineSettings) -> list[bytes]:
     async def read() -> list[bytes]:
-        return [r.raw async for r in kafka_io.read_records(settings, "frames", timeout=2.0)]
+        return [r.raw async for r in clients.read_records(settings, "frames", timeout=2.0)]
     return run(read())
 
 
@@ -537,7 +537,7 @@ def test_a_webhook_for_a_run_a_gateway_knows_is_keyed_by_that_run(start_gateway,
     # of it, got nothing more from the deliveries or the fetched objects.
     def keys_of_fetched() -> list[str]:
         async def read() -> list[str]:
-            return [r.value.run_key async for r in kafka_io.read_records(settings, "frames",
+            return [r.value.run_key async for r in clients.read_records(settings, "frames",
                                                                           timeout=2.0)
                     if r.value.transport == "poll" and r.value.frame_id.startswith(
                         f"poll:{response_id}:")]
@@ -556,7 +556,7 @@ def test_a_webhook_for_a_run_a_gateway_knows_is_keyed_by_that_run(start_gateway,
     # The other tenant's delivery and fetch, keyed by the object id, reached the run through
     # its claim, and were refused there: dead-lettered, not applied.
     async def refused() -> list[Any]:
-        return [r.value async for r in kafka_io.read_records(settings, "dlq", timeout=2.0)
+        return [r.value async for r in clients.read_records(settings, "dlq", timeout=2.0)
                 if r.value.error_type == "TenantMismatch" and r.value.run_key == run_id]
     letters = run(refused())
     assert len(letters) == 2 and all("'acme'" in letter.reason for letter in letters)

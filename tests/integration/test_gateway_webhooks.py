@@ -38,13 +38,14 @@ from starlette.routing import Route
 
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import MAX_RECORD_BYTES
-from modelevents.services import kafka_io, kafka_local
-from modelevents.services.asgi_thread import ServedApp, serve_in_thread
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig, load_config
 from modelevents.services.gateway.webhook_limits import WEBHOOK_BODY_FIT
 from modelevents.services.gateway.webhooks import WebhookRejected, verify_signature
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local import kafka_broker as local_kafka
+from modelevents.services.local.asgi_thread import ServedApp, serve_in_thread
 from tests.corpus import CORPUS_DIR, require_corpus
 from tests.integration.conftest import worker_port
 from tests.integration.pipeline import Published, collect, run
@@ -121,19 +122,19 @@ class FakeProvider:
 
 
 @pytest.fixture(scope="module")
-def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_local.KafkaSettings]:
-    kafka = kafka_local.KafkaSettings(
+def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_kafka.KafkaSettings]:
+    kafka = local_kafka.KafkaSettings(
         port=worker_port(19500), state_root=tmp_path_factory.mktemp("kafka-gateway"),
         heap=os.environ.get("MODELEVENTS_TEST_KAFKA_HEAP", "256m"))
-    kafka_local.start(kafka, fresh=True)
+    local_kafka.start(kafka, fresh=True)
     try:
         yield kafka
     finally:
-        kafka_local.stop(kafka)
+        local_kafka.stop(kafka)
 
 
 @pytest.fixture(scope="module")
-def kafka_broker(broker_settings: kafka_local.KafkaSettings) -> str:
+def kafka_broker(broker_settings: local_kafka.KafkaSettings) -> str:
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         pytest.fail("this module restarts the project's own broker; unset KAFKA_BOOTSTRAP_SERVERS")
     return broker_settings.local_bootstrap
@@ -219,7 +220,7 @@ def post(served: ServedApp, body: bytes, headers: dict[str, str], path: str = "/
 
 def frames_on_topic(settings: PipelineSettings, idle: float = 2.0) -> list[tuple[bytes, ProviderFrame]]:
     async def read() -> list[tuple[bytes, ProviderFrame]]:
-        return [(r.raw, r.value) async for r in kafka_io.read_records(settings, "frames",
+        return [(r.raw, r.value) async for r in clients.read_records(settings, "frames",
                                                                        timeout=idle)]
     return run(read())
 
@@ -526,7 +527,7 @@ def test_kafka_stopped_during_a_delivery_503_then_the_retry_has_one_effect(
     assert post(served, warm_up, delivery(warm_up)).status_code == 200
     body = openai_event("resp_outage")
     headers = delivery(body)
-    kafka_local.stop(broker_settings)
+    local_kafka.stop(broker_settings)
     try:
         answer = post(served, body, headers)
         assert answer.status_code == 503, answer.text
@@ -539,7 +540,7 @@ def test_kafka_stopped_during_a_delivery_503_then_the_retry_has_one_effect(
                                timeout=30)
         assert forwarded.status_code == 503 and forwarded.headers["retry-after"] == "5"
     finally:
-        kafka_local.start(broker_settings)  # same data directory: the log survives
+        local_kafka.start(broker_settings)  # same data directory: the log survives
     # The provider retries the same delivery (same webhook-id) until it gets a 2xx.
     deadline = time.monotonic() + 60
     while (answer := post(served, body, headers)).status_code != 200:

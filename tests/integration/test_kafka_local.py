@@ -22,8 +22,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import UnknownTopicOrPartitionError
 
-from modelevents.services import kafka_local
-from modelevents.services.kafka_local import KafkaSettings
+from modelevents.services.local import kafka_broker as local_kafka
+from modelevents.services.local.kafka_broker import KafkaSettings
 from tests.integration.conftest import worker_port
 
 pytestmark = pytest.mark.kafka
@@ -56,20 +56,20 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSettings
 
 
 @pytest.fixture(scope="module")
-def broker(settings: KafkaSettings) -> Iterator[kafka_local.StartResult]:
-    result = kafka_local.start(settings)
+def broker(settings: KafkaSettings) -> Iterator[local_kafka.StartResult]:
+    result = local_kafka.start(settings)
     try:
         yield result
     finally:
-        kafka_local.stop(settings)
+        local_kafka.stop(settings)
         assert not _pid_alive(result.pid or -1), "broker left running after the tests"
 
 
-def test_start_launches_a_real_broker(broker: kafka_local.StartResult, settings: KafkaSettings) -> None:
+def test_start_launches_a_real_broker(broker: local_kafka.StartResult, settings: KafkaSettings) -> None:
     assert broker.started and not broker.external
     assert broker.bootstrap_servers == f"127.0.0.1:{TEST_PORT}"
     assert broker.pid is not None and _pid_alive(broker.pid)
-    st = kafka_local.status(settings)
+    st = local_kafka.status(settings)
     assert st.running and st.pid == broker.pid and st.port == TEST_PORT
     assert (settings.data_dir / "meta.properties").is_file()
     props = settings.properties_file.read_text()
@@ -78,7 +78,7 @@ def test_start_launches_a_real_broker(broker: kafka_local.StartResult, settings:
     assert "Kafka Server started" in settings.log_file.read_text()
 
 
-def test_idempotent_produce_and_consume_round_trip(broker: kafka_local.StartResult) -> None:
+def test_idempotent_produce_and_consume_round_trip(broker: local_kafka.StartResult) -> None:
     topic = f"it-kafka-local-{uuid.uuid4().hex[:8]}"
     n = 300
 
@@ -133,7 +133,7 @@ def test_idempotent_produce_and_consume_round_trip(broker: kafka_local.StartResu
     assert all(vals == sorted(vals) for vals in by_key.values())  # per-key order kept
 
 
-def test_topics_are_not_auto_created(broker: kafka_local.StartResult) -> None:
+def test_topics_are_not_auto_created(broker: local_kafka.StartResult) -> None:
     topic = f"it-never-created-{uuid.uuid4().hex[:8]}"
 
     async def scenario() -> list[str]:
@@ -154,8 +154,8 @@ def test_topics_are_not_auto_created(broker: kafka_local.StartResult) -> None:
     assert topic not in asyncio.run(scenario())
 
 
-def test_start_again_is_a_noop(broker: kafka_local.StartResult, settings: KafkaSettings) -> None:
-    again = kafka_local.start(settings)
+def test_start_again_is_a_noop(broker: local_kafka.StartResult, settings: KafkaSettings) -> None:
+    again = local_kafka.start(settings)
     assert not again.started
     assert again.pid == broker.pid
     assert again.bootstrap_servers == broker.bootstrap_servers
@@ -163,10 +163,10 @@ def test_start_again_is_a_noop(broker: kafka_local.StartResult, settings: KafkaS
 
 
 def test_bootstrap_servers_prefers_the_environment(settings: KafkaSettings, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert kafka_local.bootstrap_servers(settings) == f"127.0.0.1:{TEST_PORT}"
+    assert local_kafka.bootstrap_servers(settings) == f"127.0.0.1:{TEST_PORT}"
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "kafka.example:9092")
-    assert kafka_local.bootstrap_servers(settings) == "kafka.example:9092"
-    result = kafka_local.start(kafka_local.replace(settings, port=_free_port()))
+    assert local_kafka.bootstrap_servers(settings) == "kafka.example:9092"
+    result = local_kafka.start(local_kafka.replace(settings, port=_free_port()))
     assert result.external and not result.started and result.pid is None
     assert result.bootstrap_servers == "kafka.example:9092"
 
@@ -176,28 +176,28 @@ def test_taken_port_is_reported(settings: KafkaSettings) -> None:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        taken = kafka_local.replace(settings, port=port)
-        with pytest.raises(kafka_local.PortInUseError) as info:
-            kafka_local.start(taken)
+        taken = local_kafka.replace(settings, port=port)
+        with pytest.raises(local_kafka.PortInUseError) as info:
+            local_kafka.start(taken)
     assert info.value.port == port
     assert str(port) in str(info.value) and "--port" in str(info.value)
     assert not taken.pid_file.exists()
 
 
 def test_jvm_that_cannot_start_reports_its_log(settings: KafkaSettings) -> None:
-    broken = kafka_local.replace(settings, port=_free_port(), jvm_opts=("-XX:+UseSerialGC", "-XX:+UseParallelGC"))
-    with pytest.raises(kafka_local.BrokerStartError) as info:
-        kafka_local.start(broken, timeout=30)
+    broken = local_kafka.replace(settings, port=_free_port(), jvm_opts=("-XX:+UseSerialGC", "-XX:+UseParallelGC"))
+    with pytest.raises(local_kafka.BrokerStartError) as info:
+        local_kafka.start(broken, timeout=30)
     assert "Multiple garbage collectors" in info.value.log_tail
-    assert not kafka_local.status(broken).running
+    assert not local_kafka.status(broken).running
     assert not broken.pid_file.exists()
 
 
-def test_stop_then_status_says_stopped(broker: kafka_local.StartResult, settings: KafkaSettings) -> None:
-    assert kafka_local.stop(settings) is True
-    st = kafka_local.status(settings)
+def test_stop_then_status_says_stopped(broker: local_kafka.StartResult, settings: KafkaSettings) -> None:
+    assert local_kafka.stop(settings) is True
+    st = local_kafka.status(settings)
     assert st.state == "stopped" and st.pid is None and not st.running
     assert not _pid_alive(broker.pid or -1)
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", TEST_PORT), timeout=1).close()
-    assert kafka_local.stop(settings) is False  # stopping twice is harmless
+    assert local_kafka.stop(settings) is False  # stopping twice is harmless

@@ -18,9 +18,9 @@ from confluent_kafka import Producer
 
 from modelevents.schemas import codec
 from modelevents.schemas.events import Envelope, EventSource, ModelEvent, ToolResult
-from modelevents.services.kafka_io import partition_for_key
+from modelevents.services.kafka.clients import partition_for_key
+from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.processor import internal_topics
-from modelevents.services.settings import PipelineSettings
 from tests.integration.conftest import broker_fixture
 from tests.integration.pipeline import (
     ONE_PER_API,

@@ -14,18 +14,18 @@ import asyncio
 import pytest
 from aiokafka import TopicPartition
 
-from modelevents.services import kafka_io
-from modelevents.services.kafka_io import partition_for_key
-from modelevents.services.outbox import Outbox, OutputProducer
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.clients import partition_for_key
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.processor.outbox import Outbox, OutputProducer
 from tests.integration.pipeline import run
 
 pytestmark = pytest.mark.kafka
 
 
 async def _values(settings: PipelineSettings, topic: str) -> list[bytes]:
-    consumer = kafka_io.make_consumer(settings, topic)
-    await kafka_io.start_client(consumer, settings)
+    consumer = clients.make_consumer(settings, topic)
+    await clients.start_client(consumer, settings)
     try:
         partitions = [TopicPartition(settings.topic(topic), p) for p in range(settings.partitions)]
         ends = await consumer.end_offsets(partitions)
@@ -41,7 +41,7 @@ async def _values(settings: PipelineSettings, topic: str) -> list[bytes]:
 def test_a_producer_the_broker_gave_up_on_is_replaced_and_the_batch_still_arrives(
         settings: PipelineSettings) -> None:
     async def scenario() -> tuple[OutputProducer, list[bytes]]:
-        output = OutputProducer(lambda: kafka_io.start_producer(settings, linger_ms=0))
+        output = OutputProducer(lambda: clients.start_producer(settings, linger_ms=0))
         await output.start()
         topic = settings.topic("events")
         try:

@@ -29,11 +29,12 @@ import pytest
 from modelevents.adapters.registry import normalize_file, translate
 from modelevents.schemas import codec
 from modelevents.schemas.frames import ProviderFrame
-from modelevents.services import feeder, kafka_io
-from modelevents.services.normalizer import end_of_input, with_end_markers
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local import feeder
 from modelevents.services.processor import changelog_topics
-from modelevents.services.run_machine import run_state_of
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.run_logic.normalizer import end_of_input, with_end_markers
+from modelevents.services.run_logic.run_machine import run_state_of
 from tests.integration.conftest import broker_fixture
 from tests.integration.pipeline import (
     FIXTURES,
@@ -303,7 +304,7 @@ def test_a_terminal_runs_state_is_released_after_the_retention_period(
         await feed(settings, frames)
         deadline = time.monotonic() + HANG_GUARD_S / 2
         while time.monotonic() < deadline:
-            values = [record.raw async for record in kafka_io.read_records(
+            values = [record.raw async for record in clients.read_records(
                 settings, changelog, run_id=run_id, timeout=0.5, to_end=True)]
             # (With a 1 s retention the new state may be released again later: another
             # tombstone after it.)
@@ -340,7 +341,7 @@ def test_the_worker_refuses_missing_or_mismatched_topics(
 async def _tombstone(settings: PipelineSettings, topic: str, key: str) -> None:
     deadline = time.monotonic() + HANG_GUARD_S / 2
     while time.monotonic() < deadline:
-        async for record in kafka_io.read_records(settings, topic, timeout=0.5):
+        async for record in clients.read_records(settings, topic, timeout=0.5):
             if record.key == key.encode() and record.raw is None:
                 return
         await asyncio.sleep(0.5)

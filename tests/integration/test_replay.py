@@ -32,12 +32,12 @@ from modelevents.schemas.errors import ConfigError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.cli import main as cli_main
-from modelevents.services.feeder import frames_for_file
-from modelevents.services.kafka_io import start_producer, topic_name
-from modelevents.services.normalizer import with_end_markers
+from modelevents.services.kafka.clients import start_producer, topic_name
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local.feeder import frames_for_file
 from modelevents.services.processor import internal_topics
-from modelevents.services.run_machine import run_state_of
-from modelevents.services.settings import PipelineSettings
+from modelevents.services.run_logic.normalizer import with_end_markers
+from modelevents.services.run_logic.run_machine import run_state_of
 from tests.integration.conftest import broker_fixture
 
 pytestmark = pytest.mark.kafka
@@ -546,7 +546,7 @@ def test_the_installed_command_round_trips(make_settings: Callable[..., Pipeline
 # --- against the real processor -----------------------------------------------------------------
 
 # Runs `modelevents worker` from its command module, whether or not the CLI lists it yet.
-WORKER = ("import sys, argparse; from modelevents.services.commands import worker; "
+WORKER = ("import sys, argparse; from modelevents.services.cli.commands import worker; "
           "p = argparse.ArgumentParser(prog='modelevents'); s = p.add_subparsers(); "
           "worker.register(s); a = p.parse_args(['worker', *sys.argv[1:]]); "
           "sys.exit(a.run(a) or 0)")

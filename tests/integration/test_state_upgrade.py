@@ -23,10 +23,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from modelevents.adapters.registry import normalize_file
-from modelevents.services import kafka_io
-from modelevents.services.kafka_io import partition_for_key
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.clients import partition_for_key
+from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.processor import changelog_topics
-from modelevents.services.settings import PipelineSettings
 from tests.integration.pipeline import FIXTURES, Published, collect, feed, fixture_frames, run
 
 pytestmark = pytest.mark.kafka
@@ -48,7 +48,7 @@ class _Payload:
 
 async def _put_on_changelog(settings: PipelineSettings, values: dict[str, bytes]) -> None:
     """Write table values where a worker of the run's partition left them."""
-    producer = await kafka_io.start_producer(settings)
+    producer = await clients.start_producer(settings)
     topic = changelog_topics(settings)["run"]
     try:
         for run_id, value in values.items():

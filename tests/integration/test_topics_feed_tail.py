@@ -24,11 +24,13 @@ from modelevents.adapters.registry import normalize_file
 from modelevents.schemas import codec
 from modelevents.schemas.errors import ConfigError
 from modelevents.schemas.run_state import DeadLetter, RunState
-from modelevents.services import cli, feeder, kafka_io, topics
-from modelevents.services.commands import tail as tail_command
+from modelevents.services import cli
+from modelevents.services.cli.commands import tail as tail_command
 from modelevents.services.gateway.owners import encode_claim
-from modelevents.services.normalizer import is_end_of_input
-from modelevents.services.settings import TOPICS, PipelineSettings
+from modelevents.services.kafka import clients, topics
+from modelevents.services.kafka.settings import TOPICS, PipelineSettings
+from modelevents.services.local import feeder
+from modelevents.services.run_logic.normalizer import is_end_of_input
 from tests.integration.conftest import broker_fixture
 
 pytestmark = pytest.mark.kafka
@@ -56,7 +58,7 @@ def _free_port() -> int:
 @pytest.fixture
 def cli_main(monkeypatch: pytest.MonkeyPatch):
     """services.cli.main with this task's commands loaded (the lead wires them into cli.py)."""
-    mine = tuple(f"modelevents.services.commands.{n}" for n in ("topics", "feed", "tail"))
+    mine = tuple(f"modelevents.services.cli.commands.{n}" for n in ("topics", "feed", "tail"))
     monkeypatch.setattr(cli, "COMMAND_MODULES",
                         tuple(dict.fromkeys(cli.COMMAND_MODULES + mine)))
     return cli.main
@@ -67,8 +69,8 @@ def kafka_args(settings: PipelineSettings) -> list[str]:
 
 
 async def _read_all(settings: PipelineSettings, topic: str, run_id: str | None = None,
-                    timeout: float = 3.0) -> list[kafka_io.Record]:
-    return [r async for r in kafka_io.read_records(settings, topic, run_id=run_id, timeout=timeout)]
+                    timeout: float = 3.0) -> list[clients.Record]:
+    return [r async for r in clients.read_records(settings, topic, run_id=run_id, timeout=timeout)]
 
 
 async def _cleanup_policies(settings: PipelineSettings) -> dict[str, str]:
@@ -174,11 +176,11 @@ def test_the_producer_is_idempotent_with_acks_all(pipeline_settings: PipelineSet
     fed = feeder.frames_for_file(PAUSE_TURN, received_at=0)
 
     async def scenario():
-        producer = await kafka_io.start_producer(pipeline_settings)
+        producer = await clients.start_producer(pipeline_settings)
         try:
             # The broker assigned a producer id: idempotence was negotiated, not only asked for.
             ids = (producer._txn_manager.producer_id, producer._sender._acks)
-            metas = [await kafka_io.produce_frame(producer, pipeline_settings, f) for f in fed.frames]
+            metas = [await clients.produce_frame(producer, pipeline_settings, f) for f in fed.frames]
         finally:
             await producer.stop()
         return ids, metas, await _read_all(pipeline_settings, "frames")
@@ -192,14 +194,14 @@ def test_the_producer_is_idempotent_with_acks_all(pipeline_settings: PipelineSet
 
 def test_an_idempotent_producer_needs_acks_all(pipeline_settings: PipelineSettings) -> None:
     with pytest.raises(ConfigError, match="acks='all'"):
-        run(kafka_io.start_producer(pipeline_settings, acks=1))
+        run(clients.start_producer(pipeline_settings, acks=1))
 
 
 def test_feed_with_duplicates_keeps_every_run_in_order(pipeline_settings: PipelineSettings) -> None:
     inputs = [feeder.frames_for_file(p) for p in (PAUSE_TURN, REFUSAL, CASSETTE)]
 
     async def scenario():
-        producer = await kafka_io.start_producer(pipeline_settings)
+        producer = await clients.start_producer(pipeline_settings)
         try:
             stats = [await feeder.feed_frames(producer, pipeline_settings, fed.frames,
                                               duplicate=0.4, seed=7) for fed in inputs]
@@ -210,7 +212,7 @@ def test_feed_with_duplicates_keeps_every_run_in_order(pipeline_settings: Pipeli
     stats, records = run(scenario())
     assert all(s.duplicates > 0 for s in stats)
     assert len(records) == sum(s.sent for s in stats)
-    by_key: dict[bytes, list[kafka_io.Record]] = defaultdict(list)
+    by_key: dict[bytes, list[clients.Record]] = defaultdict(list)
     for record in records:
         by_key[record.key].append(record)
     assert set(by_key) == {fed.run_id.encode() for fed in inputs}
@@ -271,10 +273,10 @@ def test_feed_command_names_a_missing_topic(make_settings, cli_main, capsys) -> 
 
 
 async def _publish(settings: PipelineSettings, topic: str, items: list[tuple[str, object]]) -> None:
-    producer = await kafka_io.start_producer(settings)
+    producer = await clients.start_producer(settings)
     try:
-        futures = [await kafka_io.send_record(producer, settings, topic, key, obj) for key, obj in items]
-        await kafka_io.await_acks(settings, futures)
+        futures = [await clients.send_record(producer, settings, topic, key, obj) for key, obj in items]
+        await clients.await_acks(settings, futures)
     finally:
         await producer.stop()
 
@@ -363,7 +365,7 @@ def test_tail_dlq_and_undecodable_records(pipeline_settings) -> None:
                         run_key="run-d", topic="t", partition=0, offset=5, record=b"\x00\xffjunk")
 
     async def publish_junk() -> None:
-        producer = await kafka_io.start_producer(pipeline_settings)
+        producer = await clients.start_producer(pipeline_settings)
         try:
             await producer.send_and_wait(pipeline_settings.topic("dlq"), key=b"run-d", value=b"junk")
         finally:
@@ -400,11 +402,11 @@ def test_tail_prints_run_id_claims_as_the_gateway_wrote_them(pipeline_settings, 
               ("run-o2", b"junk"), ("run-o3", encode_claim("run-o4", "acme"))]
 
     async def publish_claims() -> None:
-        producer = await kafka_io.start_producer(pipeline_settings)
+        producer = await clients.start_producer(pipeline_settings)
         try:
             for key, value in claims:
                 await producer.send_and_wait(pipeline_settings.topic("run-owners"),
-                                             key=kafka_io.run_key_bytes(key), value=value)
+                                             key=clients.run_key_bytes(key), value=value)
         finally:
             await producer.stop()
 
@@ -441,8 +443,8 @@ def test_tail_refuses_until_terminal_on_frames(pipeline_settings, cli_main, caps
 
 def test_a_broker_that_is_down_is_a_clear_error(cli_main, capsys) -> None:
     down = PipelineSettings(bootstrap_servers=f"127.0.0.1:{_free_port()}", topic_prefix="down.")
-    for attempt in (kafka_io.start_producer(down), topics.ensure_topics(down), _read_all(down, "events")):
-        with pytest.raises(kafka_io.KafkaUnavailable) as info:
+    for attempt in (clients.start_producer(down), topics.ensure_topics(down), _read_all(down, "events")):
+        with pytest.raises(clients.KafkaUnavailable) as info:
             run(attempt)
         assert down.bootstrap_servers in str(info.value)
         assert "modelevents kafka start" in str(info.value)

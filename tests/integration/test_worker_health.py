@@ -1,4 +1,4 @@
-"""The worker's health endpoint (``modelevents worker --health-port``, services/worker_health.py)
+"""The worker's health endpoint (``modelevents worker --health-port``, services/processor/health.py)
 over real HTTP, against a real worker on the real broker: /healthz answers from the start,
 /readyz is 503 until the worker joined its group and recovered its tables and 200 after, and
 503 (or gone) once SIGTERM stopped it; a port already taken fails the start with the fix."""
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from modelevents.services import worker_health
-from modelevents.services.commands import worker as worker_command
-from modelevents.services.worker_health import HealthServer, WorkerHealth
+from modelevents.services.cli.commands import worker as worker_command
+from modelevents.services.processor import health as worker_health
+from modelevents.services.processor.health import HealthServer, WorkerHealth
 from tests.integration.pipeline import collect, feed, fixture_frames, run
 
 DEADLINE_S = 90.0
@@ -153,7 +153,7 @@ def test_a_stalled_event_loop_fails_liveness_and_a_stop_is_not_ready(monkeypatch
         health.stopping = True
         assert _get(server.port, "/readyz")[1]["status"] == "stopping"
         assert _get(server.port, "/healthz")[0] == 200  # stopping: the heartbeat ended on purpose
-        # The image's HEALTHCHECK (python -m modelevents.services.worker_health)
+        # The image's HEALTHCHECK (python -m modelevents.services.processor.health)
         assert worker_health.main([str(server.port)]) == 0
         health.stopping = False
         assert worker_health.main([str(server.port)]) == 1  # stalled

@@ -528,7 +528,7 @@ def test_dockerfile_keeps_its_promises(tmp_path: Path) -> None:
             assert (ROOT / source).exists() and source not in ignored, source
     # The HEALTHCHECK's command is a module of the package.
     healthcheck = next(args for kind, args in instructions if kind == "HEALTHCHECK")
-    assert '"-m", "modelevents.services.worker_health"' in healthcheck
+    assert '"-m", "modelevents.services.processor.health"' in healthcheck
 
 
 def _engine() -> bool:
@@ -555,8 +555,8 @@ def test_image_builds_and_runs_as_promised(tmp_path: Path) -> None:
     ident = run("--entrypoint", "id", tag)
     assert ident.stdout.startswith(f"uid={UID}(modelevents) gid={UID}(modelevents)"), ident.stdout
     state = run("-v", f"{tmp_path.name}-state:/var/lib/modelevents", "--entrypoint", "python",
-                tag, "-c", "from modelevents.services.commands.worker import _default_workdir as d;"
+                tag, "-c", "from modelevents.services.cli.commands.worker import _default_workdir as d;"
                            "p = d(); p.mkdir(parents=True, exist_ok=True); print(p)")
     assert state.returncode == 0 and state.stdout.strip() == "/var/lib/modelevents", state.stderr
-    check = run("--entrypoint", "python", tag, "-m", "modelevents.services.worker_health")
+    check = run("--entrypoint", "python", tag, "-m", "modelevents.services.processor.health")
     assert check.returncode == 0, check.stdout + check.stderr

@@ -11,8 +11,8 @@ import pytest
 from modelevents.adapters.registry import normalize_file
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
-from modelevents.services.feeder import frames_for_file
-from modelevents.services.normalizer import (
+from modelevents.services.local.feeder import frames_for_file
+from modelevents.services.run_logic.normalizer import (
     END_OF_INPUT,
     RunNormalizer,
     end_of_input,

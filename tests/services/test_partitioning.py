@@ -9,7 +9,7 @@ from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelevents.services.kafka_io import RunKeyPartitioner, murmur2, partition_for_key
+from modelevents.services.kafka.clients import RunKeyPartitioner, murmur2, partition_for_key
 
 
 @settings(max_examples=2000)

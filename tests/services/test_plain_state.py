@@ -1,4 +1,4 @@
-"""A run's state as plain data (services/plain_state.py): every adapter of every recording carries
+"""A run's state as plain data (services/processor/plain_state.py): every adapter of every recording carries
 on exactly after a round trip at any frame; provider data held in a state stays data; a state of
 another version is read field by field, with defaults, or refused with what is missing."""
 
@@ -15,10 +15,10 @@ from modelevents.adapters.accumulate import Parts
 from modelevents.adapters.openai_chat import OpenAIChatAdapter
 from modelevents.adapters.registry import normalize_file
 from modelevents.schemas.events import ModelEvent, Usage
-from modelevents.services import plain_state
-from modelevents.services.feeder import frames_for_file
-from modelevents.services.normalizer import RunNormalizer, with_end_markers
-from modelevents.services.plain_state import UnreadableState
+from modelevents.services.local.feeder import frames_for_file
+from modelevents.services.processor import plain_state
+from modelevents.services.processor.plain_state import UnreadableState
+from modelevents.services.run_logic.normalizer import RunNormalizer, with_end_markers
 from tests.corpus import corpus_files, corpus_id, require_corpus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -1,4 +1,4 @@
-"""services/provider_schemas.py: request bodies checked against the official SDKs' types."""
+"""services/simulator/provider_schemas.py: request bodies checked against the official SDKs' types."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import orjson
 import pytest
 import yaml
 
-from modelevents.services import provider_schemas
-from modelevents.services.provider_schemas import APIS, MissingSDKError, validate_request
+from modelevents.services.simulator import provider_schemas
+from modelevents.services.simulator.provider_schemas import APIS, MissingSDKError, validate_request
 from tests.corpus import CORPUS_DIR, corpus_files, corpus_id, require_corpus
 
 VALID = {

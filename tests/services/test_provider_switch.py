@@ -100,7 +100,7 @@ def all_blobs(history: list[Message]) -> set[str]:
 
 
 def check_switch(path: Path, api: str) -> None:
-    from modelevents.services.provider_schemas import validate_request
+    from modelevents.services.simulator.provider_schemas import validate_request
 
     request, history, (provider, origin_api, origin_model) = session(path)
     same = api == origin_api

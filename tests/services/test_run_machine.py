@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from modelevents.schemas import events as ev
-from modelevents.services.run_machine import Outcome, RunMachine, run_state_of
+from modelevents.services.run_logic.run_machine import Outcome, RunMachine, run_state_of
 from tests.schemas.sample_records import model_event
 
 

@@ -11,8 +11,8 @@ import typing
 import pytest
 
 from modelevents.schemas.events import KIND_PAYLOAD
-from modelevents.services import run_machine
-from modelevents.services.run_machine import _HANDLERS
+from modelevents.services.run_logic import run_machine
+from modelevents.services.run_logic.run_machine import _HANDLERS
 
 
 @pytest.mark.parametrize("kind", sorted(_HANDLERS))

@@ -1,4 +1,4 @@
-"""The worker's table values (services/table_values.py): a run's adapters and numbering as plain
+"""The worker's table values (services/processor/table_values.py): a run's adapters and numbering as plain
 data behind the times at which they may be released; values of earlier versions (pickles) read
 without running what they name; what cannot be read said, never guessed."""
 
@@ -13,10 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from modelevents.services.feeder import frames_for_file
-from modelevents.services.normalizer import RunNormalizer, with_end_markers
-from modelevents.services.sequencer import RunSequence
-from modelevents.services.table_values import (
+from modelevents.services.local.feeder import frames_for_file
+from modelevents.services.processor.table_values import (
     FORMAT,
     RunWork,
     UnreadableState,
@@ -25,6 +23,8 @@ from modelevents.services.table_values import (
     unpack_alias,
     unpack_run,
 )
+from modelevents.services.run_logic.normalizer import RunNormalizer, with_end_markers
+from modelevents.services.run_logic.sequencer import RunSequence
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LEGACY = Path(__file__).resolve().parent / "legacy_values"  # by the last version that pickled

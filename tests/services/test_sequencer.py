@@ -8,8 +8,8 @@ from pathlib import Path
 
 from modelevents.adapters.registry import normalize_file
 from modelevents.schemas.events import ModelEvent, ToolResult
-from modelevents.services.run_machine import run_state_of
-from modelevents.services.sequencer import EVENT_ID_WINDOW, RunSequence
+from modelevents.services.run_logic.run_machine import run_state_of
+from modelevents.services.run_logic.sequencer import EVENT_ID_WINDOW, RunSequence
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CASSETTE = FIXTURES / "cassettes" / "anthropic-tool-loop.yaml"

@@ -571,7 +571,7 @@ def test_simulator_command_prints_base_urls_and_serves(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     code = ("import argparse, sys\n"
-            "from modelevents.services.commands import simulator\n"
+            "from modelevents.services.cli.commands import simulator\n"
             "p = argparse.ArgumentParser(); sub = p.add_subparsers()\n"
             "simulator.register(sub)\n"
             "a = p.parse_args(sys.argv[1:])\n"

@@ -1,0 +1,1 @@
+"""Subcommands of the `modelevents` CLI, one module each with ``register(subparsers)``."""

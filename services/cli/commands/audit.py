@@ -1,0 +1,161 @@
+"""``modelevents audit run|verify|export``: the append-only audit archive (docs/audit.md).
+
+services/cli/main.py loads this module by its dotted path (``COMMAND_MODULES``). Exit status: 0 done
+/ everything holds, 1 verify found a problem, 2 an error stopped the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+import orjson
+
+from modelevents.consumers import audit_export, audit_verify, audit_writer
+from modelevents.consumers.audit_format import CODECS
+from modelevents.services.cli.kafka_options import (
+    ENV_HELP,
+    add_kafka_options,
+    positive_float,
+    positive_int,
+    run_async,
+    settings_from_args,
+)
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "audit", help="an append-only, SHA-256-chained archive of events, input packets (and "
+                      "frames); verify and export it",
+        description="`run` consumes the events and run-inputs topics (and frames) with a "
+                    "consumer group into "
+                    "Avro object container files under DIR, partitioned by tenant and hour, "
+                    "every block chained by SHA-256 to the one before it, a manifest beside "
+                    "every file; `verify` proves the chain, each run's completeness and "
+                    "envelopes; `export` writes the archive as JSON lines or Parquet. "
+                    "docs/audit.md describes the format.",
+        epilog="Exit status: 0 done / verified, 1 verify found problems, 2 error. " + ENV_HELP)
+    sub = parser.add_subparsers(dest="audit_command", metavar="ACTION", required=True)
+
+    p = sub.add_parser(
+        "run", help="archive events (and frames) until stopped",
+        description="Consume with a consumer group and append to the archive. Offsets are "
+                    "committed only after the blocks, their manifest lines and a checkpoint "
+                    "line are fsynced. After a crash, what was written past the last checkpoint "
+                    "(a torn block) is cut off and kept under DIR/quarantine/, and consuming "
+                    "resumes at the checkpoint's offsets: nothing is lost or archived twice. "
+                    "Runs until SIGTERM/SIGINT, --until-end or --idle-exit.")
+    p.add_argument("--out", required=True, metavar="DIR", help="the archive directory")
+    p.add_argument("--with-frames", action="store_true", help="archive the frames topic too")
+    p.add_argument("--group", default=None,
+                   help="consumer group (default: <app id>-audit, e.g. modelevents-audit)")
+    p.add_argument("--codec", choices=CODECS, default="deflate",
+                   help="Avro block codec (default: %(default)s)")
+    p.add_argument("--until-end", action="store_true",
+                   help="stop once what the topics held at the start is archived")
+    p.add_argument("--idle-exit", type=positive_float, metavar="S",
+                   help="stop after S seconds without a new record")
+    p.add_argument("--block-records", type=positive_int, default=audit_writer.BLOCK_RECORDS,
+                   metavar="N", help="records per block at most (default: %(default)s)")
+    p.add_argument("--checkpoint-seconds", type=positive_float, default=1.0, metavar="S",
+                   help="a checkpoint (fsync + commit) at least this often while records "
+                        "arrive (default: %(default)s)")
+    add_kafka_options(p)
+    p.set_defaults(run=run_archive)
+
+    p = sub.add_parser(
+        "verify", help="prove the archive's chain, runs, envelopes and frames",
+        description="Check every block against its manifest and the chain across files, every "
+                    "record, and per run: seq contiguous from 0, terminal runs whole, envelopes "
+                    "present (close events excepted), a frame for every event when frames are "
+                    "archived. One line per problem (FAIL) and per note; runs without an input "
+                    "packet are listed as notes (no input packet is produced yet).",
+        epilog="Exit status: 0 everything holds, 1 a problem was found, 2 error.")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--quiet", action="store_true", help="problems and the summary only")
+    p.set_defaults(run=run_verify)
+
+    p = sub.add_parser(
+        "export", help="write the archive as JSON lines or Parquet",
+        description="Every record of every block that matches its manifest, in archive order. "
+                    "jsonl is exact: key and value (the Kafka value verbatim) and every bytes "
+                    "field of the decoded record in base64; parquet needs pyarrow "
+                    "(pip install modelevents[audit]).")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--format", choices=audit_export.FORMATS, default="jsonl")
+    p.add_argument("--output", "-o", metavar="FILE",
+                   help="output file (jsonl default: stdout; required for parquet)")
+    p.set_defaults(run=run_export)
+
+
+def _say(message: str) -> None:
+    print(f"modelevents audit: {message}", file=sys.stderr, flush=True)
+
+
+def run_archive(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    group = args.group or f"{settings.app_id}-audit"
+
+    async def go() -> audit_writer.RunResult:
+        stop = asyncio.Event()
+        audit_writer.install_stop_signals(stop)
+        return await audit_writer.archive_topics(
+            settings, Path(args.out), group=group, with_frames=args.with_frames,
+            codec=args.codec, until_end=args.until_end, idle_exit=args.idle_exit,
+            block_records=args.block_records, checkpoint_seconds=args.checkpoint_seconds,
+            stop=stop, progress=_say)
+
+    _say(f"archiving {settings.topic('events')}"
+         + (f" and {settings.topic('frames')}" if args.with_frames else "")
+         + f" into {args.out} (group {group})")
+    result = run_async(go())
+    _say(f"stopped: {result.records:,} records archived in {result.checkpoints} checkpoints"
+         + (f", {result.skipped:,} already archived skipped" if result.skipped else ""))
+    return EXIT_OK
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    report = audit_verify.verify_archive(Path(args.dir))
+    # Input packets: archived with the events (run-inputs), checked by audit_inputs.py.
+    summary = {**report.summary(), "input_packets": sum(map(len, report.input_packets.values())),
+               "runs_with_input": len(report.input_packets)}
+    if args.json:
+        sys.stdout.write(orjson.dumps({
+            "summary": summary,
+            "problems": [f.as_dict() for f in report.problems],
+            "notes": [f.as_dict() for f in report.notes]}, option=orjson.OPT_INDENT_2).decode()
+            + "\n")
+    else:
+        for finding in report.problems:
+            print(finding.line("FAIL"))
+        if not args.quiet:
+            for finding in report.notes:
+                print(finding.line("note"))
+        s = summary
+        print(f"verify: {'OK' if report.ok else 'FAILED'} — {s['files']} files, {s['blocks']} "
+              f"blocks, {s['events']} events, {s['frames']} frames, {s['runs']} runs "
+              f"({s['terminal_runs']} terminal), {s['input_packets']} input packets; "
+              f"{s['problems']} problems, {s['notes']} notes"
+              + (f"; head {s['head']}" if s["head"] else ""))
+    return EXIT_OK if report.ok else EXIT_PROBLEMS
+
+
+def run_export(args: argparse.Namespace) -> int:
+    root = Path(args.dir)
+    if args.format == "parquet":
+        if not args.output:
+            raise audit_export.AuditError("--format parquet needs --output FILE")
+        count = audit_export.export_parquet(root, Path(args.output))
+    elif args.output:
+        with open(args.output, "w") as out:
+            count = audit_export.export_jsonl(root, out)
+    else:
+        count = audit_export.export_jsonl(root, sys.stdout)
+    _say(f"exported {count:,} records")
+    return EXIT_OK

@@ -1,0 +1,61 @@
+"""The `modelevents` command line: one subcommand per module, each exposing ``register``.
+
+The CLI is the composition root: it may load commands of any layer (consumers' replay too);
+nothing else imports upward.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+import modelevents.schemas
+from modelevents.schemas.errors import ModelEventsError
+
+# Each module exposes register(subparsers); the order here is the order in --help.
+COMMAND_MODULES = (
+    "modelevents.services.cli.commands.demo",
+    "modelevents.services.cli.commands.normalize",
+    "modelevents.services.cli.commands.conformance",
+    "modelevents.services.cli.commands.kafka",
+    "modelevents.services.cli.commands.topics",
+    "modelevents.services.cli.commands.worker",
+    "modelevents.services.cli.commands.feed",
+    "modelevents.services.cli.commands.tail",
+    "modelevents.services.cli.commands.gateway",
+    "modelevents.services.cli.commands.simulator",
+    "modelevents.services.cli.commands.replay",
+    "modelevents.services.cli.commands.audit",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="modelevents",
+        description="Normalize LLM provider output (OpenAI Responses and Chat Completions, Claude "
+                    "Messages, Gemini Interactions and generateContent) into one event vocabulary, "
+                    "and run the Kafka pipeline around it.")
+    parser.add_argument("--version", action="version",
+                        version=f"modelevents {modelevents.schemas.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except ModelEventsError as exc:
+        print(f"modelevents: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("modelevents: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `modelevents normalize big.sse | head`: the reader left; that is not an error.
+        sys.stderr.close()
+        return 0
+

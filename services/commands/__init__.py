@@ -1,1 +1,0 @@
-"""Subcommands of the `modelevents` CLI, one module each with `register(subparsers)`."""

@@ -1,0 +1,76 @@
+"""Pipeline settings: where Kafka is, what the topics are called, how many partitions they have.
+
+The topics are :data:`TOPICS`; ``run-owners`` is the gateway's (which tenant owns each run id,
+kept for ever), the others the pipeline's.
+
+Every value has a default that works with the project's own local broker and can be set from the
+environment (for the worker, the CLI and the tests alike):
+
+    KAFKA_BOOTSTRAP_SERVERS     an existing cluster; unset → the local broker (services/local/kafka_broker.py)
+    MODELEVENTS_TOPIC_PREFIX    default "modelevents."
+    MODELEVENTS_PARTITIONS      partitions of every topic (and so of Faust's changelogs), default 4
+    MODELEVENTS_APP_ID          Faust application id (consumer group, changelog names), default
+                                "modelevents"
+    MODELEVENTS_TENANT          default tenant of frames fed without one, default "default"
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from modelevents.schemas.errors import ConfigError
+
+# The topics of DESIGN.md "Topics": name → whether the topic is compacted.
+TOPICS: dict[str, bool] = {
+    "frames": False,  # ProviderFrame, key run key; the source of truth, long retention
+    "ingest": False,  # ModelEvent candidates, key run_id; duplicates and disorder allowed
+    "events": False,  # ModelEvent, key run_id; deduped, ordered, contiguous seq from 0
+    "runs": True,  # RunState, key run_id; latest state of each run
+    "dlq": False,  # DeadLetter, key run key; what could not be decoded, translated or applied
+    # Claims of run ids (JSON, key run_id; services/gateway/owners.py): the first claim of a key
+    # is its owner for ever, so the topic is never compacted and never expires.
+    "run-owners": False,
+    # Input packets of runs (RunInput, key run_id; services/gateway/input_packets.py): the
+    # latest packet of each run.
+    "run-inputs": True,
+}
+
+
+def _int_env(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a whole number") from None
+    if value < 1:
+        raise ConfigError(f"{name}={raw!r} must be at least 1")
+    return value
+
+
+def _default_bootstrap() -> str:
+    from modelevents.services.local import kafka_broker  # late: only what talks to Kafka needs it
+
+    return kafka_broker.bootstrap_servers()
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    bootstrap_servers: str = field(default_factory=_default_bootstrap)
+    topic_prefix: str = field(
+        default_factory=lambda: os.environ.get("MODELEVENTS_TOPIC_PREFIX", "modelevents."))
+    partitions: int = field(default_factory=lambda: _int_env("MODELEVENTS_PARTITIONS", 4))
+    replication_factor: int = 1
+    app_id: str = field(default_factory=lambda: os.environ.get("MODELEVENTS_APP_ID", "modelevents"))
+    tenant: str = field(default_factory=lambda: os.environ.get("MODELEVENTS_TENANT", "default"))
+
+    def topic(self, name: str) -> str:
+        if name not in TOPICS:
+            raise ConfigError(f"no topic {name!r}; the topics are {', '.join(TOPICS)}")
+        return f"{self.topic_prefix}{name}"
+
+    @property
+    def topic_names(self) -> dict[str, str]:
+        return {name: self.topic(name) for name in TOPICS}
