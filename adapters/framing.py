@@ -111,22 +111,33 @@ def frames_from_bytes(body: bytes, *, run_key: str, provider: str, api: str,
         framing = detect_framing(body)
     if framing == "sse":
         content_type = "text/event-stream"
+        # Tuples, not SSEMessages: the decoder builds them with _fields.
         decoder = SSEDecoder(message=_fields)
-        frames: list[ProviderFrame] = []
-        extend = frames.extend
-        view = memoryview(body)
-        # Fed in slices, as from a socket: the decoder's messages are short-lived instead of
-        # all alive at once beside the frames.
-        with gc_paused():
-            for start in range(0, len(view) + _SSE_SLICE, _SSE_SLICE):
-                # Tuples, not SSEMessages: the decoder builds them with _fields.
-                messages: list[Any] = (decoder.feed(view[start:start + _SSE_SLICE])
-                                       if start < len(view) else decoder.close())
-                # Positional construction: about twice as fast as keywords for this record.
-                extend([ProviderFrame(f"{stream_id}:{index}", run_key, provider, api, transport,
-                                      received_at, content_type, data, tenant, stream_id,
-                                      index, event, cursor)
-                        for index, (event, data, cursor, _) in enumerate(messages, len(frames))])
+        if len(body) <= _SSE_SLICE:
+            # One slice (most streams): no view to cut, no copy, and no collector pause — a
+            # body this size makes at most a few thousand frames, too few for the collector's
+            # rescans that gc_paused avoids. Saves ~5 µs a stream (a 10-frame stream is ~25 µs).
+            messages: list[Any] = decoder.feed(body) + decoder.close()
+            # Positional construction: about twice as fast as keywords for this record.
+            frames = [ProviderFrame(f"{stream_id}:{index}", run_key, provider, api, transport,
+                                    received_at, content_type, data, tenant, stream_id, index,
+                                    event, cursor)
+                      for index, (event, data, cursor, _) in enumerate(messages)]
+        else:
+            frames = []
+            extend = frames.extend
+            view = memoryview(body)
+            # Fed in slices, as from a socket: the decoder's messages are short-lived instead
+            # of all alive at once beside the frames.
+            with gc_paused():
+                for start in range(0, len(view) + _SSE_SLICE, _SSE_SLICE):
+                    sliced: list[Any] = (decoder.feed(view[start:start + _SSE_SLICE])
+                                         if start < len(view) else decoder.close())
+                    extend([ProviderFrame(f"{stream_id}:{index}", run_key, provider, api,
+                                          transport, received_at, content_type, data, tenant,
+                                          stream_id, index, event, cursor)
+                            for index, (event, data, cursor, _) in enumerate(sliced,
+                                                                               len(frames))])
     else:
         if framing == "jsonl":
             bodies = json_lines(body)

@@ -7,7 +7,8 @@ bytes, exactly what a provider sends), measures frames per second of:
 
   (d) floor   split the SSE body and orjson.loads each data field: the practical limit for any
               Python adapter;
-  (a) ours    SSE decoding + ProviderFrames + the adapter → ModelEvents (the whole path);
+  (a) ours    SSE decoding + ProviderFrames + the adapter → ModelEvents (the whole path:
+              ``adapters/framing.frames_from_bytes``, then one adapter per stream);
   (b) ours+avro  (a) plus Avro single-object encoding of every event;
   (c) SDK     the official SDK parsing the same bytes into its own stream event objects over an
               in-memory httpx transport (openai, anthropic, google-genai).
@@ -33,7 +34,6 @@ import orjson
 from modelevents.adapters.cassette import looks_like_cassette, read_cassette
 from modelevents.adapters.framing import detect_framing, frames_from_bytes
 from modelevents.adapters.registry import ADAPTERS, api_for_uri, decoded_docs, detect_api
-from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.codec import encode
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
@@ -111,18 +111,15 @@ def floor(streams: list[bytes]) -> None:
 
 def ours(api: str, with_avro: bool):
     cls = ADAPTERS[api]
+    provider = cls.default_provider
 
     def run(streams: list[bytes]) -> None:
         for n, body in enumerate(streams):
             adapter = cls(f"bench-{n}")
-            decoder = SSEDecoder()
-            index = 0
-            for message in decoder.feed(body) + decoder.close():
-                frame = ProviderFrame(
-                    frame_id=f"s:{index}", run_key=adapter.run_id, provider=adapter.provider,
-                    api=api, transport="sse", received_at=0, content_type="application/json",
-                    body=message.data, index=index, sse_event=message.event, cursor=message.id)
-                index += 1
+            # The project's own bytes → ProviderFrames path (what `normalize`, the gateway's
+            # forwarded bodies and the local feeder use): SSE decoding, one frame per message.
+            for frame in frames_from_bytes(body, run_key=adapter.run_id, provider=provider,
+                                           api=api, framing="sse", stream_id="s"):
                 events = adapter.feed(frame)
                 if with_avro:
                     for event in events:
