@@ -46,6 +46,7 @@ from proc_stats import cpu_seconds, rss_mb  # bench/, beside this script
 
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas import codec
+from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services import processor
@@ -53,7 +54,7 @@ from modelevents.services.kafka.clients import make_consumer, start_client, star
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.kafka.topics import ensure_topics
 from modelevents.services.local import kafka_broker
-from modelevents.services.local.feeder import frames_for_file, with_end_markers
+from modelevents.services.local.feeder import frames_for_file
 from modelevents.services.local.worker_process import start_worker_process, stop_worker_process
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,11 +31,11 @@ from broker import bench_broker
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.consumers import export, replay
 from modelevents.schemas import codec
+from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.services.kafka import topics
 from modelevents.services.kafka.clients import start_producer
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.local.feeder import frames_for_file
-from modelevents.services.run_logic.normalizer import with_end_markers
 from modelevents.services.run_logic.run_machine import run_state_of
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"

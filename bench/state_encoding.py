@@ -18,9 +18,10 @@ import pickle
 import time
 from pathlib import Path
 
+from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.services.local.feeder import frames_for_file
 from modelevents.services.processor.table_values import RunWork, unpack_run
-from modelevents.services.run_logic.normalizer import RunNormalizer, with_end_markers
+from modelevents.services.run_logic.normalizer import RunNormalizer
 from modelevents.services.run_logic.sequencer import RunSequence
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,13 +29,14 @@ from typing import Any
 
 from modelevents.consumers.topic_snapshot import MissingTopic, RawRecord, Start, read_snapshot
 from modelevents.schemas import codec
+from modelevents.schemas.end_of_input import is_end_of_input
 from modelevents.schemas.errors import InputError, SchemaError
 from modelevents.schemas.events import ModelEvent, Usage, payload_dict
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import RunState
 from modelevents.services.kafka.clients import run_key_bytes
 from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.run_logic.normalizer import RunNormalizer, is_end_of_input
+from modelevents.services.run_logic.normalizer import RunNormalizer
 from modelevents.services.run_logic.run_machine import RunMachine
 
 EXECUTOR = "executor"  # transport of events that no adapter made (tool results, approvals)
@@ -499,7 +500,7 @@ async def _frames(settings: PipelineSettings, unreadable: list[Unreadable],
     the re-normalization itself makes (``renormalize_runs``). Returns (runs, rerouted topic
     read)."""
     # Late: the processor module loads Faust, which no other part of the CLI needs.
-    from modelevents.services.processor import internal_topics
+    from modelevents.services.kafka.topics import internal_topics
 
     by_key = await _placed_frames(settings, "frames", unreadable, by_kafka_key=False)
     try:

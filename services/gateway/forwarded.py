@@ -54,11 +54,11 @@ from modelevents.adapters.registry import (
     detect_api,
     resolve_api,
 )
+from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.errors import InputError
 from modelevents.schemas.ids import InvalidId, check_id
 from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.state import gateway_of
-from modelevents.services.run_logic.normalizer import end_of_input
 
 __all__ = ["router", "FRAMINGS_BY_CONTENT_TYPE"]
 

@@ -66,6 +66,7 @@ from modelevents.adapters.limits import InputLimitError
 from modelevents.adapters.registry import ADAPTERS
 from modelevents.adapters.requests import WireRequest
 from modelevents.adapters.sse import SSEDecoder
+from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.gateway.provider_http import (
@@ -74,7 +75,6 @@ from modelevents.services.gateway.provider_http import (
     json_request,
     send,
 )
-from modelevents.services.run_logic.normalizer import end_of_input
 
 __all__ = ["CallRunner", "ProviderCall", "CallOutcome", "CallTiming", "FollowUpFailed"]
 

@@ -50,10 +50,19 @@ def _int_env(name: str, default: int) -> int:
     return value
 
 
-def _default_bootstrap() -> str:
-    from modelevents.services.local import kafka_broker  # late: only what talks to Kafka needs it
+# Where Kafka is when nothing says: the project's own local broker (services/local/kafka_broker.py
+# starts it, reading these same names), so that a pipeline and `modelevents kafka start` agree.
+ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
+ENV_LOCAL_PORT = "MODELEVENTS_KAFKA_PORT"
+LOCAL_HOST = "127.0.0.1"
+LOCAL_PORT = 9092
 
-    return kafka_broker.bootstrap_servers()
+
+def _default_bootstrap() -> str:
+    external = os.environ.get(ENV_BOOTSTRAP, "").strip()
+    if external:
+        return external
+    return f"{LOCAL_HOST}:{_int_env(ENV_LOCAL_PORT, LOCAL_PORT)}"
 
 
 @dataclass(frozen=True)

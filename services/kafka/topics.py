@@ -27,12 +27,28 @@ from modelevents.schemas.errors import ConfigError
 from modelevents.services.kafka.clients import start_client
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 
-__all__ = ["TopicInfo", "ensure_topics", "verify_topics", "delete_topics", "describe_topics", "topic_configs"]
+__all__ = ["TopicInfo", "ensure_topics", "verify_topics", "delete_topics", "describe_topics", "topic_configs",
+           "internal_topics", "changelog_topics"]
 
 _TOPIC_ALREADY_EXISTS = 36
 _UNKNOWN_TOPIC = 3
 # A topic just created may take a moment to appear in every broker's metadata.
 _METADATA_WAIT_S = 10.0
+
+
+# The worker app's tables (services/processor/app.py); Faust names each one's changelog.
+TABLES = ("run", "aliases")
+
+
+def internal_topics(settings: PipelineSettings) -> dict[str, str]:
+    """The processor's own topics (besides Faust's changelogs): logical name → full name."""
+    return {"rerouted": f"{settings.app_id}-frames-rerouted",
+            "aliases": f"{settings.app_id}-run-aliases"}
+
+
+def changelog_topics(settings: PipelineSettings) -> dict[str, str]:
+    """Faust's changelog topic of each table (Faust names them ``<app id>-<table>-changelog``)."""
+    return {name: f"{settings.app_id}-{name}-changelog" for name in TABLES}
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,7 @@ as ``normalize`` prints for the file.
 
 The end of a recorded input is part of its meaning (a stream cut short ends in
 ``stream_truncated``), so whoever publishes frames follows them with end-of-input markers
-(services/run_logic/normalizer.py; ``with_end_markers(fed.frames)``, re-exported here). ``frames_for_file``
-returns the provider's frames only; ``modelevents feed`` adds the markers.
+(``schemas/end_of_input.py``: ``with_end_markers(fed.frames)``). ``frames_for_file`` returns the provider's frames only; ``modelevents feed`` adds the markers.
 
 ``feed_frames`` publishes frames on the frames topic through an idempotent producer, optionally
 duplicating some (a duplicate is the SAME frame — same frame_id, same bytes — sent again right
@@ -43,14 +42,14 @@ from modelevents.adapters.registry import (
     detect_api,
     resolve_api,
 )
+from modelevents.schemas.end_of_input import is_end_of_input
 from modelevents.schemas.errors import DetectionError, InputError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.kafka.clients import await_acks, send_frame
 from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.run_logic.normalizer import is_end_of_input, with_end_markers
 
 __all__ = ["FeedInput", "FeedStats", "frames_for_bytes", "frames_for_file", "feed_frames",
-           "duplicate_plan", "with_end_markers"]
+           "duplicate_plan"]
 
 # Futures awaited in chunks: bounded memory for big files, while the producer still batches.
 _ACK_CHUNK = 2000

@@ -51,6 +51,12 @@ from pathlib import Path
 from typing import Any
 
 from modelevents.schemas.errors import ModelEventsError
+from modelevents.services.kafka.settings import (
+    ENV_BOOTSTRAP,
+    ENV_LOCAL_PORT,
+    LOCAL_HOST,
+    LOCAL_PORT,
+)
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -74,13 +80,12 @@ __all__ = [
 ]
 
 DEFAULT_VERSION = "4.1.1"
-DEFAULT_PORT = 9092
 # log4j2 line that Kafka 4.1 itself is built against; all three artifacts use this one version.
 LOG4J_VERSION = "2.24.3"
 DEPENDENCY_PLUGIN_VERSION = "3.8.1"  # Maven 3.8.7 would otherwise bind the ancient 2.8
 
-ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
-ENV_PORT = "MODELEVENTS_KAFKA_PORT"
+# Where the broker listens by default is the pipeline settings' default bootstrap.
+ENV_PORT, DEFAULT_PORT = ENV_LOCAL_PORT, LOCAL_PORT
 ENV_CONTROLLER_PORT = "MODELEVENTS_KAFKA_CONTROLLER_PORT"
 ENV_VERSION = "MODELEVENTS_KAFKA_VERSION"
 ENV_HEAP = "MODELEVENTS_KAFKA_HEAP"
@@ -166,7 +171,7 @@ class KafkaSettings:
     """
 
     version: str = field(default_factory=lambda: os.environ.get(ENV_VERSION, "").strip() or DEFAULT_VERSION)
-    host: str = "127.0.0.1"
+    host: str = LOCAL_HOST
     port: int = field(default_factory=lambda: _env_int(ENV_PORT, DEFAULT_PORT))
     controller_port: int | None = field(default_factory=lambda: _env_int(ENV_CONTROLLER_PORT, 0) or None)
     heap: str = field(default_factory=lambda: os.environ.get(ENV_HEAP, "").strip() or "512m")

@@ -8,12 +8,9 @@ Importing this package imports faust; the gateway and the consumers use ``run_lo
 
 from modelevents.services.processor.app import (
     ProcessorTuning,
-    changelog_topics,
     create_app,
-    internal_topics,
     prepare_topics,
     stats_of,
 )
 
-__all__ = ["ProcessorTuning", "changelog_topics", "create_app", "internal_topics",
-           "prepare_topics", "stats_of"]
+__all__ = ["ProcessorTuning", "create_app", "prepare_topics", "stats_of"]

@@ -12,7 +12,8 @@ A scenario is a recorded file, the API it belongs to, and behaviour knobs. Scena
 A request picks its scenario with the ``x-simulator-scenario`` header or a model named
 ``sim:<scenario>``; knobs come from the scenario and from ``x-simulator-*`` headers (headers
 win), see ``Knobs.from_headers``. A gateway pointed at the simulator routes such models with
-:func:`manifest_with_scenarios` (the shipped capability manifest knows real model names only).
+``manifest_with_scenarios`` of ``modelevents demo`` (services/cli/commands/demo.py; the shipped
+capability manifest knows real model names only).
 """
 
 from __future__ import annotations
@@ -203,16 +204,3 @@ class ScenarioRegistry:
                  "knobs": {f.name: getattr(s.knobs, f.name) for f in fields(Knobs)
                            if getattr(s.knobs, f.name) != getattr(Knobs(), f.name)}}
                 for s in self.scenarios.values()]
-
-
-def manifest_with_scenarios(manifest: Any) -> Any:
-    """``manifest`` (a gateway capability Manifest) with the model pattern ``sim:*`` on every
-    API, offering that API's own capabilities: a gateway whose providers' base URLs point at
-    the simulator then routes ``target.model = "sim:<scenario>"`` like a real model."""
-    from modelevents.services.gateway.capabilities import Manifest, ModelEntry
-
-    entry = ModelEntry(match=[SCENARIO_MODEL_PREFIX + "*"])
-    document = manifest.document.model_copy(update={"apis": [
-        api.model_copy(update={"models": [entry, *api.models]})
-        for api in manifest.document.apis]})
-    return Manifest(document, f"{manifest.source} + simulator scenarios")

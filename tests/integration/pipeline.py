@@ -33,14 +33,14 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from modelevents.adapters.registry import normalize_file
 from modelevents.schemas import codec
+from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import DeadLetter, RunState
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.kafka.topics import changelog_topics
 from modelevents.services.local import feeder
-from modelevents.services.processor import changelog_topics
-from modelevents.services.run_logic.normalizer import with_end_markers
 from modelevents.services.run_logic.run_machine import run_state_of
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

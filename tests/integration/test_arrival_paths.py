@@ -12,10 +12,10 @@ import orjson
 import pytest
 
 from modelevents.adapters.registry import normalize_file, translate
+from modelevents.schemas.end_of_input import end_of_input, is_end_of_input
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.processor import internal_topics
-from modelevents.services.run_logic.normalizer import end_of_input, is_end_of_input
+from modelevents.services.kafka.topics import internal_topics
 from modelevents.services.run_logic.run_machine import run_state_of
 from tests.integration.pipeline import (
     FIXTURES,

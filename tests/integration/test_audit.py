@@ -24,10 +24,10 @@ from modelevents.adapters.registry import normalize_file
 from modelevents.consumers import audit_export, replay
 from modelevents.consumers.audit_format import archive_files, manifest_path, read_manifest
 from modelevents.schemas import codec
+from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.local import feeder
-from modelevents.services.run_logic.normalizer import with_end_markers
 from tests.integration.pipeline import (
     HANG_GUARD_S,
     ONE_PER_API,
@@ -77,9 +77,14 @@ def unshared_recordings() -> list[Path]:
     return [p for p in own_recordings() if p not in shared]
 
 
-def frames_of(paths: list[Path], copies: int = 1, tenants: tuple[str, ...] = ("default",)):
+# Rounds of runs the SIGKILL test feeds at most while it waits for the writer to be mid-way.
+MAX_FEED_ROUNDS = 50
+
+
+def frames_of(paths: list[Path], copies: int = 1, tenants: tuple[str, ...] = ("default",),
+              first_copy: int = 0):
     frames, counts = [], {}
-    for copy in range(copies):
+    for copy in range(first_copy, first_copy + copies):
         for index, path in enumerate(paths):
             tenant = tenants[(copy + index) % len(tenants)]
             run_id = f"{tenant}-{copy}-{path.parent.name}-{path.stem}"
@@ -176,14 +181,27 @@ def test_archive_of_worker_output_verifies(settings, start_worker, tmp_path: Pat
 def test_sigkilled_writer_loses_nothing_and_duplicates_nothing(settings, start_worker,
                                                                tmp_path: Path) -> None:
     start_worker()
-    frames, counts = frames_of(unshared_recordings(), tenants=("default", "acme", "beta"))
     out = tmp_path / "archive"
     log = (tmp_path / "audit.log").open("wb")
     writer = subprocess.Popen(
         cli(settings, "audit", "run", "--out", str(out), "--with-frames", "--block-records", "5",
             "--checkpoint-seconds", "0.05", "--group", f"{settings.app_id}-audit"),
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    feeding = threading.Thread(target=lambda: run(feed(settings, frames, rate=100)))
+    # The feed goes on, a round of runs after another, until the writer is killed: however slow
+    # the writer is to start on a loaded machine, it is killed while records still arrive.
+    killed = threading.Event()
+    counts: dict[str, int] = {}
+
+    def feed_until_killed() -> None:
+        for first_copy in range(MAX_FEED_ROUNDS):
+            frames, fed = frames_of(unshared_recordings(), tenants=("default", "acme", "beta"),
+                                    first_copy=first_copy)
+            run(feed(settings, frames, rate=100))
+            counts.update(fed)
+            if killed.is_set():
+                return
+
+    feeding = threading.Thread(target=feed_until_killed)
     feeding.start()
     try:
         # Kill it while it writes: checkpoints are being made, the feed is still going.
@@ -193,10 +211,11 @@ def test_sigkilled_writer_loses_nothing_and_duplicates_nothing(settings, start_w
             assert writer.poll() is None, (tmp_path / "audit.log").read_text()
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        assert feeding.is_alive(), "the feed ended before the kill; feed slower"
+        assert feeding.is_alive(), f"the feed ended after {MAX_FEED_ROUNDS} rounds, before the kill"
     finally:
         if writer.poll() is None:
             os.killpg(writer.pid, signal.SIGKILL)
+        killed.set()
         writer.wait()
         log.close()
         feeding.join()

@@ -26,7 +26,7 @@ from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.schemas.pieces import assemble
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.processor import changelog_topics
+from modelevents.services.kafka.topics import changelog_topics
 from tests.integration.conftest import broker_fixture
 from tests.integration.pipeline import (
     FIXTURES,

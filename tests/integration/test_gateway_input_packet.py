@@ -20,11 +20,11 @@ import pytest
 
 from modelevents.adapters.openai_responses import OpenAIResponsesAdapter
 from modelevents.schemas import run_input
+from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.schemas.transcript import Message
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 from modelevents.services.local import feeder
-from modelevents.services.run_logic.normalizer import with_end_markers
 from tests.integration.pipeline import collect, feed, run
 from tests.integration.test_audit import audit_run, verify
 from tests.integration.test_gateway_runs import (  # noqa: F401  (fixtures used by name)

@@ -29,6 +29,7 @@ from modelevents.adapters.requests import build
 from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.transcript import NeutralRequest
+from modelevents.services.cli.commands.demo import manifest_with_scenarios
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.capabilities import load_manifest
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
@@ -38,7 +39,7 @@ from modelevents.services.local.asgi_thread import ServedApp, serve_in_thread
 from modelevents.services.run_logic.run_machine import run_state_of
 from modelevents.services.simulator.app import Simulator
 from modelevents.services.simulator.provider_schemas import validate_request
-from modelevents.services.simulator.scenarios import ScenarioRegistry, manifest_with_scenarios
+from modelevents.services.simulator.scenarios import ScenarioRegistry
 from modelevents.services.simulator.server import SimulatorHandle, run_in_thread
 from tests.integration.conftest import unique_settings
 from tests.integration.pipeline import PARTITIONS, Worker, processed_to_end, run

@@ -20,7 +20,7 @@ from modelevents.schemas import codec
 from modelevents.schemas.events import Envelope, EventSource, ModelEvent, ToolResult
 from modelevents.services.kafka.clients import partition_for_key
 from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.processor import internal_topics
+from modelevents.services.kafka.topics import internal_topics
 from tests.integration.conftest import broker_fixture
 from tests.integration.pipeline import (
     ONE_PER_API,

@@ -28,12 +28,12 @@ import pytest
 
 from modelevents.adapters.registry import normalize_file, translate
 from modelevents.schemas import codec
+from modelevents.schemas.end_of_input import end_of_input, with_end_markers
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.kafka.topics import changelog_topics
 from modelevents.services.local import feeder
-from modelevents.services.processor import changelog_topics
-from modelevents.services.run_logic.normalizer import end_of_input, with_end_markers
 from modelevents.services.run_logic.run_machine import run_state_of
 from tests.integration.conftest import broker_fixture
 from tests.integration.pipeline import (

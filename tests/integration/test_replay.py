@@ -28,15 +28,15 @@ from modelevents.adapters.registry import ADAPTERS, normalize_bytes
 from modelevents.consumers import archive, export, replay
 from modelevents.consumers.topic_snapshot import RawRecord, Start, format_ms, read_snapshot
 from modelevents.schemas import codec
+from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.schemas.errors import ConfigError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.cli import main as cli_main
 from modelevents.services.kafka.clients import start_producer, topic_name
 from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.kafka.topics import internal_topics
 from modelevents.services.local.feeder import frames_for_file
-from modelevents.services.processor import internal_topics
-from modelevents.services.run_logic.normalizer import with_end_markers
 from modelevents.services.run_logic.run_machine import run_state_of
 from tests.integration.conftest import broker_fixture
 

@@ -26,7 +26,7 @@ from modelevents.adapters.registry import normalize_file
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.clients import partition_for_key
 from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.processor import changelog_topics
+from modelevents.services.kafka.topics import changelog_topics
 from tests.integration.pipeline import FIXTURES, Published, collect, feed, fixture_frames, run
 
 pytestmark = pytest.mark.kafka

@@ -22,6 +22,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from modelevents.adapters.registry import normalize_file
 from modelevents.schemas import codec
+from modelevents.schemas.end_of_input import is_end_of_input
 from modelevents.schemas.errors import ConfigError
 from modelevents.schemas.run_state import DeadLetter, RunState
 from modelevents.services import cli
@@ -30,7 +31,6 @@ from modelevents.services.gateway.owners import encode_claim
 from modelevents.services.kafka import clients, topics
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 from modelevents.services.local import feeder
-from modelevents.services.run_logic.normalizer import is_end_of_input
 from tests.integration.conftest import broker_fixture
 
 pytestmark = pytest.mark.kafka

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from modelevents.adapters.registry import normalize_file
-from modelevents.schemas.events import ModelEvent
-from modelevents.schemas.frames import ProviderFrame
-from modelevents.services.local.feeder import frames_for_file
-from modelevents.services.run_logic.normalizer import (
+from modelevents.schemas.end_of_input import (
     END_OF_INPUT,
-    RunNormalizer,
     end_of_input,
     is_end_of_input,
     with_end_markers,
 )
+from modelevents.schemas.events import ModelEvent
+from modelevents.schemas.frames import ProviderFrame
+from modelevents.services.local.feeder import frames_for_file
+from modelevents.services.run_logic.normalizer import RunNormalizer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file())

@@ -13,6 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.services.local.feeder import frames_for_file
 from modelevents.services.processor.table_values import (
     FORMAT,
@@ -23,7 +24,7 @@ from modelevents.services.processor.table_values import (
     unpack_alias,
     unpack_run,
 )
-from modelevents.services.run_logic.normalizer import RunNormalizer, with_end_markers
+from modelevents.services.run_logic.normalizer import RunNormalizer
 from modelevents.services.run_logic.sequencer import RunSequence
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -26,6 +26,7 @@ from typing import Any
 
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas.codec import decode
+from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
@@ -33,7 +34,7 @@ from modelevents.schemas.run_state import RunState
 from modelevents.services.kafka.clients import make_consumer, start_client, start_producer
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.local import kafka_broker
-from modelevents.services.local.feeder import feed_frames, frames_for_file, with_end_markers
+from modelevents.services.local.feeder import feed_frames, frames_for_file
 from modelevents.services.local.worker_process import start_worker_process, stop_worker_process
 from modelevents.services.run_logic.run_machine import run_state_of
 
@@ -313,7 +314,6 @@ def _start_servers(settings: PipelineSettings):
     from modelevents.services.gateway.app import create_app
     from modelevents.services.gateway.capabilities import load_manifest
     from modelevents.services.local.asgi_thread import serve_in_thread
-    from modelevents.services.simulator.scenarios import manifest_with_scenarios
     from modelevents.services.simulator.server import run_in_thread
 
     simulator = run_in_thread()
@@ -388,3 +388,17 @@ def run(args: argparse.Namespace) -> int:
                  "`modelevents kafka stop` stops it")
     print(f"\n{'all runs match' if ok else 'MISMATCH'} ({time.monotonic() - started:.1f} s)")
     return 0 if ok else 1
+
+
+def manifest_with_scenarios(manifest: Any) -> Any:
+    """``manifest`` (a gateway capability Manifest) with the model pattern ``sim:*`` on every
+    API, offering that API's own capabilities: a gateway whose providers' base URLs point at
+    the simulator then routes ``target.model = "sim:<scenario>"`` like a real model."""
+    from modelevents.services.gateway.capabilities import Manifest, ModelEntry
+    from modelevents.services.simulator.scenarios import SCENARIO_MODEL_PREFIX
+
+    entry = ModelEntry(match=[SCENARIO_MODEL_PREFIX + "*"])
+    document = manifest.document.model_copy(update={"apis": [
+        api.model_copy(update={"models": [entry, *api.models]})
+        for api in manifest.document.apis]})
+    return Manifest(document, f"{manifest.source} + simulator scenarios")

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from modelevents.adapters.registry import CLI_CHOICES
+from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.schemas.errors import ConfigError, InputError
 from modelevents.services.cli.input_limits import (
     add_input_limit_options,
@@ -97,7 +98,7 @@ async def _feed(settings: PipelineSettings, fed: feeder.FeedInput, args: argpars
     await _frames_topic_exists(settings)
     producer = await clients.start_producer(settings)
     try:
-        frames = feeder.with_end_markers(fed.frames) if args.end_of_input else fed.frames
+        frames = with_end_markers(fed.frames) if args.end_of_input else fed.frames
         return await feeder.feed_frames(producer, settings, frames, duplicate=args.duplicate,
                                         rate=args.rate, seed=args.seed, progress=_progress)
     finally:
