@@ -11,11 +11,10 @@ from pathlib import Path
 
 sys.path.insert(0, sys.argv[1])
 
-from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.services import processor
-from modelevents.services.local.feeder import frames_for_file
-from modelevents.services.run_logic.normalizer import RunNormalizer
-from modelevents.services.run_logic.sequencer import RunSequence
+from modelevents.services.feeder import frames_for_file
+from modelevents.services.normalizer import RunNormalizer, with_end_markers
+from modelevents.services.sequencer import RunSequence
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 HALVES = {"openai-chat": "reasoning-then-text.sse", "openai-responses": "text-with-usage.sse",
