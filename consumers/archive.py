@@ -38,8 +38,9 @@ import fastavro
 from fastavro.schema import to_parsing_canonical_form
 from fastavro.write import Writer
 
+from modelevents.consumers.errors import ArchiveError
 from modelevents.schemas import codec
-from modelevents.schemas.errors import InputError, SchemaError
+from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.events import KIND_PAYLOAD
 
 EVENT = "modelevents.ModelEvent"
@@ -48,10 +49,6 @@ ARCHIVE_CODEC = "deflate"
 _KEEP_NAMES = {EVENT: "event", FRAME: "frame"}
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MILLISECOND = dt.timedelta(milliseconds=1)
-
-
-class ArchiveError(InputError):
-    """A file cannot be read as a modelevents archive, or a record in it is not valid."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,6 @@ from typing import Any, TextIO
 import orjson
 
 from modelevents.consumers.audit_format import (
-    AuditError,
     RawRecord,
     archive_files,
     avro_path,
@@ -37,6 +36,7 @@ from modelevents.consumers.audit_format import (
     read_long,
     read_manifest,
 )
+from modelevents.consumers.errors import AuditError
 from modelevents.schemas import codec
 from modelevents.schemas.events import ModelEvent, payload_dict
 from modelevents.schemas.run_input import decode as decode_run_input

@@ -36,7 +36,7 @@ from fastavro import parse_schema
 from fastavro.schema import to_parsing_canonical_form
 
 from modelevents.schemas import codec
-from modelevents.schemas.errors import InputError, SchemaError
+from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.run_input import decode as decode_run_input
 from modelevents.schemas.run_input import is_run_input
 
@@ -85,10 +85,6 @@ def fingerprint(canonical: str) -> str:
 
 
 CONTAINER_FINGERPRINT = fingerprint(to_parsing_canonical_form(parse_schema(AUDIT_RECORD, {})))
-
-
-class AuditError(InputError):
-    """An archive directory cannot be used as asked (locked, not an archive, bad option)."""
 
 
 # --- Avro binary primitives ----------------------------------------------------------------------

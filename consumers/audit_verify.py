@@ -58,7 +58,7 @@ from modelevents.consumers.audit_inputs import check_input_packets, take_input_p
 from modelevents.consumers.audit_writer import CHECKPOINTS, read_checkpoints
 from modelevents.schemas import codec
 from modelevents.schemas.avro_projection import compile_projection, named_records
-from modelevents.schemas.avro_reader import CorruptRecord
+from modelevents.schemas.errors import CorruptRecord
 
 EVENT = "modelevents.ModelEvent"
 FRAME = "modelevents.ProviderFrame"

@@ -41,7 +41,6 @@ from modelevents.consumers.audit_format import (
     DEFAULT_REDACTION,
     FORMAT,
     GENESIS,
-    AuditError,
     append_line,
     archive_files,
     avro_path,
@@ -58,10 +57,12 @@ from modelevents.consumers.audit_format import (
     topic_prefix_bytes,
     write_json_atomic,
 )
+from modelevents.consumers.errors import AuditError
 from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.run_input import decode as decode_run_input
 from modelevents.schemas.run_input import is_run_input
-from modelevents.services.kafka.clients import KafkaUnavailable, make_consumer, start_client
+from modelevents.services.errors import KafkaUnavailable
+from modelevents.services.kafka.clients import make_consumer, start_client
 from modelevents.services.kafka.settings import PipelineSettings
 
 CHECKPOINTS = "checkpoints.jsonl"

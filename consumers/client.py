@@ -43,7 +43,7 @@ Without ``group`` nothing is committed and every subscription reads from ``start
 field filled from the run's deltas (``elided`` stays set, saying it was rebuilt); this holds each
 open block's deltas in memory until its done event, so it is off by default.
 
-**Errors.** An unreachable broker is :class:`~modelevents.services.kafka.clients.KafkaUnavailable`, a
+**Errors.** An unreachable broker is :class:`~modelevents.services.errors.KafkaUnavailable`, a
 missing topic :class:`MissingTopic` (a ConfigError naming the prefix and the command that creates
 the topics), an unknown kind or topic a ConfigError. A record that does not decode is skipped
 with a warning on the ``modelevents.consumers.client`` logger and counted in
@@ -65,14 +65,14 @@ from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
-from modelevents.consumers.topic_snapshot import MissingTopic
+from modelevents.consumers.errors import MissingTopic
 from modelevents.schemas import codec
 from modelevents.schemas.errors import ConfigError, SchemaError
 from modelevents.schemas.events import KINDS, ModelEvent
 from modelevents.schemas.pieces import join_pieces
 from modelevents.schemas.run_state import RunState
+from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.kafka.clients import (
-    KafkaUnavailable,
     make_consumer,
     partition_for_key,
     run_key_bytes,

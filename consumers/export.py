@@ -30,7 +30,6 @@ from aiokafka.errors import KafkaConnectionError, UnknownTopicOrPartitionError
 from modelevents.consumers.archive import (
     EVENT,
     FRAME,
-    ArchiveError,
     ArchiveWriter,
     key_of,
     read_archive,
@@ -38,16 +37,12 @@ from modelevents.consumers.archive import (
     record_of,
     value_of,
 )
-from modelevents.consumers.replay import EmptyRange, NoSuchRun, Unreadable
+from modelevents.consumers.errors import ArchiveError, EmptyRange, NoSuchRun
+from modelevents.consumers.replay import Unreadable
 from modelevents.consumers.topic_snapshot import Start, format_ms, read_snapshot
 from modelevents.schemas.errors import ConfigError, SchemaError
-from modelevents.services.kafka.clients import (
-    KafkaUnavailable,
-    await_acks,
-    run_key_bytes,
-    start_producer,
-    topic_name,
-)
+from modelevents.services.errors import KafkaUnavailable
+from modelevents.services.kafka.clients import await_acks, run_key_bytes, start_producer, topic_name
 from modelevents.services.kafka.settings import PipelineSettings
 
 # Delivery futures awaited in chunks: bounded memory on big archives, batching kept.

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from modelevents.consumers.topic_snapshot import MissingTopic, RawRecord, Start, read_snapshot
+from modelevents.consumers.errors import EmptyRange, MissingTopic, NoSuchRun
+from modelevents.consumers.topic_snapshot import RawRecord, Start, read_snapshot
 from modelevents.schemas import codec
 from modelevents.schemas.end_of_input import is_end_of_input
 from modelevents.schemas.errors import InputError, SchemaError
@@ -40,15 +41,6 @@ from modelevents.services.run_logic.normalizer import RunNormalizer
 from modelevents.services.run_logic.run_machine import RunMachine
 
 EXECUTOR = "executor"  # transport of events that no adapter made (tool results, approvals)
-
-
-
-class NoSuchRun(InputError):
-    """The run asked for has no record on the topics read."""
-
-
-class EmptyRange(InputError):
-    """The offset or time range holds no record."""
 
 
 @dataclass(frozen=True, slots=True)

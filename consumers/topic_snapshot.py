@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
+from modelevents.consumers.errors import MissingTopic
 from modelevents.schemas.errors import ConfigError
+from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.kafka.clients import (
-    KafkaUnavailable,
     make_consumer,
     partition_for_key,
     start_client,
@@ -35,10 +36,6 @@ from modelevents.services.kafka.settings import PipelineSettings
 # offset means the broker stopped serving it: say so instead of waiting forever.
 STALL_SECONDS = 60.0
 _POLL_MS = 500
-
-
-class MissingTopic(ConfigError):
-    """The topic to read does not exist on the cluster."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,14 +27,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from modelevents.schemas.avro_reader import (
-    _ONE_BYTE,
-    _UNPACK_DOUBLE,
-    CorruptRecord,
-    _Compiler,
-    _long,
-)
-from modelevents.schemas.errors import SchemaError
+from modelevents.schemas.avro_reader import _ONE_BYTE, _UNPACK_DOUBLE, _Compiler, _long
+from modelevents.schemas.errors import CorruptRecord, SchemaError
 
 Projection = dict[str, Any]
 # A varint of two to ten bytes, the tenth holding bit 63 alone (what avro_reader._long refuses).

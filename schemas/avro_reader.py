@@ -22,13 +22,9 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from modelevents.schemas.errors import SchemaError
+from modelevents.schemas.errors import CorruptRecord, SchemaError
 
 _UNPACK_DOUBLE = struct.Struct("<d").unpack_from
-
-
-class CorruptRecord(ValueError):
-    """The bytes end early, or hold a length, count or branch that cannot be."""
 
 
 def _long(data: bytes, pos: int, first: int) -> tuple[int, int]:

@@ -47,9 +47,9 @@ from typing import Any
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from modelevents.schemas.avro_reader import CorruptRecord, compile_reader
+from modelevents.schemas.avro_reader import compile_reader
 from modelevents.schemas.avro_writer import compile_encoder
-from modelevents.schemas.errors import SchemaError, UnknownSchemaError
+from modelevents.schemas.errors import CorruptRecord, SchemaError, UnknownSchemaError
 from modelevents.schemas.events import (
     KIND_PAYLOAD,
     PAYLOAD_TYPES,

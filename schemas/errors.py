@@ -1,32 +1,36 @@
-"""The error hierarchy of modelevents, in one place.
+"""The error hierarchy of modelevents: its root and the contract's errors, here; each layer's own
+errors in that layer's ``errors`` module, drawn there.
 
     ModelEventsError                 every error this package raises on purpose
     ├── SchemaError                  a record does not fit, or cannot be read as, its Avro schema
-    │   └── UnknownSchemaError       a fingerprint or record name this version does not ship
+    │   ├── UnknownSchemaError       a fingerprint or record name this version does not ship
+    │   ├── CorruptRecord            the bytes end early, or hold a length, count or branch that
+    │   │                            cannot be (also a ValueError)
+    │   ├── IncompletePieces         pieces that do not make a whole record
+    │   └── UnreadableState          a stored run state this version cannot rebuild
+    │                                                            (services/errors.py)
     ├── InputError                   input the user gave cannot be read (file, framing, provider)
     │   ├── FramingError             bytes are not SSE / JSON lines / a JSON array / a JSON object
     │   ├── DetectionError           no adapter recognises the input; name --provider
-    │   ├── InvalidId                a run/stream/webhook id holds what ids may not    (schemas/ids.py)
-    │   ├── RenderError              a neutral request holds what the target API cannot carry
-    │   │                                                        (adapters/requests/base.py)
-    │   └── CapabilityRejected       no target offers what a request requires: the gateway's 422
-    │                                                          (services/gateway/router.py)
+    │   ├── InvalidId                a run/stream/webhook id holds what ids may not
+    │   ├── InputLimitError, RenderError                                 (adapters/errors.py)
+    │   ├── CapabilityRejected, UnknownScenario                          (services/errors.py)
+    │   └── NoSuchRun, EmptyRange, ArchiveError, AuditError              (consumers/errors.py)
     ├── ConfigError                  a setting is missing or contradicts another
-    │   └── ManifestError            the capability manifest is unreadable or off its schema
-    │                                                    (services/gateway/capabilities.py)
-    ├── KafkaUnavailable             the broker cannot be reached           (services/kafka/clients.py)
-    └── KafkaSetupError              the local broker cannot be obtained or started
-        ├── MissingToolError         java or mvn is not installed          (services/local/kafka_broker.py)
-        ├── JarDownloadError         Maven could not fetch the broker's jars
-        ├── PortInUseError           the broker's port is taken by another program
-        ├── StorageFormatError       the data directory could not be formatted
-        └── BrokerStartError         the JVM exited or never became ready (with the log tail)
-            └── BrokerStartTimeout
+    │   ├── ManifestError, MissingSDKError                               (services/errors.py)
+    │   └── MissingTopic                                                 (consumers/errors.py)
+    └── KafkaUnavailable, KafkaSetupError and its kinds, ProviderHTTPError, FollowUpFailed,
+        RequestRefused, DemoError                                        (services/errors.py)
 
 Adapters never raise for what a provider sends: malformed or unknown frames become `error` and
 `unknown` events, because a stream processor must not die on one bad frame. These exceptions are
-for the caller's mistakes and for records that cannot be decoded at all.
+for the caller's mistakes and for records that cannot be decoded at all. Every message says what
+was wrong with which input or setting, and what to do.
 """
+
+__all__ = ["ModelEventsError", "SchemaError", "UnknownSchemaError", "CorruptRecord",
+           "IncompletePieces", "InputError", "FramingError", "DetectionError", "InvalidId",
+           "ConfigError"]
 
 
 class ModelEventsError(Exception):
@@ -41,6 +45,15 @@ class UnknownSchemaError(SchemaError):
     """The writer schema's fingerprint or record name is not among the shipped schemas."""
 
 
+class CorruptRecord(SchemaError, ValueError):
+    """The bytes end early, or hold a length, count or branch that cannot be (the compiled Avro
+    readers, ``schemas/avro_reader.py``)."""
+
+
+class IncompletePieces(SchemaError):
+    """Pieces that do not make a whole: missing, out of order, or of different records."""
+
+
 class InputError(ModelEventsError):
     """Input given by the user cannot be read."""
 
@@ -51,6 +64,10 @@ class FramingError(InputError):
 
 class DetectionError(InputError):
     """No adapter recognises the input."""
+
+
+class InvalidId(InputError):
+    """An id a caller named is empty, too long, or holds a character ids may not hold."""
 
 
 class ConfigError(ModelEventsError):

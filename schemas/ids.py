@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import re
 
-from modelevents.schemas.errors import InputError
+from modelevents.schemas.errors import InvalidId
 
 __all__ = ["MAX_ID_LENGTH", "InvalidId", "check_id", "is_valid_id"]
 
 MAX_ID_LENGTH = 200
 _ID = re.compile(rf"[A-Za-z0-9._:\-]{{1,{MAX_ID_LENGTH}}}")
-
-
-class InvalidId(InputError):
-    """An id a caller named is empty, too long, or holds a character ids may not hold."""
 
 
 def is_valid_id(value: str) -> bool:

@@ -26,17 +26,13 @@ from dataclasses import replace
 from typing import Any
 
 from modelevents.schemas.annotations import plain_annotations
-from modelevents.schemas.errors import SchemaError
+from modelevents.schemas.errors import IncompletePieces
 from modelevents.schemas.events import KIND_PAYLOAD, Envelope, ModelEvent, Piece
 from modelevents.schemas.frames import FramePiece, ProviderFrame
 from modelevents.schemas.limits import PIECE_BYTES
 
 __all__ = ["weight", "split_event", "split_events", "join_pieces", "PieceAssembler",
            "split_frame", "join_frames", "FrameAssembler", "IncompletePieces"]
-
-
-class IncompletePieces(SchemaError):
-    """Pieces that do not make a whole: missing, out of order, or of different records."""
 
 
 def _content_fields(cls: type) -> tuple[str, ...]:

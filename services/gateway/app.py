@@ -40,8 +40,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from modelevents.schemas.errors import ModelEventsError
+from modelevents.services.errors import Unauthorized
 from modelevents.services.gateway import forwarded, forwarded_input, health, runs, webhooks
-from modelevents.services.gateway.auth import CHALLENGE, Unauthorized, token_tenant
+from modelevents.services.gateway.auth import CHALLENGE, token_tenant
 from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, load_manifest
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.deliveries import Deliveries

@@ -20,16 +20,13 @@ import hmac
 
 from fastapi import HTTPException, Request
 
+from modelevents.services.errors import Unauthorized
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.state import gateway_of
 
 __all__ = ["Unauthorized", "caller_tenant", "may_see", "token_tenant"]
 
 CHALLENGE = {"WWW-Authenticate": "Bearer"}
-
-
-class Unauthorized(Exception):
-    """No valid bearer token: the 401's reason."""
 
 
 def token_tenant(config: GatewayConfig, authorization: str) -> str:

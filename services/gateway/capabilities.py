@@ -19,17 +19,13 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from modelevents.schemas.errors import ConfigError
 from modelevents.schemas.transcript import APIS, FEATURES, HOSTED_TOOLS, MODALITIES
+from modelevents.services.errors import ManifestError
 
 MANIFEST_PATH = Path(__file__).with_name("capabilities.yaml")
 
 Modality = Literal[MODALITIES]  # type: ignore[valid-type]
 HostedTool = Literal[HOSTED_TOOLS]  # type: ignore[valid-type]
-
-
-class ManifestError(ConfigError):
-    """The capability manifest cannot be read or does not fit its schema."""
 
 
 class _Strict(BaseModel):

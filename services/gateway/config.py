@@ -73,8 +73,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from modelevents.schemas.errors import ConfigError
-from modelevents.schemas.ids import InvalidId, check_id
+from modelevents.schemas.errors import ConfigError, InvalidId
+from modelevents.schemas.ids import check_id
 from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.services.gateway.redaction import RedactionConfig
 from modelevents.services.gateway.webhook_limits import WEBHOOK_BODY_FIT

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 
 from modelevents.schemas.errors import ConfigError, InputError, ModelEventsError
+from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.gateway.state import unavailable
-from modelevents.services.kafka.clients import KafkaUnavailable
 
 __all__ = ["error_answer"]
 

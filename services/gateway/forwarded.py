@@ -55,8 +55,8 @@ from modelevents.adapters.registry import (
     resolve_api,
 )
 from modelevents.schemas.end_of_input import end_of_input
-from modelevents.schemas.errors import InputError
-from modelevents.schemas.ids import InvalidId, check_id
+from modelevents.schemas.errors import InputError, InvalidId
+from modelevents.schemas.ids import check_id
 from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.state import gateway_of
 

@@ -22,8 +22,8 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from modelevents.adapters.registry import ADAPTERS, resolve_api
-from modelevents.schemas.errors import InputError
-from modelevents.schemas.ids import InvalidId, check_id
+from modelevents.schemas.errors import InputError, InvalidId
+from modelevents.schemas.ids import check_id
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.state import gateway_of

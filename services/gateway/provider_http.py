@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from modelevents.schemas.errors import ModelEventsError
+from modelevents.services.errors import ProviderHTTPError
 
 __all__ = ["AUTH_HEADERS", "FOLLOW_UPS", "FollowUp", "ProviderHTTPError", "retryable",
            "auth_headers", "json_request", "retry_after_seconds", "send"]
@@ -78,15 +78,6 @@ AUTH_HEADERS: dict[str, Callable[[str], dict[str, str]]] = {
     "google": lambda key: {"x-goog-api-key": key},
 }
 AUTH_HEADERS["gemini"] = AUTH_HEADERS["google"]  # the config's name and the events' name
-
-
-class ProviderHTTPError(ModelEventsError):
-    """A provider answered with an error that retrying did not fix (or cannot fix)."""
-
-    def __init__(self, provider: str, status: int, body: bytes, url: str) -> None:
-        self.provider, self.status, self.body = provider, status, body
-        text = body[:300].decode("utf-8", "replace")
-        super().__init__(f"{provider} answered {status} for {url}: {text}")
 
 
 def retry_after_seconds(response: httpx.Response) -> float | None:

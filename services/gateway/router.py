@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelevents.schemas.errors import InputError
 from modelevents.schemas.transcript import (
     FilePart,
     ImagePart,
@@ -29,6 +28,7 @@ from modelevents.schemas.transcript import (
     ToolCallPart,
     ToolResultPart,
 )
+from modelevents.services.errors import CapabilityRejected
 from modelevents.services.gateway.capabilities import Capabilities, Manifest
 
 
@@ -63,28 +63,6 @@ class Rejection:
             return f"{where}: {self.reason}"
         lacks = "; ".join(f"{m.capability} (needed: {m.because})" for m in self.missing)
         return f"{where} lacks {lacks}"
-
-
-class CapabilityRejected(InputError):
-    """No candidate target offers every capability the request requires.
-
-    Defined here because ``schemas/errors.py`` belongs to the lead; it belongs in that module's
-    tree under ``InputError``.
-    """
-
-    def __init__(self, rejections: list[Rejection]) -> None:
-        self.rejections = rejections
-        lines = "\n  ".join(r.describe() for r in rejections)
-        super().__init__("no target can take this request; change the target or preferences, "
-                         f"or drop what the request requires:\n  {lines}")
-
-    def details(self) -> list[dict[str, Any]]:
-        """One object per candidate: provider, api, model, and ``missing`` or ``reason``."""
-        return [r.to_dict() for r in self.rejections]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The 422 body."""
-        return {"error": str(self), "code": "capability_rejected", "candidates": self.details()}
 
 
 @dataclass(frozen=True, slots=True)

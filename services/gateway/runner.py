@@ -69,12 +69,8 @@ from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
-from modelevents.services.gateway.provider_http import (
-    FOLLOW_UPS,
-    ProviderHTTPError,
-    json_request,
-    send,
-)
+from modelevents.services.errors import FollowUpFailed, ProviderHTTPError
+from modelevents.services.gateway.provider_http import FOLLOW_UPS, json_request, send
 
 __all__ = ["CallRunner", "ProviderCall", "CallOutcome", "CallTiming", "FollowUpFailed"]
 
@@ -142,10 +138,6 @@ class CallOutcome:
 
 
 Publish = Callable[[list[ProviderFrame]], Awaitable[Any]]  # publish frames, wait for their acks
-
-
-class FollowUpFailed(ModelEventsError):
-    """A resume, poll, read-back or cancel the provider refused (after the retries)."""
 
 
 class CallRunner:

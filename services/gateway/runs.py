@@ -63,19 +63,21 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from modelevents.adapters.requests import Endpoint, RenderError, WireRequest, build
+from modelevents.schemas.errors import InvalidId
 from modelevents.schemas.events import ModelEvent
-from modelevents.schemas.ids import InvalidId, check_id
+from modelevents.schemas.ids import check_id
 from modelevents.schemas.run_input import RunInput
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES, RunState
 from modelevents.schemas.transcript import NeutralRequest, messages_from_events
+from modelevents.services.errors import CapabilityRejected, FollowUpFailed
 from modelevents.services.gateway.auth import caller_tenant, may_see
 from modelevents.services.gateway.followers import json_default, sse_event
 from modelevents.services.gateway.health import readiness
 from modelevents.services.gateway.input_packets import InputPackets, latest_packet, packet_summary
 from modelevents.services.gateway.provider_http import FOLLOW_UPS
-from modelevents.services.gateway.router import CapabilityRejected, route
+from modelevents.services.gateway.router import route
 from modelevents.services.gateway.run_views import run_history
-from modelevents.services.gateway.runner import CallRunner, CallTiming, FollowUpFailed, ProviderCall
+from modelevents.services.gateway.runner import CallRunner, CallTiming, ProviderCall
 from modelevents.services.gateway.state import RETRY_AFTER_S, Gateway, gateway_of
 
 __all__ = ["router", "LocalRuns"]

@@ -25,16 +25,11 @@ from fastapi import Request
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_input import RunInput
 from modelevents.schemas.run_input import encode as encode_input
+from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.metrics import GatewayMetrics
 from modelevents.services.gateway.topic_view import TopicView
-from modelevents.services.kafka.clients import (
-    KafkaUnavailable,
-    await_acks,
-    produce_frame,
-    run_key_bytes,
-    send_frame,
-)
+from modelevents.services.kafka.clients import await_acks, produce_frame, run_key_bytes, send_frame
 from modelevents.services.kafka.settings import PipelineSettings
 
 if TYPE_CHECKING:

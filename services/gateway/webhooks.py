@@ -78,13 +78,14 @@ from fastapi.responses import JSONResponse, Response
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.ids import MAX_ID_LENGTH, is_valid_id
+from modelevents.services.errors import KafkaUnavailable, WebhookRejected
 from modelevents.services.gateway.config import WEBHOOK_PROVIDERS
 from modelevents.services.gateway.deliveries import Deliveries
 from modelevents.services.gateway.errors import error_answer
 from modelevents.services.gateway.fetch import FetchJob, fetch_target
 from modelevents.services.gateway.state import Gateway, gateway_of
 from modelevents.services.gateway.webhook_limits import KEPT_VALUE_CAPS
-from modelevents.services.kafka.clients import KafkaUnavailable, await_acks, send_frame
+from modelevents.services.kafka.clients import await_acks, send_frame
 
 __all__ = ["router", "WebhookRejected", "accept_delivery", "serve_delivery", "verify_signature",
            "webhook_object"]
@@ -100,15 +101,6 @@ PROVIDER_API: dict[str, tuple[str, str]] = {
     "openai": ("openai-responses", "openai"),
     "gemini": ("gemini-interactions", "google"),
 }
-
-
-class WebhookRejected(Exception):
-    """A delivery refused before anything was written: HTTP status and the reason."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
 
 
 def verify_signature(headers: Mapping[str, str], body: bytes, keys: list[bytes], *,

@@ -47,6 +47,7 @@ from modelevents.schemas import codec
 from modelevents.schemas.errors import ConfigError, ModelEventsError, SchemaError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.pieces import split_frame
+from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 
 __all__ = [
@@ -77,15 +78,6 @@ _HOW_TO_START = (
     "start the project's local broker with `modelevents kafka start` (its port is "
     "$MODELEVENTS_KAFKA_PORT, default 9092), or point KAFKA_BOOTSTRAP_SERVERS at a running cluster"
 )
-
-
-class KafkaUnavailable(ModelEventsError):
-    """The Kafka broker at the configured bootstrap address cannot be reached."""
-
-    def __init__(self, bootstrap_servers: str, detail: str = "") -> None:
-        self.bootstrap_servers = bootstrap_servers
-        reason = f" ({detail})" if detail else ""
-        super().__init__(f"cannot reach Kafka at {bootstrap_servers}{reason}; {_HOW_TO_START}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelevents.schemas.errors import ModelEventsError
+from modelevents.services.errors import (
+    BrokerStartError,
+    BrokerStartTimeout,
+    JarDownloadError,
+    KafkaSetupError,
+    MissingToolError,
+    PortInUseError,
+    StorageFormatError,
+)
 from modelevents.services.kafka.settings import (
     ENV_BOOTSTRAP,
     ENV_LOCAL_PORT,
@@ -92,55 +100,6 @@ ENV_HEAP = "MODELEVENTS_KAFKA_HEAP"
 ENV_JVM_OPTS = "MODELEVENTS_KAFKA_JVM_OPTS"
 
 Progress = Callable[[str], None]
-
-
-# --------------------------------------------------------------------------------------------
-# Exceptions (under modelevents.schemas.errors.ModelEventsError)
-#
-#   KafkaSetupError
-#    ├── MissingToolError       java / mvn absent or too old
-#    ├── JarDownloadError       mvn could not fetch the broker's jars
-#    ├── PortInUseError         the broker or controller port belongs to something else
-#    ├── StorageFormatError     kafka.tools.StorageTool format failed
-#    └── BrokerStartError       the JVM exited during start-up
-#         └── BrokerStartTimeout    ...or did not accept clients within the timeout
-# --------------------------------------------------------------------------------------------
-
-
-class KafkaSetupError(ModelEventsError):
-    """Base class: the local Kafka broker could not be set up. The message says what to do."""
-
-
-class MissingToolError(KafkaSetupError):
-    """``java`` (>= 17) or ``mvn`` is not installed."""
-
-
-class JarDownloadError(KafkaSetupError):
-    """Maven could not download the broker's jars."""
-
-
-class PortInUseError(KafkaSetupError):
-    """The configured port is taken by a process that is not this project's broker."""
-
-    def __init__(self, message: str, port: int) -> None:
-        super().__init__(message)
-        self.port = port
-
-
-class StorageFormatError(KafkaSetupError):
-    """``kafka.tools.StorageTool format`` failed."""
-
-
-class BrokerStartError(KafkaSetupError):
-    """The broker JVM exited before it accepted clients."""
-
-    def __init__(self, message: str, log_tail: str = "") -> None:
-        super().__init__(message + (f"\n--- last lines of server.log ---\n{log_tail}" if log_tail else ""))
-        self.log_tail = log_tail
-
-
-class BrokerStartTimeout(BrokerStartError):
-    """The broker did not accept clients within the start timeout."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,11 +17,11 @@ from typing import Any
 import faust
 
 from modelevents.schemas import codec
-from modelevents.schemas.errors import SchemaError
+from modelevents.schemas.errors import IncompletePieces, SchemaError
 from modelevents.schemas.events import Envelope, Error, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import MAX_RECORD_BYTES
-from modelevents.schemas.pieces import IncompletePieces, join_frames
+from modelevents.schemas.pieces import join_frames
 from modelevents.schemas.run_state import DeadLetter
 from modelevents.services.kafka.clients import partition_for_key, start_producer
 from modelevents.services.kafka.settings import PipelineSettings

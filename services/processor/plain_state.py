@@ -49,7 +49,7 @@ from typing import Any
 import orjson
 
 from modelevents.adapters.base import Adapter
-from modelevents.schemas.errors import SchemaError
+from modelevents.services.errors import UnreadableState
 
 __all__ = ["UnreadableState", "dumps", "loads", "state_class", "state_classes", "to_tree",
            "from_tree"]
@@ -64,11 +64,6 @@ _STATE_PACKAGES = ("adapters.", "schemas.")
 _STATE_MODULES = {"services.run_logic.normalizer": "services.normalizer",
                   "services.run_logic.sequencer": "services.sequencer"}
 _I64_MIN, _U64_MAX = -(2 ** 63), 2 ** 64 - 1
-
-
-class UnreadableState(SchemaError):
-    """A stored state this version cannot rebuild: not plain data of this format, a class it
-    does not know, or a field it lacks with no default. The message names what."""
 
 
 # --- the class table ---------------------------------------------------------------------------

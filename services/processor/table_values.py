@@ -44,8 +44,8 @@ import orjson
 from modelevents.adapters.base import Adapter
 from modelevents.schemas import codec
 from modelevents.schemas.errors import SchemaError
+from modelevents.services.errors import UnreadableState
 from modelevents.services.processor import plain_state
-from modelevents.services.processor.plain_state import UnreadableState
 from modelevents.services.run_logic.normalizer import RunNormalizer
 from modelevents.services.run_logic.sequencer import RunSequence
 

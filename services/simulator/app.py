@@ -42,6 +42,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
 from modelevents.schemas.errors import ConfigError, InputError
+from modelevents.services.errors import UnknownScenario
 from modelevents.services.simulator import provider_http as http
 from modelevents.services.simulator import provider_schemas
 from modelevents.services.simulator.assemble import complete_object, first_object
@@ -53,7 +54,6 @@ from modelevents.services.simulator.scenarios import (
     Knobs,
     Scenario,
     ScenarioRegistry,
-    UnknownScenario,
 )
 
 _SECRET_HEADERS = {"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie",

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from types import GenericAlias, new_class
 from typing import Any
 
-from modelevents.schemas.errors import ConfigError
+from modelevents.services.errors import MissingSDKError
 
 # The provider API names of the adapters and renderers (ModelEvent.api).
 APIS = ("openai-responses", "openai-chat", "anthropic-messages", "gemini-interactions",
@@ -52,10 +52,6 @@ _GEMINI_GENERATE_FIELDS = ("contents", "systemInstruction", "generationConfig", 
                            "toolConfig", "safetySettings", "cachedContent", "labels",
                            "serviceTier", "store", "continuationToken", "modelArmorConfig",
                            "outputConfig", "model")
-
-
-class MissingSDKError(ConfigError):
-    """An official provider SDK needed for request validation is not installed."""
 
 
 def validate_request(api: str, body: Any) -> list[str]:

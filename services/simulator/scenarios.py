@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from modelevents.schemas.errors import ConfigError
+from modelevents.services.errors import UnknownScenario
 from modelevents.services.simulator.recordings import STREAM_APIS, Recording, load_recording
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -98,10 +99,6 @@ class Scenario:
     knobs: Knobs = field(default_factory=Knobs)
     call: int = 0  # which model call of a cassette
     description: str = ""
-
-
-class UnknownScenario(LookupError):
-    """No scenario of that name; the message lists where names come from."""
 
 
 class ScenarioRegistry:

@@ -27,8 +27,8 @@ from modelevents.schemas import codec
 from modelevents.schemas.errors import ConfigError, SchemaError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.run_state import RunState
+from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.kafka import clients
-from modelevents.services.kafka.clients import KafkaUnavailable
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.run_logic.run_machine import run_state_of
 from tests.integration.pipeline import FIXTURES, HANG_GUARD_S, feed, fixture_frames, run

@@ -38,10 +38,11 @@ from starlette.routing import Route
 
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import MAX_RECORD_BYTES
+from modelevents.services.errors import WebhookRejected
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig, load_config
 from modelevents.services.gateway.webhook_limits import WEBHOOK_BODY_FIT
-from modelevents.services.gateway.webhooks import WebhookRejected, verify_signature
+from modelevents.services.gateway.webhooks import verify_signature
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.local import kafka_broker as local_kafka

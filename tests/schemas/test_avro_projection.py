@@ -18,8 +18,7 @@ from modelevents.adapters.registry import normalize_file
 from modelevents.consumers.audit_verify import EVENT_FIELDS
 from modelevents.schemas import codec
 from modelevents.schemas.avro_projection import BRANCH, compile_projection, named_records
-from modelevents.schemas.avro_reader import CorruptRecord
-from modelevents.schemas.errors import SchemaError
+from modelevents.schemas.errors import CorruptRecord, SchemaError
 from tests.integration.pipeline import ONE_PER_API
 from tests.schemas.test_avro_reader import LIMITS, NAMED, NAMES, READERS, SCHEMAS, drawn_record
 

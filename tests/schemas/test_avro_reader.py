@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from modelevents.schemas import codec
-from modelevents.schemas.avro_reader import CorruptRecord, compile_reader
-from modelevents.schemas.errors import SchemaError
+from modelevents.schemas.avro_reader import compile_reader
+from modelevents.schemas.errors import CorruptRecord, SchemaError
 
 SCHEMAS = codec.schemas()
 NAMES = sorted(SCHEMAS.current)

@@ -7,12 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelevents.schemas import codec
+from modelevents.schemas.errors import IncompletePieces
 from modelevents.schemas.events import Envelope, EventSource, Media, ModelEvent, Text, ToolCall
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import MAX_RECORD_BYTES, PIECE_BYTES
 from modelevents.schemas.pieces import (
     FrameAssembler,
-    IncompletePieces,
     PieceAssembler,
     assemble,
     join_pieces,

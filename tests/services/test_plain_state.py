@@ -16,9 +16,9 @@ from modelevents.adapters.openai_chat import OpenAIChatAdapter
 from modelevents.adapters.registry import normalize_file
 from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.schemas.events import ModelEvent, Usage
+from modelevents.services.errors import UnreadableState
 from modelevents.services.local.feeder import frames_for_file
 from modelevents.services.processor import plain_state
-from modelevents.services.processor.plain_state import UnreadableState
 from modelevents.services.run_logic.normalizer import RunNormalizer
 from tests.corpus import corpus_files, corpus_id, require_corpus
 

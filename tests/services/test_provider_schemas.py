@@ -9,8 +9,9 @@ import orjson
 import pytest
 import yaml
 
+from modelevents.services.errors import MissingSDKError
 from modelevents.services.simulator import provider_schemas
-from modelevents.services.simulator.provider_schemas import APIS, MissingSDKError, validate_request
+from modelevents.services.simulator.provider_schemas import APIS, validate_request
 from tests.corpus import CORPUS_DIR, corpus_files, corpus_id, require_corpus
 
 VALID = {

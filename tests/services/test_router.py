@@ -8,8 +8,9 @@ import pytest
 
 from modelevents.schemas.errors import InputError
 from modelevents.schemas.transcript import CAPABILITIES, NeutralRequest
-from modelevents.services.gateway.capabilities import ManifestError, load_manifest, parse_manifest
-from modelevents.services.gateway.router import CapabilityRejected, route
+from modelevents.services.errors import CapabilityRejected, ManifestError
+from modelevents.services.gateway.capabilities import load_manifest, parse_manifest
+from modelevents.services.gateway.router import route
 
 
 @pytest.fixture(scope="module")

@@ -27,10 +27,10 @@ from typing import Any
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas.codec import decode
 from modelevents.schemas.end_of_input import with_end_markers
-from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import RunState
+from modelevents.services.errors import DemoError
 from modelevents.services.kafka.clients import make_consumer, start_client, start_producer
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.local import kafka_broker
@@ -74,10 +74,6 @@ GATEWAY_SESSIONS: tuple[tuple[str, str, str, str, str | None, dict[str, Any], di
     ("responses-background-polled", "openai", "openai-responses",
      "openai-responses/text-with-usage", None, {"background": True}, {"polls": 2}),
 )
-
-
-class DemoError(ModelEventsError):
-    """The demo could not finish (the worker died, or runs did not settle in time)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from modelevents.services.errors import KafkaSetupError
 from modelevents.services.local import kafka_broker
-from modelevents.services.local.kafka_broker import KafkaSettings, KafkaSetupError
+from modelevents.services.local.kafka_broker import KafkaSettings
 
 EXIT_OK = 0
 EXIT_ERROR = 1

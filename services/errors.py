@@ -1,0 +1,186 @@
+"""The services' errors (under ``modelevents.schemas.errors.ModelEventsError``), drawn and defined
+here; what raises each is named on the right.
+
+    ModelEventsError
+    ├── KafkaUnavailable          the broker at the configured bootstrap address cannot be reached
+    │                                                                  (kafka/clients.py, gateway)
+    ├── KafkaSetupError           the local broker could not be set up     (local/kafka_broker.py)
+    │   ├── MissingToolError      java (>= 17) or mvn is not installed
+    │   ├── JarDownloadError      Maven could not download the broker's jars
+    │   ├── PortInUseError        the port is taken by a process that is not this project's broker
+    │   ├── StorageFormatError    kafka.tools.StorageTool format failed
+    │   └── BrokerStartError      the broker JVM exited before it accepted clients (its log tail)
+    │       └── BrokerStartTimeout  ...or did not accept clients within the start timeout
+    ├── ProviderHTTPError         a provider answered an error that retrying did not fix
+    │                                                                 (gateway/provider_http.py)
+    ├── FollowUpFailed            a resume, poll, read-back or cancel the provider refused
+    │                                                                       (gateway/runner.py)
+    ├── RequestRefused            an HTTP request refused before anything was written: its status
+    │   ├── Unauthorized          no valid bearer token (401)                 (gateway/auth.py)
+    │   └── WebhookRejected       a webhook delivery refused (400, 401, 413, 431)
+    │                                                                     (gateway/webhooks.py)
+    ├── DemoError                 the demo could not finish           (cli/commands/demo.py)
+    ├── SchemaError
+    │   └── UnreadableState       a stored run state this version cannot rebuild
+    │                                                                (processor/plain_state.py)
+    ├── InputError
+    │   ├── CapabilityRejected    no target offers what a request requires: the gateway's 422
+    │   │                                                                   (gateway/router.py)
+    │   └── UnknownScenario       no simulator scenario of that name (also a LookupError)
+    └── ConfigError
+        ├── ManifestError         the capability manifest is unreadable or off its schema
+        │                                                             (gateway/capabilities.py)
+        └── MissingSDKError       an official SDK needed for request validation is missing
+                                                                (simulator/provider_schemas.py)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from modelevents.schemas.errors import ConfigError, InputError, ModelEventsError, SchemaError
+
+__all__ = ["KafkaUnavailable", "KafkaSetupError", "MissingToolError", "JarDownloadError",
+           "PortInUseError", "StorageFormatError", "BrokerStartError", "BrokerStartTimeout",
+           "ProviderHTTPError", "FollowUpFailed", "RequestRefused", "Unauthorized",
+           "WebhookRejected", "DemoError", "UnreadableState", "CapabilityRejected",
+           "UnknownScenario", "ManifestError", "MissingSDKError", "Rejection"]
+
+# --- Kafka -------------------------------------------------------------------------------------
+
+_HOW_TO_START = (
+    "start the project's local broker with `modelevents kafka start` (its port is "
+    "$MODELEVENTS_KAFKA_PORT, default 9092), or point KAFKA_BOOTSTRAP_SERVERS at a running cluster"
+)
+
+
+class KafkaUnavailable(ModelEventsError):
+    """The Kafka broker at the configured bootstrap address cannot be reached."""
+
+    def __init__(self, bootstrap_servers: str, detail: str = "") -> None:
+        self.bootstrap_servers = bootstrap_servers
+        reason = f" ({detail})" if detail else ""
+        super().__init__(f"cannot reach Kafka at {bootstrap_servers}{reason}; {_HOW_TO_START}")
+
+
+class KafkaSetupError(ModelEventsError):
+    """Base class: the local Kafka broker could not be set up. The message says what to do."""
+
+
+class MissingToolError(KafkaSetupError):
+    """``java`` (>= 17) or ``mvn`` is not installed."""
+
+
+class JarDownloadError(KafkaSetupError):
+    """Maven could not download the broker's jars."""
+
+
+class PortInUseError(KafkaSetupError):
+    """The configured port is taken by a process that is not this project's broker."""
+
+    def __init__(self, message: str, port: int) -> None:
+        super().__init__(message)
+        self.port = port
+
+
+class StorageFormatError(KafkaSetupError):
+    """``kafka.tools.StorageTool format`` failed."""
+
+
+class BrokerStartError(KafkaSetupError):
+    """The broker JVM exited before it accepted clients."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message + (f"\n--- last lines of server.log ---\n{log_tail}" if log_tail else ""))
+        self.log_tail = log_tail
+
+
+class BrokerStartTimeout(BrokerStartError):
+    """The broker did not accept clients within the start timeout."""
+
+
+# --- providers and requests --------------------------------------------------------------------
+
+
+class ProviderHTTPError(ModelEventsError):
+    """A provider answered with an error that retrying did not fix (or cannot fix)."""
+
+    def __init__(self, provider: str, status: int, body: bytes, url: str) -> None:
+        self.provider, self.status, self.body = provider, status, body
+        text = body[:300].decode("utf-8", "replace")
+        super().__init__(f"{provider} answered {status} for {url}: {text}")
+
+
+class FollowUpFailed(ModelEventsError):
+    """A resume, poll, read-back or cancel the provider refused (after the retries)."""
+
+
+class RequestRefused(ModelEventsError):
+    """An HTTP request refused before anything was written: the status to answer and why."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class Unauthorized(RequestRefused):
+    """No valid bearer token: the 401's reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(401, reason)
+
+
+class WebhookRejected(RequestRefused):
+    """A webhook delivery refused before anything was written: HTTP status and the reason."""
+
+
+class Rejection(Protocol):
+    """Why one candidate target cannot take a request (``services/gateway/router.py``)."""
+
+    def describe(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class CapabilityRejected(InputError):
+    """No candidate target offers every capability the request requires."""
+
+    def __init__(self, rejections: Sequence[Rejection]) -> None:
+        self.rejections = list(rejections)
+        lines = "\n  ".join(r.describe() for r in rejections)
+        super().__init__("no target can take this request; change the target or preferences, "
+                         f"or drop what the request requires:\n  {lines}")
+
+    def details(self) -> list[dict[str, Any]]:
+        """One object per candidate: provider, api, model, and ``missing`` or ``reason``."""
+        return [r.to_dict() for r in self.rejections]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The 422 body."""
+        return {"error": str(self), "code": "capability_rejected", "candidates": self.details()}
+
+
+class ManifestError(ConfigError):
+    """The capability manifest cannot be read or does not fit its schema."""
+
+
+# --- the processor, the simulator, the demo ----------------------------------------------------
+
+
+class UnreadableState(SchemaError):
+    """A stored state this version cannot rebuild: not plain data of this format, a class it
+    does not know, or a field it lacks with no default. The message names what."""
+
+
+class UnknownScenario(InputError, LookupError):
+    """No simulator scenario of that name; the message lists where names come from."""
+
+
+class MissingSDKError(ConfigError):
+    """An official provider SDK needed for request validation is not installed."""
+
+
+class DemoError(ModelEventsError):
+    """The demo could not finish (the worker died, or runs did not settle in time)."""
