@@ -56,11 +56,8 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def cli_main(monkeypatch: pytest.MonkeyPatch):
-    """services.cli.main with this task's commands loaded (the lead wires them into cli.py)."""
-    mine = tuple(f"modelevents.services.cli.commands.{n}" for n in ("topics", "feed", "tail"))
-    monkeypatch.setattr(cli, "COMMAND_MODULES",
-                        tuple(dict.fromkeys(cli.COMMAND_MODULES + mine)))
+def cli_main():
+    """The `modelevents` command's entry point, called in process."""
     return cli.main
 
 

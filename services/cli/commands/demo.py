@@ -38,7 +38,7 @@ from modelevents.services.local.feeder import feed_frames, frames_for_file
 from modelevents.services.local.worker_process import start_worker_process, stop_worker_process
 from modelevents.services.run_logic.run_machine import run_state_of
 
-FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures"
 # One recorded session per provider API, plus a two-call tool loop and a cut stream.
 SESSIONS = (
     "openai-responses/tool-call-parallel.sse",
