@@ -41,6 +41,7 @@ from modelevents.schemas import codec
 from modelevents.schemas.events import ModelEvent, payload_dict
 from modelevents.schemas.run_input import decode as decode_run_input
 from modelevents.schemas.run_input import is_run_input
+from modelevents.schemas.run_input_pieces import decode_piece, is_piece
 
 FORMATS = ("jsonl", "parquet")
 
@@ -97,6 +98,8 @@ def archived_records(root: Path) -> Iterator[RawRecord]:
 def _decoded(rec: RawRecord) -> tuple[str, Any]:
     if rec.value is not None and is_run_input(rec.value):  # an input packet (run_input.py)
         return "input", decode_run_input(rec.value)
+    if is_piece(rec.value):  # a piece of one too large for a record (run_input_pieces.py)
+        return "input_piece", decode_piece(rec.value)  # type: ignore[arg-type]
     obj = codec.decode(rec.value) if rec.value is not None else None
     kind = "event" if isinstance(obj, ModelEvent) else "frame" if obj is not None else "none"
     return kind, obj

@@ -36,9 +36,9 @@ from fastavro import parse_schema
 from fastavro.schema import to_parsing_canonical_form
 
 from modelevents.schemas import codec
-from modelevents.schemas.errors import SchemaError
-from modelevents.schemas.run_input import decode as decode_run_input
 from modelevents.schemas.run_input import is_run_input
+from modelevents.schemas.run_input_pieces import is_piece
+from modelevents.schemas.run_input_pieces import tenant_of as tenant_of_input
 
 FORMAT = "modelevents-audit/1"
 MAGIC = b"Obj\x01"
@@ -428,11 +428,8 @@ def tenant_of_value(value: bytes | None) -> str | None:
     without decoding the rest (records of the current schemas); None when it cannot be told so."""
     if value is None or len(value) < 10 or value[:2] != codec.MAGIC:
         return None
-    if is_run_input(value):
-        try:
-            return decode_run_input(value).tenant
-        except SchemaError:
-            return None
+    if is_run_input(value) or is_piece(value):  # an input packet, or a piece of one
+        return tenant_of_input(value)
     event_fp, frame_fp = _current_fps()
     fp = value[2:10]
     try:

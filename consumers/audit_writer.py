@@ -61,6 +61,7 @@ from modelevents.consumers.errors import AuditError
 from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.run_input import decode as decode_run_input
 from modelevents.schemas.run_input import is_run_input
+from modelevents.schemas.run_input_pieces import decode_piece, is_piece
 from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.kafka.clients import make_consumer, start_client
 from modelevents.services.kafka.settings import PipelineSettings
@@ -426,7 +427,15 @@ class AuditWriter:
 
 
 def _note_policy(out: _OpenFile, value: bytes | None) -> None:
-    """Record the redaction policy of an input packet in its block's manifest line."""
+    """Record the redaction policy of an input packet (or of a piece's) in its block's manifest
+    line."""
+    if is_piece(value):
+        try:
+            piece = decode_piece(value)  # type: ignore[arg-type]
+        except SchemaError:
+            return  # audit verify reports the record
+        out.input_policies[piece.redaction_fingerprint] = piece.redaction_name
+        return
     if value is None or not is_run_input(value):
         return
     try:

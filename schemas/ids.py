@@ -10,10 +10,12 @@ spaces, non-ASCII look-alikes — is refused before anything is sent or written.
 from __future__ import annotations
 
 import re
+import secrets
 
 from modelevents.schemas.errors import InvalidId
 
-__all__ = ["MAX_ID_LENGTH", "InvalidId", "check_id", "is_valid_id"]
+__all__ = ["MAX_ID_LENGTH", "InvalidId", "check_id", "is_valid_id", "new_call_tag",
+           "CALL_TAG", "GATEWAY_FRAME_ID"]
 
 MAX_ID_LENGTH = 200
 _ID = re.compile(rf"[A-Za-z0-9._:\-]{{1,{MAX_ID_LENGTH}}}")
@@ -30,3 +32,17 @@ def check_id(value: str, what: str = "run id") -> str:
     shown = repr(value[:40]) + ("…" if len(value) > 40 else "")
     raise InvalidId(f"{what} {shown} is not valid: use 1 to {MAX_ID_LENGTH} characters of ASCII "
                     "letters, digits and . _ : -")
+
+
+# The tag of a call the gateway makes (``LocalRuns.next_tag``, services/gateway/runs.py): ``c``,
+# the call's number in its run, ``-``, 8 random hex digits (another gateway process may make calls
+# of the same run: frame ids must not collide). The ids of the call's frames are the tag, ``.``
+# and the stream or poll id; ``audit verify`` tells a run the gateway started by that prefix
+# (consumers/audit_inputs.py). One home for both, so the format cannot change under the audit.
+CALL_TAG = re.compile(r"c\d+-[0-9a-f]{8}")
+GATEWAY_FRAME_ID = re.compile(CALL_TAG.pattern + r"\.")
+
+
+def new_call_tag(number: int) -> str:
+    """A fresh tag for call ``number`` (0, 1, …) of a run: ``c0-1a2b3c4d``."""
+    return f"c{number}-{secrets.token_hex(4)}"

@@ -25,7 +25,7 @@ import hashlib
 import io
 import json
 from dataclasses import asdict, dataclass, field
-from functools import cache
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,7 +37,7 @@ from modelevents.schemas.errors import SchemaError
 
 __all__ = ["RunInput", "RedactionPolicy", "RedactionPattern", "SCHEMA_PATH", "encode", "decode",
            "is_run_input", "schema_fingerprint", "canonical_request", "request_fingerprint",
-           "NOT_IN_FINGERPRINT"]
+           "NOT_IN_FINGERPRINT", "SingleObjectCodec"]
 
 SCHEMA_PATH = Path(__file__).parent / "avro" / "inputs" / "run_input.avsc"
 MAGIC = b"\xc3\x01"
@@ -102,44 +102,69 @@ def request_fingerprint(request: str) -> str:
     return hashlib.sha256(request.encode()).hexdigest()
 
 
-@cache
-def _schema() -> tuple[dict[str, Any], bytes]:
-    raw = json.loads(SCHEMA_PATH.read_text())
-    # Read and written without logical types (the same bytes): timestamps stay epoch-ms ints.
-    parsed = fastavro.parse_schema(without_logical_types(raw), {})
-    if not isinstance(parsed, dict):
-        raise SchemaError(f"{SCHEMA_PATH} is not an Avro record schema")
-    return parsed, fingerprint_of(parsed)
+class SingleObjectCodec:
+    """The Avro single-object encoding (``C3 01`` | CRC-64-AVRO fingerprint | body) of the one
+    record schema in ``path``, written and read by fastavro (without logical types: the same
+    bytes, timestamps stay epoch-ms ints). The packet's, and its pieces' (run_input_pieces.py)."""
+
+    def __init__(self, path: Path, name: str) -> None:
+        self.path, self.name = path, name
+
+    @cached_property
+    def _parsed(self) -> tuple[dict[str, Any], bytes]:
+        parsed = fastavro.parse_schema(without_logical_types(json.loads(self.path.read_text())),
+                                       {})
+        if not isinstance(parsed, dict):
+            raise SchemaError(f"{self.path} is not an Avro record schema")
+        return parsed, fingerprint_of(parsed)
+
+    @property
+    def fingerprint(self) -> bytes:
+        return self._parsed[1]
+
+    def matches(self, value: bytes | None) -> bool:
+        """Whether the value's header names this schema."""
+        return value is not None and value[:2] == MAGIC and value[2:10] == self._parsed[1]
+
+    def encode(self, doc: dict[str, Any]) -> bytes:
+        parsed, fp = self._parsed
+        out = io.BytesIO()
+        out.write(MAGIC + fp)
+        fastavro.schemaless_writer(out, parsed, doc)
+        return out.getvalue()
+
+    def decode(self, value: bytes) -> dict[str, Any]:
+        """The record of a value :meth:`matches`; SchemaError for anything else."""
+        if not self.matches(value):
+            raise SchemaError(f"not a {self.name} record: its header does not name the "
+                              f"{self.path.name} schema")
+        try:
+            doc = fastavro.schemaless_reader(io.BytesIO(value[10:]), self._parsed[0], None)
+        except Exception as exc:  # fastavro raises what the bytes provoke (EOF, bad union index…)
+            raise SchemaError(f"a {self.name} record that cannot be read: {exc!r}") from exc
+        if not isinstance(doc, dict):
+            raise SchemaError(f"a {self.name} record that is not a record")
+        return doc
+
+
+_CODEC = SingleObjectCodec(SCHEMA_PATH, "RunInput")
 
 
 def schema_fingerprint() -> bytes:
-    return _schema()[1]
+    return _CODEC.fingerprint
 
 
 def is_run_input(value: bytes | None) -> bool:
-    return value is not None and value[:2] == MAGIC and value[2:10] == _schema()[1]
+    return _CODEC.matches(value)
 
 
 def encode(packet: RunInput) -> bytes:
-    parsed, fp = _schema()
-    out = io.BytesIO()
-    out.write(MAGIC + fp)
-    fastavro.schemaless_writer(out, parsed, asdict(packet))
-    return out.getvalue()
+    return _CODEC.encode(asdict(packet))
 
 
 def decode(value: bytes) -> RunInput:
     """The packet of a single-object encoded value; SchemaError for anything else."""
-    if not is_run_input(value):
-        raise SchemaError("not a RunInput record: its header does not name the run_input.avsc "
-                          "schema")
-    parsed, _fp = _schema()
-    try:
-        doc = fastavro.schemaless_reader(io.BytesIO(value[10:]), parsed, None)
-    except Exception as exc:  # fastavro raises what the bytes provoke (EOF, bad union index…)
-        raise SchemaError(f"a RunInput record that cannot be read: {exc!r}") from exc
-    if not isinstance(doc, dict):
-        raise SchemaError("a RunInput record that is not a record")
+    doc = _CODEC.decode(value)
     policy = doc.pop("redaction")
     policy["patterns"] = [RedactionPattern(**p) for p in policy["patterns"]]
     return RunInput(redaction=RedactionPolicy(**policy), **doc)

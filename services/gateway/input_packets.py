@@ -1,5 +1,6 @@
 """Input packets: what each call of a run was asked, on ``<prefix>run-inputs`` (compacted, key
-run_id; the record: ``schemas/run_input.py``).
+run_id; the record: ``schemas/run_input.py``; a packet larger than a record goes as pieces keyed
+``run_id``, ``run_id#1`` …: ``schemas/run_input_pieces.py``).
 
     packets = InputPackets(config)
     packet = packets.packet(neutral, run_id=…, tenant=…, call=…, target…)   # redacted
@@ -32,13 +33,8 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from modelevents.adapters.registry import ADAPTERS
-from modelevents.schemas.run_input import (
-    RunInput,
-    canonical_request,
-    decode,
-    is_run_input,
-    request_fingerprint,
-)
+from modelevents.schemas.run_input import RunInput, canonical_request, request_fingerprint
+from modelevents.schemas.run_input_pieces import PacketAssembler, is_packet_key
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.provider_http import FOLLOW_UPS
@@ -96,17 +92,17 @@ class InputPackets:
 
 async def latest_packet(settings: PipelineSettings, run_id: str, tenant: str) -> RunInput | None:
     """The run's latest packet of ``tenant`` on ``run-inputs`` (None: none recorded). Reads the
-    run's partition from its start: compaction keeps it to about one packet per run."""
-    latest: RunInput | None = None
-    records = clients.read_records(settings, TOPIC, run_id=run_id, timeout=30.0, to_end=True)
+    run's partition from its start: compaction keeps it to about one packet per run (a packet
+    too large for a record: its pieces, joined; ``schemas/run_input_pieces.py``)."""
+    assembler = PacketAssembler()
+    records = clients.read_records(settings, TOPIC, run_id=run_id, timeout=30.0, to_end=True,
+                                    keys=lambda key: is_packet_key(key, run_id))
     async for record in records:
         raw = record.raw if record is not None else None
-        if raw is None or not is_run_input(raw):
-            continue
-        packet = decode(raw)
-        if packet.run_id == run_id and packet.tenant == tenant:
-            latest = packet  # later offsets are later revisions
-    return latest
+        if raw is not None and assembler.accepts(raw):
+            assembler.feed(raw)  # later offsets are later revisions
+    latest = assembler.latest(run_id)
+    return latest if latest is not None and latest.tenant == tenant else None
 
 
 def packet_summary(packet: RunInput) -> dict[str, Any]:

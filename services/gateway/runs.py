@@ -65,7 +65,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from modelevents.adapters.requests import Endpoint, RenderError, WireRequest, build
 from modelevents.schemas.errors import InvalidId
 from modelevents.schemas.events import ModelEvent
-from modelevents.schemas.ids import check_id
+from modelevents.schemas.ids import check_id, new_call_tag
 from modelevents.schemas.run_input import RunInput
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES, RunState
 from modelevents.schemas.transcript import NeutralRequest, messages_from_events
@@ -537,7 +537,7 @@ class LocalRuns:
         # A random part: another gateway process (or this one after a restart) may have made
         # calls of the same run, and frame ids must never collide within a run.
         count = len(calls.runners) if calls is not None else 0
-        return f"c{count}-{uuid.uuid4().hex[:8]}"
+        return new_call_tag(count)  # schemas/ids.py: the audit reads the same format
 
     def start(self, runner: CallRunner, work: Any = None) -> None:
         """Carry out the runner's call (``work``: instead of ``runner.run()``) in a task."""

@@ -24,12 +24,18 @@ from fastapi import Request
 
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_input import RunInput
-from modelevents.schemas.run_input import encode as encode_input
+from modelevents.schemas.run_input_pieces import packet_records
 from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.metrics import GatewayMetrics
 from modelevents.services.gateway.topic_view import TopicView
-from modelevents.services.kafka.clients import await_acks, produce_frame, run_key_bytes, send_frame
+from modelevents.services.kafka.clients import (
+    await_acks,
+    partition_for_key,
+    produce_frame,
+    run_key_bytes,
+    send_frame,
+)
 from modelevents.services.kafka.settings import PipelineSettings
 
 if TYPE_CHECKING:
@@ -179,11 +185,27 @@ class Gateway:
             topic, key=run_key_bytes(run_id), value=value))
 
     async def publish_input(self, packet: RunInput) -> Any:
-        """Write one input packet (``run-inputs``, key run_id) and wait for its
-        acknowledgement; RecordMetadata."""
-        return await self._bounded(self.producer.send_and_wait(
-            self.settings.topic("run-inputs"), key=run_key_bytes(packet.run_id),
-            value=encode_input(packet)))
+        """Write one input packet (``run-inputs``, key run_id; one too large for a record as its
+        pieces, on the run's partition: ``schemas/run_input_pieces.py``) and wait for its
+        acknowledgement; RecordMetadata of its first record."""
+        topic = self.settings.topic("run-inputs")
+        records = packet_records(packet)
+
+        async def send_and_wait() -> Any:
+            if len(records) == 1:
+                return await self.producer.send_and_wait(
+                    topic, key=run_key_bytes(packet.run_id), value=records[0][1])
+            # The pieces' keys differ (compaction keeps one record a key): the partition is
+            # the run id's, given, not the keys' hash.
+            partitions = sorted(await self.producer.partitions_for(topic))
+            partition = partitions[partition_for_key(run_key_bytes(packet.run_id),
+                                                     len(partitions))]
+            futures = [await self.producer.send(topic, key=run_key_bytes(key), value=value,
+                                                partition=partition)
+                       for key, value in records]
+            return (await asyncio.gather(*futures))[0]
+
+        return await self._bounded(send_and_wait())
 
     async def publish(self, frame: ProviderFrame) -> Any:
         """Write one frame and wait for the broker's acknowledgement; RecordMetadata."""

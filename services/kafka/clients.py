@@ -321,11 +321,15 @@ async def read_records(settings: PipelineSettings, topic: str, *, run_id: str | 
                        timeout: float = 10.0, until: Callable[[Any], bool] | None = None,
                        from_beginning: bool = True, poll_ms: int = 200,
                        idle_tick: float | None = None,
-                       to_end: bool = False) -> AsyncIterator[Record | None]:
+                       to_end: bool = False,
+                       keys: Callable[[bytes | None], bool] | None = None,
+                       ) -> AsyncIterator[Record | None]:
     """Read ``topic`` (logical or full name) without a consumer group and yield decoded records.
 
     * ``run_id``: only records whose key is this run key / run id; only the partition the default
       partitioner maps it to is read.
+    * ``keys``: with ``run_id``, which keys of that partition to yield instead of the run id
+      alone (the pieces of an input packet have keys of their own: ``run_input_pieces.py``).
     * ``timeout``: stop after this many seconds without a (matching) record — an idle timeout.
     * ``until(value)``: stop right after yielding the first record for which it returns True
       (e.g. the run's terminal RunState). Records that cannot be decoded are yielded with
@@ -377,7 +381,8 @@ async def read_records(settings: PipelineSettings, topic: str, *, run_id: str | 
             # Per partition the records are in offset order; across partitions no order exists.
             for messages in batches.values():
                 for msg in messages:
-                    if wanted is not None and msg.key != wanted:
+                    if wanted is not None and (msg.key != wanted if keys is None
+                                               else not keys(msg.key)):
                         continue
                     idle_since = time.monotonic()
                     record = decode_record(msg)

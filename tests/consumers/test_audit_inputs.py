@@ -9,11 +9,13 @@ import dataclasses
 from pathlib import Path
 
 from modelevents.adapters.registry import normalize_file
+from modelevents.consumers import audit_inputs
 from modelevents.consumers.audit_verify import verify_archive
-from modelevents.schemas import codec, run_input
+from modelevents.schemas import codec, ids, run_input, run_input_pieces
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.input_packets import InputPackets
+from modelevents.services.gateway.runs import LocalRuns
 from tests.consumers.test_audit import write_archive
 from tests.integration.pipeline import ONE_PER_API
 
@@ -95,3 +97,43 @@ def test_a_packet_in_another_tenants_directory_or_without_events_is_reported(tmp
                                       "this archive")]
     manifests = "".join(p.read_text() for p in root.glob("tenant=*/hour=*/*.manifest.jsonl"))
     assert '"inputs":1' in manifests and '"input_redaction":{"' in manifests
+
+
+def test_the_call_tags_the_gateway_makes_are_the_ones_the_audit_reads(tmp_path: Path):
+    # One home for the format (schemas/ids.py): what LocalRuns.next_tag makes, the audit reads.
+    assert audit_inputs.GATEWAY_FRAME_ID is ids.GATEWAY_FRAME_ID
+    tags = {LocalRuns().next_tag("run_x") for _ in range(20)}
+    assert len(tags) == 20 and all(ids.CALL_TAG.fullmatch(tag) for tag in tags)
+    tag = tags.pop()
+    assert ids.GATEWAY_FRAME_ID.match(f"{tag}.s0:5") and not ids.GATEWAY_FRAME_ID.match("s0:5")
+    root = tmp_path / "a"
+    write_archive(root, _events("run_g", tag), source=SOURCE)
+    problems, _notes = _findings(verify_archive(root))
+    assert [where for where, _ in problems] == ["run run_g"]
+
+
+def _big_packet_records(run_id: str, revision: int = 0) -> list[tuple[str, int, bytes, bytes]]:
+    *_, value = _packet(run_id, revision=revision,
+                        request='{"transcript":[{"parts":[{"text":"'
+                        + "big words " * 200_000 + '","type":"text"}],"role":"user"}]}')
+    packet = run_input.decode(value)
+    packet = dataclasses.replace(packet, fingerprint=run_input.request_fingerprint(packet.request))
+    return [("t.run-inputs", 0, key.encode(), piece)
+            for key, piece in run_input_pieces.packet_records(packet)]
+
+
+def test_a_packet_in_pieces_is_joined_and_pieces_never_joined_are_a_note(tmp_path: Path):
+    pieces = _big_packet_records("run_g")
+    assert len(pieces) >= 3
+    stale = _big_packet_records("run_g", revision=5)[1:]  # their head gone (compaction)
+    root = tmp_path / "a"
+    write_archive(root, [*stale, *pieces, *_events("run_g", CALL)], source=SOURCE)
+    report = verify_archive(root)
+    problems, notes = _findings(report)
+    assert problems == [], problems
+    assert [(p.revision, len(p.request) > 1_000_000) for p in report.input_packets["run_g"]] == [
+        (0, True)]
+    assert [(where, "pieces of input packet" in message) for where, message in notes] == [
+        ("run run_g", True)]
+    manifests = "".join(p.read_text() for p in root.glob("tenant=*/hour=*/*.manifest.jsonl"))
+    assert '"input_redaction":{"' in manifests

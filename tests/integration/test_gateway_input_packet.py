@@ -7,12 +7,21 @@ A run started through the gateway has its packet on ``run-inputs`` with what the
 gone and the provider's API key nowhere in any topic; ``/messages`` gives both sides; the
 fingerprint is the request's; an archive of such a run verifies, a run fed without a packet is
 listed (not failed), and a run whose frames say the gateway made it but has no packet fails.
+
+A run request may be up to ``max_run_request_bytes`` (4 MiB) while a record may not exceed the
+broker's 1 MB: the packet of a big request goes as pieces (``schemas/run_input_pieces.py``) on
+the run's partition, the run starts (202, not 503), and every reader joins the pieces —
+``/messages``, the audit archive and its check, ``modelevents tail --topic run-inputs``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import random
 import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -21,12 +30,19 @@ import pytest
 from modelevents.adapters.openai_responses import OpenAIResponsesAdapter
 from modelevents.schemas import run_input
 from modelevents.schemas.end_of_input import with_end_markers
+from modelevents.schemas.limits import MAX_RECORD_BYTES
+from modelevents.schemas.run_input_pieces import (
+    PacketAssembler,
+    decode_piece,
+    is_packet_key,
+    is_piece,
+)
 from modelevents.schemas.transcript import Message
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 from modelevents.services.local import feeder
 from tests.integration.pipeline import collect, feed, run
-from tests.integration.test_audit import audit_run, verify
+from tests.integration.test_audit import audit_run, cli, verify
 from tests.integration.test_gateway_runs import (  # noqa: F401  (fixtures used by name)
     OPENAI_KEY,
     gateway,
@@ -46,12 +62,20 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TEXT = "sim:openai-responses/text-with-usage"
 
 
-def packets_of(settings: PipelineSettings, run_id: str) -> list[run_input.RunInput]:
-    async def read() -> list[run_input.RunInput]:
-        return [run_input.decode(r.raw) async for r in clients.read_records(
-            settings, "run-inputs", run_id=run_id, to_end=True, timeout=30)
-            if r.raw is not None]
+def input_records(settings: PipelineSettings, run_id: str) -> list[clients.Record]:
+    """The run's records on run-inputs (its packets' keys, on the run id's partition)."""
+    async def read() -> list[clients.Record]:
+        return [r async for r in clients.read_records(
+            settings, "run-inputs", run_id=run_id, to_end=True, timeout=30,
+            keys=lambda key: is_packet_key(key, run_id)) if r is not None]
     return run(read())
+
+
+def packets_of(settings: PipelineSettings, run_id: str) -> list[run_input.RunInput]:
+    """The run's packets in the order written (one cut into pieces: joined)."""
+    assembler = PacketAssembler()
+    return [p for r in input_records(settings, run_id)
+            if r.raw is not None and (p := assembler.feed(r.raw)) is not None]
 
 
 def every_topic_bytes(settings: PipelineSettings) -> bytes:
@@ -236,3 +260,106 @@ def test_messages_of_a_two_call_turn_are_the_latest_request_then_the_latest_answ
     assert [Message.model_validate(m) for m in body["messages"][:3]] == [
         Message.model_validate(m) for m in (asked, assistant, results)]
     assert body["input"]["provider"] == "anthropic"
+
+
+# --- packets larger than a record (schemas/run_input_pieces.py) -----------------------------
+
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+         "juliett", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo")
+
+
+def big_text(size: int, seed: int = 17) -> str:
+    """``size`` bytes or so of words (nothing a redaction pattern takes), not repetitive."""
+    rng = random.Random(seed)
+    words = []
+    total = 0
+    while total < size:
+        word = f"{rng.choice(WORDS)}{rng.randrange(1000)}"
+        words.append(word)
+        total += len(word) + 1
+    return " ".join(words)
+
+
+def tail_lines(settings: PipelineSettings, run_id: str) -> list[dict]:
+    done = subprocess.run([*cli(settings, "tail", "--topic", "run-inputs", "--run-id", run_id,
+                                "--timeout", "3", "--meta")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_a_request_whose_packet_exceeds_a_record_starts_and_every_reader_joins_it(
+        gateway, settings, tmp_path):
+    text = big_text(2_500_000)
+    body = neutral("openai", "openai-responses", TEXT)
+    body["transcript"][0]["parts"][0]["text"] = text
+    answer = httpx.post(f"{gateway.url}/v1/runs", json=body, timeout=60)
+    assert answer.status_code == 202, answer.text[:2000]  # was 503: the packet was refused
+    started = answer.json()
+    run_id = started["run_id"]
+    wait_run(gateway, run_id, settled("completed"), "completed")
+
+    # On the topic: pieces, each under the record limit, keyed run_id, run_id#1, … on the run
+    # id's partition (read_records reads only that one), written twice (revisions 0 and 1).
+    records = input_records(settings, run_id)
+    assert all(is_piece(r.raw) and len(r.raw or b"") < MAX_RECORD_BYTES for r in records)
+    pieces = [decode_piece(r.raw) for r in records if r.raw is not None]
+    count = pieces[0].count
+    assert count >= 4 and len(records) == 2 * count
+    assert [p.index for p in pieces] == 2 * list(range(count))
+    assert [r.key_text for r in records] == 2 * [run_id, *(f"{run_id}#{i}"
+                                                         for i in range(1, count))]
+    packets = packets_of(settings, run_id)
+    assert [p.revision for p in packets] == [0, 1]
+    last = packets[-1]
+    assert last.fingerprint == started["input_fingerprint"] == run_input.request_fingerprint(
+        last.request)
+    assert last.request_doc()["transcript"][0]["parts"][0]["text"] == text
+
+    # /messages: the request's side whole.
+    history = httpx.get(f"{gateway.url}/v1/runs/{run_id}/messages", timeout=60).json()
+    assert history["sides"] == {"request": 1, "model": 1}
+    assert history["messages"][0]["parts"][0]["text"] == text
+    assert history["input"]["fingerprint"] == last.fingerprint
+    assert history["input"]["revision"] == 1
+
+    # tail: one line a piece before the last, the packet at its last piece.
+    lines = tail_lines(settings, run_id)
+    assert [line.get("revision") for line in lines] == [
+        *[None] * (count - 1), 0, *[None] * (count - 1), 1]
+    assert lines[0]["piece"]["index"] == 0 and lines[0]["piece"]["count"] == count
+    assert lines[count - 1]["_pieces"] == count and lines[-1]["fingerprint"] == last.fingerprint
+    assert lines[-1]["request"] == last.request and lines[-1]["_key"] == f"{run_id}#{count - 1}"
+
+    # The audit archive has the pieces; verify joins them and finds the run's packets.
+    out = tmp_path / "archive"
+    audit_run(settings, out, "--group", f"audit-{secrets.token_hex(4)}")
+    _code, report = verify(out)
+    # The module's topics hold other tests' runs too (a forged one fails on purpose): none of
+    # the problems is this run's, and none is of another check than the packets'.
+    assert [p for p in report["problems"] if p["check"] != "input"
+            or run_id in p["where"] or "run_forged_" not in p["where"]] == []
+    notes = {(n["check"], n["where"]): n["message"] for n in report["notes"]}
+    assert ("input", f"run {run_id}") not in notes, notes
+    assert report["summary"]["input_packets"] >= 2
+    manifests = list(out.glob("tenant=default/hour=*/*.manifest.jsonl"))
+    assert any('"input_redaction":{"' in m.read_text() for m in manifests)
+    exported = subprocess.run([sys.executable, "-m", "modelevents.services.cli", "audit",
+                               "export", str(out), "--format", "jsonl"],
+                              capture_output=True, text=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    kinds = [json.loads(line)["type"] for line in exported.stdout.splitlines()]
+    assert kinds.count("input_piece") >= 2 * count
+
+
+def test_tail_prints_the_input_packets_of_a_run(gateway, settings):
+    started = start_run(gateway, neutral("openai", "openai-responses", TEXT))
+    run_id = started["run_id"]
+    wait_run(gateway, run_id, settled("completed"), "completed")
+    lines = tail_lines(settings, run_id)
+    assert [(line["revision"], line["run_id"], line["_key"]) for line in lines] == [
+        (0, run_id, run_id), (1, run_id, run_id)]
+    assert "error" not in lines[0] and lines[-1]["fingerprint"] == started["input_fingerprint"]
+    assert lines[-1]["origin"] == "gateway" and lines[-1]["call"] == started["call"]
+    assert lines[-1]["redaction"]["name"] == "default"
+    assert json.loads(lines[-1]["request"])["transcript"][0]["parts"][0]["text"] == "Hello"

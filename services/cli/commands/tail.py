@@ -7,13 +7,20 @@ import base64
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any, BinaryIO
 
 import orjson
 
-from modelevents.schemas.errors import ConfigError
+from modelevents.schemas.errors import ConfigError, SchemaError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.run_input_pieces import (
+    PacketAssembler,
+    decode_piece,
+    is_packet_key,
+    is_piece,
+)
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES, DeadLetter, RunState
 from modelevents.services.cli.kafka_options import (
     ENV_HELP,
@@ -36,14 +43,16 @@ EXIT_NOT_TERMINAL = 1  # --until-terminal, but the topic went idle first
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tail",
-        help="print the records of a pipeline topic (events, runs, dlq, frames, ingest, run-owners) "
-             "as JSON lines",
+        help="print the records of a pipeline topic (events, runs, dlq, frames, ingest, run-owners, "
+             "run-inputs) as JSON lines",
         description="Read a pipeline topic and print one JSON object per record: a ModelEvent as "
                     "`modelevents normalize` prints it (kind, seq, payload fields, run_id, "
                     "event_id, frame_id, ...), a RunState with all its fields, a DeadLetter with "
                     "the failed record's bytes in base64, a ProviderFrame with its body as text "
                     "(base64 in body_base64 when it is not UTF-8), a run-id claim on run-owners "
-                    "as the JSON object the gateway wrote (v, run_id, tenant, claimed_at). Stops "
+                    "as the JSON object the gateway wrote (v, run_id, tenant, claimed_at), an input packet on "
+                    "run-inputs with all its fields (one cut into pieces once, at its last "
+                    "piece, with _pieces; a piece before it as {\"piece\": ...}). Stops "
                     "after --timeout seconds without a record, or with --until-terminal when the "
                     "run's terminal state is reached.",
         epilog=ENV_HELP + f" Exit status: 0 ok, {EXIT_NOT_TERMINAL} --until-terminal timed out "
@@ -118,6 +127,28 @@ def claim_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
     return doc, None
 
 
+def input_projection(assembler: PacketAssembler, rec: clients.Record
+                     ) -> tuple[dict[str, Any], str | None]:
+    """A ``run-inputs`` record: its packet (RunInput) with all its fields — a packet cut into
+    pieces (``schemas/run_input_pieces.py``) at its last piece, with ``_pieces`` — or, for a
+    piece before it, ``{"piece": {...}}`` without its bytes; else why it is neither."""
+    raw = rec.raw
+    if raw is None or not assembler.accepts(raw):
+        return {}, ("tombstone (null value)" if raw is None
+                    else "not an input packet (RunInput) nor a piece of one")
+    try:
+        packet = assembler.feed(raw)
+        piece = decode_piece(raw) if is_piece(raw) else None
+    except SchemaError as exc:
+        return {}, str(exc)
+    if packet is not None:
+        return {**asdict(packet), **({"_pieces": piece.count} if piece else {})}, None
+    assert piece is not None  # a whole packet always gives its packet
+    return {"piece": {"run_id": piece.run_id, "tenant": piece.tenant, "packet": piece.packet,
+                      "index": piece.index, "count": piece.count,
+                      "bytes": len(piece.data)}}, None
+
+
 def terminal_predicate(topic: str, run_id: str) -> Callable[[Any], bool]:
     """True for the record that ends ``run_id`` on ``topic`` (events, ingest or runs)."""
     if topic == "runs":
@@ -140,13 +171,20 @@ async def tail(settings: PipelineSettings, topic: str, out: BinaryIO, *, run_id:
     reached = False
     count = 0
     idle = math.inf if timeout <= 0 else timeout
-    claims = clients.topic_name(settings, topic) == settings.topic("run-owners")
+    full = clients.topic_name(settings, topic)
+    claims = full == settings.topic("run-owners")
+    # Input packets: pieces joined as read; with --run-id the pieces' keys too (run_id#i).
+    inputs = PacketAssembler() if full == settings.topic("run-inputs") else None
+    keys = ((lambda key: is_packet_key(key, run_id)) if inputs is not None and run_id is not None
+            else None)
     async for rec in clients.read_records(settings, topic, run_id=run_id, timeout=idle,
-                                           until=until, from_beginning=from_beginning):
+                                           until=until, from_beginning=from_beginning, keys=keys):
         if rec is None:
             continue  # None is an idle tick, which comes only with idle_tick (not asked for here)
         if claims:
             line, error = claim_projection(rec)
+        elif inputs is not None:
+            line, error = input_projection(inputs, rec)
         elif rec.error is not None:
             line, error = {}, rec.error
         else:
