@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,11 +105,13 @@ class _Final:
 class Executor:
     def __init__(self, registry: ToolRegistry, policy: Policy,
                  settings: PipelineSettings | None = None, *, group: str = "modelevents-tools",
-                 gateway_url: str | None = None, retry_backoff_s: float = 0.2) -> None:
+                 gateway_url: str | None = None, retry_backoff_s: float = 0.2,
+                 tenant: str | Collection[str] | None = None) -> None:
         self.registry = registry
         self.policy = policy
         self.settings = settings or PipelineSettings()
         self.group = group
+        self.tenant = tenant  # only these tenants' calls (None: every tenant's)
         self.retry_backoff_s = retry_backoff_s
         self.receipts: dict[str, ToolReceipt] = {}
         self.parked: dict[str, _Call] = {}  # approval id → the call waiting for it
@@ -120,16 +123,16 @@ class Executor:
 
     # --- running ------------------------------------------------------------------------------
 
-    async def run(self, ready: asyncio.Event | None = None) -> None:
-        """Consume until cancelled. ``ready`` is set once the receipts are read and the
-        subscription is joined."""
+    async def run(self, ready: Callable[[], object] | None = None) -> None:
+        """Consume until cancelled. ``ready()`` is called once the receipts are read and the
+        subscription is open."""
         self._producer = await clients.start_producer(self.settings)
         try:
             await self.load_receipts()
-            async with subscribe("events", group=self.group, kinds=KINDS,
+            async with subscribe("events", group=self.group, kinds=KINDS, tenant=self.tenant,
                                  settings=self.settings) as events:
                 if ready is not None:
-                    ready.set()
+                    ready()
                 async for event in events:
                     await self.handle(event)
         finally:

@@ -48,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gateway", metavar="URL", default=None,
                    help="the gateway that continues runs (POST /v1/runs), e.g. "
                         "http://127.0.0.1:8080; without it runs are left to the application")
+    p.add_argument("--tenant", action="append", default=None, metavar="T",
+                   help="only the calls of this tenant's runs (repeat for several; default: "
+                        "every tenant's — the policy still decides what each may do)")
     add_kafka_options(p)
     p.set_defaults(run=_run)
 
@@ -56,7 +59,8 @@ def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     options = {"db": args.db} if args.db is not None else {}
     executor = Executor(load_registry(args.tools, **options), Policy.from_file(args.policy),
-                        settings_from_args(args), group=args.group, gateway_url=args.gateway)
+                        settings_from_args(args), group=args.group, gateway_url=args.gateway,
+                        tenant=args.tenant)
     try:
         run_async(executor.run())
     except KeyboardInterrupt:
