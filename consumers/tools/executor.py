@@ -126,9 +126,8 @@ class Executor:
     async def run(self, ready: Callable[[], object] | None = None) -> None:
         """Consume until cancelled. ``ready()`` is called once the receipts are read and the
         subscription is open."""
-        self._producer = await clients.start_producer(self.settings)
+        await self.start()
         try:
-            await self.load_receipts()
             async with subscribe("events", group=self.group, kinds=KINDS, tenant=self.tenant,
                                  settings=self.settings) as events:
                 if ready is not None:
@@ -136,8 +135,19 @@ class Executor:
                 async for event in events:
                     await self.handle(event)
         finally:
-            if self.continuation is not None:
-                await self.continuation.close()
+            await self.stop()
+
+    async def start(self) -> None:
+        """Connect the producer and read the receipts so far (``run`` does it; so may a caller
+        that feeds :meth:`handle` itself)."""
+        # No linger: every send is awaited before the call goes on (a receipt before the tool).
+        self._producer = await clients.start_producer(self.settings, linger_ms=0)
+        await self.load_receipts()
+
+    async def stop(self) -> None:
+        if self.continuation is not None:
+            await self.continuation.close()
+        if self._producer is not None:
             await self._producer.stop()
 
     async def load_receipts(self) -> None:
@@ -356,34 +366,48 @@ class Executor:
 
     async def _finish(self, call: _Call, attempt: int, started: int, final: _Final,
                       cost: float) -> None:
-        """The final receipt (with the result), then the result for the model."""
-        await self._receipt(self._receipt_of(
+        """The final receipt (with the result) and the result for the model, sent together
+        and both acknowledged. Should the executor die between the two acknowledgements, the
+        next one finds the attempt unfinished, reconciles it and sends the same result again
+        (the same event id: deduped)."""
+        receipt = self._receipt_of(
             call, attempt, "finished", started, outcome=final.outcome,
             external_id=final.external_id, postcondition=final.postcondition,
             error_class=final.error_class, error=final.output if final.is_error else None,
             reconciled=final.reconciled, result=final.output, result_is_error=final.is_error,
-            cost=cost))
-        await self._send_result(call, final.output, final.is_error, {
+            cost=cost)
+        result = self._result_event(call, final.output, final.is_error, {
             "operation_id": call.operation_id, "outcome": final.outcome,
             "injection": final.injection, "truncated": final.truncated,
             "external_id": final.external_id, "reconciled": final.reconciled})
+        await clients.await_acks(self.settings, [await self._send_receipt(receipt),
+                                                 await self._send_ingest(result)])
+        self._remember(receipt)
         self.executed += 1
+
+    def _result_event(self, call: _Call, output: str, is_error: bool,
+                      about: dict[str, Any]) -> ModelEvent:
+        envelope = orjson.dumps({"untrusted": True, **about})
+        return tool_result_event(call.event, call.payload.tool_name, call.payload.tool_call_id,
+                                 output, is_error, envelope, ENVELOPE_TYPE, now_ms())
 
     async def _send_result(self, call: _Call, output: str, is_error: bool,
                            about: dict[str, Any]) -> None:
-        envelope = orjson.dumps({"untrusted": True, **about})
-        await self._ingest(tool_result_event(call.event, call.payload.tool_name,
-                                             call.payload.tool_call_id, output, is_error,
-                                             envelope, ENVELOPE_TYPE, now_ms()))
+        await self._ingest(self._result_event(call, output, is_error, about))
+
+    async def _send_receipt(self, receipt: ToolReceipt) -> asyncio.Future[Any]:
+        topic = clients.topic_name(self.settings, "receipts")
+        future: asyncio.Future[Any] = await self._producer.send(
+            topic, key=clients.run_key_bytes(receipt.run_id), value=encode_receipt(receipt))
+        return future
+
+    async def _send_ingest(self, event: ModelEvent) -> asyncio.Future[Any]:
+        return await clients.send_record(self._producer, self.settings, "ingest", event.run_id,
+                                         event)
 
     async def _receipt(self, receipt: ToolReceipt) -> None:
-        topic = clients.topic_name(self.settings, "receipts")
-        future = await self._producer.send(topic, key=clients.run_key_bytes(receipt.run_id),
-                                           value=encode_receipt(receipt))
-        await clients.await_acks(self.settings, [future])
+        await clients.await_acks(self.settings, [await self._send_receipt(receipt)])
         self._remember(receipt)
 
     async def _ingest(self, event: ModelEvent) -> None:
-        future = await clients.send_record(self._producer, self.settings, "ingest",
-                                           event.run_id, event)
-        await clients.await_acks(self.settings, [future])
+        await clients.await_acks(self.settings, [await self._send_ingest(event)])
