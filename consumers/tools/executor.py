@@ -173,7 +173,7 @@ class Executor:
             await self._on_call(_Call(event, event.payload,
                                       operation_id(event.run_id, event.payload.tool_call_id)))
         elif event.kind == "approval.resolved" and isinstance(event.payload, Approval):
-            await self._on_decision(event.payload)
+            await self._on_decision(event.run_id, event.payload)
         elif (event.kind == "tool.result" and isinstance(event.payload, ToolResult)
               and self.continuation is not None):
             await self.continuation.after_result(event)
@@ -235,13 +235,30 @@ class Executor:
             orjson.dumps({"reason": why, "operation_id": call.operation_id}), now_ms())
         await self._ingest(event)
 
-    async def _on_decision(self, payload: Approval) -> None:
+    async def _on_decision(self, run_id: str, payload: Approval) -> None:
         granted = payload.decision == "granted"
         call = self.parked.pop(payload.approval_id, None)
-        if call is None:
-            self.decisions[payload.approval_id] = granted
+        if call is not None:
+            await self._decided(call, granted)
             return
-        await self._decided(call, granted)
+        # Not waiting here: decided before its call came, or asked by an executor that has
+        # stopped since (its tool.call is behind this group's committed offset). The call is
+        # found on the run's events and taken from the start with the decision at hand.
+        self.decisions[payload.approval_id] = granted
+        asked = await self._call_of_approval(run_id, payload.approval_id)
+        if asked is not None:
+            await self._on_call(asked)
+
+    async def _call_of_approval(self, run_id: str, approval: str) -> _Call | None:
+        async for record in clients.read_records(self.settings, "events", run_id=run_id,
+                                                 to_end=True, timeout=2.0):
+            event = record.value if record is not None else None
+            if (isinstance(event, ModelEvent) and event.kind == "tool.call"
+                    and isinstance(event.payload, ToolCall)):
+                operation = operation_id(run_id, event.payload.tool_call_id)
+                if approval_id_of(operation) == approval:
+                    return _Call(event, event.payload, operation)
+        return None
 
     async def _decided(self, call: _Call, granted: bool) -> None:
         if granted:

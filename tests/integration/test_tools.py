@@ -331,6 +331,22 @@ def test_a_write_waits_for_its_approval_and_runs_only_when_granted(settings, sta
     assert rows(db, "SELECT text FROM notes") == [("granted",)]
 
 
+def test_an_approval_decided_after_the_executor_restarted_runs_the_call_once(
+        settings, start_executor, tenant, db):
+    policy = {"scopes": {"add_note": ["notebook:team"]}}
+    first = start_executor(policy_for(tenant, **policy), group=f"tools-{tenant}")
+    run_id = propose(settings, tenant, [("add_note", "c1", note_args("team", "later"))])
+    events_of(settings, run_id, lambda es: any(e.kind == "approval.requested" for e in es),
+              "the approval request")
+    first.stop()
+    start_executor(policy_for(tenant, **policy), group=f"tools-{tenant}")
+    run(resolve_approval(run_id, approval_id_of(operation_id(run_id, "c1")), True, "bob",
+                         tenant=tenant, settings=settings))
+    assert not results_of(settings, run_id, 1)["c1"].payload.is_error
+    assert rows(db, "SELECT text FROM notes") == [("later",)]
+    assert invocations(db, "add_note") == 1
+
+
 # --- failures of the tool and its backend ----------------------------------------------------
 
 
