@@ -10,6 +10,7 @@ that reads only that tenant's calls, so the module shares one set of topics and 
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import signal
 import sqlite3
@@ -38,6 +39,7 @@ from modelevents.schemas.events import (
     RunStarted,
     ToolCall,
 )
+from modelevents.services.cli.commands.tail import tail
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 from tests.integration.pipeline import run
@@ -359,6 +361,13 @@ def test_a_429_from_the_backend_is_retried(settings, start_executor, tenant, db)
     assert finished(receipts_of(settings, run_id)) == [(1, "failed", "retryable"),
                                                        (2, "succeeded", None)]
     assert invocations(db, "get_weather") == 2
+    # `modelevents tail --topic receipts` prints them as their fields.
+    out = io.BytesIO()
+    run(tail(settings, "receipts", out, run_id=run_id, timeout=2.0))
+    printed = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert [(p["attempt"], p["phase"], p["outcome"]) for p in printed] == [
+        (1, "started", None), (1, "finished", "failed"), (2, "started", None),
+        (2, "finished", "succeeded")]
 
 
 def test_a_timeout_before_the_commit_is_retried_and_writes_once(settings, start_executor,

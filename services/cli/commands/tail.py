@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -11,7 +12,8 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from modelevents.schemas.errors import ConfigError
+from modelevents.consumers.tools.receipts import decode_receipt
+from modelevents.schemas.errors import ConfigError, SchemaError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES, DeadLetter, RunState
@@ -36,7 +38,8 @@ EXIT_NOT_TERMINAL = 1  # --until-terminal, but the topic went idle first
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tail",
-        help="print the records of a pipeline topic (events, runs, dlq, frames, ingest, run-owners) "
+        help="print the records of a pipeline topic (events, runs, dlq, frames, ingest, run-owners, "
+             "receipts) "
              "as JSON lines",
         description="Read a pipeline topic and print one JSON object per record: a ModelEvent as "
                     "`modelevents normalize` prints it (kind, seq, payload fields, run_id, "
@@ -118,6 +121,14 @@ def claim_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
     return doc, None
 
 
+def receipt_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
+    """A ``receipts`` record: the ToolReceipt's fields (consumers/tools/receipts.py)."""
+    try:
+        return dataclasses.asdict(decode_receipt(rec.raw or b"")), None
+    except (SchemaError, ValueError, EOFError) as exc:
+        return {}, f"not a ToolReceipt: {exc}"
+
+
 def terminal_predicate(topic: str, run_id: str) -> Callable[[Any], bool]:
     """True for the record that ends ``run_id`` on ``topic`` (events, ingest or runs)."""
     if topic == "runs":
@@ -141,12 +152,15 @@ async def tail(settings: PipelineSettings, topic: str, out: BinaryIO, *, run_id:
     count = 0
     idle = math.inf if timeout <= 0 else timeout
     claims = clients.topic_name(settings, topic) == settings.topic("run-owners")
+    receipts = clients.topic_name(settings, topic) == settings.topic("receipts")
     async for rec in clients.read_records(settings, topic, run_id=run_id, timeout=idle,
                                            until=until, from_beginning=from_beginning):
         if rec is None:
             continue  # None is an idle tick, which comes only with idle_tick (not asked for here)
         if claims:
             line, error = claim_projection(rec)
+        elif receipts:
+            line, error = receipt_projection(rec)
         elif rec.error is not None:
             line, error = {}, rec.error
         else:
