@@ -34,6 +34,7 @@ from modelevents.consumers.tools.sqlite_tools import make_registry
 from modelevents.schemas.events import (
     Envelope,
     EventSource,
+    Hosted,
     ModelEvent,
     RunAwaiting,
     RunStarted,
@@ -157,16 +158,17 @@ def propose(settings: PipelineSettings, tenant: str, calls: list[tuple[str, str,
         events.append(_event(run_id, tenant, "run.awaiting", RunAwaiting("tool_results"),
                              "awaiting"))
 
-    async def write() -> None:
-        producer = await clients.start_producer(settings)
-        try:
-            await clients.await_acks(settings, [
-                await clients.send_record(producer, settings, "ingest", run_id, e)
-                for e in events])
-        finally:
-            await producer.stop()
-    run(write())
+    run(_write(settings, run_id, events))
     return run_id
+
+
+async def _write(settings: PipelineSettings, run_id: str, events: list[ModelEvent]) -> None:
+    producer = await clients.start_producer(settings)
+    try:
+        await clients.await_acks(settings, [
+            await clients.send_record(producer, settings, "ingest", run_id, e) for e in events])
+    finally:
+        await producer.stop()
 
 
 def events_of(settings: PipelineSettings, run_id: str,
@@ -288,6 +290,21 @@ def test_malformed_arguments_and_an_unknown_tool_are_error_results_and_run_nothi
     assert "unknown tool 'delete_everything'" in results["c_unknown"].payload.output
     assert invocations(db, "get_weather") == 0
     assert {r.error_class for r in receipts_of(settings, run_id)} == {"invalid"}
+
+
+def test_a_provider_hosted_tool_is_never_executed(settings, start_executor, tenant, db):
+    # A hosted call named like an application tool, then a tool.call of the same run: once the
+    # later call has its result, the hosted one (before it on the run's partition) was passed.
+    start_executor(policy_for(tenant))
+    run_id = f"run_{uuid.uuid4().hex[:12]}"
+    hosted = _event(run_id, tenant, "hosted.call", Hosted(
+        0, "ws_1", "web_search", "provider", name="get_weather",
+        arguments='{"city": "Paris"}'), "hosted")
+    run(_write(settings, run_id, [hosted]))
+    propose(settings, tenant, [("get_weather", "c1", '{"city": "Rome"}')], run_id=run_id)
+    results = results_of(settings, run_id, 1)
+    assert list(results) == ["c1"] and invocations(db, "get_weather") == 1
+    assert [r.tool_call_id for r in receipts_of(settings, run_id)] == ["c1", "c1"]
 
 
 def test_a_revoked_scope_is_denied_with_a_reason(settings, start_executor, tenant, db):
