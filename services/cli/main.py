@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "modelevents.services.cli.commands.simulator",
     "modelevents.services.cli.commands.replay",
     "modelevents.services.cli.commands.audit",
+    "modelevents.services.cli.commands.tools",
 )
 
 

@@ -1,6 +1,7 @@
 """The pipeline's topics: create what is missing, refuse what does not match.
 
-DESIGN.md "Topics": frames, ingest, events, runs (compacted) and dlq, and the gateway's
+DESIGN.md "Topics": frames, ingest, events, runs (compacted) and dlq, the tool executor's receipts
+(never expired: consumers/tools/receipts.py), and the gateway's
 run-owners (never expired nor compacted: services/gateway/owners.py), created explicitly because
 the broker's auto-create is off. Every topic has ``settings.partitions`` partitions: Faust creates
 its changelog and repartition topics with that same count and stops with PartitionsMismatch (an
@@ -66,6 +67,10 @@ def topic_configs(name: str) -> dict[str, str]:
         return {"cleanup.policy": "compact"}
     if name == "frames":
         # frames is the source of truth: replay re-normalizes it through fixed adapters.
+        return {"cleanup.policy": "delete", "retention.ms": "-1"}
+    if name == "receipts":
+        # A receipt is the only proof that a side effect was attempted: a redelivered tool call
+        # of any age must find it, so receipts never expire.
         return {"cleanup.policy": "delete", "retention.ms": "-1"}
     if name == "run-owners":
         # A run id's first claim is its owner for ever (services/gateway/owners.py): never

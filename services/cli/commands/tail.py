@@ -12,6 +12,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from modelevents.consumers.tools.receipts import decode_receipt
 from modelevents.schemas.errors import ConfigError, SchemaError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tail",
         help="print the records of a pipeline topic (events, runs, dlq, frames, ingest, run-owners, "
-             "run-inputs) as JSON lines",
+             "run-inputs, receipts) as JSON lines",
         description="Read a pipeline topic and print one JSON object per record: a ModelEvent as "
                     "`modelevents normalize` prints it (kind, seq, payload fields, run_id, "
                     "event_id, frame_id, ...), a RunState with all its fields, a DeadLetter with "
@@ -149,6 +150,14 @@ def input_projection(assembler: PacketAssembler, rec: clients.Record
                       "bytes": len(piece.data)}}, None
 
 
+def receipt_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
+    """A ``receipts`` record: the ToolReceipt's fields (consumers/tools/receipts.py)."""
+    try:
+        return asdict(decode_receipt(rec.raw or b"")), None
+    except (SchemaError, ValueError, EOFError) as exc:
+        return {}, f"not a ToolReceipt: {exc}"
+
+
 def terminal_predicate(topic: str, run_id: str) -> Callable[[Any], bool]:
     """True for the record that ends ``run_id`` on ``topic`` (events, ingest or runs)."""
     if topic == "runs":
@@ -177,6 +186,7 @@ async def tail(settings: PipelineSettings, topic: str, out: BinaryIO, *, run_id:
     inputs = PacketAssembler() if full == settings.topic("run-inputs") else None
     keys = ((lambda key: is_packet_key(key, run_id)) if inputs is not None and run_id is not None
             else None)
+    receipts = full == settings.topic("receipts")
     async for rec in clients.read_records(settings, topic, run_id=run_id, timeout=idle,
                                            until=until, from_beginning=from_beginning, keys=keys):
         if rec is None:
@@ -185,6 +195,8 @@ async def tail(settings: PipelineSettings, topic: str, out: BinaryIO, *, run_id:
             line, error = claim_projection(rec)
         elif inputs is not None:
             line, error = input_projection(inputs, rec)
+        elif receipts:
+            line, error = receipt_projection(rec)
         elif rec.error is not None:
             line, error = {}, rec.error
         else:

@@ -1,0 +1,20 @@
+"""The tool executor: the model proposes, the policy authorizes, the executor runs, the receipt
+records (DESIGN.md "Consumers"; docs/tools.md).
+
+    contract.py      ToolContract: what one application tool promises (schema, class, timeout,
+                     idempotency, output cap, error taxonomy, postcondition, reconcile hook)
+    registry.py      ToolRegistry and ``load_registry("package.module")``
+    policy.py        who may call what, on which objects, within which budget, with whose approval
+    receipts.py      ToolReceipt records on the ``receipts`` topic (Avro, single-object encoding)
+    output.py        tool output as data: capped, marked untrusted, prompt injection flagged
+    results.py       the events the executor writes to ``ingest`` (tool.result, approval.*)
+    approvals.py     ``resolve_approval(...)``: an approval decision onto ``ingest``
+    continuation.py  the run's next call through the gateway once every result is in
+    executor.py      the consumer of ``events`` that ties them together
+    sqlite_tools.py  two example tools against a SQLite system of record
+"""
+
+from modelevents.consumers.tools.contract import ToolContract, ToolError
+from modelevents.consumers.tools.registry import ToolRegistry, load_registry
+
+__all__ = ["ToolContract", "ToolError", "ToolRegistry", "load_registry"]

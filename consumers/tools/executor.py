@@ -1,0 +1,430 @@
+"""The tool executor: reads the model's proposals (``tool.call`` on ``events``), asks the policy,
+runs the application's tool, records every attempt on ``receipts`` and answers the model with a
+``tool.result`` on ``ingest``.
+
+One call, in order::
+
+    receipt of this operation already final?  → send its result again (same event id: deduped)
+    unknown tool / arguments not JSON / arguments break the schema  → error result
+    policy: deny → error result with the reason; approve → approval.requested, wait for
+            approval.resolved (granted: go on; denied: error result)
+    earlier attempt started and never finished, or finished unknown → reconcile hook first
+    attempt: receipt "started" (acknowledged) → the tool, under its timeout → receipt "finished"
+        retryable error → back off, next attempt (up to the contract's max_attempts)
+        unknown outcome (a write timed out, the tool said so) → reconcile; nothing found → retry
+        output over its schema → failed (drift); postcondition → confirmed | violated
+    final receipt (with the result) → tool.result on ingest
+
+Provider-hosted tools (``hosted.call``) are never read, let alone executed: they are not
+``tool.call`` events. A redelivered, replayed or re-proposed call (the same run and tool call id)
+finds its receipts and never runs twice.
+
+    executor = Executor(registry, policy, settings, gateway_url="http://127.0.0.1:8080")
+    await executor.run()        # until cancelled
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from modelevents.consumers.client import subscribe
+from modelevents.consumers.tools.continuation import Continuation
+from modelevents.consumers.tools.contract import Earlier, ToolContract, ToolError, ToolOutcome
+from modelevents.consumers.tools.output import ENVELOPE_TYPE, shape_output
+from modelevents.consumers.tools.policy import Policy
+from modelevents.consumers.tools.receipts import (
+    ToolReceipt,
+    decode_receipt,
+    encode_receipt,
+    now_ms,
+)
+from modelevents.consumers.tools.registry import ToolRegistry
+from modelevents.consumers.tools.results import approval_event, tool_result_event
+from modelevents.schemas.errors import SchemaError
+from modelevents.schemas.events import Approval, ModelEvent, ToolCall, ToolResult
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
+
+__all__ = ["Executor", "CallContext", "operation_id", "KINDS"]
+
+log = logging.getLogger(__name__)
+
+KINDS = frozenset({"tool.call", "approval.resolved", "tool.result"})
+
+
+def operation_id(run_id: str, tool_call_id: str) -> str:
+    return "op_" + hashlib.sha256(f"{run_id}\x00{tool_call_id}".encode()).hexdigest()[:32]
+
+
+def approval_id_of(operation: str) -> str:
+    return "apr_" + operation.removeprefix("op_")[:24]
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What a tool is told about the call it runs."""
+
+    operation_id: str
+    idempotency_key: str
+    attempt: int
+    tenant: str
+    run_id: str
+    tool_call_id: str
+
+
+@dataclass
+class _Call:
+    event: ModelEvent
+    payload: ToolCall
+    operation_id: str
+    contract: ToolContract | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str = ""
+
+
+@dataclass
+class _Final:
+    outcome: str
+    output: str
+    is_error: bool
+    external_id: str | None = None
+    postcondition: str | None = None
+    error_class: str | None = None
+    reconciled: bool = False
+    injection: list[str] = field(default_factory=list)
+    truncated: bool = False
+
+
+class Executor:
+    def __init__(self, registry: ToolRegistry, policy: Policy,
+                 settings: PipelineSettings | None = None, *, group: str = "modelevents-tools",
+                 gateway_url: str | None = None, retry_backoff_s: float = 0.2,
+                 tenant: str | Collection[str] | None = None) -> None:
+        self.registry = registry
+        self.policy = policy
+        self.settings = settings or PipelineSettings()
+        self.group = group
+        self.tenant = tenant  # only these tenants' calls (None: every tenant's)
+        self.retry_backoff_s = retry_backoff_s
+        self.receipts: dict[str, ToolReceipt] = {}
+        self.parked: dict[str, _Call] = {}  # approval id → the call waiting for it
+        self.decisions: dict[str, bool] = {}  # approval id → granted, seen before its call
+        self.continuation = (Continuation(gateway_url, policy, registry)
+                             if gateway_url else None)
+        self.executed = 0  # calls handled to a final receipt (bench/tools.py reads it)
+        self._producer: Any = None
+
+    # --- running ------------------------------------------------------------------------------
+
+    async def run(self, ready: Callable[[], object] | None = None) -> None:
+        """Consume until cancelled. ``ready()`` is called once the receipts are read and the
+        subscription is open."""
+        await self.start()
+        try:
+            async with subscribe("events", group=self.group, kinds=KINDS, tenant=self.tenant,
+                                 settings=self.settings) as events:
+                if ready is not None:
+                    ready()
+                async for event in events:
+                    await self.handle(event)
+        finally:
+            await self.stop()
+
+    async def start(self) -> None:
+        """Connect the producer and read the receipts so far (``run`` does it; so may a caller
+        that feeds :meth:`handle` itself)."""
+        # No linger: every send is awaited before the call goes on (a receipt before the tool).
+        self._producer = await clients.start_producer(self.settings, linger_ms=0)
+        await self.load_receipts()
+
+    async def stop(self) -> None:
+        if self.continuation is not None:
+            await self.continuation.close()
+        if self._producer is not None:
+            await self._producer.stop()
+
+    async def load_receipts(self) -> None:
+        """Every receipt so far: the latest record of each operation, and the budgets spent."""
+        async for record in clients.read_records(self.settings, "receipts", to_end=True,
+                                                 timeout=2.0):
+            if record is None or record.raw is None:
+                continue
+            try:
+                receipt = decode_receipt(record.raw)
+            except SchemaError as exc:
+                log.warning("receipts offset %s unreadable: %s", record.offset, exc)
+                continue
+            self._remember(receipt)
+            if receipt.phase == "started":
+                self.policy.charge(receipt.tenant, receipt.run_id, receipt.cost)
+
+    def _remember(self, receipt: ToolReceipt) -> None:
+        self.receipts[receipt.operation_id] = receipt
+
+    async def handle(self, event: ModelEvent) -> None:
+        if event.kind == "tool.call" and isinstance(event.payload, ToolCall):
+            await self._on_call(_Call(event, event.payload,
+                                      operation_id(event.run_id, event.payload.tool_call_id)))
+        elif event.kind == "approval.resolved" and isinstance(event.payload, Approval):
+            await self._on_decision(event.run_id, event.payload)
+        elif (event.kind == "tool.result" and isinstance(event.payload, ToolResult)
+              and self.continuation is not None):
+            await self.continuation.after_result(event)
+
+    # --- one call -------------------------------------------------------------------------------
+
+    async def _on_call(self, call: _Call) -> None:
+        latest = self.receipts.get(call.operation_id)
+        if latest is not None and latest.phase == "finished" and latest.result is not None:
+            # Decided before (a redelivery, a replay, a restart after the receipt): the same
+            # answer again, under the same event id — nothing runs.
+            await self._send_result(call, latest.result, latest.result_is_error, {
+                "operation_id": call.operation_id, "outcome": latest.outcome, "repeated": True})
+            return
+        name = call.payload.tool_name
+        call.contract = self.registry.get(name)
+        if call.contract is None:
+            await self._refuse(call, "invalid", f"unknown tool {name!r}: this application "
+                               "offers no such tool")
+            return
+        try:
+            arguments = orjson.loads(call.payload.arguments or "{}")
+        except orjson.JSONDecodeError as exc:
+            await self._refuse(call, "invalid", f"arguments of {name!r} are not JSON ({exc}); "
+                               "send a JSON object that fits the tool's parameters")
+            return
+        problems = call.contract.argument_errors(arguments)
+        if problems:
+            await self._refuse(call, "invalid", f"arguments of {name!r} do not fit its schema "
+                               f"(version {call.contract.schema_version}): "
+                               + "; ".join(problems))
+            return
+        call.arguments = arguments
+        call.idempotency_key = call.contract.idempotency_key(
+            call.event.run_id, call.payload.tool_call_id, arguments)
+        if latest is not None:
+            # Attempted before and not final: the outcome is unknown, reconcile first.
+            await self._attempts(call, latest.attempt + 1, reconcile_first=True)
+            return
+        decision = self.policy.check(call.event.tenant, call.event.run_id, call.contract,
+                                     arguments)
+        if decision.verdict == "deny":
+            await self._refuse(call, "denied", f"not allowed: {decision.reason}")
+        elif decision.verdict == "approve":
+            await self._ask_approval(call, decision.reason)
+        else:
+            await self._attempts(call, 1, reconcile_first=False)
+
+    async def _ask_approval(self, call: _Call, why: str) -> None:
+        approval = approval_id_of(call.operation_id)
+        if approval in self.decisions:
+            await self._decided(call, self.decisions.pop(approval))
+            return
+        self.parked[approval] = call
+        event = approval_event(
+            call.event, "approval.requested",
+            Approval(approval_id=approval, tool_name=call.payload.tool_name,
+                     arguments=call.payload.arguments),
+            orjson.dumps({"reason": why, "operation_id": call.operation_id}), now_ms())
+        await self._ingest(event)
+
+    async def _on_decision(self, run_id: str, payload: Approval) -> None:
+        granted = payload.decision == "granted"
+        call = self.parked.pop(payload.approval_id, None)
+        if call is not None:
+            await self._decided(call, granted)
+            return
+        # Not waiting here: decided before its call came, or asked by an executor that has
+        # stopped since (its tool.call is behind this group's committed offset). The call is
+        # found on the run's events and taken from the start with the decision at hand.
+        self.decisions[payload.approval_id] = granted
+        asked = await self._call_of_approval(run_id, payload.approval_id)
+        if asked is not None:
+            await self._on_call(asked)
+
+    async def _call_of_approval(self, run_id: str, approval: str) -> _Call | None:
+        async for record in clients.read_records(self.settings, "events", run_id=run_id,
+                                                 to_end=True, timeout=2.0):
+            event = record.value if record is not None else None
+            if (isinstance(event, ModelEvent) and event.kind == "tool.call"
+                    and isinstance(event.payload, ToolCall)):
+                operation = operation_id(run_id, event.payload.tool_call_id)
+                if approval_id_of(operation) == approval:
+                    return _Call(event, event.payload, operation)
+        return None
+
+    async def _decided(self, call: _Call, granted: bool) -> None:
+        if granted:
+            await self._attempts(call, 1, reconcile_first=False)
+        else:
+            await self._refuse(call, "denied", "not allowed: the approval was denied")
+
+    async def _refuse(self, call: _Call, error_class: str, reason: str) -> None:
+        await self._finish(call, 0, now_ms(), _Final("failed", reason, True,
+                                                      error_class=error_class), cost=0.0)
+
+    async def _attempts(self, call: _Call, attempt: int, reconcile_first: bool) -> None:
+        contract = call.contract
+        assert contract is not None
+        if reconcile_first:
+            earlier = await self._reconcile(call)
+            if earlier is not None:
+                await self._finish(call, attempt - 1, now_ms(),
+                                   self._succeeded(call, earlier.output, earlier.external_id,
+                                                   reconciled=True), cost=0.0)
+                return
+        last_error = ""
+        while attempt <= contract.max_attempts:
+            started = now_ms()
+            await self._receipt(self._receipt_of(call, attempt, "started", started,
+                                                 cost=contract.cost))
+            self.policy.charge(call.event.tenant, call.event.run_id, contract.cost)
+            context = CallContext(call.operation_id, call.idempotency_key, attempt,
+                                  call.event.tenant, call.event.run_id, call.payload.tool_call_id)
+            retry_after = self.retry_backoff_s * attempt
+            try:
+                value = await asyncio.wait_for(
+                    asyncio.to_thread(contract.run, call.arguments, context), contract.timeout_s)
+            except TimeoutError:
+                kind = "unknown" if contract.action == "write" else "retryable"
+                last_error = f"no answer within {contract.timeout_s} s"
+            except ToolError as exc:
+                kind, last_error = exc.kind, str(exc)
+                if exc.retry_after_s is not None:
+                    retry_after = exc.retry_after_s
+            except Exception as exc:  # a tool's own bug: nothing is known to have happened
+                kind, last_error = "permanent", f"{type(exc).__name__}: {exc}"
+            else:
+                if isinstance(value, ToolOutcome):
+                    await self._finish(call, attempt, started,
+                                       self._succeeded(call, value.output, value.external_id),
+                                       cost=value.cost)
+                else:
+                    await self._finish(call, attempt, started,
+                                       self._succeeded(call, value, None), cost=0.0)
+                return
+            if kind == "permanent":
+                await self._finish(call, attempt, started, _Final(
+                    "failed", f"{contract.name} failed: {last_error}", True,
+                    error_class="permanent"), cost=0.0)
+                return
+            await self._receipt(self._receipt_of(
+                call, attempt, "finished", started, outcome="failed" if kind == "retryable"
+                else "unknown", error_class=kind, error=last_error))
+            if kind == "unknown":
+                if contract.reconcile is None:
+                    await self._finish(call, attempt, started, _Final(
+                        "unknown", f"{contract.name}: the outcome is unknown ({last_error}) and "
+                        "cannot be checked; it was not retried because it may have happened",
+                        True, error_class="unknown"), cost=0.0)
+                    return
+                earlier = await self._reconcile(call)
+                if earlier is not None:
+                    await self._finish(call, attempt, started,
+                                       self._succeeded(call, earlier.output, earlier.external_id,
+                                                       reconciled=True), cost=0.0)
+                    return
+            else:
+                await asyncio.sleep(retry_after)
+            attempt += 1
+        await self._finish(call, attempt - 1, now_ms(), _Final(
+            "failed", f"{contract.name} failed after {contract.max_attempts} attempts: "
+            f"{last_error}", True, error_class="retryable"), cost=0.0)
+
+    async def _reconcile(self, call: _Call) -> Earlier | None:
+        contract = call.contract
+        if contract is None or contract.reconcile is None:
+            return None
+        return await asyncio.to_thread(contract.reconcile, call.operation_id,
+                                       call.idempotency_key)
+
+    def _succeeded(self, call: _Call, output: Any, external_id: str | None,
+                   reconciled: bool = False) -> _Final:
+        contract = call.contract
+        assert contract is not None
+        drift = contract.output_errors(output)
+        if drift:
+            return _Final("failed", f"{contract.name} returned a result that does not fit its "
+                          f"output schema (version {contract.schema_version}): "
+                          + "; ".join(drift), True, external_id=external_id,
+                          postcondition="violated", error_class="drift", reconciled=reconciled)
+        verdict = "not_checked"
+        if contract.postcondition is not None:
+            verdict = ("confirmed" if contract.postcondition(call.arguments, output)
+                       else "violated")
+        shaped = shape_output(output, contract.max_output_bytes)
+        if verdict == "violated":
+            return _Final("failed", f"{contract.name} answered, but the system of record does "
+                          "not confirm it", True, external_id=external_id,
+                          postcondition=verdict, error_class="permanent", reconciled=reconciled)
+        return _Final("succeeded", shaped.text, False, external_id=external_id,
+                      postcondition=verdict, reconciled=reconciled, injection=shaped.injection,
+                      truncated=shaped.truncated)
+
+    # --- writing --------------------------------------------------------------------------------
+
+    def _receipt_of(self, call: _Call, attempt: int, phase: str, started: int, **fields: Any
+                    ) -> ToolReceipt:
+        contract = call.contract
+        return ToolReceipt(
+            operation_id=call.operation_id, idempotency_key=call.idempotency_key or "-",
+            run_id=call.event.run_id, tenant=call.event.tenant,
+            tool_name=call.payload.tool_name, tool_call_id=call.payload.tool_call_id,
+            schema_version=contract.schema_version if contract else "-", attempt=attempt,
+            phase=phase, started_at=started,
+            finished_at=None if phase == "started" else now_ms(), **fields)
+
+    async def _finish(self, call: _Call, attempt: int, started: int, final: _Final,
+                      cost: float) -> None:
+        """The final receipt (with the result) and the result for the model, sent together
+        and both acknowledged. Should the executor die between the two acknowledgements, the
+        next one finds the attempt unfinished, reconciles it and sends the same result again
+        (the same event id: deduped)."""
+        receipt = self._receipt_of(
+            call, attempt, "finished", started, outcome=final.outcome,
+            external_id=final.external_id, postcondition=final.postcondition,
+            error_class=final.error_class, error=final.output if final.is_error else None,
+            reconciled=final.reconciled, result=final.output, result_is_error=final.is_error,
+            cost=cost)
+        result = self._result_event(call, final.output, final.is_error, {
+            "operation_id": call.operation_id, "outcome": final.outcome,
+            "injection": final.injection, "truncated": final.truncated,
+            "external_id": final.external_id, "reconciled": final.reconciled})
+        await clients.await_acks(self.settings, [await self._send_receipt(receipt),
+                                                 await self._send_ingest(result)])
+        self._remember(receipt)
+        self.executed += 1
+
+    def _result_event(self, call: _Call, output: str, is_error: bool,
+                      about: dict[str, Any]) -> ModelEvent:
+        envelope = orjson.dumps({"untrusted": True, **about})
+        return tool_result_event(call.event, call.payload.tool_name, call.payload.tool_call_id,
+                                 output, is_error, envelope, ENVELOPE_TYPE, now_ms())
+
+    async def _send_result(self, call: _Call, output: str, is_error: bool,
+                           about: dict[str, Any]) -> None:
+        await self._ingest(self._result_event(call, output, is_error, about))
+
+    async def _send_receipt(self, receipt: ToolReceipt) -> asyncio.Future[Any]:
+        topic = clients.topic_name(self.settings, "receipts")
+        future: asyncio.Future[Any] = await self._producer.send(
+            topic, key=clients.run_key_bytes(receipt.run_id), value=encode_receipt(receipt))
+        return future
+
+    async def _send_ingest(self, event: ModelEvent) -> asyncio.Future[Any]:
+        return await clients.send_record(self._producer, self.settings, "ingest", event.run_id,
+                                         event)
+
+    async def _receipt(self, receipt: ToolReceipt) -> None:
+        await clients.await_acks(self.settings, [await self._send_receipt(receipt)])
+        self._remember(receipt)
+
+    async def _ingest(self, event: ModelEvent) -> None:
+        await clients.await_acks(self.settings, [await self._send_ingest(event)])

@@ -1,0 +1,91 @@
+"""ToolReceipt records: one ``started`` and one ``finished`` record per attempt, on the
+``receipts`` topic, keyed by run id (schemas/avro/tools/tool_receipt.avsc).
+
+Encoded as Avro single-object encoding (``C3 01`` + the CRC-64-AVRO fingerprint of the schema's
+Parsing Canonical Form, as every record of the contract; schemas/codec.py). What each outcome
+means:
+
+    succeeded   the tool ran and its postcondition was confirmed (or it has none: not_checked)
+    failed      the tool answered that it did not do it (permanent error, exhausted retries,
+                a violated postcondition, an output that broke its schema)
+    unknown     the tool may have acted and nobody knows (a timeout after the write was sent,
+                no reconcile hook or the hook could not tell); the model is told so
+
+A ``started`` attempt with no ``finished`` record (the executor died mid-call) is read as
+unknown: the next executor reconciles it before it tries again.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, cast
+
+import fastavro
+
+from modelevents.schemas.codec import AVRO_DIR, MAGIC, fingerprint_of
+from modelevents.schemas.errors import SchemaError
+
+__all__ = ["ToolReceipt", "encode_receipt", "decode_receipt", "SCHEMA_PATH", "now_ms"]
+
+SCHEMA_PATH: Path = AVRO_DIR / "tools" / "tool_receipt.avsc"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class ToolReceipt:
+    operation_id: str
+    idempotency_key: str
+    run_id: str
+    tenant: str
+    tool_name: str
+    tool_call_id: str
+    schema_version: str
+    attempt: int
+    phase: str  # started | finished
+    started_at: int  # epoch milliseconds
+    finished_at: int | None = None
+    outcome: str | None = None  # succeeded | failed | unknown
+    external_id: str | None = None
+    postcondition: str | None = None  # confirmed | violated | not_checked
+    error_class: str | None = None
+    error: str | None = None
+    reconciled: bool = False
+    result: str | None = None
+    result_is_error: bool = False
+    cost: float = 0.0
+
+
+@cache
+def _parsed() -> tuple[dict[str, Any], bytes]:
+    raw = json.loads(SCHEMA_PATH.read_text())
+    parsed = cast(dict[str, Any], fastavro.parse_schema(raw, {}))
+    return parsed, MAGIC + fingerprint_of(parsed)
+
+
+def encode_receipt(receipt: ToolReceipt) -> bytes:
+    parsed, header = _parsed()
+    out = io.BytesIO()
+    out.write(header)
+    fastavro.schemaless_writer(out, parsed, asdict(receipt))
+    return out.getvalue()
+
+
+def decode_receipt(data: bytes) -> ToolReceipt:
+    parsed, header = _parsed()
+    if data[:10] != header:
+        raise SchemaError(f"not a ToolReceipt of this schema (header {data[:10].hex()})")
+    record = cast(dict[str, Any],
+                  fastavro.schemaless_reader(io.BytesIO(data[10:]), parsed, parsed))
+    for name in ("started_at", "finished_at"):
+        value = record.get(name)
+        if value is not None and not isinstance(value, int):
+            record[name] = int(value.timestamp() * 1000)
+    return ToolReceipt(**record)

@@ -1,0 +1,68 @@
+"""``modelevents tools run``: the tool executor (consumers/tools) as a process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from modelevents.consumers.tools.executor import Executor
+from modelevents.consumers.tools.policy import Policy
+from modelevents.consumers.tools.registry import load_registry
+from modelevents.services.cli.kafka_options import (
+    ENV_HELP,
+    add_kafka_options,
+    run_async,
+    settings_from_args,
+)
+
+EXAMPLE_TOOLS = "modelevents.consumers.tools.sqlite_tools"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    tools = sub.add_parser("tools", help="the tool executor: run application tools the model "
+                                         "calls, under policy, with receipts")
+    commands = tools.add_subparsers(dest="tools_command", required=True)
+    p = commands.add_parser(
+        "run",
+        help="execute the application tools that runs call (tool.call on events)",
+        description="Consume tool.call events, ask the policy (--policy), run the registered "
+                    "tool under its contract, write a ToolReceipt per attempt to the receipts "
+                    "topic and the tool.result to ingest; with --gateway, continue the runs of "
+                    "tenants whose policy says auto_continue. A call that already has a final "
+                    "receipt never runs again; an unknown outcome is reconciled before any "
+                    "retry. Provider-hosted tools are never executed. Stops on Ctrl-C.",
+        epilog=ENV_HELP + " Exit status: 0 stopped, 2 error (Kafka unreachable, topics missing, "
+                          "a registry or policy that cannot be loaded).")
+    p.add_argument("--tools", default=EXAMPLE_TOOLS, metavar="MODULE",
+                   help="dotted path of a module defining `registry` (a ToolRegistry) or "
+                        f"`make_registry(**options)` (default: {EXAMPLE_TOOLS}, the SQLite "
+                        "examples get_weather and add_note)")
+    p.add_argument("--db", type=Path, default=None, metavar="PATH",
+                   help="passed to make_registry as db= (the SQLite examples' database)")
+    p.add_argument("--policy", type=Path, required=True, metavar="FILE",
+                   help="the policy (YAML or JSON): tenants, allowed tools, object scopes, "
+                        "budgets, approvals, auto-continue (consumers/tools/policy.py)")
+    p.add_argument("--group", default="modelevents-tools",
+                   help="consumer group (default modelevents-tools)")
+    p.add_argument("--gateway", metavar="URL", default=None,
+                   help="the gateway that continues runs (POST /v1/runs), e.g. "
+                        "http://127.0.0.1:8080; without it runs are left to the application")
+    p.add_argument("--tenant", action="append", default=None, metavar="T",
+                   help="only the calls of this tenant's runs (repeat for several; default: "
+                        "every tenant's — the policy still decides what each may do)")
+    add_kafka_options(p)
+    p.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    options = {"db": args.db} if args.db is not None else {}
+    executor = Executor(load_registry(args.tools, **options), Policy.from_file(args.policy),
+                        settings_from_args(args), group=args.group, gateway_url=args.gateway,
+                        tenant=args.tenant)
+    try:
+        run_async(executor.run())
+    except KeyboardInterrupt:
+        pass
+    return 0

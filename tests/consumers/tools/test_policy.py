@@ -1,0 +1,53 @@
+"""The policy (consumers/tools/policy.py): nothing is allowed that the policy does not grant."""
+
+from __future__ import annotations
+
+from modelevents.consumers.tools.contract import ToolContract
+from modelevents.consumers.tools.policy import Policy
+
+READ = ToolContract(name="get_weather", parameters={"type": "object"}, run=lambda a, c: a,
+                    cost=0.5)
+WRITE = ToolContract(name="add_note", parameters={"type": "object"}, run=lambda a, c: a,
+                     action="write", scope=lambda a: f"notebook:{a['notebook']}")
+
+
+def policy(**rules):
+    return Policy.from_dict({"tenants": {"acme": rules}})
+
+
+def test_an_unknown_tenant_and_an_unlisted_tool_are_denied():
+    rules = policy(tools=["get_weather"])
+    assert rules.check("acme", "r", READ, {}).allowed
+    assert rules.check("other", "r", READ, {}).verdict == "deny"
+    assert "not allowed" in rules.check("acme", "r", WRITE, {"notebook": "x"}).reason
+
+
+def test_object_scope_is_granted_per_tool_and_can_be_revoked():
+    rules = policy(scopes={"add_note": ["notebook:team"]}, approve_writes=False)
+    assert rules.check("acme", "r", WRITE, {"notebook": "team"}).allowed
+    assert rules.check("acme", "r", WRITE, {"notebook": "hr"}).verdict == "deny"
+    rules.revoke("acme", "add_note", "notebook:team")
+    assert "revoked" in rules.check("acme", "r", WRITE, {"notebook": "team"}).reason
+
+
+def test_writes_need_an_approval_unless_the_tenant_waives_it():
+    assert policy(scopes={"add_note": ["notebook:t"]}).check(
+        "acme", "r", WRITE, {"notebook": "t"}).verdict == "approve"
+
+
+def test_budgets_of_calls_and_cost_per_run_and_per_tenant():
+    rules = policy(max_calls_per_run=2, max_cost_per_tenant=1.0)
+    rules.charge("acme", "r1", 0.5)
+    assert rules.check("acme", "r1", READ, {}).allowed
+    rules.charge("acme", "r1", 0.0)
+    assert "per run" in rules.check("acme", "r1", READ, {}).reason
+    assert rules.check("acme", "r2", READ, {}).allowed  # 0.5 spent + 0.5 fits 1.0
+    rules.charge("acme", "r2", 0.5)
+    assert "for this tenant" in rules.check("acme", "r3", READ, {}).reason
+
+
+def test_a_policy_file(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text("tenants:\n  acme:\n    tools: [get_weather]\n    auto_continue: true\n")
+    loaded = Policy.from_file(path)
+    assert loaded.check("acme", "r", READ, {}).allowed and loaded.tenants["acme"].auto_continue
