@@ -80,6 +80,7 @@ from modelevents.services.kafka.clients import (
     topic_name,
 )
 from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.logs import event_fields
 
 __all__ = [
     "subscribe", "follow_run", "Subscription", "Stats", "StartAt", "at_offset", "at_time",
@@ -203,7 +204,7 @@ class ElidedRebuilder:
             self.unrebuilt += 1
             log.warning("%s %s: its elided %s could not be rebuilt (%d of %d bytes of deltas "
                         "seen); it is left empty", kind, event.event_id, elided.field,
-                        _size(value), elided.size)
+                        _size(value), elided.size, extra=event_fields(event))
             return event
         self.rebuilt += 1
         payload: Any = event.payload
@@ -759,7 +760,7 @@ class Subscription(Generic[T]):
             self.stats.broken_pieces += 1
             log.warning("dropping piece %d/%d of %s: its earlier pieces were not read (the "
                         "subscription started after them)", piece.piece.index, piece.piece.count,
-                        piece.event_id)
+                        piece.event_id, extra=event_fields(piece))
             if held:
                 self._broken(held, "a piece is missing")
                 self._release(piece.run_id)
@@ -781,7 +782,8 @@ class Subscription(Generic[T]):
             if out is not None:
                 out.discard(offset)
         self.stats.broken_pieces += len(held)
-        log.warning("dropping %d pieces of %s: %s", len(held), held[0][0].event_id, why)
+        log.warning("dropping %d pieces of %s: %s", len(held), held[0][0].event_id, why,
+                    extra=event_fields(held[0][0]))
 
 
 # --- entry points ------------------------------------------------------------------------------

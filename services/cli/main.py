@@ -12,6 +12,7 @@ import sys
 
 import modelevents.schemas
 from modelevents.schemas.errors import ModelEventsError
+from modelevents.services import logs
 
 # Each module exposes register(subparsers); the order here is the order in --help.
 COMMAND_MODULES = (
@@ -28,6 +29,7 @@ COMMAND_MODULES = (
     "modelevents.services.cli.commands.replay",
     "modelevents.services.cli.commands.audit",
     "modelevents.services.cli.commands.tools",
+    "modelevents.services.cli.commands.otel",
 )
 
 
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "and run the Kafka pipeline around it.")
     parser.add_argument("--version", action="version",
                         version=f"modelevents {modelevents.schemas.__version__}")
+    logs.add_option(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -48,12 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        logs.configure(args.log_format)
         return args.run(args) or 0
     except ModelEventsError as exc:
-        print(f"modelevents: error: {exc}", file=sys.stderr)
+        logs.report(f"modelevents: error: {exc}")
         return 2
     except KeyboardInterrupt:
-        print("modelevents: interrupted", file=sys.stderr)
+        logs.report("modelevents: interrupted")
         return 130
     except BrokenPipeError:
         # `modelevents normalize big.sse | head`: the reader left; that is not an error.

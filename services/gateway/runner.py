@@ -101,6 +101,11 @@ class ProviderCall:
         return self.wire.provider
 
     @property
+    def log_fields(self) -> dict[str, str]:
+        """``extra=`` of the log lines about this call (top-level fields of a JSON log line)."""
+        return {"run_id": self.run_id, "tenant": self.tenant, "provider": self.provider}
+
+    @property
     def api(self) -> str:
         return self.wire.api
 
@@ -193,13 +198,13 @@ class CallRunner:
             await self._publish_error_body(exc)
         except FollowUpFailed as exc:
             self.outcome.error = f"{exc}; the run's outcome is what the provider says next"
-            log.warning("run %s: %s", self.call.run_id, exc)
+            log.warning("run %s: %s", self.call.run_id, exc, extra=self.call.log_fields)
         except httpx.TransportError as exc:
             self.outcome.error = f"{self.call.provider} unreachable: {exc!r}"
-            log.warning("run %s: %s", self.call.run_id, self.outcome.error)
+            log.warning("run %s: %s", self.call.run_id, self.outcome.error, extra=self.call.log_fields)
         except ModelEventsError as exc:  # Kafka did not acknowledge: the call cannot go on
             self.outcome.error = str(exc)
-            log.error("run %s: stopped: %s", self.call.run_id, exc)
+            log.error("run %s: stopped: %s", self.call.run_id, exc, extra=self.call.log_fields)
 
     async def cancel(self) -> dict[str, Any] | None:
         """Ask the provider to cancel; its answer is published as a poll frame. None when the
@@ -238,7 +243,7 @@ class CallRunner:
                                           "brought nothing new")
                 break
             self.outcome.resumed += 1
-            log.info("run %s: stream cut at cursor %s; resuming", self.call.run_id, self._cursor)
+            log.info("run %s: stream cut at cursor %s; resuming", self.call.run_id, self._cursor, extra=self.call.log_fields)
             before = self._cursor
             try:
                 cut = await self._read_stream(resume)
@@ -291,7 +296,7 @@ class CallRunner:
                     f"{self.call.provider} sent an SSE event over the gateway's limit of "
                     f"{exc.value:,} bytes for one event ({exc.limit} of the adapters' input "
                     "limits); the frames before it are kept and the run ends truncated")
-                log.warning("run %s: %s", self.call.run_id, self.outcome.error)
+                log.warning("run %s: %s", self.call.run_id, self.outcome.error, extra=self.call.log_fields)
         finally:
             await response.aclose()
         return not self.outcome.completed
@@ -363,7 +368,7 @@ class CallRunner:
                     self.outcome.notes.append(f"poll failed ({failures} in a row), trying "
                                               f"again: {exc}")
                 log.warning("run %s: poll failed (%d in a row): %s", self.call.run_id, failures,
-                            exc)
+                            exc, extra=self.call.log_fields)
 
     async def _poll_once(self) -> None:
         url = self._url(self.follow_up.get.format(id=self.outcome.object_id))  # type: ignore[union-attr]
@@ -411,7 +416,7 @@ class CallRunner:
         try:
             await self._emit([self._object_frame(exc.body, "error", exc.status, {})])
         except Exception:
-            log.warning("run %s: could not publish the error answer", self.call.run_id)
+            log.warning("run %s: could not publish the error answer", self.call.run_id, extra=self.call.log_fields)
 
     def _learned_object_id(self, object_id: str) -> None:
         self.outcome.object_id = object_id
@@ -474,7 +479,7 @@ class CallRunner:
         try:
             await self._publish([end_of_input(last, "stream")])
         except Exception:
-            log.warning("run %s: could not publish the end-of-stream marker", self.call.run_id)
+            log.warning("run %s: could not publish the end-of-stream marker", self.call.run_id, extra=self.call.log_fields)
 
     # --- helpers ----------------------------------------------------------------------------
 

@@ -183,7 +183,7 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
     runner = CallRunner(call, gateway.http, gateway.publish_all, _timing(gateway))
     gateway.runs.start(runner, _run_and_record(gateway, runner, packet))
     log.info("run %s call %s → %s/%s/%s%s", run_id, call.call_tag, target.provider, target.api,
-             target.model, " (background)" if neutral.background else "")
+             target.model, " (background)" if neutral.background else "", extra=call.log_fields)
     links = {"state": f"/v1/runs/{run_id}", "events": f"/v1/runs/{run_id}/events",
              "messages": f"/v1/runs/{run_id}/messages", "cancel": f"/v1/runs/{run_id}/cancel"}
     answer = {"run_id": run_id, "call": call.call_tag, "provider": target.provider,
@@ -206,7 +206,7 @@ async def _run_and_record(gateway: Gateway, runner: CallRunner, packet: RunInput
                 packet, runner.outcome.object_id, runner.cursor))
         except Exception as exc:
             log.warning("run %s: the input packet's last revision was not written: %s",
-                        packet.run_id, exc)
+                        packet.run_id, exc, extra=runner.call.log_fields)
 
 
 @router.get("/v1/runs/{run_id}", summary="The run's current RunState",
@@ -338,7 +338,8 @@ async def cancel_run(run_id: str, request: Request) -> JSONResponse:
     except FollowUpFailed as exc:
         raise HTTPException(502, detail=str(exc)) from None
     except Exception as exc:
-        log.warning("run %s: cancel asked, its answer not published: %s", run_id, exc)
+        log.warning("run %s: cancel asked, its answer not published: %s", run_id, exc,
+                    extra=call.log_fields)
         return _error(503, f"the provider was asked to cancel, but its answer could not be "
                            f"written to Kafka ({exc}); the run's next poll shows the outcome",
                       "kafka_unavailable", {"Retry-After": str(RETRY_AFTER_S)})
@@ -389,7 +390,7 @@ async def reconcile_run(run_id: str, request: Request) -> JSONResponse:
     runner = CallRunner(call, gateway.http, gateway.publish_all, _timing(gateway))
     runner.outcome.object_id = object_id
     gateway.runs.start(runner, runner.settle())
-    log.info("run %s: reconciling %s %s", run_id, state.api, object_id)
+    log.info("run %s: reconciling %s %s", run_id, state.api, object_id, extra=call.log_fields)
     return JSONResponse({"run_id": run_id, "call": call.call_tag, "provider_object_id": object_id,
                          "note": "the run ends as the provider says; watch its events"},
                         status_code=202, headers={"Location": f"/v1/runs/{run_id}"})

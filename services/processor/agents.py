@@ -218,7 +218,8 @@ class Processor:
             asyncio.ensure_future(self.app.crash(exc))
 
     def _dead(self, outbox: Outbox, stage: str, reason: str, error_type: str, message: Any,
-              run_key: str | None, record: bytes | None) -> None:
+              run_key: str | None, record: bytes | None, tenant: str | None = None,
+              provider: str | None = None) -> None:
         if record is not None and len(record) > _DEAD_RECORD_BYTES:
             reason += (f" (the record, {len(record)} bytes, is too large to carry here: it stays "
                        f"at {message.topic}[{message.partition}]@{message.offset})")
@@ -226,13 +227,17 @@ class Processor:
         letter = DeadLetter(stage=stage, reason=reason, error_type=error_type,
                             at=int(time.time() * 1000), run_key=run_key, topic=message.topic,
                             partition=message.partition, offset=message.offset, record=record)
-        self._dead_letter(outbox, letter, run_key.encode() if run_key else message.key)
+        self._dead_letter(outbox, letter, run_key.encode() if run_key else message.key,
+                          tenant, provider)
 
-    def _dead_letter(self, outbox: Outbox, letter: DeadLetter, key: bytes | None) -> None:
+    def _dead_letter(self, outbox: Outbox, letter: DeadLetter, key: bytes | None,
+                     tenant: str | None = None, provider: str | None = None) -> None:
         self.stats.dead += 1
         outbox.add(self.dlq_topic, key, codec.encode(letter))
         where = (f" {letter.topic}[{letter.partition}]@{letter.offset}" if letter.topic else "")
-        log.warning("dead letter (%s)%s: %s", letter.stage, where, letter.reason)
+        fields = {"run_id": letter.run_key, "tenant": tenant, "provider": provider}
+        log.warning("dead letter (%s)%s: %s", letter.stage, where, letter.reason,
+                    extra={k: v for k, v in fields.items() if v is not None})
 
     async def _refused(self, sent: Outbox) -> None:
         """Records the producer or broker refused as too large (a topic whose max.message.bytes
@@ -341,7 +346,7 @@ class Processor:
         translation = run.translate(frame)
         if translation.failure:
             self._dead(outbox, "translate", translation.failure, translation.error_type,
-                       message, run.run_id, raw)
+                       message, run.run_id, raw, frame.tenant, frame.provider)
         for candidate in translation.events:
             self._sequence(work, run_key, candidate, None, None, message, outbox, published, now)
         self.stats.candidates += len(translation.events)
@@ -504,7 +509,7 @@ class Processor:
             record = (codec.encode(step.event) if step.event is not None
                       else raw if raw is not None else codec.encode(event))
             self._dead(outbox, step.failure_stage, step.failure, step.error_type, message,
-                       event.run_id, record)
+                       event.run_id, record, event.tenant, event.provider)
         return True
 
     def _event_record(self, run: RunSequence, event: ModelEvent) -> bytes:

@@ -13,6 +13,7 @@ import logging
 import signal
 from pathlib import Path
 
+from modelevents.services import logs
 from modelevents.services.cli.kafka_options import (
     ENV_HELP,
     add_kafka_options,
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from modelevents.services.kafka import topics
 
     logging.basicConfig(level=args.loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(args.loglevel.upper())  # json mode: basicConfig did nothing
     config = build_config(args)
     run_async(topics.verify_topics(config.kafka))
     app = create_app(config)
@@ -96,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     # logged by the routes with their reason.
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,
                                            log_level=args.loglevel, access_log=False,
+                                           log_config=logs.uvicorn_log_config(),
                                            proxy_headers=False,
                                            # Open SSE followers must not hold a stop up for ever.
                                            timeout_graceful_shutdown=10,

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 from modelevents.schemas.errors import ConfigError
+from modelevents.services import logs
 from modelevents.services.cli.kafka_options import (
     ENV_HELP,
     add_kafka_options,
@@ -201,6 +202,7 @@ def _worker_class(base: type, announce: list[str], stop_timeout: float,
 
         def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
             super().on_setup_root_logger(logger, level)
+            logs.install(logger)  # json mode: Faust replaced the root's handlers
             if level > logging.DEBUG:
                 for name in _CHATTY_LOGGERS:
                     logging.getLogger(name).setLevel(max(level, logging.WARNING))
