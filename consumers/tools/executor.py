@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,6 +120,9 @@ class Executor:
         self.continuation = (Continuation(gateway_url, policy, registry)
                              if gateway_url else None)
         self.executed = 0  # calls handled to a final receipt (bench/tools.py reads it)
+        # (tool, outcome, error class or "") of every final receipt this process wrote: what
+        # `tools run --metrics-port` serves (consumers/tools/metrics.py).
+        self.finished: Counter[tuple[str, str, str]] = Counter()
         self._producer: Any = None
 
     # --- running ------------------------------------------------------------------------------
@@ -400,6 +404,7 @@ class Executor:
         await clients.await_acks(self.settings, [await self._send_receipt(receipt),
                                                  await self._send_ingest(result)])
         self._remember(receipt)
+        self._count(receipt)
         self.executed += 1
 
     def _result_event(self, call: _Call, output: str, is_error: bool,
@@ -425,6 +430,11 @@ class Executor:
     async def _receipt(self, receipt: ToolReceipt) -> None:
         await clients.await_acks(self.settings, [await self._send_receipt(receipt)])
         self._remember(receipt)
+        self._count(receipt)
+
+    def _count(self, receipt: ToolReceipt) -> None:
+        if receipt.phase == "finished":
+            self.finished[(receipt.tool_name, receipt.outcome or "", receipt.error_class or "")] += 1
 
     async def _ingest(self, event: ModelEvent) -> None:
         await clients.await_acks(self.settings, [await self._send_ingest(event)])

@@ -233,6 +233,7 @@ class Processor:
     def _dead_letter(self, outbox: Outbox, letter: DeadLetter, key: bytes | None,
                      tenant: str | None = None, provider: str | None = None) -> None:
         self.stats.dead += 1
+        self.stats.dead_by[(letter.stage, letter.error_type)] += 1
         outbox.add(self.dlq_topic, key, codec.encode(letter))
         where = (f" {letter.topic}[{letter.partition}]@{letter.offset}" if letter.topic else "")
         fields = {"run_id": letter.run_key, "tenant": tenant, "provider": provider}
@@ -343,6 +344,7 @@ class Processor:
         run.last_active = now
         changed[run_key] = work
         self.stats.frames += 1
+        self.stats.frames_by[(frame.provider, frame.api)] += 1
         translation = run.translate(frame)
         if translation.failure:
             self._dead(outbox, "translate", translation.failure, translation.error_type,
@@ -496,6 +498,7 @@ class Processor:
         run = work.sequence
         if run is None:
             run = work.sequence = RunSequence.new(event.run_id, event.tenant)
+        before = run.state.status
         step = run.step(event, now, ingest_offset)
         if step.skipped == "applied":
             return False
@@ -505,6 +508,9 @@ class Processor:
             outbox.add(self.events_topic, key, self._event_record(run, step.event))
             published.add(key)
             self.stats.events += 1
+            self.stats.events_by[(event.provider, event.api, step.event.kind)] += 1
+            if run.state.status != before:
+                self.stats.states_entered[run.state.status] += 1
         if step.failure:
             record = (codec.encode(step.event) if step.event is not None
                       else raw if raw is not None else codec.encode(event))
@@ -661,8 +667,11 @@ class Processor:
         return writes
 
     async def _check_stalled(self) -> None:
+        lag: dict[tuple[str, int], int] = {}
         for order in list(self.orders):
             await order.check_stalled()
+            lag.update(order.lag)
+        self.stats.lag = lag
 
     # The shape mode's signals take: (sender, /, *args, signal=…, **kwargs). Faust sends the
     # partitions as the one argument; the default and the / only make the shape match it.

@@ -147,6 +147,9 @@ class PartitionOrder:
         self.gaps: dict[Any, int] = {}
         self.sought: dict[Any, tuple[int, float]] = {}
         self.progress: dict[Any, list[int]] = {}
+        # (topic, partition) -> the log's end minus the offset due, at the last check: the
+        # consumer lag /metrics reports (what is on the log and not processed yet).
+        self.lag: dict[tuple[str, int], int] = {}
 
     async def split(self, batch: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any]]:
         """The records of a batch to process, those processed before (to ack only), and those
@@ -216,9 +219,12 @@ class PartitionOrder:
         missing = assigned - self.due.keys()
         if missing:
             await self._start(missing)
+        lag: dict[tuple[str, int], int] = {}
         for tp in assigned:
             due = self.due[tp]
             end = consumer.highwater(tp)
+            if end is not None:
+                lag[(tp.topic, tp.partition)] = max(0, end - due)
             seen = self.progress.setdefault(tp, [])
             if end is None or end <= due:
                 seen.clear()
@@ -227,6 +233,7 @@ class PartitionOrder:
             if len(seen) >= self.STALL_CHECKS and len(set(seen[-self.STALL_CHECKS:])) == 1:
                 seen.clear()
                 await self._seek(tp, due, f"nothing arrives although the log ends at {end}")
+        self.lag = lag
 
     def forget(self, tps: Iterable[Any]) -> None:
         for tp in tps:

@@ -17,10 +17,12 @@ Both answer a small JSON object: ``{"status": "ok" | "starting" | "recovering" |
 "stalled", "detail": …}``.
 
 ``GET /metrics``  Prometheus text: the worker's counters since it started (frames normalized,
-                  candidate events, ingest records, events sequenced, duplicates dropped, dead
-                  letters, batches; read from the processor's own counters at scrape time, so
-                  scraping costs the pipeline nothing) and the process's CPU, memory and file
-                  descriptors (prometheus-client's process collector).
+                  by provider and API; candidate events; ingest records; events sequenced, by
+                  provider, API and kind; duplicates dropped; dead letters, by stage and error
+                  type; runs that entered each state; batches), the consumer lag of each input
+                  partition it holds — read from the processor's own counters at scrape time,
+                  so scraping costs the pipeline nothing — and the process's CPU, memory and
+                  file descriptors (prometheus-client's process collector).
 
 Any other path is 404.
 
@@ -44,7 +46,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 log = logging.getLogger("modelevents.worker.health")
@@ -141,6 +143,20 @@ _COUNTERS = (
 )
 
 
+# The labelled counters: (Stats field, metric name without _total, help, labels).
+_LABELLED = (
+    ("frames_by", "modelevents_worker_frames_by_api", "Provider frames normalized, by provider "
+     "and API", ("provider", "api")),
+    ("events_by", "modelevents_worker_events_by_kind", "Events written to events, by provider, "
+     "API and kind (kind=\"unknown\": provider events the adapter does not know)",
+     ("provider", "api", "kind")),
+    ("dead_by", "modelevents_worker_dead_letters_by_reason", "Records written to dlq, by stage "
+     "and error type (docs/operations.md lists each and what to do)", ("stage", "error_type")),
+    ("states_entered", "modelevents_worker_run_states_entered", "Runs that moved into a state "
+     "(each time it moves: a finished run entered its terminal state once)", ("state",)),
+)
+
+
 class _StatsCollector:
     """The processor's counters (``WorkerHealth.stats``), read when scraped."""
 
@@ -153,6 +169,19 @@ class _StatsCollector:
             return
         for field, name, text in _COUNTERS:
             yield CounterMetricFamily(name, text, value=getattr(stats, field))
+        for field, name, text, labels in _LABELLED:
+            family = CounterMetricFamily(name, text, labels=labels)
+            for key, value in getattr(stats, field).copy().items():
+                family.add_metric(key if isinstance(key, tuple) else (key,), value)
+            yield family
+        lag = GaugeMetricFamily(
+            "modelevents_worker_consumer_lag",
+            "Records on an input partition of this worker not processed yet (the log's end "
+            "minus the next offset due), at the last partition check (every second)",
+            labels=("topic", "partition"))
+        for (topic, partition), value in stats.lag.copy().items():
+            lag.add_metric((topic, str(partition)), value)
+        yield lag
 
 
 class _Server(ThreadingHTTPServer):

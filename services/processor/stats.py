@@ -1,8 +1,14 @@
 """The processor's counters: what the progress line logs and what GET /metrics serves
-(``services/processor/health.py`` reads them at scrape time).
+(``services/processor/health.py`` reads them at scrape time, from another thread).
+
+The labelled counters are plain ``Counter``s the event loop updates (a dict update per record:
+tens of nanoseconds against the ~76 µs a ModelEvent costs the worker); the scrape copies them
+(``dict.copy`` holds the GIL for the whole copy, so it never sees a dict changing size).
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 
 class Stats:
@@ -10,6 +16,13 @@ class Stats:
         self.frames = self.candidates = self.ingested = self.events = self.dead = self.skipped = 0
         self.batches = 0  # of the run agent
         self.reported = (0, 0, 0, 0, 0)
+        self.frames_by: Counter[tuple[str, str]] = Counter()  # (provider, api)
+        self.events_by: Counter[tuple[str, str, str]] = Counter()  # (provider, api, kind)
+        self.dead_by: Counter[tuple[str, str]] = Counter()  # (stage, error_type)
+        self.states_entered: Counter[str] = Counter()  # RunState.status a run moved into
+        # (topic, partition) -> records on the log not processed yet, from the partition
+        # checks (faust_workarounds.PartitionOrder); replaced whole, never updated in place.
+        self.lag: dict[tuple[str, int], int] = {}
 
     def line(self) -> str | None:
         now = (self.frames, self.candidates, self.ingested, self.events, self.dead)

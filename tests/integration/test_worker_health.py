@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from modelevents.services.cli.commands import worker as worker_command
 from modelevents.services.processor import health as worker_health
 from modelevents.services.processor.health import HealthServer, WorkerHealth
-from tests.integration.pipeline import collect, feed, fixture_frames, run
+from tests.integration.pipeline import collect, feed, fixture_frames, produce_raw, run
 
 DEADLINE_S = 90.0
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "openai-responses" / "text-with-usage.sse"
@@ -73,12 +73,21 @@ def test_probes_follow_the_worker_from_start_to_stop(settings, start_worker) -> 
     assert _get(port, "/readyz") is None  # the endpoint ends with the process
 
 
-def _scrape(port: int) -> dict[str, float]:
+def _samples(port: int) -> list:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         assert response.headers["content-type"].startswith("text/plain")
         text = response.read().decode()
-    return {sample.name: sample.value for family in text_string_to_metric_families(text)
-            for sample in family.samples if not sample.labels}
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+
+def _scrape(port: int) -> dict[str, float]:
+    return {sample.name: sample.value for sample in _samples(port) if not sample.labels}
+
+
+def _labelled(port: int, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples of one labelled metric: sorted label pairs → value."""
+    return {tuple(sorted(sample.labels.items())): sample.value for sample in _samples(port)
+            if sample.name == name}
 
 
 @pytest.mark.kafka
@@ -100,6 +109,51 @@ def test_metrics_count_what_the_worker_did(settings, start_worker) -> None:
     assert metrics["modelevents_worker_dead_letters_total"] == 0
     assert metrics["modelevents_worker_batches_total"] >= 1
     assert metrics["process_resident_memory_bytes"] > 0  # the process collector
+
+
+@pytest.mark.kafka
+def test_metrics_break_down_by_api_kind_dead_letter_reason_state_and_lag(settings, start_worker
+                                                                         ) -> None:
+    """What an operator graphs: events per provider/API/kind (the adapter's `unknown`s among
+    them), dead letters per stage and error type, runs entering each state, the lag of each
+    input partition — each checked against what the worker actually published."""
+    port = _free_port()
+    start_worker("labels", extra=("--health-port", str(port)))
+    run_id, frames = fixture_frames(FIXTURE)
+    run(feed(settings, frames))
+    run(produce_raw(settings, "frames", b"not-a-run", b"not an Avro record"))  # one dead letter
+    published = run(collect(settings, lambda p: any(
+        e.kind == "run.finished" for e in p.events[run_id])))
+    events = list(published.deduped(run_id).values())
+    deadline = time.monotonic() + DEADLINE_S
+    while _scrape(port).get("modelevents_worker_dead_letters_total") != 1 or _scrape(
+            port).get("modelevents_worker_events_total") != len(events):
+        assert time.monotonic() < deadline, _scrape(port)
+        time.sleep(0.1)
+
+    by_kind = _labelled(port, "modelevents_worker_events_by_kind_total")
+    expected: dict[tuple, float] = {}
+    for event in events:
+        key = (("api", event.api), ("kind", event.kind), ("provider", event.provider))
+        expected[key] = expected.get(key, 0) + 1
+    assert by_kind == expected
+    by_api = _labelled(port, "modelevents_worker_frames_by_api_total")
+    assert by_api == {(("api", "openai-responses"), ("provider", "openai")):
+                      _scrape(port)["modelevents_worker_frames_total"]}
+
+    dead = _labelled(port, "modelevents_worker_dead_letters_by_reason_total")
+    assert list(dead.values()) == [1] and dict(next(iter(dead)))["stage"] == "decode", dead
+
+    entered = _labelled(port, "modelevents_worker_run_states_entered_total")
+    assert entered.get((("state", "completed"),)) == 1, entered
+    assert entered.get((("state", "in_progress"),), 0) >= 1, entered
+
+    # Everything fed was processed: once the partition check ran (every second), no lag.
+    while not (lag := _labelled(port, "modelevents_worker_consumer_lag")) or any(lag.values()):
+        assert time.monotonic() < deadline, lag
+        time.sleep(0.2)
+    topics = {dict(labels)["topic"] for labels in lag}
+    assert settings.topic("frames") in topics and settings.topic("ingest") in topics, lag
 
 
 @pytest.mark.kafka

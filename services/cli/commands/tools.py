@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 from modelevents.consumers.tools.executor import Executor
+from modelevents.consumers.tools.metrics import serve_metrics
 from modelevents.consumers.tools.policy import Policy
 from modelevents.consumers.tools.registry import load_registry
 from modelevents.services.cli.kafka_options import (
@@ -51,6 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tenant", action="append", default=None, metavar="T",
                    help="only the calls of this tenant's runs (repeat for several; default: "
                         "every tenant's — the policy still decides what each may do)")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve Prometheus metrics on GET http://0.0.0.0:PORT/metrics: "
+                        "modelevents_tools_executions_total{tool,outcome,error_class} "
+                        "(default: none)")
     add_kafka_options(p)
     p.set_defaults(run=_run)
 
@@ -61,6 +66,10 @@ def _run(args: argparse.Namespace) -> int:
     executor = Executor(load_registry(args.tools, **options), Policy.from_file(args.policy),
                         settings_from_args(args), group=args.group, gateway_url=args.gateway,
                         tenant=args.tenant)
+    if args.metrics_port is not None:
+        server = serve_metrics(executor, args.metrics_port)
+        logging.getLogger("modelevents.tools").info(
+            "metrics on http://0.0.0.0:%d/metrics", server.server_port)
     try:
         run_async(executor.run())
     except KeyboardInterrupt:
