@@ -7,7 +7,8 @@
     forwarded_input.py  POST /v1/runs/{run_id}/input     (the input packet of such a run)
 
 Another concern is one more module with an ``APIRouter`` named ``router`` and one more entry in
-:data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs``.
+:data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs`` (``openapi.py``: local
+assets, every error an RFC 9457 problem, ``problems.py``).
 
 The app's lifespan starts what every request shares through ``app.state.gateway``
 (``services/gateway/state.py``): one idempotent Kafka producer (acks=all), the fetcher, the HTTP
@@ -33,12 +34,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from modelevents.schemas import __version__
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.services.errors import Unauthorized
 from modelevents.services.gateway import forwarded, forwarded_input, health, runs, webhooks
@@ -51,7 +52,9 @@ from modelevents.services.gateway.fetch import Fetcher
 from modelevents.services.gateway.followers import RunFollowers
 from modelevents.services.gateway.input_packets import InputPackets
 from modelevents.services.gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
+from modelevents.services.gateway.openapi import install_docs
 from modelevents.services.gateway.owners import RunOwners
+from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, problem_response
 from modelevents.services.gateway.run_views import RunStates
 from modelevents.services.gateway.state import Gateway
 from modelevents.services.kafka.clients import start_producer
@@ -122,8 +125,9 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
             await producer.stop()
             await gateway.deliveries.close()
 
-    app = GatewayApp(title="modelevents gateway", version="0.1.0", description=_DESCRIPTION,
-                     lifespan=lifespan)
+    app = GatewayApp(title="modelevents gateway", version=__version__, description=_DESCRIPTION,
+                     lifespan=lifespan, docs_url=None, redoc_url=None)
+    install_docs(app)
     app.edge_config = config
     for router in ROUTERS:
         app.include_router(router)
@@ -300,9 +304,9 @@ class Edge:
         if self.started:
             return  # too late for a status; the cut body ends the route's work
         self.started = True
-        body = orjson.dumps({"error": reason, "code": _EDGE_CODES[status]})
+        body = problem_bytes(status, {"error": reason, "code": _EDGE_CODES[status]})
         await self._send({"type": "http.response.start", "status": status, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+            (b"content-type", PROBLEM_JSON.encode()), (b"content-length", b"%d" % len(body)),
             (b"connection", b"close"),
             *((name.lower().encode(), value.encode()) for name, value in headers.items())]})
         await self._send({"type": "http.response.body", "body": body})
@@ -310,6 +314,10 @@ class Edge:
 
 _EDGE_CODES = {400: "invalid_request", 401: "unauthorized", 408: "request_timeout",
                413: "body_too_large"}
+# The code of an HTTPException a route raises (or Starlette's 404/405), by its status.
+_HTTP_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+               405: "method_not_allowed", 409: "conflict", 422: "invalid_input",
+               502: "provider_error", 503: "unavailable"}
 
 
 # The handlers take any Exception (Starlette's signature for every handler) and are each
@@ -317,7 +325,7 @@ _EDGE_CODES = {400: "invalid_request", 401: "unauthorized", 408: "request_timeou
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
-    # One error shape across the gateway: {"error": "<what happened and what to do>"}.
+    # One error shape across the gateway: an RFC 9457 problem (services/gateway/problems.py).
     assert isinstance(exc, StarletteHTTPException)
     detail = exc.detail
     if exc.status_code == 404 and detail == "Not Found":
@@ -326,14 +334,16 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     elif exc.status_code == 405:
         detail = (f"{request.url.path} does not take {request.method} (it takes "
                   f"{(exc.headers or {}).get('Allow', 'another method')}); see /docs")
-    return JSONResponse({"error": detail}, status_code=exc.status_code, headers=exc.headers)
+    code = _HTTP_CODES.get(exc.status_code)
+    return problem_response(exc.status_code, {"error": detail, **({"code": code} if code else {})},
+                            exc.headers)
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     # A bug of the gateway's, not the client's: logged with its traceback by the server.
-    return JSONResponse({"error": f"the gateway failed on this request ({type(exc).__name__}); "
-                                  "nothing was kept — report it with the gateway's log",
-                         "code": "internal"}, status_code=500)
+    return problem_response(500, {
+        "error": f"the gateway failed on this request ({type(exc).__name__}); nothing was kept "
+                 "— report it with the gateway's log", "code": "internal"})
 
 
 async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
@@ -341,12 +351,13 @@ async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
     first = errors[0] if errors else {"loc": [], "msg": "invalid"}
     where = ".".join(str(part) for part in first["loc"][1:]) or "body"
-    return JSONResponse({"error": f"invalid request: {where}: {first['msg']}"
-                                  + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
-                         "code": "invalid_request", "detail": errors}, status_code=422)
+    return problem_response(422, {
+        "error": f"invalid request: {where}: {first['msg']}"
+                 + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
+        "code": "invalid_request", "errors": errors})
 
 
 async def _model_events_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ModelEventsError)
     status, answer, headers = error_answer(exc, f"{request.method} {request.url.path}")
-    return JSONResponse(answer, status_code=status, headers=headers)
+    return problem_response(status, answer, headers)

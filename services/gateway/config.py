@@ -120,6 +120,9 @@ def secret_key(secret: str) -> bytes:
     return secret.encode("utf-8")
 
 
+_VERSION_SUFFIX = re.compile(r"/v1(?:beta|alpha)?$")
+
+
 class ProviderConfig(BaseModel):
     """One provider: where to fetch objects a webhook names, with which key, and webhook secrets."""
 
@@ -135,7 +138,10 @@ class ProviderConfig(BaseModel):
     def _strip_slash(cls, value: str) -> str:
         if not re.match(r"^https?://", value):
             raise ValueError(f"base_url {value!r} must start with http:// or https://")
-        return value.rstrip("/")
+        # The SDKs' base URLs end with the API version (OpenAI's https://api.openai.com/v1, what
+        # the simulator prints); the gateway's paths start with it (/v1/responses,
+        # /v1beta/interactions/…), so a trailing version is dropped: both spellings work.
+        return _VERSION_SUFFIX.sub("", value.rstrip("/"))
 
     @field_validator("webhook_secrets")
     @classmethod

@@ -58,6 +58,7 @@ from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.errors import InputError, InvalidId
 from modelevents.schemas.ids import check_id
 from modelevents.services.gateway.auth import caller_tenant
+from modelevents.services.gateway.problems import problem_response
 from modelevents.services.gateway.state import gateway_of
 
 __all__ = ["router", "FRAMINGS_BY_CONTENT_TYPE"]
@@ -212,7 +213,7 @@ async def forward_frames(request: Request, run_id: str) -> Response:
         if not await gateway.claim_run(run_id, tenant):  # KafkaUnavailable → 503 (app.py)
             raise _Refused(404, _not_yours(run_id))
     except _Refused as exc:
-        return JSONResponse({"error": exc.reason}, status_code=exc.status)
+        return problem_response(exc.status, {"error": exc.reason})
 
     provider = _param(request, "provider") or ADAPTERS[api].default_provider
     for frame in frames:

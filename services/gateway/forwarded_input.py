@@ -26,6 +26,7 @@ from modelevents.schemas.errors import InputError, InvalidId
 from modelevents.schemas.ids import check_id
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services.gateway.auth import caller_tenant
+from modelevents.services.gateway.problems import problem_response
 from modelevents.services.gateway.state import gateway_of
 
 __all__ = ["router", "ForwardedInput"]
@@ -61,18 +62,19 @@ async def record_input(run_id: str, body: ForwardedInput, request: Request,
         check_id(run_id)
         check_id(body.stream, "stream id")
     except InvalidId as exc:
-        return JSONResponse({"error": str(exc), "code": "invalid_id"}, status_code=422)
+        return problem_response(422, {"error": str(exc), "code": "invalid_id"})
     try:
         candidates = resolve_api(body.api)
     except InputError as exc:
-        return JSONResponse({"error": str(exc).replace("--provider ", "api=")}, status_code=422)
+        return problem_response(422, {"error": str(exc).replace("--provider ", "api=")})
     if len(candidates) != 1:
-        return JSONResponse({"error": f"api={body.api!r} names a family ({', '.join(candidates)}"
-                                      "); name the one API called"}, status_code=422)
+        return problem_response(422, {"error": f"api={body.api!r} names a family "
+                                               f"({', '.join(candidates)}); name the one API "
+                                               "called"})
     api = candidates[0]
     tenant = caller_tenant(request, body.request.tenant)
-    not_yours = JSONResponse({"error": f"no run {run_id!r} of this tenant: the run id is taken; "
-                                       "forward under a run id of your own"}, status_code=404)
+    not_yours = problem_response(404, {"error": f"no run {run_id!r} of this tenant: the run id "
+                                                "is taken; forward under a run id of your own"})
     if gateway.owner_of(run_id) not in (None, tenant):
         return not_yours
     if not await gateway.claim_run(run_id, tenant):  # KafkaUnavailable → 503 (app.py)

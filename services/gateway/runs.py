@@ -42,8 +42,9 @@ request). Run ids are 1 to 200 characters of ASCII letters, digits and ``._:-``
 share one reader of the run (``followers.py``); one that falls too far behind the run is ended
 cleanly and resumes with ``Last-Event-ID``.
 
-Errors have one shape across the gateway: ``{"error": "<what happened and what to do>", …}``,
-plus ``code`` where a client branches on it.
+Errors have one shape across the gateway: an RFC 9457 problem (``services/gateway/problems.py``:
+``type``, ``title``, ``status``, ``detail`` — what happened and what to do —, ``code`` where a
+client branches on it, and ``error``, the same as ``detail``).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ from modelevents.services.gateway.auth import caller_tenant, may_see
 from modelevents.services.gateway.followers import json_default, sse_event
 from modelevents.services.gateway.health import readiness
 from modelevents.services.gateway.input_packets import InputPackets, latest_packet, packet_summary
+from modelevents.services.gateway.problems import problem_response
 from modelevents.services.gateway.provider_http import FOLLOW_UPS
 from modelevents.services.gateway.router import route
 from modelevents.services.gateway.run_views import run_history
@@ -95,7 +97,7 @@ READ_BACK_APIS = frozenset(api for api, follow_up in FOLLOW_UPS.items() if follo
 def _error(status: int, message: str, code: str | None = None, headers: dict[str, str] | None
            = None, **extra: Any) -> JSONResponse:
     body: dict[str, Any] = {"error": message, **({"code": code} if code else {}), **extra}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return problem_response(status, body, headers)
 
 
 @router.post(
@@ -143,7 +145,7 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
         target = route(neutral, gateway.manifest,
                        config.run_providers(gateway.manifest.providers()))
     except CapabilityRejected as exc:
-        return JSONResponse(exc.to_dict(), status_code=422)
+        return problem_response(422, exc.to_dict())
     try:
         wire = build(neutral, target.api, target.model, stream=neutral.streams,
                      provider=target.provider)

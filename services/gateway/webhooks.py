@@ -83,6 +83,7 @@ from modelevents.services.gateway.config import WEBHOOK_PROVIDERS
 from modelevents.services.gateway.deliveries import Deliveries
 from modelevents.services.gateway.errors import error_answer
 from modelevents.services.gateway.fetch import FetchJob, fetch_target
+from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, problem_response
 from modelevents.services.gateway.state import Gateway, gateway_of
 from modelevents.services.gateway.webhook_limits import KEPT_VALUE_CAPS
 from modelevents.services.kafka.clients import await_acks, send_frame
@@ -322,6 +323,8 @@ _OPENAPI = {
 async def _receive(request: Request, provider: str, tenant: str | None) -> Response:
     status, answer = await accept_delivery(gateway_of(request), provider, tenant,
                                            request.headers, request.stream())
+    if status >= 400:
+        return problem_response(status, answer)
     return JSONResponse(answer, status_code=status)
 
 
@@ -363,9 +366,10 @@ async def serve_delivery(gateway: Gateway, scope: dict, receive: Any, send: Any)
                                                else None, headers, _body_chunks(receive))
     except ModelEventsError as exc:
         status, answer, extra = error_answer(exc, f"POST {path}")
-    body = orjson.dumps(answer)
+    problem = status >= 400
+    body = problem_bytes(status, answer) if problem else orjson.dumps(answer)
     await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+        (b"content-type", PROBLEM_JSON.encode() if problem else b"application/json"), (b"content-length", b"%d" % len(body)),
         *((name.lower().encode(), value.encode()) for name, value in extra.items())]})
     await send({"type": "http.response.body", "body": body})
     return True

@@ -132,6 +132,34 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, HANG_GUARD_S))
 
 
+def start_gateway_process(settings: PipelineSettings, port: int, log_path: Path,
+                          *options: str, ready_within: float = 90.0) -> subprocess.Popen:
+    """``modelevents [OPTIONS] gateway`` as a user starts it, in a session of its own (stop it
+    with ``os.killpg``), its stderr in ``log_path``; returned once ``/readyz`` answers 200."""
+    import httpx
+
+    with log_path.open("wb") as log:
+        gateway = subprocess.Popen(
+            [sys.executable, "-m", "modelevents.services.cli", *options, "gateway",
+             "--port", str(port), "--bootstrap-servers", settings.bootstrap_servers,
+             "--prefix", settings.topic_prefix, "--partitions", str(settings.partitions)],
+            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    deadline = time.monotonic() + ready_within
+    while True:
+        if gateway.poll() is not None or time.monotonic() > deadline:
+            if gateway.poll() is None:
+                os.killpg(gateway.pid, signal.SIGKILL)
+            raise AssertionError("the gateway did not get ready:\n"
+                                 + log_path.read_text(errors="replace")[-3000:])
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200:
+                return gateway
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+
+
 def fixture_frames(path: Path, **kw) -> tuple[str, list[ProviderFrame]]:
     # received_at=0: the run state's timestamps then equal those of the offline driver.
     fed = feeder.frames_for_file(path, received_at=0, **kw)

@@ -9,9 +9,16 @@ simulator, a gateway and a worker, as ``test_gateway_runs`` sets them up.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import httpx
 import pytest
 
 from modelevents.services.local import kafka_broker as local_kafka
+from tests.integration.pipeline import start_gateway_process
 from tests.integration.test_broker_restart import broker_settings, kafka_broker  # noqa: F401
 from tests.integration.test_gateway_runs import (  # noqa: F401 - fixtures
     neutral,
@@ -24,8 +31,13 @@ from tests.integration.test_gateway_runs import (  # noqa: F401 - fixtures
     start_run,
     wait_run,
 )
+from tests.integration.test_gateway_webhooks import free_port
 
 pytestmark = pytest.mark.kafka
+
+# uvicorn's graceful shutdown (timeout_graceful_shutdown=10 in the gateway command) plus the
+# lifespan's stops; past this the gateway is hanging, not stopping.
+GRACE_S = 30.0
 
 
 def test_kafka_down_while_a_background_run_is_polled_the_run_goes_on_when_it_is_back(
@@ -58,3 +70,33 @@ def test_kafka_down_while_a_background_run_is_polled_the_run_goes_on_when_it_is_
     assert kinds.count("run.started") == 1 and kinds.count("run.finished") == 1, kinds
     assert [seq for seq, _, _ in events] == list(range(len(events)))
     assert body["state"]["needs_reconciliation"] is False
+
+
+def test_sigterm_stops_the_gateway_within_its_grace_period_while_kafka_is_down(
+        broker_settings, settings, tmp_path: Path) -> None:
+    # An orchestrator stopping a gateway whose Kafka is away (the usual order in an outage):
+    # the gateway must exit, not wait for ever on a producer flush or a consumer's close.
+    port = free_port()
+    log_path = tmp_path / "gateway.err"
+    gateway = start_gateway_process(settings, port, log_path)
+    try:
+        local_kafka.stop(broker_settings)
+        try:
+            # A probe while Kafka is away: the gateway still answers (ready or not).
+            assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=30).status_code in (
+                200, 503)
+            os.killpg(gateway.pid, signal.SIGTERM)
+            try:
+                code = gateway.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(gateway.pid, signal.SIGKILL)
+                raise AssertionError("the gateway did not exit within its grace period with "
+                                     "Kafka down:\n" + log_path.read_text(errors="replace")[-3000:]
+                                     ) from None
+        finally:
+            local_kafka.start(broker_settings)
+        assert code == 0, log_path.read_text(errors="replace")[-3000:]
+        assert "gateway stopped" in log_path.read_text(errors="replace")
+    finally:
+        if gateway.poll() is None:
+            os.killpg(gateway.pid, signal.SIGKILL)

@@ -299,7 +299,7 @@ def test_capability_rejection_is_422_and_sends_nothing(gateway, sim):
 def test_invalid_requests_are_422_with_the_field_and_unknown_runs_404(gateway, sim):
     response = httpx.post(f"{gateway.url}/v1/runs", json={"transcript": []}, timeout=10)
     assert response.status_code == 422
-    assert any(error["loc"][-1] == "transcript" for error in response.json()["detail"])
+    assert any(error["loc"][-1] == "transcript" for error in response.json()["errors"])
     call = {"role": "assistant", "parts": [{"type": "tool_call", "tool_name": "f",
                                             "tool_call_id": "c1"}]}
     ask = {"role": "user", "parts": [{"type": "text", "text": "and?"}]}

@@ -24,7 +24,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -36,7 +35,14 @@ from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.kafka.settings import PipelineSettings
-from tests.integration.pipeline import FIXTURES, HANG_GUARD_S, collect, feed, run
+from tests.integration.pipeline import (
+    FIXTURES,
+    HANG_GUARD_S,
+    collect,
+    feed,
+    run,
+    start_gateway_process,
+)
 from tests.integration.test_consumer_api import publish
 from tests.integration.test_gateway_webhooks import free_port
 
@@ -246,28 +252,10 @@ def test_a_worker_logs_json_lines_with_the_run_tenant_and_provider_of_a_dead_let
 
 def test_a_gateway_in_json_mode_logs_its_own_and_uvicorns_lines_as_json(
         settings: PipelineSettings, tmp_path: Path) -> None:
-    port = free_port()
     stderr_path = tmp_path / "gateway.err"
-    with stderr_path.open("wb") as stderr:
-        gateway = subprocess.Popen(
-            [sys.executable, "-m", "modelevents.services.cli", "--log-format", "json", "gateway",
-             "--port", str(port), *kafka_args(settings), "--partitions", str(settings.partitions)],
-            stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    try:
-        deadline = time.monotonic() + HANG_GUARD_S
-        while True:
-            assert gateway.poll() is None, stderr_path.read_text(errors="replace")
-            assert time.monotonic() < deadline, "the gateway did not get ready"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-    finally:
-        os.killpg(gateway.pid, signal.SIGTERM)
-        assert gateway.wait(timeout=HANG_GUARD_S) == 0
+    gateway = start_gateway_process(settings, free_port(), stderr_path, "--log-format", "json")
+    os.killpg(gateway.pid, signal.SIGTERM)  # once it answered ready
+    assert gateway.wait(timeout=HANG_GUARD_S) == 0
     lines = json_lines(stderr_path.read_text())
     loggers = {line["logger"] for line in lines}
     assert {"modelevents.gateway", "uvicorn.error"} <= loggers, lines
