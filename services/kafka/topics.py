@@ -25,11 +25,12 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from modelevents.schemas.errors import ConfigError
-from modelevents.services.kafka.clients import start_client
+from modelevents.services.kafka.clients import make_admin, start_client
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 
 __all__ = ["TopicInfo", "ensure_topics", "verify_topics", "delete_topics", "describe_topics", "topic_configs",
-           "internal_topics", "changelog_topics"]
+           "replication_configs", "creation_error", "internal_topics", "changelog_topics",
+           "RETENTION_MS"]
 
 _TOPIC_ALREADY_EXISTS = 36
 _UNKNOWN_TOPIC = 3
@@ -60,30 +61,63 @@ class TopicInfo:
     leaders_elected: bool = True  # every partition has a leader (a new topic needs a moment)
 
 
-def topic_configs(name: str) -> dict[str, str]:
+# How long each uncompacted topic keeps its records, in ms (-1: for ever), written on the topic
+# when it is created so that no broker default decides it.
+WEEK_MS = 7 * 24 * 3600 * 1000
+RETENTION_MS: dict[str, int] = {
+    # frames is the source of truth: replay re-normalizes it through fixed adapters.
+    "frames": -1,
+    # Candidate events are applied within seconds; a week covers a worker down for days.
+    "ingest": WEEK_MS,
+    # The public topic: re-derivable from frames (replay), kept a week for consumers that lag.
+    "events": WEEK_MS,
+    # Read and act on dead letters well within this.
+    "dlq": WEEK_MS,
+    # A run id's first claim is its owner for ever (services/gateway/owners.py): never expired
+    # (a claim must outlive the run's retention).
+    "run-owners": -1,
+    # A receipt is the only proof that a side effect was attempted: a redelivered tool call of
+    # any age must find it, so receipts never expire.
+    "receipts": -1,
+}
+
+
+def replication_configs(settings: PipelineSettings) -> dict[str, str]:
+    """The durability config of every topic the pipeline creates (its own, the worker's)."""
+    return {"min.insync.replicas": str(settings.min_insync)}
+
+
+def topic_configs(name: str, settings: PipelineSettings) -> dict[str, str]:
     """The topic-level configs a pipeline topic is created with."""
+    configs = replication_configs(settings)
     if TOPICS[name]:
         # runs holds the latest RunState per run_id; older states are garbage once compacted.
-        return {"cleanup.policy": "compact"}
-    if name == "frames":
-        # frames is the source of truth: replay re-normalizes it through fixed adapters.
-        return {"cleanup.policy": "delete", "retention.ms": "-1"}
-    if name == "receipts":
-        # A receipt is the only proof that a side effect was attempted: a redelivered tool call
-        # of any age must find it, so receipts never expire.
-        return {"cleanup.policy": "delete", "retention.ms": "-1"}
+        return {**configs, "cleanup.policy": "compact"}
+    configs.update({"cleanup.policy": "delete", "retention.ms": str(RETENTION_MS[name])})
     if name == "run-owners":
-        # A run id's first claim is its owner for ever (services/gateway/owners.py): never
-        # expired (a claim must outlive the run's retention) and never compacted (compaction
-        # keeps the last claim of a key, which is not the owner's when two gateways raced).
-        return {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
-    return {"cleanup.policy": "delete"}
+        # Never compacted either (compaction keeps the last claim of a key, which is not the
+        # owner's when two gateways raced), and no size limit.
+        configs["retention.bytes"] = "-1"
+    return configs
+
+
+_INVALID_REPLICATION_FACTOR = 37
+
+
+def creation_error(settings: PipelineSettings, topic: str, code: int, message: str | None,
+                   ) -> ConfigError:
+    """The ConfigError for a topic the cluster refused to create, naming the setting to change."""
+    detail = message or f"error code {code}"
+    if code == _INVALID_REPLICATION_FACTOR:
+        return ConfigError(
+            f"cannot create topic {topic} on {settings.bootstrap_servers} with "
+            f"MODELEVENTS_REPLICATION_FACTOR={settings.replication_factor}: {detail}; set "
+            f"MODELEVENTS_REPLICATION_FACTOR to at most the number of brokers of the cluster")
+    return ConfigError(f"cannot create topic {topic} on {settings.bootstrap_servers}: {detail}")
 
 
 async def _admin(settings: PipelineSettings) -> AIOKafkaAdminClient:
-    return await start_client(
-        AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers,
-                            client_id=f"{settings.app_id}-admin"), settings)
+    return await start_client(make_admin(settings), settings)
 
 
 async def describe_topics(settings: PipelineSettings, admin: AIOKafkaAdminClient | None = None,
@@ -171,7 +205,7 @@ async def ensure_topics(settings: PipelineSettings) -> dict[str, str]:
             if infos[full] is not None:
                 _check(settings, name, infos[full])  # type: ignore[arg-type]
         wanted = [NewTopic(full, settings.partitions, settings.replication_factor,
-                           topic_configs=topic_configs(name))
+                           topic_configs=topic_configs(name, settings))
                   for name, full in names.items() if infos[full] is None]
         result = {full: "verified" for full, info in infos.items() if info is not None}
         if wanted:
@@ -182,8 +216,7 @@ async def ensure_topics(settings: PipelineSettings) -> dict[str, str]:
                 elif code == _TOPIC_ALREADY_EXISTS:
                     result[full] = "verified"  # created concurrently; checked below
                 else:
-                    raise ConfigError(f"cannot create topic {full} on {settings.bootstrap_servers}: "
-                                      f"{message or f'error code {code}'}")
+                    raise creation_error(settings, full, code, message)
             await _await_visible(admin, settings, result)
         return {full: result[full] for full in names.values()}
     finally:
