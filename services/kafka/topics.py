@@ -23,6 +23,7 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import InvalidReplicationFactorError
 
 from modelevents.schemas.errors import ConfigError
 from modelevents.services.kafka.clients import make_admin, start_client
@@ -101,14 +102,11 @@ def topic_configs(name: str, settings: PipelineSettings) -> dict[str, str]:
     return configs
 
 
-_INVALID_REPLICATION_FACTOR = 37
-
-
 def creation_error(settings: PipelineSettings, topic: str, code: int, message: str | None,
                    ) -> ConfigError:
     """The ConfigError for a topic the cluster refused to create, naming the setting to change."""
     detail = message or f"error code {code}"
-    if code == _INVALID_REPLICATION_FACTOR:
+    if code == InvalidReplicationFactorError.errno:
         return ConfigError(
             f"cannot create topic {topic} on {settings.bootstrap_servers} with "
             f"MODELEVENTS_REPLICATION_FACTOR={settings.replication_factor}: {detail}; set "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from aiokafka.errors import InvalidReplicationFactorError
 
 from modelevents.schemas.errors import ConfigError
 from modelevents.services.kafka import topics
@@ -77,6 +78,7 @@ def test_the_worker_topics_and_changelogs_get_the_same_durability(tmp_path):
 
 def test_a_refused_replication_factor_names_the_setting():
     settings = dataclasses.replace(PipelineSettings(), replication_factor=2)
-    error = topics.creation_error(settings, "modelevents.events", 37, "Unable to replicate")
+    error = topics.creation_error(settings, "modelevents.events",
+                                  InvalidReplicationFactorError.errno, "Unable to replicate")
     assert "MODELEVENTS_REPLICATION_FACTOR=2" in str(error)
     assert "at most the number of brokers" in str(error)
