@@ -222,15 +222,19 @@ async def _diagnose(settings: PipelineSettings) -> None:
                 settings.bootstrap_servers, security.describe(), _broker_message(exc),
                 "check KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD (or KAFKA_SASL_PASSWORD_FILE) and "
                 "KAFKA_SASL_MECHANISM against the user the cluster has") from None
-        except ssl.SSLError as exc:
+        except (TimeoutError, KafkaError, OSError) as exc:
+            # A broker that refuses the client's certificate (or its absence) does so after the
+            # client's side of the handshake: aiokafka reports a closed connection, caused by
+            # the TLS alert.
+            refused = exc if isinstance(exc, ssl.SSLError) else exc.__cause__
+            if not isinstance(refused, ssl.SSLError):
+                continue
             raise KafkaAuthenticationFailed(
                 settings.bootstrap_servers, security.describe(),
-                f"TLS handshake failed: {exc.reason or exc}",
+                f"TLS handshake failed: {refused.reason or refused}",
                 "check KAFKA_SSL_CAFILE (the CA that signed the brokers' certificates; their "
-                "names must match the bootstrap addresses) and, for mutual TLS, "
-                "KAFKA_SSL_CERTFILE / KAFKA_SSL_KEYFILE") from None
-        except (TimeoutError, KafkaError, OSError):
-            continue
+                "names must match the bootstrap addresses) and, where the brokers require "
+                "client certificates (mutual TLS), KAFKA_SSL_CERTFILE / KAFKA_SSL_KEYFILE") from None
         with contextlib.suppress(Exception):
             conn.close()
 

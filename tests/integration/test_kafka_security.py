@@ -2,8 +2,10 @@
 
 One broker for the module (services/local/kafka_broker.py with its optional listeners): a
 plaintext listener (the broker's own), a SASL_PLAINTEXT listener taking PLAIN for one user and
-SCRAM-SHA-256/512 for another (credentials written when the storage is formatted), and a TLS
-listener presenting a certificate of a throw-away CA (tests/tls_certs.py). Every client here
+SCRAM-SHA-256/512 for another (credentials written when the storage is formatted), an SSL
+listener presenting a certificate of a throw-away CA (tests/tls_certs.py) and requiring client
+certificates of that CA (mutual TLS), and a SASL_SSL listener (the same users, the same
+certificate). Every client here
 connects as users configure it: through PipelineSettings and the KAFKA_* variables.
 """
 
@@ -43,7 +45,7 @@ from tests.tls_certs import TLSFiles, make_tls_files
 
 pytestmark = pytest.mark.kafka
 
-BASE_PORT = 19350  # broker, controller + 1, SASL + 2, TLS + 3
+BASE_PORT = 19350  # broker, controller + 1, SASL_PLAINTEXT + 2, SSL + 3, SASL_SSL + 4
 PLAIN_USER, PLAIN_PASSWORD = "pipeline", "plain-Pa55word-of-the-pipeline"
 SCRAM_USER, SCRAM_PASSWORD = "scrammer", "scram-Pa55word-of-the-pipeline"
 CLI = [sys.executable, "-m", "modelevents.services.cli"]
@@ -62,9 +64,9 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory, tls: TLSFiles,
                   ) -> Iterator[local_kafka.KafkaSettings]:
     port = worker_port(BASE_PORT)
     broker = local_kafka.KafkaSettings(
-        port=port, sasl_port=port + 2, ssl_port=port + 3,
+        port=port, sasl_port=port + 2, ssl_port=port + 3, sasl_ssl_port=port + 4,
         sasl_users={PLAIN_USER: PLAIN_PASSWORD}, scram_users={SCRAM_USER: SCRAM_PASSWORD},
-        ssl_server_cert=tls.server_cert, ssl_server_key=tls.server_key,
+        ssl_server_cert=tls.server_cert, ssl_server_key=tls.server_key, ssl_client_ca=tls.ca,
         state_root=tmp_path_factory.mktemp("kafka-secure"),
         heap=os.environ.get("MODELEVENTS_TEST_KAFKA_HEAP", "256m"))
     # This broker's listeners are what the module tests, so an external cluster is not used.
@@ -135,24 +137,42 @@ def test_topics_producer_and_consumer_over_sasl_scram(secure_broker, made, mecha
                       sasl(mechanism, SCRAM_USER, SCRAM_PASSWORD))))
 
 
-def test_topics_producer_and_consumer_over_tls(secure_broker, made, tls):
-    security = KafkaSecurity(protocol="SSL", ssl_cafile=str(tls.ca))
+def test_topics_producer_and_consumer_over_mutual_tls(secure_broker, made, tls):
+    security = KafkaSecurity(protocol="SSL", ssl_cafile=str(tls.ca),
+                             ssl_certfile=str(tls.client_cert), ssl_keyfile=str(tls.client_key))
     run(round_trip(on(made, secure_broker.ssl_bootstrap, security)))
 
 
+def test_topics_producer_and_consumer_over_sasl_ssl_scram(secure_broker, made, tls):
+    security = dataclasses.replace(sasl("SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD),
+                                   protocol="SASL_SSL", ssl_cafile=str(tls.ca))
+    run(round_trip(on(made, secure_broker.sasl_ssl_bootstrap, security)))
+
+
+@pytest.mark.parametrize("protocol, mechanism, user, password", [
+    ("SASL_PLAINTEXT", "PLAIN", PLAIN_USER, PLAIN_PASSWORD),
+    ("SASL_SSL", "SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD),
+])
 def test_a_worker_normalizes_a_run_over_sasl_and_librdkafka_reads_it_with_the_same_credentials(
-        secure_broker, made, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+        secure_broker, made, tls, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        protocol, mechanism, user, password):
     from confluent_kafka import Consumer
 
-    settings = on(made, secure_broker.sasl_bootstrap, sasl())
+    over_tls = protocol == "SASL_SSL"
+    security = dataclasses.replace(sasl(mechanism, user, password), protocol=protocol,
+                                   ssl_cafile=str(tls.ca) if over_tls else None)
+    settings = on(made, secure_broker.sasl_ssl_bootstrap if over_tls
+                  else secure_broker.sasl_bootstrap, security)
     run(topics.ensure_topics(settings))
     # The worker gets its credentials as a deployment gives them: variables and a secret file.
     secret = tmp_path / "kafka-password"
-    secret.write_text(PLAIN_PASSWORD + "\n")
-    monkeypatch.setenv("KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
-    monkeypatch.setenv("KAFKA_SASL_MECHANISM", "PLAIN")
-    monkeypatch.setenv("KAFKA_SASL_USERNAME", PLAIN_USER)
+    secret.write_text(password + "\n")
+    monkeypatch.setenv("KAFKA_SECURITY_PROTOCOL", protocol)
+    monkeypatch.setenv("KAFKA_SASL_MECHANISM", mechanism)
+    monkeypatch.setenv("KAFKA_SASL_USERNAME", user)
     monkeypatch.setenv("KAFKA_SASL_PASSWORD_FILE", str(secret))
+    if over_tls:
+        monkeypatch.setenv("KAFKA_SSL_CAFILE", str(tls.ca))
     worker = Worker(settings, tmp_path, "worker")
     try:
         worker.wait_ready()
@@ -166,12 +186,13 @@ def test_a_worker_normalizes_a_run_over_sasl_and_librdkafka_reads_it_with_the_sa
         assert worker.terminate() == 0
     finally:
         worker.close()
-    assert PLAIN_PASSWORD not in worker.log_text()
+    assert password not in worker.log_text()
 
     theirs: list[ModelEvent] = []
     consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": "librdkafka",
-                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                         "sasl.username": PLAIN_USER, "sasl.password": PLAIN_PASSWORD,
+                         "security.protocol": protocol, "sasl.mechanism": mechanism,
+                         "sasl.username": user, "sasl.password": password,
+                         **({"ssl.ca.location": str(tls.ca)} if over_tls else {}),
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
         consumer.subscribe([settings.topic("events")])
@@ -184,7 +205,15 @@ def test_a_worker_normalizes_a_run_over_sasl_and_librdkafka_reads_it_with_the_sa
             theirs.append(codec.decode(msg.value()))
     finally:
         consumer.close()
-    assert theirs == published.events[run_id]
+    assert theirs and theirs == published.events[run_id]
+
+
+def topics_create(settings: PipelineSettings, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`modelevents topics create` as a user runs it, with ``env`` added to the environment."""
+    return subprocess.run(
+        [*CLI, "topics", "create", "--bootstrap-servers", settings.bootstrap_servers,
+         "--prefix", settings.topic_prefix],
+        env=dict(os.environ, **env), capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
 def fixture_events(path: Path) -> list[ModelEvent]:
@@ -193,54 +222,70 @@ def fixture_events(path: Path) -> list[ModelEvent]:
     return normalize_file(path).events
 
 
-def test_a_wrong_password_is_a_clear_error_not_a_hang(secure_broker, made):
+def test_a_wrong_password_is_a_clear_error_not_a_hang(secure_broker, made, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch):
     wrong = "not-the-Pa55word"
     settings = on(made, secure_broker.sasl_bootstrap, sasl(password=wrong))
-    with pytest.raises(KafkaAuthenticationFailed) as caught:
-        run(topics.ensure_topics(settings))  # run(): bounded by the hang guard
-    message = str(caught.value)
+    message = refusal(settings)
     assert f"refused the connection (SASL_PLAINTEXT (PLAIN as {PLAIN_USER}))" in message
     assert "Authentication failed" in message
     assert "KAFKA_SASL_PASSWORD" in message
     assert wrong not in message
 
     # The same from the command line: one line, exit status 2, the password nowhere.
-    env = dict(os.environ, KAFKA_SECURITY_PROTOCOL="SASL_PLAINTEXT", KAFKA_SASL_MECHANISM="PLAIN",
-               KAFKA_SASL_USERNAME=PLAIN_USER, KAFKA_SASL_PASSWORD=wrong)
-    result = subprocess.run(
-        [*CLI, "topics", "create", "--bootstrap-servers", settings.bootstrap_servers,
-         "--prefix", settings.topic_prefix],
-        env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
+    env = {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "PLAIN",
+           "KAFKA_SASL_USERNAME": PLAIN_USER, "KAFKA_SASL_PASSWORD": wrong}
+    result = topics_create(settings, env)
     assert result.returncode == 2, result.stderr
     assert "refused the connection" in result.stderr and "KAFKA_SASL_PASSWORD" in result.stderr
     assert wrong not in result.stdout + result.stderr
 
+    # A worker stops at start with that error instead of retrying for ever.
+    for name in ("KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM", "KAFKA_SASL_USERNAME",
+                 "KAFKA_SASL_PASSWORD"):
+        monkeypatch.setenv(name, env[name])
+    worker = Worker(settings, tmp_path, "worker")
+    try:
+        assert worker.process.wait(timeout=HANG_GUARD_S) == 2, worker.log_text()
+    finally:
+        worker.close()
+    assert "refused the connection" in worker.log_text()
+    assert wrong not in worker.log_text()
+
 
 def test_a_scram_user_with_the_wrong_mechanism_is_refused(secure_broker, made):
     # PLAIN knows only its own users: SCRAM credentials do not log in through it.
-    settings = on(made, secure_broker.sasl_bootstrap, sasl("PLAIN", SCRAM_USER, SCRAM_PASSWORD))
-    with pytest.raises(KafkaAuthenticationFailed, match="KAFKA_SASL_MECHANISM"):
+    message = refusal(on(made, secure_broker.sasl_bootstrap,
+                         sasl("PLAIN", SCRAM_USER, SCRAM_PASSWORD)))
+    assert "KAFKA_SASL_MECHANISM" in message
+
+
+def refusal(settings: PipelineSettings) -> str:
+    """The message of the KafkaAuthenticationFailed that creating the topics gives (bounded by
+    the hang guard: an error, not a retry loop)."""
+    with pytest.raises(KafkaAuthenticationFailed) as caught:
         run(topics.ensure_topics(settings))
+    return str(caught.value)
 
 
 def test_a_broker_certificate_of_another_ca_fails_the_handshake_clearly(secure_broker, made,
                                                                        tmp_path: Path):
     other = make_tls_files(tmp_path / "other", ca_name="some other CA")
-    settings = on(made, secure_broker.ssl_bootstrap,
-                  KafkaSecurity(protocol="SSL", ssl_cafile=str(other.ca)))
-    with pytest.raises(KafkaAuthenticationFailed) as caught:
-        run(topics.ensure_topics(settings))
-    assert "TLS handshake failed: CERTIFICATE_VERIFY_FAILED" in str(caught.value)
-    assert "KAFKA_SSL_CAFILE" in str(caught.value)
+    message = refusal(on(made, secure_broker.ssl_bootstrap,
+                         KafkaSecurity(protocol="SSL", ssl_cafile=str(other.ca))))
+    assert "TLS handshake failed: CERTIFICATE_VERIFY_FAILED" in message
+    assert "KAFKA_SSL_CAFILE" in message
+
+
+def test_mutual_tls_without_a_client_certificate_is_refused_clearly(secure_broker, made, tls):
+    message = refusal(on(made, secure_broker.ssl_bootstrap,
+                         KafkaSecurity(protocol="SSL", ssl_cafile=str(tls.ca))))
+    assert "TLS handshake failed" in message and "KAFKA_SSL_CERTFILE" in message
 
 
 def test_replication_factor_beyond_the_brokers_is_refused_naming_the_setting(secure_broker):
-    settings = unique_settings(secure_broker.local_bootstrap)
-    env = dict(os.environ, MODELEVENTS_REPLICATION_FACTOR="2")
-    result = subprocess.run(
-        [*CLI, "topics", "create", "--bootstrap-servers", settings.bootstrap_servers,
-         "--prefix", settings.topic_prefix],
-        env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
+    result = topics_create(unique_settings(secure_broker.local_bootstrap),
+                           {"MODELEVENTS_REPLICATION_FACTOR": "2"})
     assert result.returncode == 2, result.stderr
     assert "MODELEVENTS_REPLICATION_FACTOR=2" in result.stderr
     assert "at most the number of brokers" in result.stderr
