@@ -30,7 +30,7 @@ from modelevents.services.kafka.clients import make_admin, start_client
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 
 __all__ = ["TopicInfo", "ensure_topics", "verify_topics", "delete_topics", "describe_topics", "topic_configs",
-           "replication_configs", "creation_error", "internal_topics", "changelog_topics",
+           "replication_configs", "creation_error", "durability_warnings", "internal_topics", "changelog_topics",
            "RETENTION_MS"]
 
 _TOPIC_ALREADY_EXISTS = 36
@@ -60,6 +60,8 @@ class TopicInfo:
     partitions: int
     cleanup_policy: str
     leaders_elected: bool = True  # every partition has a leader (a new topic needs a moment)
+    replicas: int = 1  # the fewest replicas of any of its partitions
+    min_insync: int = 1  # its min.insync.replicas
 
 
 # How long each uncompacted topic keeps its records, in ms (-1: for ever), written on the topic
@@ -135,6 +137,7 @@ async def _describe(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, T
     present = [n for n in names if described.get(n, {}).get("error_code") == 0
                and described[n].get("partitions")]
     policies: dict[str, str] = {}
+    min_insync: dict[str, int] = {}
     if present:
         responses = await admin.describe_configs(
             [ConfigResource(ConfigResourceType.TOPIC, n) for n in present])
@@ -144,9 +147,35 @@ async def _describe(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, T
                 for entry in entries:
                     if entry[0] == "cleanup.policy":
                         policies[name] = entry[1]
+                    elif entry[0] == "min.insync.replicas" and str(entry[1]).isdigit():
+                        min_insync[name] = int(entry[1])
     return {n: (TopicInfo(n, len(described[n]["partitions"]), policies.get(n, "delete"),
-                          all(p.get("leader", -1) >= 0 for p in described[n]["partitions"]))
+                          all(p.get("leader", -1) >= 0 for p in described[n]["partitions"]),
+                          min(len(p.get("replicas", ())) for p in described[n]["partitions"]),
+                          min_insync.get(n, 1))
                 if n in present else None) for n in names}
+
+
+async def durability_warnings(settings: PipelineSettings) -> list[str]:
+    """One line for each existing pipeline topic with fewer replicas or a lower
+    min.insync.replicas than the settings ask for. Not an error: topics that exist are kept as
+    they are (their replication is changed with Kafka's own tools), and a worker runs on them."""
+    warnings = []
+    for name, info in (await describe_topics(settings)).items():
+        if info is None:
+            continue
+        if info.replicas < settings.replication_factor:
+            warnings.append(
+                f"topic {name} has {info.replicas} replica(s), fewer than "
+                f"MODELEVENTS_REPLICATION_FACTOR={settings.replication_factor}; existing topics "
+                f"are kept as they are: add replicas with kafka-reassign-partitions.sh")
+        if info.min_insync < settings.min_insync:
+            warnings.append(
+                f"topic {name} has min.insync.replicas={info.min_insync}, below the "
+                f"{settings.min_insync} the settings ask for (MODELEVENTS_MIN_INSYNC_REPLICAS); "
+                f"raise it with kafka-configs.sh --alter --add-config "
+                f"min.insync.replicas={settings.min_insync}")
+    return warnings
 
 
 def _check(settings: PipelineSettings, name: str, info: TopicInfo) -> None:

@@ -212,7 +212,7 @@ def topics_create(settings: PipelineSettings, env: dict[str, str]) -> subprocess
     """`modelevents topics create` as a user runs it, with ``env`` added to the environment."""
     return subprocess.run(
         [*CLI, "topics", "create", "--bootstrap-servers", settings.bootstrap_servers,
-         "--prefix", settings.topic_prefix],
+         "--prefix", settings.topic_prefix, "--partitions", str(settings.partitions)],
         env=dict(os.environ, **env), capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
@@ -289,3 +289,19 @@ def test_replication_factor_beyond_the_brokers_is_refused_naming_the_setting(sec
     assert result.returncode == 2, result.stderr
     assert "MODELEVENTS_REPLICATION_FACTOR=2" in result.stderr
     assert "at most the number of brokers" in result.stderr
+
+
+def test_existing_topics_with_less_replication_than_asked_are_reported_not_refused(
+        secure_broker, made):
+    settings = on(made, secure_broker.local_bootstrap, KafkaSecurity())
+    run(topics.ensure_topics(settings))  # one replica, min.insync.replicas 1
+    result = topics_create(settings, {"MODELEVENTS_REPLICATION_FACTOR": "3"})
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    # Each pipeline topic: one replica fewer than 3, min.insync.replicas 1 below the 2 asked.
+    assert len(warnings) == 2 * len(settings.topic_names)
+    assert f"warning: topic {settings.topic('events')} has 1 replica(s), fewer than " \
+           f"MODELEVENTS_REPLICATION_FACTOR=3" in result.stderr
+    assert f"warning: topic {settings.topic('events')} has min.insync.replicas=1, below the 2" \
+           in result.stderr
+    assert run(topics.durability_warnings(settings)) == []  # as asked for by default settings
