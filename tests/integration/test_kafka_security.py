@@ -121,10 +121,15 @@ async def round_trip(settings: PipelineSettings) -> list[ModelEvent]:
     assert set((await topics.verify_topics(settings)).values()) == {"verified"}
     run_id, frames = fixture_frames(ONE_PER_API[0])
     await feed(settings, frames)  # our producer (the feeder's), acks=all
-    read = [record.value async for record in clients.read_records(
-        settings, "frames", run_id=run_id, timeout=30.0, to_end=True)]
+    read = await frames_of(settings, run_id)
     assert read == frames
     return read
+
+
+async def frames_of(settings: PipelineSettings, run_id: str) -> list:
+    """The frames of a run on the frames topic, read with our consumer."""
+    return [record.value async for record in clients.read_records(
+        settings, "frames", run_id=run_id, timeout=30.0, to_end=True)]
 
 
 def test_topics_producer_and_consumer_over_sasl_plain(secure_broker, made):
@@ -305,3 +310,32 @@ def test_existing_topics_with_less_replication_than_asked_are_reported_not_refus
     assert f"warning: topic {settings.topic('events')} has min.insync.replicas=1, below the 2" \
            in result.stderr
     assert run(topics.durability_warnings(settings)) == []  # as asked for by default settings
+
+
+def test_the_gateway_serves_and_publishes_over_sasl_ssl(secure_broker, made, tls, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch):
+    from tests.integration.test_gateway_frames import SSE_STREAM, GatewayProcess, forward
+
+    security = dataclasses.replace(sasl("SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD),
+                                   protocol="SASL_SSL", ssl_cafile=str(tls.ca))
+    settings = on(made, secure_broker.sasl_ssl_bootstrap, security)
+    run(topics.ensure_topics(settings))
+    for name, value in (("KAFKA_SECURITY_PROTOCOL", "SASL_SSL"),
+                        ("KAFKA_SASL_MECHANISM", "SCRAM-SHA-256"),
+                        ("KAFKA_SASL_USERNAME", SCRAM_USER), ("KAFKA_SASL_PASSWORD", SCRAM_PASSWORD),
+                        ("KAFKA_SSL_CAFILE", str(tls.ca))):
+        monkeypatch.setenv(name, value)
+    # Ready (GatewayProcess waits for /readyz): the topics checked and run-owners and runs read
+    # from their start, over SASL_SSL.
+    gateway = GatewayProcess(settings, tmp_path)
+    try:
+        answer = forward(gateway, "run-over-sasl", SSE_STREAM.read_bytes(), "text/event-stream",
+                         api="openai-responses")
+        assert answer.status_code == 200, answer.text
+        accepted = answer.json()["accepted"]
+    finally:
+        assert gateway.stop() == 0
+    frames = run(frames_of(settings, "run-over-sasl"))
+    # The forwarded frames and the end of the stream, acknowledged before the 200.
+    assert len(frames) == accepted + 1
+    assert SCRAM_PASSWORD not in gateway.log_text()
