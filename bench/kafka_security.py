@@ -17,23 +17,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import shutil
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests/tls_certs.py, the tests' throw-away CA
 
-from feed import build_frames  # noqa: E402  (bench/feed.py, beside this file)
+from feed import build_frames, feed_and_read  # noqa: E402  (bench/feed.py, beside this file)
 
-from modelevents.services.kafka import clients, topics  # noqa: E402
 from modelevents.services.kafka.security import KafkaSecurity  # noqa: E402
 from modelevents.services.kafka.settings import PipelineSettings  # noqa: E402
-from modelevents.services.local import feeder, kafka_broker  # noqa: E402
+from modelevents.services.local import kafka_broker  # noqa: E402
 from tests.tls_certs import make_tls_files  # noqa: E402
 
 USER, PASSWORD = "bench", "bench-Pa55word"
@@ -57,23 +54,9 @@ def configurations(broker: kafka_broker.KafkaSettings, ca: Path) -> dict[str, tu
 
 async def measure(settings: PipelineSettings, frames: list) -> tuple[float, float]:
     """(feed frames/s, read frames/s) on fresh topics, deleted afterwards."""
-    await topics.ensure_topics(settings)
-    try:
-        producer = await clients.start_producer(settings)
-        try:
-            stats = await feeder.feed_frames(producer, settings, frames)
-        finally:
-            await producer.stop()
-        start = time.monotonic()
-        read = 0
-        async for _ in clients.read_records(settings, "frames", timeout=5.0):
-            read += 1
-            if read == len(frames):
-                break
-        assert read == len(frames), f"read {read} of {len(frames)} frames"
-        return stats.rate, read / (time.monotonic() - start)
-    finally:
-        await topics.delete_topics(settings)
+    stats, read, read_s = await feed_and_read(settings, frames, read_timeout=5.0)
+    assert read == len(frames), f"read {read} of {len(frames)} frames"
+    return stats.rate, read / read_s
 
 
 async def main(args: argparse.Namespace) -> None:
