@@ -54,6 +54,17 @@ async def main(args: argparse.Namespace) -> None:
     size = sum(len(codec.encode(f)) for f in frames)
     print(f"{len(frames)} frames, {size / 1e6:.1f} MB Avro, {len({f.run_key for f in frames})} runs, "
           f"{settings.partitions} partitions, {settings.bootstrap_servers}", file=sys.stderr)
+    stats, read, read_s = await feed_and_read(settings, frames)
+    print(f"feed   {stats.rate:>10,.0f} frames/s  {size / stats.seconds / 1e6:6.1f} MB/s  "
+          f"({stats.sent} in {stats.seconds:.2f} s)")
+    print(f"read   {read / read_s:>10,.0f} frames/s  {size / read_s / 1e6:6.1f} MB/s  "
+          f"({read} in {read_s:.2f} s)")
+
+
+async def feed_and_read(settings: PipelineSettings, frames: list, read_timeout: float = 2.0,
+                        ) -> tuple[feeder.FeedStats, int, float]:
+    """Feed ``frames`` into fresh topics and read them back: (the feed's stats, frames read,
+    seconds reading). The topics are deleted afterwards."""
     await topics.ensure_topics(settings)
     try:
         producer = await clients.start_producer(settings)
@@ -63,15 +74,11 @@ async def main(args: argparse.Namespace) -> None:
             await producer.stop()
         start = time.monotonic()
         read = 0
-        async for _ in clients.read_records(settings, "frames", timeout=2.0):
+        async for _ in clients.read_records(settings, "frames", timeout=read_timeout):
             read += 1
             if read == len(frames):
                 break
-        read_s = time.monotonic() - start
-        print(f"feed   {stats.rate:>10,.0f} frames/s  {size / stats.seconds / 1e6:6.1f} MB/s  "
-              f"({stats.sent} in {stats.seconds:.2f} s)")
-        print(f"read   {read / read_s:>10,.0f} frames/s  {size / read_s / 1e6:6.1f} MB/s  "
-              f"({read} in {read_s:.2f} s)")
+        return stats, read, time.monotonic() - start
     finally:
         await topics.delete_topics(settings)
 

@@ -28,6 +28,8 @@ here; what raises each is named on the right.
     │   │                                                                   (gateway/router.py)
     │   └── UnknownScenario       no simulator scenario of that name (also a LookupError)
     └── ConfigError
+        ├── KafkaAuthenticationFailed  the brokers refused the SASL credentials or the TLS
+        │                         handshake failed (kafka/clients.py)
         ├── ManifestError         the capability manifest is unreadable or off its schema
         │                                                             (gateway/capabilities.py)
         └── MissingSDKError       an official SDK needed for request validation is missing
@@ -41,7 +43,7 @@ from typing import Any, Protocol
 
 from modelevents.schemas.errors import ConfigError, InputError, ModelEventsError, SchemaError
 
-__all__ = ["KafkaUnavailable", "KafkaSetupError", "MissingToolError", "JarDownloadError",
+__all__ = ["KafkaUnavailable", "KafkaAuthenticationFailed", "KafkaSetupError", "MissingToolError", "JarDownloadError",
            "PortInUseError", "StorageFormatError", "BrokerStartError", "BrokerStartTimeout",
            "ProviderHTTPError", "FollowUpFailed", "RequestRefused", "Unauthorized",
            "WebhookRejected", "DemoError", "UnreadableState", "CapabilityRejected",
@@ -62,6 +64,16 @@ class KafkaUnavailable(ModelEventsError):
         self.bootstrap_servers = bootstrap_servers
         reason = f" ({detail})" if detail else ""
         super().__init__(f"cannot reach Kafka at {bootstrap_servers}{reason}; {_HOW_TO_START}")
+
+
+class KafkaAuthenticationFailed(ConfigError):
+    """The brokers refused the client's SASL credentials, or the TLS handshake failed: a setting
+    (named in the message) is wrong; retrying does not help. Never carries the password."""
+
+    def __init__(self, bootstrap_servers: str, security: str, detail: str, fix: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        super().__init__(f"Kafka at {bootstrap_servers} refused the connection ({security}): "
+                         f"{detail}; {fix}")
 
 
 class KafkaSetupError(ModelEventsError):

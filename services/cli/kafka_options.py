@@ -13,13 +13,17 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from modelevents.schemas.errors import ConfigError
+from modelevents.services.kafka import security
 from modelevents.services.kafka.settings import PipelineSettings
 
 T = TypeVar("T")
 
 ENV_HELP = ("environment: KAFKA_BOOTSTRAP_SERVERS (default: the local broker, 127.0.0.1:"
             "$MODELEVENTS_KAFKA_PORT or 9092), MODELEVENTS_TOPIC_PREFIX (default modelevents.), "
-            "MODELEVENTS_PARTITIONS (default 4), MODELEVENTS_TENANT.")
+            "MODELEVENTS_PARTITIONS (default 4), MODELEVENTS_TENANT, MODELEVENTS_REPLICATION_FACTOR "
+            "(replicas of the topics created, default 1), MODELEVENTS_MIN_INSYNC_REPLICAS (default "
+            "the factor - 1, at least 1); TLS and SASL for every client: "
+            + security.ENV_HELP + ".")
 
 
 def add_kafka_options(parser: argparse.ArgumentParser, *, partitions: bool = False) -> None:

@@ -337,7 +337,10 @@ def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None
             data["kafka"] = PipelineSettings(**data["kafka"])
         except TypeError as exc:
             raise ConfigError(f"kafka settings: {exc}; the keys are bootstrap_servers, "
-                              "topic_prefix, partitions, app_id, tenant") from None
+                              "topic_prefix, partitions, replication_factor, "
+                              "min_insync_replicas, app_id, tenant (TLS and SASL: the "
+                              "KAFKA_SECURITY_PROTOCOL, KAFKA_SASL_* and KAFKA_SSL_* "
+                              "variables)") from None
     try:
         return GatewayConfig.model_validate(data)
     except ValidationError as exc:

@@ -9,13 +9,16 @@ helpers and the CLI all get the same guarantees:
 * keys are the UTF-8 bytes of the run key / run id, so all records of a run land on one partition
   (aiokafka's default partitioner is murmur2, the same as Java clients and Faust);
 * values are the contract records in Avro single-object encoding (``schemas.codec``);
+* every client connects as ``settings.security`` says (TLS, SASL: services/kafka/security.py);
 * a broker that cannot be reached is a :class:`KafkaUnavailable` that names the address and says
-  how to start the local broker, not a stack trace from aiokafka.
+  how to start the local broker, not a stack trace from aiokafka; credentials or certificates
+  the brokers refuse are a :class:`KafkaAuthenticationFailed` that names the settings to check.
 
 Public API::
 
     producer = await start_producer(settings)                  # started; call `await producer.stop()`
     consumer = make_consumer(settings, "events", group_id=None)  # not started
+    admin = await start_client(make_admin(settings), settings)  # topic administration
     await start_client(consumer, settings)                     # start() with the clear error
     meta = await produce_frame(producer, settings, frame)      # waits for the broker's ack
     fut = await send_record(producer, settings, "events", run_id, event)  # pipelined
@@ -27,6 +30,8 @@ Public API::
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ssl
 import struct
 import time
 from collections.abc import AsyncIterator, Callable
@@ -35,11 +40,17 @@ from functools import lru_cache
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.conn import create_conn
 from aiokafka.errors import (
+    AuthenticationFailedError,
+    IllegalSaslStateError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    SaslAuthenticationFailed,
     UnknownTopicOrPartitionError,
+    UnsupportedSaslMechanismError,
 )
 from aiokafka.partitioner import DefaultPartitioner
 
@@ -47,14 +58,17 @@ from modelevents.schemas import codec
 from modelevents.schemas.errors import ConfigError, ModelEventsError, SchemaError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.pieces import split_frame
-from modelevents.services.errors import KafkaUnavailable
+from modelevents.services.errors import KafkaAuthenticationFailed, KafkaUnavailable
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 
 __all__ = [
     "KafkaUnavailable",
+    "KafkaAuthenticationFailed",
     "Record",
     "start_producer",
+    "make_producer",
     "make_consumer",
+    "make_admin",
     "start_client",
     "run_key_bytes",
     "partition_for_key",
@@ -169,13 +183,66 @@ def topic_name(settings: PipelineSettings, name: str) -> str:
 
 async def start_client(client: Any, settings: PipelineSettings) -> Any:
     """``await client.start()`` for a producer, consumer or admin client, turning an unreachable
-    broker into :class:`KafkaUnavailable`. The client is closed again when it cannot start."""
+    broker into :class:`KafkaUnavailable` and refused credentials or certificates into
+    :class:`KafkaAuthenticationFailed`. The client is closed again when it cannot start."""
     try:
         await client.start()
     except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
         await _close_quietly(client)
+        if settings.security.protocol != "PLAINTEXT":
+            await _diagnose(settings)
         raise KafkaUnavailable(settings.bootstrap_servers, str(exc) or type(exc).__name__) from exc
     return client
+
+
+# What a broker answers to credentials it does not accept (aiokafka raises these from the SASL
+# handshake; its bootstrap logs them and reports only "Unable to bootstrap").
+_REFUSED_SASL = (SaslAuthenticationFailed, AuthenticationFailedError, UnsupportedSaslMechanismError,
+                 IllegalSaslStateError)
+_DIAGNOSE_TIMEOUT_S = 15.0
+
+
+async def _diagnose(settings: PipelineSettings) -> None:
+    """After a failed bootstrap with TLS or SASL: connect once to each bootstrap server as the
+    clients do, and raise KafkaAuthenticationFailed if a server refused the credentials or the
+    TLS handshake (bounded; a server that is merely down is left to KafkaUnavailable)."""
+    security = settings.security
+    for server in settings.bootstrap_servers.split(","):
+        host, _, port = server.strip().rpartition(":")
+        if not host or not port.isdigit():
+            continue
+        try:
+            conn = await asyncio.wait_for(
+                create_conn(host.strip("[]"), int(port), client_id=f"{settings.app_id}-check",
+                            request_timeout_ms=int(_DIAGNOSE_TIMEOUT_S * 1000),
+                            **security.client_options()),
+                _DIAGNOSE_TIMEOUT_S)
+        except _REFUSED_SASL as exc:
+            raise KafkaAuthenticationFailed(
+                settings.bootstrap_servers, security.describe(), _broker_message(exc),
+                "check KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD (or KAFKA_SASL_PASSWORD_FILE) and "
+                "KAFKA_SASL_MECHANISM against the user the cluster has") from None
+        except (TimeoutError, KafkaError, OSError) as exc:
+            # A broker that refuses the client's certificate (or its absence) does so after the
+            # client's side of the handshake: aiokafka reports a closed connection, caused by
+            # the TLS alert.
+            refused = exc if isinstance(exc, ssl.SSLError) else exc.__cause__
+            if not isinstance(refused, ssl.SSLError):
+                continue
+            raise KafkaAuthenticationFailed(
+                settings.bootstrap_servers, security.describe(),
+                f"TLS handshake failed: {refused.reason or refused}",
+                "check KAFKA_SSL_CAFILE (the CA that signed the brokers' certificates; their "
+                "names must match the bootstrap addresses) and, where the brokers require "
+                "client certificates (mutual TLS), KAFKA_SSL_CERTFILE / KAFKA_SSL_KEYFILE") from None
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
+def _broker_message(exc: Exception) -> str:
+    # aiokafka's text is "[Error 58] SaslAuthenticationFailed: <the broker's message>".
+    text = str(exc).strip() or type(exc).__name__
+    return text.split(": ", 1)[-1] if text.startswith("[Error") else text
 
 
 async def _close_quietly(client: Any) -> None:
@@ -191,8 +258,13 @@ async def start_producer(settings: PipelineSettings, **overrides: Any) -> AIOKaf
 
     ``overrides`` go to :class:`AIOKafkaProducer` (e.g. ``linger_ms=0`` for lowest latency).
     """
+    return await start_client(make_producer(settings, **overrides), settings)
+
+
+def make_producer(settings: PipelineSettings, **overrides: Any) -> AIOKafkaProducer:
+    """The producer :func:`start_producer` starts, not started."""
     options: dict[str, Any] = {
-        "bootstrap_servers": settings.bootstrap_servers,
+        **settings.client_options(),
         "client_id": f"{settings.app_id}-producer",
         "acks": "all",
         "enable_idempotence": True,
@@ -203,7 +275,12 @@ async def start_producer(settings: PipelineSettings, **overrides: Any) -> AIOKaf
     options.update(overrides)
     if options.get("enable_idempotence") and options.get("acks") != "all":
         raise ConfigError("an idempotent producer needs acks='all'; drop the acks override")
-    return await start_client(AIOKafkaProducer(**options), settings)
+    return AIOKafkaProducer(**options)
+
+
+def make_admin(settings: PipelineSettings) -> AIOKafkaAdminClient:
+    """An admin client (topic administration) of the pipeline's cluster; not started."""
+    return AIOKafkaAdminClient(**settings.client_options(), client_id=f"{settings.app_id}-admin")
 
 
 def make_consumer(settings: PipelineSettings, *topics: str, group_id: str | None = None,
@@ -216,7 +293,7 @@ def make_consumer(settings: PipelineSettings, *topics: str, group_id: str | None
     :func:`start_client` to get the clear error when the broker is down.
     """
     options: dict[str, Any] = {
-        "bootstrap_servers": settings.bootstrap_servers,
+        **settings.client_options(),
         "group_id": group_id,
         "auto_offset_reset": "earliest" if from_beginning else "latest",
         # A group member commits explicitly after it has processed a batch (at-least-once);

@@ -12,14 +12,24 @@ environment (for the worker, the CLI and the tests alike):
     MODELEVENTS_APP_ID          Faust application id (consumer group, changelog names), default
                                 "modelevents"
     MODELEVENTS_TENANT          default tenant of frames fed without one, default "default"
+    MODELEVENTS_REPLICATION_FACTOR  replicas of every topic the pipeline creates (its own, Faust's
+                                changelogs and internal topics), default 1; 3 on a real cluster
+    MODELEVENTS_MIN_INSYNC_REPLICAS  ``min.insync.replicas`` of those topics: how many replicas
+                                must have a record before an acks=all producer is answered;
+                                default replication factor - 1 (at least 1), at most the factor
+
+and the TLS / SASL settings of every client (``KAFKA_SECURITY_PROTOCOL`` …), whose names and
+checks are services/kafka/security.py's.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from modelevents.schemas.errors import ConfigError
+from modelevents.services.kafka.security import KafkaSecurity
 
 # The topics of DESIGN.md "Topics": name → whether the topic is compacted.
 TOPICS: dict[str, bool] = {
@@ -41,9 +51,14 @@ TOPICS: dict[str, bool] = {
 
 
 def _int_env(name: str, default: int) -> int:
+    value = _optional_int_env(name)
+    return default if value is None else value
+
+
+def _optional_int_env(name: str) -> int | None:
     raw = os.environ.get(name)
     if raw is None or raw == "":
-        return default
+        return None
     try:
         value = int(raw)
     except ValueError:
@@ -68,15 +83,48 @@ def _default_bootstrap() -> str:
     return f"{LOCAL_HOST}:{_int_env(ENV_LOCAL_PORT, LOCAL_PORT)}"
 
 
+ENV_REPLICATION_FACTOR = "MODELEVENTS_REPLICATION_FACTOR"
+ENV_MIN_INSYNC_REPLICAS = "MODELEVENTS_MIN_INSYNC_REPLICAS"
+
+
 @dataclass(frozen=True)
 class PipelineSettings:
     bootstrap_servers: str = field(default_factory=_default_bootstrap)
     topic_prefix: str = field(
         default_factory=lambda: os.environ.get("MODELEVENTS_TOPIC_PREFIX", "modelevents."))
     partitions: int = field(default_factory=lambda: _int_env("MODELEVENTS_PARTITIONS", 4))
-    replication_factor: int = 1
+    replication_factor: int = field(default_factory=lambda: _int_env(ENV_REPLICATION_FACTOR, 1))
+    # None: the default that follows the replication factor (see min_insync).
+    min_insync_replicas: int | None = field(
+        default_factory=lambda: _optional_int_env(ENV_MIN_INSYNC_REPLICAS))
     app_id: str = field(default_factory=lambda: os.environ.get("MODELEVENTS_APP_ID", "modelevents"))
     tenant: str = field(default_factory=lambda: os.environ.get("MODELEVENTS_TENANT", "default"))
+    security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
+
+    def __post_init__(self) -> None:
+        if self.replication_factor < 1:
+            raise ConfigError(f"{ENV_REPLICATION_FACTOR}={self.replication_factor}: a topic needs "
+                              f"at least 1 replica")
+        if self.min_insync_replicas is not None and not (
+                1 <= self.min_insync_replicas <= self.replication_factor):
+            raise ConfigError(
+                f"{ENV_MIN_INSYNC_REPLICAS}={self.min_insync_replicas} must be between 1 and "
+                f"{ENV_REPLICATION_FACTOR}={self.replication_factor}: no write could succeed "
+                f"with more in-sync replicas required than there are replicas")
+
+    @property
+    def min_insync(self) -> int:
+        """``min.insync.replicas`` of the topics: as set, else one less than the replication
+        factor (at least 1) — a 3-replica topic stays writable with one broker down and never
+        acknowledges a record that only one broker has."""
+        if self.min_insync_replicas is not None:
+            return self.min_insync_replicas
+        return max(1, self.replication_factor - 1)
+
+    def client_options(self) -> dict[str, Any]:
+        """What every aiokafka client of the pipeline is built with: where Kafka is and how to
+        connect to it (security protocol, TLS context, SASL credentials)."""
+        return {"bootstrap_servers": self.bootstrap_servers, **self.security.client_options()}
 
     def topic(self, name: str) -> str:
         if name not in TOPICS:

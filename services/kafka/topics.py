@@ -23,13 +23,15 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import InvalidReplicationFactorError
 
 from modelevents.schemas.errors import ConfigError
-from modelevents.services.kafka.clients import start_client
+from modelevents.services.kafka.clients import make_admin, start_client
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 
 __all__ = ["TopicInfo", "ensure_topics", "verify_topics", "delete_topics", "describe_topics", "topic_configs",
-           "internal_topics", "changelog_topics"]
+           "replication_configs", "creation_error", "durability_warnings", "internal_topics", "changelog_topics",
+           "RETENTION_MS"]
 
 _TOPIC_ALREADY_EXISTS = 36
 _UNKNOWN_TOPIC = 3
@@ -58,32 +60,64 @@ class TopicInfo:
     partitions: int
     cleanup_policy: str
     leaders_elected: bool = True  # every partition has a leader (a new topic needs a moment)
+    replicas: int = 1  # the fewest replicas of any of its partitions
+    min_insync: int = 1  # its min.insync.replicas
 
 
-def topic_configs(name: str) -> dict[str, str]:
+# How long each uncompacted topic keeps its records, in ms (-1: for ever), written on the topic
+# when it is created so that no broker default decides it.
+WEEK_MS = 7 * 24 * 3600 * 1000
+RETENTION_MS: dict[str, int] = {
+    # frames is the source of truth: replay re-normalizes it through fixed adapters.
+    "frames": -1,
+    # Candidate events are applied within seconds; a week covers a worker down for days.
+    "ingest": WEEK_MS,
+    # The public topic: re-derivable from frames (replay), kept a week for consumers that lag.
+    "events": WEEK_MS,
+    # Read and act on dead letters well within this.
+    "dlq": WEEK_MS,
+    # A run id's first claim is its owner for ever (services/gateway/owners.py): never expired
+    # (a claim must outlive the run's retention).
+    "run-owners": -1,
+    # A receipt is the only proof that a side effect was attempted: a redelivered tool call of
+    # any age must find it, so receipts never expire.
+    "receipts": -1,
+}
+
+
+def replication_configs(settings: PipelineSettings) -> dict[str, str]:
+    """The durability config of every topic the pipeline creates (its own, the worker's)."""
+    return {"min.insync.replicas": str(settings.min_insync)}
+
+
+def topic_configs(name: str, settings: PipelineSettings) -> dict[str, str]:
     """The topic-level configs a pipeline topic is created with."""
+    configs = replication_configs(settings)
     if TOPICS[name]:
         # runs holds the latest RunState per run_id; older states are garbage once compacted.
-        return {"cleanup.policy": "compact"}
-    if name == "frames":
-        # frames is the source of truth: replay re-normalizes it through fixed adapters.
-        return {"cleanup.policy": "delete", "retention.ms": "-1"}
-    if name == "receipts":
-        # A receipt is the only proof that a side effect was attempted: a redelivered tool call
-        # of any age must find it, so receipts never expire.
-        return {"cleanup.policy": "delete", "retention.ms": "-1"}
+        return {**configs, "cleanup.policy": "compact"}
+    configs.update({"cleanup.policy": "delete", "retention.ms": str(RETENTION_MS[name])})
     if name == "run-owners":
-        # A run id's first claim is its owner for ever (services/gateway/owners.py): never
-        # expired (a claim must outlive the run's retention) and never compacted (compaction
-        # keeps the last claim of a key, which is not the owner's when two gateways raced).
-        return {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
-    return {"cleanup.policy": "delete"}
+        # Never compacted either (compaction keeps the last claim of a key, which is not the
+        # owner's when two gateways raced), and no size limit.
+        configs["retention.bytes"] = "-1"
+    return configs
+
+
+def creation_error(settings: PipelineSettings, topic: str, code: int, message: str | None,
+                   ) -> ConfigError:
+    """The ConfigError for a topic the cluster refused to create, naming the setting to change."""
+    detail = message or f"error code {code}"
+    if code == InvalidReplicationFactorError.errno:
+        return ConfigError(
+            f"cannot create topic {topic} on {settings.bootstrap_servers} with "
+            f"MODELEVENTS_REPLICATION_FACTOR={settings.replication_factor}: {detail}; set "
+            f"MODELEVENTS_REPLICATION_FACTOR to at most the number of brokers of the cluster")
+    return ConfigError(f"cannot create topic {topic} on {settings.bootstrap_servers}: {detail}")
 
 
 async def _admin(settings: PipelineSettings) -> AIOKafkaAdminClient:
-    return await start_client(
-        AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers,
-                            client_id=f"{settings.app_id}-admin"), settings)
+    return await start_client(make_admin(settings), settings)
 
 
 async def describe_topics(settings: PipelineSettings, admin: AIOKafkaAdminClient | None = None,
@@ -103,6 +137,7 @@ async def _describe(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, T
     present = [n for n in names if described.get(n, {}).get("error_code") == 0
                and described[n].get("partitions")]
     policies: dict[str, str] = {}
+    min_insync: dict[str, int] = {}
     if present:
         responses = await admin.describe_configs(
             [ConfigResource(ConfigResourceType.TOPIC, n) for n in present])
@@ -112,9 +147,35 @@ async def _describe(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, T
                 for entry in entries:
                     if entry[0] == "cleanup.policy":
                         policies[name] = entry[1]
+                    elif entry[0] == "min.insync.replicas" and str(entry[1]).isdigit():
+                        min_insync[name] = int(entry[1])
     return {n: (TopicInfo(n, len(described[n]["partitions"]), policies.get(n, "delete"),
-                          all(p.get("leader", -1) >= 0 for p in described[n]["partitions"]))
+                          all(p.get("leader", -1) >= 0 for p in described[n]["partitions"]),
+                          min(len(p.get("replicas", ())) for p in described[n]["partitions"]),
+                          min_insync.get(n, 1))
                 if n in present else None) for n in names}
+
+
+async def durability_warnings(settings: PipelineSettings) -> list[str]:
+    """One line for each existing pipeline topic with fewer replicas or a lower
+    min.insync.replicas than the settings ask for. Not an error: topics that exist are kept as
+    they are (their replication is changed with Kafka's own tools), and a worker runs on them."""
+    warnings = []
+    for name, info in (await describe_topics(settings)).items():
+        if info is None:
+            continue
+        if info.replicas < settings.replication_factor:
+            warnings.append(
+                f"topic {name} has {info.replicas} replica(s), fewer than "
+                f"MODELEVENTS_REPLICATION_FACTOR={settings.replication_factor}; existing topics "
+                f"are kept as they are: add replicas with kafka-reassign-partitions.sh")
+        if info.min_insync < settings.min_insync:
+            warnings.append(
+                f"topic {name} has min.insync.replicas={info.min_insync}, below the "
+                f"{settings.min_insync} the settings ask for (MODELEVENTS_MIN_INSYNC_REPLICAS); "
+                f"raise it with kafka-configs.sh --alter --add-config "
+                f"min.insync.replicas={settings.min_insync}")
+    return warnings
 
 
 def _check(settings: PipelineSettings, name: str, info: TopicInfo) -> None:
@@ -171,7 +232,7 @@ async def ensure_topics(settings: PipelineSettings) -> dict[str, str]:
             if infos[full] is not None:
                 _check(settings, name, infos[full])  # type: ignore[arg-type]
         wanted = [NewTopic(full, settings.partitions, settings.replication_factor,
-                           topic_configs=topic_configs(name))
+                           topic_configs=topic_configs(name, settings))
                   for name, full in names.items() if infos[full] is None]
         result = {full: "verified" for full, info in infos.items() if info is not None}
         if wanted:
@@ -182,8 +243,7 @@ async def ensure_topics(settings: PipelineSettings) -> dict[str, str]:
                 elif code == _TOPIC_ALREADY_EXISTS:
                     result[full] = "verified"  # created concurrently; checked below
                 else:
-                    raise ConfigError(f"cannot create topic {full} on {settings.bootstrap_servers}: "
-                                      f"{message or f'error code {code}'}")
+                    raise creation_error(settings, full, code, message)
             await _await_visible(admin, settings, result)
         return {full: result[full] for full in names.values()}
     finally:

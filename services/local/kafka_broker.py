@@ -141,6 +141,22 @@ class KafkaSettings:
     state_root: Path = field(default_factory=lambda: _xdg("XDG_STATE_HOME", ".local/state") / "modelevents" / "kafka")
     extra_properties: dict[str, str] = field(default_factory=dict)
     jvm_opts: tuple[str, ...] = field(default_factory=lambda: tuple(shlex.split(os.environ.get(ENV_JVM_OPTS, ""))))
+    # Optional authenticated and encrypted listeners beside the plaintext one (what a real
+    # cluster asks of clients; the tests of services/kafka/security.py use them):
+    # a SASL_PLAINTEXT listener on sasl_port taking PLAIN for sasl_users (user → password) and
+    # SCRAM-SHA-256/512 for scram_users (their credentials written into the metadata when the
+    # storage is formatted), an SSL listener on ssl_port presenting the PEM certificate
+    # chain and unencrypted private key of ssl_server_cert / ssl_server_key (and, with
+    # ssl_client_ca, requiring client certificates that CA signed: mutual TLS), and a SASL_SSL
+    # listener on sasl_ssl_port (the same users over the same certificate).
+    sasl_port: int | None = None
+    sasl_users: dict[str, str] = field(default_factory=dict)
+    scram_users: dict[str, str] = field(default_factory=dict)
+    ssl_port: int | None = None
+    ssl_server_cert: Path | None = None
+    ssl_server_key: Path | None = None
+    ssl_client_ca: Path | None = None
+    sasl_ssl_port: int | None = None
 
     def __post_init__(self) -> None:
         controller_port = self.controller_port
@@ -151,11 +167,22 @@ class KafkaSettings:
             raise KafkaSetupError(f"Kafka version {self.version!r} is not of the form X.Y.Z (e.g. {DEFAULT_VERSION})")
         if not re.fullmatch(r"\d+[mMgG]", self.heap):
             raise KafkaSetupError(f"heap {self.heap!r} is not a JVM size such as 512m or 1g")
-        for p in (self.port, controller_port):
+        ports = [p for p in (self.port, controller_port, *self._listener_ports) if p is not None]
+        for p in ports:
             if not 0 < p < 65536:
                 raise KafkaSetupError(f"port {p} is outside 1-65535")
         if self.port == self.controller_port:
             raise KafkaSetupError(f"broker and controller ports must differ (both {self.port})")
+        if len(set(ports)) != len(ports):
+            raise KafkaSetupError(f"the broker's listeners need ports of their own (given {ports})")
+        if (self.sasl_port or self.sasl_ssl_port) and not (self.sasl_users or self.scram_users):
+            raise KafkaSetupError("a SASL listener (sasl_port, sasl_ssl_port) needs sasl_users or scram_users")
+        if (self.ssl_port or self.sasl_ssl_port) and not (self.ssl_server_cert and self.ssl_server_key):
+            raise KafkaSetupError("a TLS listener (ssl_port, sasl_ssl_port) needs ssl_server_cert and "
+                                  "ssl_server_key")
+        for name in (*self.sasl_users, *self.scram_users):
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+                raise KafkaSetupError(f"SASL user name {name!r}: use letters, digits, _ . - only")
 
     # -- paths ------------------------------------------------------------------------------
     @property
@@ -197,6 +224,29 @@ class KafkaSettings:
     @property
     def local_bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def _listener_ports(self) -> tuple[int | None, ...]:
+        return (self.sasl_port, self.ssl_port, self.sasl_ssl_port)
+
+    @property
+    def sasl_bootstrap(self) -> str | None:
+        """The SASL_PLAINTEXT listener's address (None without one)."""
+        return None if self.sasl_port is None else f"{self.host}:{self.sasl_port}"
+
+    @property
+    def ssl_bootstrap(self) -> str | None:
+        """The SSL listener's address (None without one)."""
+        return None if self.ssl_port is None else f"{self.host}:{self.ssl_port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str | None:
+        """The SASL_SSL listener's address (None without one)."""
+        return None if self.sasl_ssl_port is None else f"{self.host}:{self.sasl_ssl_port}"
+
+    @property
+    def ssl_keystore_file(self) -> Path:
+        return self.state_dir / "server-keystore.pem"
 
 
 @dataclass(frozen=True)
@@ -415,6 +465,56 @@ def ensure_jars(settings: KafkaSettings | None = None, progress: Progress | None
 # --------------------------------------------------------------------------------------------
 
 
+_SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _jaas_value(text: str) -> str:
+    # A JAAS option value is a double-quoted string.
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _listener_properties(s: KafkaSettings) -> dict[str, Any]:
+    """The client listeners: PLAINTEXT always (brokers and controller talk over it too), SASL
+    (SASL_PLAINTEXT), SSL and SASL_SSL when their ports are set."""
+    listeners = {"PLAINTEXT": s.port, "SASL": s.sasl_port, "SSL": s.ssl_port, "SASL_SSL": s.sasl_ssl_port}
+    protocols = {"PLAINTEXT": "PLAINTEXT", "SASL": "SASL_PLAINTEXT", "SSL": "SSL", "SASL_SSL": "SASL_SSL"}
+    used = {name: port for name, port in listeners.items() if port is not None}
+    client = ",".join(f"{name}://{s.host}:{port}" for name, port in used.items())
+    props: dict[str, Any] = {
+        "listeners": f"{client},CONTROLLER://{s.host}:{s.controller_port}",
+        "advertised.listeners": client,
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": ",".join(
+            ["CONTROLLER:PLAINTEXT", *(f"{name}:{protocols[name]}" for name in used)]),
+    }
+    mechanisms = (["PLAIN"] if s.sasl_users else []) + (list(_SCRAM_MECHANISMS) if s.scram_users else [])
+    for name in ("SASL", "SASL_SSL"):
+        if name not in used:
+            continue
+        prefix = f"listener.name.{name.lower()}"
+        props[f"{prefix}.sasl.enabled.mechanisms"] = ",".join(mechanisms)
+        if s.sasl_users:
+            users = " ".join(f"user_{user}={_jaas_value(password)}" for user, password in s.sasl_users.items())
+            props[f"{prefix}.plain.sasl.jaas.config"] = (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};")
+        for mechanism in _SCRAM_MECHANISMS if s.scram_users else ():
+            props[f"{prefix}.{mechanism.lower()}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+    for name in ("SSL", "SASL_SSL"):
+        if name not in used:
+            continue
+        prefix = f"listener.name.{name.lower()}"
+        props[f"{prefix}.ssl.keystore.type"] = "PEM"
+        props[f"{prefix}.ssl.keystore.location"] = str(s.ssl_keystore_file)
+        mutual = name == "SSL" and s.ssl_client_ca is not None
+        props[f"{prefix}.ssl.client.auth"] = "required" if mutual else "none"
+        if mutual:
+            props[f"{prefix}.ssl.truststore.type"] = "PEM"
+            props[f"{prefix}.ssl.truststore.location"] = str(s.ssl_client_ca)
+    return props
+
+
 def _server_properties(s: KafkaSettings) -> str:
     props: dict[str, Any] = {
         "process.roles": "broker,controller",
@@ -422,11 +522,7 @@ def _server_properties(s: KafkaSettings) -> str:
         # Static quorum (format without --standalone): nothing about the controller endpoint is
         # written into the metadata log, so the ports can change between runs.
         "controller.quorum.voters": f"1@{s.host}:{s.controller_port}",
-        "listeners": f"PLAINTEXT://{s.host}:{s.port},CONTROLLER://{s.host}:{s.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{s.host}:{s.port}",
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        **_listener_properties(s),
         "log.dirs": str(s.data_dir),
         # Topics are created explicitly with their partition counts (DESIGN.md "Topics").
         "auto.create.topics.enable": "false",
@@ -481,6 +577,10 @@ logger.metadata.level = WARN
 def _write_config(s: KafkaSettings) -> None:
     s.state_dir.mkdir(parents=True, exist_ok=True)
     s.logs_dir.mkdir(parents=True, exist_ok=True)
+    if s.ssl_server_cert is not None and s.ssl_server_key is not None:
+        # Kafka's PEM key store file: the private key, then the certificate chain.
+        _atomic_write(s.ssl_keystore_file,
+                      Path(s.ssl_server_key).read_text() + Path(s.ssl_server_cert).read_text())
     _atomic_write(s.properties_file, _server_properties(s))
     _atomic_write(s.log4j_file, _LOG4J2)
 
@@ -545,6 +645,8 @@ def _format_storage(s: KafkaSettings, java: str) -> None:
         "kafka.tools.StorageTool", "format",
         "--cluster-id", _new_cluster_id(),
         "--config", str(s.properties_file),
+        *(arg for name, password in s.scram_users.items() for mechanism in _SCRAM_MECHANISMS
+          for arg in ("--add-scram", f"{mechanism}=[name={name},password={password}]")),
     ]  # fmt: skip
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
@@ -613,7 +715,8 @@ def _port_free(host: str, port: int) -> bool:
 
 
 def _port_taken_error(s: KafkaSettings, port: int) -> PortInUseError:
-    role = "broker" if port == s.port else "controller"
+    role = {s.port: "broker", s.sasl_port: "SASL listener", s.ssl_port: "TLS listener",
+            s.sasl_ssl_port: "SASL_SSL listener"}.get(port, "controller")
     return PortInUseError(
         f"port {port} on {s.host} (the Kafka {role} port) is already in use by another process, not by "
         f"this project's broker. Stop that process, or choose other ports: `modelevents kafka start "
@@ -810,9 +913,8 @@ def start(
         if pid is not None:
             _remove_pid_file(settings, pid)  # stale
 
-        for port in (settings.port, settings.controller_port):
-            assert port is not None
-            if not _port_free(settings.host, port):
+        for port in (settings.port, settings.controller_port, *settings._listener_ports):
+            if port is not None and not _port_free(settings.host, port):
                 raise _port_taken_error(settings, port)
 
         ensure_jars(settings, progress)

@@ -25,7 +25,7 @@ from modelevents.schemas.pieces import join_frames
 from modelevents.schemas.run_state import DeadLetter
 from modelevents.services.kafka.clients import partition_for_key, start_producer
 from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.kafka.topics import changelog_topics, internal_topics
+from modelevents.services.kafka.topics import changelog_topics, internal_topics, replication_configs
 from modelevents.services.processor.faust_workarounds import (
     LogStarts,
     PartitionOrder,
@@ -106,7 +106,8 @@ class Processor:
             return app.tables.add(RunTable(
                 app, name=name, beacon=app.tables.beacon, key_type=bytes, value_type=bytes,
                 partitions=settings.partitions, use_partitioner=True,
-                extra_topic_configs=CHANGELOG_CONFIG, help=help_text))
+                extra_topic_configs={**CHANGELOG_CONFIG, **replication_configs(settings)},
+                help=help_text))
 
         self.run_table = table("run", "run id → RunWork (the run's adapters, seq, dedupe, RunState)")
         self.aliases_table = table("aliases", "provider object id → run id that claimed it")

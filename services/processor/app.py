@@ -131,7 +131,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from modelevents.schemas.errors import ConfigError
 from modelevents.services.kafka import topics
-from modelevents.services.kafka.clients import start_client
+from modelevents.services.kafka.clients import make_admin, start_client
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.kafka.topics import changelog_topics, internal_topics
 from modelevents.services.processor import faust_workarounds
@@ -142,7 +142,7 @@ from modelevents.services.processor.faust_workarounds import (
 from modelevents.services.processor.stats import Stats
 from modelevents.services.processor.tuning import ProcessorTuning
 
-__all__ = ["ProcessorTuning", "create_app", "prepare_topics", "stats_of"]
+__all__ = ["ProcessorTuning", "broker_credentials", "create_app", "prepare_topics", "stats_of"]
 
 _TOPIC_ALREADY_EXISTS = 36
 
@@ -157,18 +157,17 @@ async def prepare_topics(settings: PipelineSettings) -> dict[str, str]:
     result = await topics.verify_topics(settings)
     internal = list(internal_topics(settings).values())
     changelogs = list(changelog_topics(settings).values())
-    admin = await start_client(AIOKafkaAdminClient(
-        bootstrap_servers=settings.bootstrap_servers, client_id=f"{settings.app_id}-admin"), settings)
+    admin = await start_client(make_admin(settings), settings)
     try:
         counts = await _partition_counts(admin, internal + changelogs)
         missing = [name for name in internal if counts[name] is None]
         if missing:
             response = await admin.create_topics(
-                [NewTopic(name, settings.partitions, settings.replication_factor) for name in missing])
+                [NewTopic(name, settings.partitions, settings.replication_factor,
+                          topic_configs=topics.replication_configs(settings)) for name in missing])
             for name, code, message in (e[:3] for e in response.topic_errors):
                 if code not in (0, _TOPIC_ALREADY_EXISTS):
-                    raise ConfigError(f"cannot create topic {name} on {settings.bootstrap_servers}: "
-                                      f"{message or f'error code {code}'}")
+                    raise topics.creation_error(settings, name, code, message)
             counts.update(await _partition_counts(admin, missing, wait=True))
         for name, count in counts.items():
             if count is not None and count != settings.partitions:
@@ -198,6 +197,20 @@ async def _partition_counts(admin: AIOKafkaAdminClient, names: list[str], wait: 
         await asyncio.sleep(0.1)
 
 
+def broker_credentials(settings: PipelineSettings) -> faust.types.auth.CredentialsT | None:
+    """Faust's form of ``settings.security``: what its consumers and producers connect with (its
+    ``kafka://`` URLs carry no protocol; the credentials decide SASL and TLS)."""
+    security = settings.security
+    if security.uses_sasl:
+        return faust.SASLCredentials(username=security.sasl_username,
+                                     password=security.sasl_password,
+                                     ssl_context=security.ssl_context(),
+                                     mechanism=security.sasl_mechanism)
+    if security.uses_tls:
+        return faust.SSLCredentials(security.ssl_context())
+    return None
+
+
 def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
                tuning: ProcessorTuning | None = None) -> faust.App:
     """A new Faust app running the run agent and the alias agent.
@@ -211,6 +224,7 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
     app = faust.App(
         settings.app_id,
         broker=[f"kafka://{server}" for server in settings.bootstrap_servers.split(",")],
+        broker_credentials=broker_credentials(settings),
         store="memory://",
         processing_guarantee="at_least_once",
         key_serializer="raw",

@@ -560,3 +560,43 @@ def test_image_builds_and_runs_as_promised(tmp_path: Path) -> None:
     assert state.returncode == 0 and state.stdout.strip() == "/var/lib/modelevents", state.stderr
     check = run("--entrypoint", "python", tag, "-m", "modelevents.services.processor.health")
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.parametrize("values", VALUE_CASES, ids=_case_id)
+def test_kafka_security_and_replication_reach_every_container(tools, helm_env, values) -> None:
+    """Every container that talks to Kafka (the topics job, the workers, the gateway) gets the
+    same protocol, SASL settings and replication settings; secrets arrive as files mounted
+    read-only where the variables point, never as values in the manifest."""
+    from modelevents.services.kafka.security import PROTOCOLS
+
+    pods = [obj for obj in _objects(_template(tools, helm_env, values)) if _pod_spec(obj)]
+    assert pods
+    seen: set[tuple] = set()
+    for obj in pods:
+        pod = _pod_spec(obj)
+        assert pod is not None
+        volumes = {volume["name"]: volume for volume in pod.get("volumes", [])}
+        for container in pod["containers"]:
+            env = _env(container)
+            assert env["KAFKA_SECURITY_PROTOCOL"] in PROTOCOLS
+            assert int(env["MODELEVENTS_REPLICATION_FACTOR"]) >= 1
+            assert "KAFKA_SASL_PASSWORD" not in env, "a password as a value in the manifest"
+            seen.add(tuple(sorted((k, v) for k, v in env.items()
+                                  if k.startswith(("KAFKA_", "MODELEVENTS_REPLICATION",
+                                                   "MODELEVENTS_MIN_INSYNC")))))
+            mounts = {mount["mountPath"]: mount for mount in container["volumeMounts"]}
+            for name in ("KAFKA_SASL_PASSWORD_FILE", "KAFKA_SSL_CAFILE", "KAFKA_SSL_CERTFILE",
+                         "KAFKA_SSL_KEYFILE"):
+                if name not in env:
+                    continue
+                path = Path(env[name])
+                mount = mounts[str(path.parent)]
+                assert mount["readOnly"] is True, (name, mount)
+                secret = volumes[mount["name"]]["secret"]
+                assert path.name in {item["path"] for item in secret["items"]}, (name, secret)
+    assert len(seen) == 1, f"containers connect to Kafka differently: {seen}"
+    if values is not None and values.name == "production-values.yaml":
+        [env] = seen
+        assert dict(env)["KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
+        assert dict(env)["KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
+        assert {"KAFKA_SASL_PASSWORD_FILE", "KAFKA_SSL_CAFILE"} <= dict(env).keys()

@@ -82,8 +82,74 @@ topics hook runs before the release's objects exist) and the Kafka credentials S
 - {name: MODELEVENTS_TOPIC_PREFIX, value: {{ include "modelevents.topicPrefix" . | quote }}}
 - {name: MODELEVENTS_PARTITIONS, value: {{ .Values.kafka.partitions | quote }}}
 - {name: MODELEVENTS_APP_ID, value: {{ include "modelevents.appId" . | quote }}}
+- {name: MODELEVENTS_REPLICATION_FACTOR, value: {{ .Values.kafka.replicationFactor | quote }}}
+{{- if .Values.kafka.minInsyncReplicas }}
+- {name: MODELEVENTS_MIN_INSYNC_REPLICAS, value: {{ .Values.kafka.minInsyncReplicas | quote }}}
+{{- end }}
+- {name: KAFKA_SECURITY_PROTOCOL, value: {{ .Values.kafka.securityProtocol | quote }}}
+{{- with .Values.kafka.sasl.mechanism }}
+- {name: KAFKA_SASL_MECHANISM, value: {{ . | quote }}}
+{{- end }}
+{{- with .Values.kafka.sasl.username }}
+- {name: KAFKA_SASL_USERNAME, value: {{ . | quote }}}
+{{- end }}
+{{- if .Values.kafka.sasl.passwordSecret }}
+- {name: KAFKA_SASL_PASSWORD_FILE, value: {{ printf "%s/sasl/%s" (include "modelevents.kafkaSecretsDir" .) .Values.kafka.sasl.passwordKey | quote }}}
+{{- end }}
+{{- if .Values.kafka.tls.caSecret }}
+- {name: KAFKA_SSL_CAFILE, value: {{ printf "%s/ca/%s" (include "modelevents.kafkaSecretsDir" .) .Values.kafka.tls.caKey | quote }}}
+{{- end }}
+{{- if .Values.kafka.tls.clientSecret }}
+- {name: KAFKA_SSL_CERTFILE, value: {{ printf "%s/client/%s" (include "modelevents.kafkaSecretsDir" .) .Values.kafka.tls.certKey | quote }}}
+- {name: KAFKA_SSL_KEYFILE, value: {{ printf "%s/client/%s" (include "modelevents.kafkaSecretsDir" .) .Values.kafka.tls.keyKey | quote }}}
+{{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The Kafka secrets mounted as files (SASL password, CA bundle, client certificate): the
+volumes and the mounts of every container that talks to Kafka. */}}
+{{- define "modelevents.kafkaSecretsDir" -}}/etc/modelevents/kafka{{- end }}
+
+{{- define "modelevents.kafkaSecretVolumes" -}}
+{{- $sasl := .Values.kafka.sasl }}
+{{- $tls := .Values.kafka.tls }}
+{{- if $sasl.passwordSecret }}
+- name: kafka-sasl
+  secret:
+    secretName: {{ $sasl.passwordSecret | quote }}
+    items: [{key: {{ $sasl.passwordKey | quote }}, path: {{ $sasl.passwordKey | quote }}}]
+    defaultMode: 0440
+{{- end }}
+{{- if $tls.caSecret }}
+- name: kafka-ca
+  secret:
+    secretName: {{ $tls.caSecret | quote }}
+    items: [{key: {{ $tls.caKey | quote }}, path: {{ $tls.caKey | quote }}}]
+    defaultMode: 0440
+{{- end }}
+{{- if $tls.clientSecret }}
+- name: kafka-client
+  secret:
+    secretName: {{ $tls.clientSecret | quote }}
+    items:
+      - {key: {{ $tls.certKey | quote }}, path: {{ $tls.certKey | quote }}}
+      - {key: {{ $tls.keyKey | quote }}, path: {{ $tls.keyKey | quote }}}
+    defaultMode: 0440
+{{- end }}
+{{- end }}
+
+{{- define "modelevents.kafkaSecretMounts" -}}
+{{- $dir := include "modelevents.kafkaSecretsDir" . }}
+{{- if .Values.kafka.sasl.passwordSecret }}
+- {name: kafka-sasl, mountPath: {{ printf "%s/sasl" $dir | quote }}, readOnly: true}
+{{- end }}
+{{- if .Values.kafka.tls.caSecret }}
+- {name: kafka-ca, mountPath: {{ printf "%s/ca" $dir | quote }}, readOnly: true}
+{{- end }}
+{{- if .Values.kafka.tls.clientSecret }}
+- {name: kafka-client, mountPath: {{ printf "%s/client" $dir | quote }}, readOnly: true}
 {{- end }}
 {{- end }}
 

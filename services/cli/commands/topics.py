@@ -60,4 +60,6 @@ def run(args: argparse.Namespace) -> int:
         compacted = " (compacted)" if name in (settings.topic("runs"), settings.topic("run-inputs")) else ""
         print(f"{what:<9} {name}{compacted}")
     print(f"{len(result)} topics ok on {where}", file=sys.stderr)
+    for warning in run_async(topics.durability_warnings(settings)):
+        print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -26,6 +26,7 @@ from modelevents.services.cli.kafka_options import (
     run_async,
     settings_from_args,
 )
+from modelevents.services.kafka import topics
 from modelevents.services.processor.health import HealthServer, WorkerHealth
 
 log = logging.getLogger("modelevents.worker")
@@ -138,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
     server = _health_server(health, args.health_host, args.health_port)
     try:
         checked = run_async(processor.prepare_topics(settings))
+        for warning in run_async(topics.durability_warnings(settings)):
+            log.warning("%s", warning)
         created = sorted(name for name, what in checked.items() if what == "created")
 
         app = processor.create_app(settings, workdir=workdir, tuning=tuning)
