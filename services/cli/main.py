@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "modelevents.services.cli.commands.conformance",
     "modelevents.services.cli.commands.kafka",
     "modelevents.services.cli.commands.topics",
+    "modelevents.services.cli.commands.config",
     "modelevents.services.cli.commands.worker",
     "modelevents.services.cli.commands.feed",
     "modelevents.services.cli.commands.tail",

@@ -220,7 +220,7 @@ def test_a_stalled_event_loop_fails_liveness_and_a_stop_is_not_ready(monkeypatch
 
 def test_the_state_dir_comes_from_the_environment(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("MODELEVENTS_STATE_DIR", str(tmp_path / "state"))
-    assert worker_command._default_workdir() == tmp_path / "state"
+    assert worker_command.default_workdir() == tmp_path / "state"
     monkeypatch.delenv("MODELEVENTS_STATE_DIR")
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
-    assert worker_command._default_workdir() == tmp_path / "xdg" / "modelevents" / "worker"
+    assert worker_command.default_workdir() == tmp_path / "xdg" / "modelevents" / "worker"

@@ -555,7 +555,7 @@ def test_image_builds_and_runs_as_promised(tmp_path: Path) -> None:
     ident = run("--entrypoint", "id", tag)
     assert ident.stdout.startswith(f"uid={UID}(modelevents) gid={UID}(modelevents)"), ident.stdout
     state = run("-v", f"{tmp_path.name}-state:/var/lib/modelevents", "--entrypoint", "python",
-                tag, "-c", "from modelevents.services.cli.commands.worker import _default_workdir as d;"
+                tag, "-c", "from modelevents.services.cli.commands.worker import default_workdir as d;"
                            "p = d(); p.mkdir(parents=True, exist_ok=True); print(p)")
     assert state.returncode == 0 and state.stdout.strip() == "/var/lib/modelevents", state.stderr
     check = run("--entrypoint", "python", tag, "-m", "modelevents.services.processor.health")

@@ -84,14 +84,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 
-def _default_workdir() -> Path:
+def default_workdir() -> Path:
     if state_dir := os.environ.get("MODELEVENTS_STATE_DIR"):
         return Path(state_dir)
     root = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(root) / "modelevents" / "worker"
 
 
-def _retention(args: argparse.Namespace) -> float | None:
+def retention_setting(args: argparse.Namespace) -> float | None:
     if args.retention is not None:
         return args.retention
     raw = os.environ.get("MODELEVENTS_RUN_RETENTION")
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, app_id=args.app_id)
     tuning = processor.ProcessorTuning()
     overrides: dict[str, object] = {}
-    if (retention := _retention(args)) is not None:
+    if (retention := retention_setting(args)) is not None:
         overrides["retention"] = retention
     if args.batch_size is not None:
         overrides["batch_size"] = args.batch_size
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         tuning = dataclasses.replace(tuning, **overrides)  # type: ignore[arg-type]
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    workdir = args.workdir or _default_workdir()
+    workdir = args.workdir or default_workdir()
     try:
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
