@@ -5,6 +5,10 @@
     runs.py       POST /v1/runs, GET /v1/runs/{id}[/events|/messages], POST /v1/runs/{id}/cancel
     forwarded.py  POST /v1/runs/{run_id}/frames          (streams an application tees to us)
     forwarded_input.py  POST /v1/runs/{run_id}/input     (the input packet of such a run)
+    run_list.py   GET /v1/runs                           (the runs the caller may see, paged)
+    event_frames.py  GET /v1/runs/{run_id}/events/{seq}  (one event and its raw frame)
+    approvals.py  POST /v1/runs/{run_id}/approvals/{id}  (grant/deny → approval.resolved)
+    ui.py         GET /ui                                (the operator's page, static files)
 
 Another concern is one more module with an ``APIRouter`` named ``router`` and one more entry in
 :data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs``.
@@ -41,7 +45,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.services.errors import Unauthorized
-from modelevents.services.gateway import forwarded, forwarded_input, health, runs, webhooks
+from modelevents.services.gateway import (
+    approvals,
+    event_frames,
+    forwarded,
+    forwarded_input,
+    health,
+    run_list,
+    runs,
+    ui,
+    webhooks,
+)
 from modelevents.services.gateway.auth import CHALLENGE, token_tenant
 from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, load_manifest
 from modelevents.services.gateway.config import GatewayConfig
@@ -61,8 +75,8 @@ __all__ = ["create_app", "ROUTERS"]
 log = logging.getLogger("modelevents.gateway")
 
 # One router per concern; the order is the order of /docs.
-ROUTERS = (health.router, runs.router, webhooks.router, forwarded.router,
-           forwarded_input.router)
+ROUTERS = (health.router, run_list.router, runs.router, event_frames.router, approvals.router,
+           webhooks.router, forwarded.router, forwarded_input.router, ui.router)
 
 _DESCRIPTION = """\
 The edge of modelevents: provider output enters here and leaves as ProviderFrames on the Kafka
@@ -72,6 +86,7 @@ The edge of modelevents: provider output enters here and leaves as ProviderFrame
   provider chosen), read its state and its ModelEvents (SSE, resumable), cancel it.
 * **Webhooks** — signed Standard Webhooks deliveries from OpenAI and Gemini.
 * **Forwarded frames** — provider streams an application received itself and tees to modelevents.
+* **UI** — `/ui`: the operator's page (run list, one run live), static files of the package.
 * **Health** — liveness and readiness (Kafka reachable, topics present, run owners and states
   read).
 
