@@ -107,14 +107,14 @@ function showList() {
       if (row.needs_reconciliation) tags.push(el("span", { class: "tag recon", text: "needs reconciliation",
         title: (row.reconciliation_notes || []).join("; ") }));
       return el("tr", { class: index === selected ? "selected" : null, dataset: { runId: row.run_id } },
-        el("td", { class: "run" }, el("a", { href: `#/runs/${encodeURIComponent(row.run_id)}`,
+        el("td", { class: "run", "data-label": "Run" }, el("a", { href: `#/runs/${encodeURIComponent(row.run_id)}`,
           dataset: { runId: row.run_id, index: String(index) } }, row.run_id)),
-        el("td", {}, badge(row.status), ...tags),
-        el("td", {}, [row.provider, row.api, row.model].filter(Boolean).join(" / ") || "—"),
-        el("td", { class: "wide" }, row.tenant),
-        el("td", { class: "wide" }, fmtTime(row.started_at)),
-        el("td", {}, fmtDuration(row.duration_ms)),
-        el("td", {}, fmtTokens(row.tokens)));
+        el("td", { "data-label": "Status" }, badge(row.status), ...tags),
+        el("td", { "data-label": "Provider" }, [row.provider, row.api, row.model].filter(Boolean).join(" / ") || "—"),
+        el("td", { class: "wide", "data-label": "Tenant" }, row.tenant),
+        el("td", { class: "wide", "data-label": "Started" }, fmtTime(row.started_at)),
+        el("td", { "data-label": "Duration" }, fmtDuration(row.duration_ms)),
+        el("td", { "data-label": "Tokens in/out/cache/reasoning" }, fmtTokens(row.tokens)));
     }));
     if (focusedRun) {
       const again = body.querySelector(`a[data-run-id="${CSS.escape(focusedRun)}"]`);
