@@ -13,8 +13,9 @@ every open run view holds one.
    over ``--runs`` open runs, for ``--seconds``. For each event: the time just before it is
    produced, and the time the page has put it in the DOM (the page's ``modelevents:rendered``
    event, fired after an event is applied). Baseline, measured in the same run: a plain Python
-   SSE client per run (httpx) reading the same ``/events`` streams — the gateway's own floor.
-   p50/p99 of both, and the page's over the floor.
+   SSE client per run (httpx) reading the same ``/events`` streams — the gateway's own floor —
+   and a Kafka consumer of ``events`` itself (Kafka's share of it). p50/p99 of each, and the
+   page's over the SSE client's.
 2. **Memory.** One page follows one run of ``--events`` events (text deltas, every 20th a
    reasoning delta, every 500th a tool call), written as fast as Kafka takes them. The page's
    JS heap after a forced garbage collection and its DOM node count (Chrome DevTools Protocol
@@ -35,6 +36,7 @@ import threading
 import time
 import uuid
 
+from proc_stats import cpu_seconds
 from ui_stack import Stack, chromium, run_off_loop, say, write_records
 
 RENDERED_HOOK = """
@@ -124,9 +126,24 @@ async def produce_all(settings, run_id: str, first: int, last: int) -> None:
         await producer.stop()
 
 
-def python_followers(url: str, run_ids: list[str], arrived: dict[tuple[str, int], float],
+async def kafka_reader(settings, run_ids: set[str], direct: dict[tuple[str, int], float],
+                       connected: list[str]) -> None:
+    """A reader of ``events`` itself (every partition, from its end): Kafka's own share."""
+    from modelevents.services.kafka import clients
+
+    connected.append("kafka")
+    async for record in clients.read_records(settings, "events", from_beginning=False,
+                                             timeout=float("inf")):
+        value = record.value if record is not None else None
+        if getattr(value, "run_id", None) in run_ids:
+            direct[(value.run_id, value.seq)] = now_ms()
+
+
+def python_followers(url: str, settings, run_ids: list[str],
+                     arrived: dict[tuple[str, int], float], direct: dict[tuple[str, int], float],
                      stop: threading.Event, ready: threading.Event) -> None:
-    """The floor: one plain SSE reader per run, in a thread with its own event loop."""
+    """The baselines, in a thread with its own event loop: one plain SSE reader per run, and a
+    consumer of ``events`` itself."""
     import httpx
 
     async def follow(client: httpx.AsyncClient, run_id: str, connected: list[str]) -> None:
@@ -142,7 +159,9 @@ def python_followers(url: str, run_ids: list[str], arrived: dict[tuple[str, int]
         connected: list[str] = []
         async with httpx.AsyncClient(timeout=None) as client:
             tasks = [asyncio.create_task(follow(client, r, connected)) for r in run_ids]
-            while len(connected) < len(run_ids):
+            tasks.append(asyncio.create_task(kafka_reader(settings, set(run_ids), direct,
+                                                          connected)))
+            while len(connected) < len(run_ids) + 1:
                 await asyncio.sleep(0.05)
             ready.set()
             while not stop.is_set():
@@ -182,17 +201,21 @@ def latency(stack: Stack, browser, args: argparse.Namespace) -> dict[str, float]
         pages.append(page)
     wait_pages(pages, len(run_ids), "every run's first event")
     arrived: dict[tuple[str, int], float] = {}
+    direct: dict[tuple[str, int], float] = {}
     stop, ready = threading.Event(), threading.Event()
     floor = threading.Thread(target=python_followers,
-                             args=(stack.url, run_ids, arrived, stop, ready), daemon=True)
+                             args=(stack.url, stack.settings, run_ids, arrived, direct, stop,
+                                   ready), daemon=True)
     floor.start()
     ready.wait(60)
     sent: dict[tuple[str, int], float] = {}
     say(f"{args.rate:g} events/s over {args.runs} runs for {args.seconds:g} s ...")
     producer = threading.Thread(target=lambda: asyncio.run(produce_paced(
         stack.settings, run_ids, args.rate, args.seconds, sent)))
+    cpu_before, wall_before = cpu_seconds(stack.gateway.pid), time.monotonic()
     producer.start()
     producer.join()
+    gateway_cpu = (cpu_seconds(stack.gateway.pid) - cpu_before) / (time.monotonic() - wall_before)
     wait_pages(pages, len(run_ids) + len(sent), "every event")
     stop.set()
     shown: dict[tuple[str, int], float] = {}
@@ -203,10 +226,12 @@ def latency(stack: Stack, browser, args: argparse.Namespace) -> dict[str, float]
         context.close()
     page_ms = [shown[key] - at for key, at in sent.items() if key in shown]
     floor_ms = [arrived[key] - at for key, at in sent.items() if key in arrived]
+    kafka_ms = [direct[key] - at for key, at in sent.items() if key in direct] or [float("nan")]
     return {"events": len(sent), "shown": len(page_ms), "floor_seen": len(floor_ms),
             "page_p50": percentile(page_ms, 0.5), "page_p99": percentile(page_ms, 0.99),
             "page_max": max(page_ms), "floor_p50": percentile(floor_ms, 0.5),
-            "floor_p99": percentile(floor_ms, 0.99), "page_mean": statistics.fmean(page_ms)}
+            "floor_p99": percentile(floor_ms, 0.99), "page_mean": statistics.fmean(page_ms),
+            "gateway_cpu": gateway_cpu, "kafka_p50": percentile(kafka_ms, 0.5), "kafka_p99": percentile(kafka_ms, 0.99)}
 
 
 def metrics(cdp) -> dict[str, float]:
@@ -274,6 +299,10 @@ def main() -> int:
           f"| {lat['page_max']:.0f} ms |")
     print(f"| baseline: a Python SSE client of the same streams | {lat['floor_p50']:.0f} ms | "
           f"{lat['floor_p99']:.0f} ms | |")
+    print(f"| Kafka's own share: a consumer of `events` | {lat['kafka_p50']:.0f} ms | "
+          f"{lat['kafka_p99']:.0f} ms | |")
+    print(f"| the gateway's CPU while the events were written | {lat['gateway_cpu']:.0%} of a "
+          "core | | |")
     print(f"| page ÷ baseline | {lat['page_p50'] / max(lat['floor_p50'], 1):.2f}× | "
           f"{lat['page_p99'] / max(lat['floor_p99'], 1):.2f}× | |")
     base = mem["empty run view"]
