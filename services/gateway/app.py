@@ -42,6 +42,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.services.errors import Unauthorized
@@ -338,10 +339,18 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     if exc.status_code == 404 and detail == "Not Found":
         detail = (f"no route {request.method} {request.url.path} on this gateway; its routes "
                   "are listed at /docs")
-    elif exc.status_code == 405:
+    headers = exc.headers
+    if exc.status_code == 405:
+        # Starlette's Allow names the methods of the first route of the path only; a path
+        # served by several routes (GET and POST /v1/runs) takes all of theirs.
+        allowed = sorted({method for router in ROUTERS for route in router.routes
+                          if isinstance(route, Route) and route.path_regex.match(request.url.path)
+                          for method in (route.methods or ())} - {"HEAD"})
+        if allowed:
+            headers = {**(headers or {}), "Allow": ", ".join(allowed)}
         detail = (f"{request.url.path} does not take {request.method} (it takes "
-                  f"{(exc.headers or {}).get('Allow', 'another method')}); see /docs")
-    return JSONResponse({"error": detail}, status_code=exc.status_code, headers=exc.headers)
+                  f"{(headers or {}).get('Allow', 'another method')}); see /docs")
+    return JSONResponse({"error": detail}, status_code=exc.status_code, headers=headers)
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
