@@ -173,6 +173,17 @@ def python_followers(url: str, settings, run_ids: list[str],
     asyncio.run(main())
 
 
+def machine_busy(before: tuple[int, int] | None = None):
+    """The machine's (busy, total) CPU ticks from /proc/stat; with ``before``: the busy share
+    since then (every process of the machine: the bench's and anyone else's)."""
+    fields = [int(v) for v in open("/proc/stat").readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    now = (sum(fields) - idle, sum(fields))
+    if before is None:
+        return now
+    return (now[0] - before[0]) / max(1, now[1] - before[1])
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -213,9 +224,11 @@ def latency(stack: Stack, browser, args: argparse.Namespace) -> dict[str, float]
     producer = threading.Thread(target=lambda: asyncio.run(produce_paced(
         stack.settings, run_ids, args.rate, args.seconds, sent)))
     cpu_before, wall_before = cpu_seconds(stack.gateway.pid), time.monotonic()
+    busy_before = machine_busy()
     producer.start()
     producer.join()
     gateway_cpu = (cpu_seconds(stack.gateway.pid) - cpu_before) / (time.monotonic() - wall_before)
+    machine = machine_busy(busy_before)
     wait_pages(pages, len(run_ids) + len(sent), "every event")
     stop.set()
     shown: dict[tuple[str, int], float] = {}
@@ -231,7 +244,7 @@ def latency(stack: Stack, browser, args: argparse.Namespace) -> dict[str, float]
             "page_p50": percentile(page_ms, 0.5), "page_p99": percentile(page_ms, 0.99),
             "page_max": max(page_ms), "floor_p50": percentile(floor_ms, 0.5),
             "floor_p99": percentile(floor_ms, 0.99), "page_mean": statistics.fmean(page_ms),
-            "gateway_cpu": gateway_cpu, "kafka_p50": percentile(kafka_ms, 0.5), "kafka_p99": percentile(kafka_ms, 0.99)}
+            "gateway_cpu": gateway_cpu, "machine_busy": machine, "kafka_p50": percentile(kafka_ms, 0.5), "kafka_p99": percentile(kafka_ms, 0.99)}
 
 
 def metrics(cdp) -> dict[str, float]:
@@ -303,6 +316,7 @@ def main() -> int:
           f"{lat['kafka_p99']:.0f} ms | |")
     print(f"| the gateway's CPU while the events were written | {lat['gateway_cpu']:.0%} of a "
           "core | | |")
+    print(f"| the whole machine's CPU busy meanwhile | {lat['machine_busy']:.0%} | | |")
     print(f"| page ÷ baseline | {lat['page_p50'] / max(lat['floor_p50'], 1):.2f}× | "
           f"{lat['page_p99'] / max(lat['floor_p99'], 1):.2f}× | |")
     base = mem["empty run view"]
