@@ -23,3 +23,17 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   fi
   echo "$want" > "$stamp"
 fi
+# The UI's browser tests (tests/integration/test_ui.py) and bench/ui.py drive Debian's Chromium
+# through Playwright; Playwright's own browser downloads are never used.
+if ! command -v chromium >/dev/null 2>&1; then
+  apt_log="$venv/chromium-install.log"
+  as_root=()
+  [[ $(id -u) -eq 0 ]] || as_root=(sudo -n)
+  if command -v apt-get >/dev/null 2>&1 &&
+     { "${as_root[@]}" apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+       "${as_root[@]}" apt-get install -y -q chromium; } >"$apt_log" 2>&1; then
+    echo "installed Debian's chromium for the UI's browser tests" >&2
+  else
+    echo "the UI's browser tests need Chromium: sudo apt-get install -y chromium (log: $apt_log)" >&2
+  fi
+fi

@@ -9,17 +9,13 @@ and runs (granted) or refuses (denied) the call.
 
 from __future__ import annotations
 
-import orjson
-
 from modelevents.consumers.tools.receipts import now_ms
-from modelevents.consumers.tools.results import RunOf, approval_event
-from modelevents.schemas.events import Approval
+from modelevents.consumers.tools.results import approval_resolution
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.run_logic.executor_events import DENIED, GRANTED
 
 __all__ = ["resolve_approval", "GRANTED", "DENIED"]
-
-GRANTED, DENIED = "granted", "denied"
 
 
 async def resolve_approval(run_id: str, approval_id: str, granted: bool, decided_by: str,
@@ -27,12 +23,8 @@ async def resolve_approval(run_id: str, approval_id: str, granted: bool, decided
                            settings: PipelineSettings | None = None) -> None:
     """Write the decision and wait for Kafka's acknowledgement (acks=all)."""
     settings = settings or PipelineSettings()
-    decision = GRANTED if granted else DENIED
-    event = approval_event(
-        RunOf(run_id=run_id, tenant=tenant), "approval.resolved",
-        Approval(approval_id=approval_id, decision=decision, decider=decided_by),
-        orjson.dumps({"decision": decision, "decided_by": decided_by, "reason": reason}),
-        now_ms())
+    event = approval_resolution(run_id, tenant, approval_id, granted, decided_by, reason,
+                                now_ms())
     producer = await clients.start_producer(settings)
     try:
         await clients.await_acks(settings, [await clients.send_record(

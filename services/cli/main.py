@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "modelevents.services.cli.commands.feed",
     "modelevents.services.cli.commands.tail",
     "modelevents.services.cli.commands.gateway",
+    "modelevents.services.cli.commands.ui",
     "modelevents.services.cli.commands.simulator",
     "modelevents.services.cli.commands.replay",
     "modelevents.services.cli.commands.audit",

@@ -5,6 +5,10 @@
     runs.py       POST /v1/runs, GET /v1/runs/{id}[/events|/messages], POST /v1/runs/{id}/cancel
     forwarded.py  POST /v1/runs/{run_id}/frames          (streams an application tees to us)
     forwarded_input.py  POST /v1/runs/{run_id}/input     (the input packet of such a run)
+    run_list.py   GET /v1/runs                           (the runs the caller may see, paged)
+    event_frames.py  GET /v1/runs/{run_id}/events/{seq}  (one event and its raw frame)
+    approvals.py  POST /v1/runs/{run_id}/approvals/{id}  (grant/deny → approval.resolved)
+    ui.py         GET /ui                                (the operator's page, static files)
 
 Another concern is one more module with an ``APIRouter`` named ``router`` and one more entry in
 :data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs`` (``openapi.py``: local
@@ -38,11 +42,22 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from modelevents.schemas import __version__
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.services.errors import Unauthorized
-from modelevents.services.gateway import forwarded, forwarded_input, health, runs, webhooks
+from modelevents.services.gateway import (
+    approvals,
+    event_frames,
+    forwarded,
+    forwarded_input,
+    health,
+    run_list,
+    runs,
+    ui,
+    webhooks,
+)
 from modelevents.services.gateway.auth import CHALLENGE, token_tenant
 from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, load_manifest
 from modelevents.services.gateway.config import GatewayConfig
@@ -64,8 +79,8 @@ __all__ = ["create_app", "ROUTERS"]
 log = logging.getLogger("modelevents.gateway")
 
 # One router per concern; the order is the order of /docs.
-ROUTERS = (health.router, runs.router, webhooks.router, forwarded.router,
-           forwarded_input.router)
+ROUTERS = (health.router, run_list.router, runs.router, event_frames.router, approvals.router,
+           webhooks.router, forwarded.router, forwarded_input.router, ui.router)
 
 _DESCRIPTION = """\
 The edge of modelevents: provider output enters here and leaves as ProviderFrames on the Kafka
@@ -75,6 +90,7 @@ The edge of modelevents: provider output enters here and leaves as ProviderFrame
   provider chosen), read its state and its ModelEvents (SSE, resumable), cancel it.
 * **Webhooks** — signed Standard Webhooks deliveries from OpenAI and Gemini.
 * **Forwarded frames** — provider streams an application received itself and tees to modelevents.
+* **UI** — `/ui`: the operator's page (run list, one run live), static files of the package.
 * **Health** — liveness and readiness (Kafka reachable, topics present, run owners and states
   read).
 
@@ -331,12 +347,20 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     if exc.status_code == 404 and detail == "Not Found":
         detail = (f"no route {request.method} {request.url.path} on this gateway; its routes "
                   "are listed at /docs")
-    elif exc.status_code == 405:
+    headers = exc.headers
+    if exc.status_code == 405:
+        # Starlette's Allow names the methods of the first route of the path only; a path
+        # served by several routes (GET and POST /v1/runs) takes all of theirs.
+        allowed = sorted({method for router in ROUTERS for route in router.routes
+                          if isinstance(route, Route) and route.path_regex.match(request.url.path)
+                          for method in (route.methods or ())} - {"HEAD"})
+        if allowed:
+            headers = {**(headers or {}), "Allow": ", ".join(allowed)}
         detail = (f"{request.url.path} does not take {request.method} (it takes "
-                  f"{(exc.headers or {}).get('Allow', 'another method')}); see /docs")
+                  f"{(headers or {}).get('Allow', 'another method')}); see /docs")
     code = _HTTP_CODES.get(exc.status_code)
     return problem_response(exc.status_code, {"error": detail, **({"code": code} if code else {})},
-                            exc.headers)
+                            headers)
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:

@@ -24,7 +24,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 __all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics", "route_template"]
 
 # The first segments that name a route; what follows a run id keeps its own name.
-_RUN_ROUTES = frozenset({"messages", "events", "frames", "input", "cancel", "reconcile"})
+_RUN_ROUTES = frozenset({"messages", "events", "frames", "input", "cancel", "reconcile",
+                         "approvals"})
+# Routes below a run that name one item of it: the item's parameter name.
+_RUN_ITEM_ROUTES = {"events": "{seq}", "approvals": "{approval_id}"}
 
 
 def route_template(path: str) -> str:
@@ -36,7 +39,11 @@ def route_template(path: str) -> str:
         if len(parts) == 2:
             return "/v1/runs"
         tail = parts[3] if len(parts) > 3 and parts[3] in _RUN_ROUTES else None
+        if len(parts) == 5 and parts[3] in _RUN_ITEM_ROUTES:
+            return f"/v1/runs/{{run_id}}/{parts[3]}/{_RUN_ITEM_ROUTES[parts[3]]}"
         return "/v1/runs/{run_id}" + (f"/{tail}" if tail else "")
+    if parts[0] == "ui":
+        return "/ui" + ("/{asset}" if len(parts) > 1 and parts[1] else "")
     if len(parts) == 1 and parts[0] in ("healthz", "readyz", "metrics", "docs", "openapi.json"):
         return "/" + parts[0]
     return "other"

@@ -82,7 +82,7 @@ from modelevents.services.gateway.run_views import run_history
 from modelevents.services.gateway.runner import CallRunner, CallTiming, ProviderCall
 from modelevents.services.gateway.state import RETRY_AFTER_S, Gateway, gateway_of
 
-__all__ = ["router", "LocalRuns"]
+__all__ = ["router", "LocalRuns", "known_run"]
 
 log = logging.getLogger("modelevents.gateway.runs")
 
@@ -219,7 +219,7 @@ async def get_run(run_id: str, request: Request) -> dict[str, Any]:
     ``calls``: the provider calls this gateway process made for the run, newest last (another
     gateway process of a deployment knows its own)."""
     gateway = gateway_of(request)
-    state, _owner = _known_run(request, run_id)
+    state, _owner = known_run(request, run_id)
     return {"run_id": run_id, "state": _jsonable(state), "calls": gateway.runs.describe(run_id)}
 
 
@@ -253,7 +253,7 @@ async def stream_events(run_id: str, request: Request,
     if after < -1:
         raise HTTPException(400, detail="Last-Event-ID / after must be -1 (from the start) or a "
                                         "seq")
-    state, owner = _known_run(request, run_id)
+    state, owner = known_run(request, run_id)
     if state is not None and state.status in TERMINAL_RUN_STATES and after >= state.last_seq:
         return Response(status_code=204)
     return StreamingResponse(_event_stream(gateway, run_id, owner, after, follow),
@@ -275,7 +275,7 @@ async def get_messages(run_id: str, request: Request) -> dict[str, Any]:
     the next results or question with this ``run_id``, on any provider — signatures go back only
     to the model that made them."""
     gateway = gateway_of(request)
-    _state, owner = _known_run(request, run_id)
+    _state, owner = known_run(request, run_id)
     packet = await latest_packet(gateway.config.kafka, run_id, owner)
     events = [e async for e in run_history(gateway.config.kafka, run_id, owner)]
     if not events and packet is None:
@@ -367,7 +367,7 @@ async def reconcile_run(run_id: str, request: Request) -> JSONResponse:
     a stream was cut): the provider's object — the last one the run's events named — is polled
     to its end and published, so the run ends as the provider says."""
     gateway = gateway_of(request)
-    state, _owner = _known_run(request, run_id)
+    state, _owner = known_run(request, run_id)
     if state is None:
         raise HTTPException(409, detail=f"run {run_id!r} has no state on the runs topic yet; "
                                         "nothing to reconcile")
@@ -398,7 +398,7 @@ async def reconcile_run(run_id: str, request: Request) -> JSONResponse:
                         status_code=202, headers={"Location": f"/v1/runs/{run_id}"})
 
 
-def _known_run(request: Request, run_id: str) -> tuple[RunState | None, str]:
+def known_run(request: Request, run_id: str) -> tuple[RunState | None, str]:
     """The run's state (None before the processor wrote one, or when the latest state on
     ``runs`` is another tenant's) and its owner; 422 for an invalid id, 404 for a run nobody
     owns or the caller may not see, 503 while the gateway has not read ``runs`` and

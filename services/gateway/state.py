@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from aiokafka.errors import KafkaError
 from fastapi import Request
 
+from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_input import RunInput
 from modelevents.schemas.run_input_pieces import packet_records
@@ -35,6 +36,7 @@ from modelevents.services.kafka.clients import (
     produce_frame,
     run_key_bytes,
     send_frame,
+    send_record,
 )
 from modelevents.services.kafka.settings import PipelineSettings
 
@@ -223,6 +225,17 @@ class Gateway:
         written = await self._bounded(send_and_wait())
         self.count_written(frames)
         return written
+
+    async def publish_ingest(self, event: ModelEvent) -> Any:
+        """Write one event of the application's side (an approval decision) to ``ingest``,
+        keyed by its run id, and wait for the broker's acknowledgement; RecordMetadata."""
+
+        async def send_and_wait() -> list[Any]:
+            future = await send_record(self.producer, self.settings, "ingest", event.run_id,
+                                       event)
+            return await await_acks(self.settings, [future])
+
+        return (await self._bounded(send_and_wait()))[0]
 
     def count_written(self, frames: list[ProviderFrame]) -> None:
         """Frames Kafka acknowledged, for GET /metrics."""

@@ -2,5 +2,7 @@
 
 - ``normalizer``: a run's frames in, candidate ModelEvents out (the run's adapters);
 - ``sequencer``: candidate events in, deduplicated events numbered by ``seq`` out;
-- ``run_machine``: ordered events in, the run's RunState out.
+- ``run_machine``: ordered events in, the run's RunState out;
+- ``executor_events``: the events the tool executor and the gateway write to ``ingest``
+  (tool results, approvals requested and resolved).
 """

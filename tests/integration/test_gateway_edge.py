@@ -243,7 +243,7 @@ def test_unknown_routes_and_methods_are_4xx_in_the_one_error_shape(gateway):
     auth = {"authorization": f"Bearer {TOKEN}"}
     answer = httpx.get(gateway.url + "/v2/nothing", headers=auth)
     assert answer.status_code == 404 and "/docs" in answer.json()["error"], answer.text
-    answer = httpx.get(gateway.url + "/v1/runs", headers=auth)
+    answer = httpx.delete(gateway.url + "/v1/runs", headers=auth)
     assert answer.status_code == 405 and "POST" in answer.json()["error"], answer.text
     answer = httpx.post(gateway.url + "/v1/runs", content=b"{not json", headers=auth)
     assert answer.status_code == 422 and answer.json()["code"] == "invalid_request", answer.text

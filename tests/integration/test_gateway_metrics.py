@@ -88,5 +88,9 @@ def test_route_labels_are_templates() -> None:
     assert route_template("/v1/runs/r-1") == "/v1/runs/{run_id}"
     assert route_template("/v1/runs/r-1/events") == "/v1/runs/{run_id}/events"
     assert route_template("/v1/runs/r-1/anything-else") == "/v1/runs/{run_id}"
+    assert route_template("/v1/runs/r-1/events/17") == "/v1/runs/{run_id}/events/{seq}"
+    assert route_template("/v1/runs/r-1/approvals/ap-1") == (
+        "/v1/runs/{run_id}/approvals/{approval_id}")
+    assert route_template("/ui") == "/ui" and route_template("/ui/app.js") == "/ui/{asset}"
     assert route_template("/webhooks/openai/acme") == "/webhooks/{provider}/{tenant}"
     assert route_template("/no/such/path") == "other"

@@ -96,7 +96,7 @@ def test_every_corpus_file_normalizes_with_auto_detection(path):
 
 
 # Every command the README names is reachable and documents itself.
-COMMANDS = ("demo", "normalize", "kafka", "topics", "worker", "feed", "tail", "gateway",
+COMMANDS = ("demo", "normalize", "kafka", "topics", "worker", "feed", "tail", "gateway", "ui",
             "simulator", "replay")
 
 

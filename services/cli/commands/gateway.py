@@ -44,6 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, GEMINI_API_KEY (or "
                           "GOOGLE_API_KEY), GEMINI_BASE_URL, GEMINI_WEBHOOK_SECRET (several "
                           "secrets: separate with commas).")
+    add_gateway_options(p)
+    p.set_defaults(run=run)
+
+
+def add_gateway_options(p: argparse.ArgumentParser) -> None:
+    """The options of the gateway (``modelevents ui`` serves the same gateway)."""
     p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port to listen on (default 8080)")
     p.add_argument("--config", type=Path, default=None, metavar="FILE",
@@ -57,7 +63,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "stream ends and it resumes with Last-Event-ID, default 2)")
     add_kafka_options(p, partitions=True)
     p.add_argument("--loglevel", choices=LOG_LEVELS, default="info", help="log level (default info)")
-    p.set_defaults(run=run)
 
 
 def build_config(args: argparse.Namespace):
@@ -93,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     log.info("runs: POST %s/v1/runs (providers with an API key: %s)", base,
              ", ".join(keyed) or "none: set OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY")
     log.info("forwarded streams: POST %s/v1/runs/{run_id}/frames?api=…; health %s/healthz, "
-             "%s/readyz; API docs %s/docs", base, base, base, base)
+             "%s/readyz; API docs %s/docs; the operator's page %s/ui", base, base, base, base,
+             base)
     # Access logs off: one line per webhook is noise at thousands per second; refusals are
     # logged by the routes with their reason.
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,

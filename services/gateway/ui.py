@@ -1,0 +1,62 @@
+"""The operator's page, served by the gateway at ``/ui``: static HTML, JavaScript and CSS shipped
+in the package (``services/gateway/static/``) — no build step, nothing from a CDN, so it works
+offline and behind any firewall.
+
+    GET /ui                 the page (a run list, and one run live: ``#/runs/<run id>``)
+    GET /ui/{asset}         its script and style sheet
+
+The page only calls the gateway's own API: ``GET /v1/runs`` (the list, polled every second
+while it is shown), ``GET /v1/runs/{id}`` (the run's state), ``GET /v1/runs/{id}/events`` (the
+run's events as SSE, read with ``fetch`` so that it can send the bearer token, and resumed with
+``Last-Event-ID`` after a cut), ``GET /v1/runs/{id}/events/{seq}`` (an event's raw frame) and
+``POST /v1/runs/{id}/approvals/{approval_id}`` (Grant / Deny). A token typed into the page is
+kept in the browser's session storage and sent as ``Authorization: Bearer``; the gateway decides
+what it shows, as for any API client. Every answer carries a Content-Security-Policy that allows
+the gateway's own origin only.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import RedirectResponse, Response
+
+__all__ = ["router", "ASSETS"]
+
+router = APIRouter(tags=["ui"])
+
+_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+          ".css": "text/css; charset=utf-8"}
+# Only the files shipped; nothing else can be asked for by name.
+ASSETS = ("index.html", "app.js", "app.css")
+_HEADERS = {
+    "content-security-policy": ("default-src 'self'; img-src 'self' data:; "
+                                "style-src 'self'; script-src 'self'; frame-ancestors 'none'"),
+    "x-content-type-options": "nosniff", "cache-control": "no-cache",
+    "referrer-policy": "no-referrer",
+}
+
+
+def _asset(name: str) -> Response:
+    if name not in ASSETS:
+        raise HTTPException(404, detail=f"no asset {name!r} in the UI; it ships "
+                                        f"{', '.join(ASSETS)}")
+    body = resources.files("modelevents.services.gateway").joinpath("static", name).read_bytes()
+    suffix = name[name.rindex("."):]
+    return Response(body, media_type=_TYPES[suffix], headers=_HEADERS)
+
+
+@router.get("/ui", include_in_schema=False)
+async def page() -> Response:
+    return _asset("index.html")
+
+
+@router.get("/ui/", include_in_schema=False)
+async def page_slash() -> Response:
+    return RedirectResponse("/ui", status_code=308)
+
+
+@router.get("/ui/{name}", include_in_schema=False)
+async def asset(name: str) -> Response:
+    return _asset(name)

@@ -1,0 +1,82 @@
+"""The events the tool executor and the gateway write to ``ingest`` for a run: ``tool.result``,
+``approval.requested`` and ``approval.resolved``, keyed by run id (services/kafka/clients.py
+sends them acks=all).
+
+Both the executor (``consumers/tools``) and the gateway (``POST /v1/runs/{id}/approvals/{id}``,
+``services/gateway/approvals.py``) build them here, so a decision made from the UI is the very
+event the executor waits for. Their ids are deterministic (the operation id, the approval id):
+a result written again after a restart, or a second decision of one approval, is deduped by the
+processor like any repeated event — the first decision stands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import orjson
+
+from modelevents.schemas.events import Approval, Envelope, EventSource, ModelEvent, ToolResult
+from modelevents.schemas.events import Payload as EventPayload
+
+__all__ = ["tool_result_event", "approval_event", "approval_resolution", "executor_event",
+           "ADAPTER", "RunOf", "GRANTED", "DENIED"]
+
+ADAPTER = "modelevents-tool-executor/1"
+# Approval.decision of an approval.resolved: exactly one of these (the executor runs the call on
+# GRANTED and refuses it on anything else).
+GRANTED, DENIED = "granted", "denied"
+
+
+@dataclass(frozen=True)
+class RunOf:
+    """The run an event belongs to, when no event of it is at hand (an approval decision)."""
+
+    run_id: str
+    tenant: str
+    provider: str = "modelevents"
+    api: str = "tools"
+    model: str | None = None
+
+
+def _event_id(run_id: str, kind: str, key: str) -> str:
+    return "ex_" + hashlib.sha256(f"{run_id}\x00{kind}\x00{key}".encode()).hexdigest()[:32]
+
+
+def executor_event(call: ModelEvent | RunOf, kind: str, key: str, payload: EventPayload,
+                   envelope: bytes, content_type: str, received_at: int) -> ModelEvent:
+    """An event of ``call``'s run (tenant, provider, api, model as the call's)."""
+    event_id = _event_id(call.run_id, kind, key)
+    return ModelEvent(event_id=event_id, run_id=call.run_id, tenant=call.tenant,
+                      provider=call.provider, api=call.api, model=call.model, kind=kind,
+                      source=EventSource(frame_id=event_id, index=0, transport="executor"),
+                      received_at=received_at, adapter=ADAPTER,
+                      envelope=Envelope(content_type=content_type, body=envelope),
+                      payload=payload)
+
+
+def tool_result_event(call: ModelEvent, tool_name: str, tool_call_id: str, output: str,
+                      is_error: bool, envelope: bytes, content_type: str,
+                      received_at: int) -> ModelEvent:
+    return executor_event(call, "tool.result", tool_call_id,
+                          ToolResult(tool_name=tool_name, tool_call_id=tool_call_id,
+                                     output=output, is_error=is_error),
+                          envelope, content_type, received_at)
+
+
+def approval_event(call: ModelEvent | RunOf, kind: str, approval: Approval, envelope: bytes,
+                   received_at: int) -> ModelEvent:
+    return executor_event(call, kind, approval.approval_id, approval, envelope,
+                          "application/json", received_at)
+
+
+def approval_resolution(run_id: str, tenant: str, approval_id: str, granted: bool,
+                        decided_by: str, reason: str, received_at: int) -> ModelEvent:
+    """The ``approval.resolved`` of one decision: ``decision`` GRANTED or DENIED, ``decider``
+    who decided; the envelope keeps the decision, the decider and the reason given."""
+    decision = GRANTED if granted else DENIED
+    return approval_event(
+        RunOf(run_id=run_id, tenant=tenant), "approval.resolved",
+        Approval(approval_id=approval_id, decision=decision, decider=decided_by),
+        orjson.dumps({"decision": decision, "decided_by": decided_by, "reason": reason}),
+        received_at)

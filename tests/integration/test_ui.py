@@ -1,0 +1,339 @@
+"""The operator's page (``/ui``) in a real headless Chromium (Debian's, driven by Playwright),
+against the real pipeline: the broker, a ``modelevents worker`` subprocess, the gateway on a
+loopback port, the provider simulator serving recorded streams as real SSE, and the real tool
+executor for approvals. Nothing in the page is faked; what the tests wait for with Playwright's
+``expect`` is bounded by a hang guard, never a timing assertion.
+
+Playwright's sync API keeps an event loop running in this thread, so everything that talks to
+Kafka from the test itself goes through :func:`off_loop` (a thread of its own).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright import sync_api as playwright_sync
+from playwright.sync_api import expect
+
+from modelevents.adapters.registry import normalize_file
+from modelevents.schemas.end_of_input import with_end_markers
+from modelevents.schemas.events import ModelEvent
+from modelevents.services.local import feeder
+from modelevents.services.local.asgi_thread import ServedApp
+from modelevents.services.run_logic.run_machine import run_state_of
+from tests.integration.pipeline import feed, run
+from tests.integration.test_gateway_runs import (  # noqa: F401  (fixtures)
+    neutral,
+    settings,
+    sim,
+    simulator,
+    start_gateway,
+    start_run,
+)
+from tests.integration.test_tools import (  # noqa: F401  (fixtures)
+    db,
+    events_of,
+    note_args,
+    policy_for,
+    propose,
+    start_executor,
+    tenant,
+)
+
+pytestmark = pytest.mark.kafka
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GUARD_MS = 90_000  # a hang guard for what the page is waited for, not a timing assertion
+
+
+def off_loop(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``function(*args, **kwargs)`` in a thread of its own (it may use asyncio.run)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(function, *args, **kwargs).result()
+
+
+def chromium_path() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.fail("Debian's chromium is not installed: scripts/bootstrap.sh installs it "
+                    "(or: sudo apt-get install -y chromium)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser(settings) -> Iterator[Any]:
+    with playwright_sync.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium_path(),
+                                              args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    opened = context.new_page()
+    opened.set_default_timeout(GUARD_MS)
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield opened
+    context.close()
+    assert not errors, f"the page raised: {errors}"
+
+
+def feed_frames(settings_, frames) -> None:
+    off_loop(run, feed(settings_, frames))
+
+
+def recording_frames(name: str, run_id: str, tenant_: str = "default") -> list:
+    fed = feeder.frames_for_file(FIXTURES / name, run_id=run_id, tenant=tenant_,
+                                 received_at=int(time.time() * 1000))
+    return with_end_markers(fed.frames)
+
+
+def offline(name: str, run_id: str) -> list[ModelEvent]:
+    return normalize_file(FIXTURES / name, run_id=run_id).events
+
+
+def open_run_from_list(page, gateway: ServedApp, run_id: str) -> None:
+    page.goto(f"{gateway.url}/ui")
+    page.fill("#f-q", run_id)
+    row = page.locator(f'#runs-body tr[data-run-id="{run_id}"]')
+    expect(row).to_be_visible()
+    page.locator(f'#runs-body a[data-run-id="{run_id}"]').click()
+    expect(page.locator("#run-id")).to_have_text(run_id)
+
+
+# --- a run through the whole pipeline -------------------------------------------------------
+
+
+def test_a_recorded_run_appears_in_the_list_and_completes_on_screen(settings, sim,
+                                                                     start_gateway, page):
+    gateway = start_gateway()
+    recording = "openai-responses/tool-loop-two-responses.sse"
+    page.goto(f"{gateway.url}/ui")
+    started = start_run(gateway, neutral("openai", "openai-responses",
+                                         "sim:openai-responses/tool-loop-two-responses"))
+    run_id = started["run_id"]
+    expected = run_state_of(offline(recording, run_id))
+    assert expected.status == "completed"
+
+    # The list shows it (polled live: the page was open before the run started).
+    row = page.locator(f'#runs-body tr[data-run-id="{run_id}"]')
+    expect(row).to_be_visible()
+    expect(row).to_contain_text("openai / openai-responses")
+    expect(row.locator(".badge")).to_have_text("completed")
+    usage = expected.usage
+    assert usage is not None
+    expect(row).to_contain_text(f"{usage.input_tokens} / {usage.output_tokens} / "
+                                f"{usage.cache_read_tokens} / {usage.reasoning_tokens}")
+
+    # Keyboard: the search field with "/", then j/Enter opens the run.
+    page.locator("body").press("/")
+    expect(page.locator("#f-q")).to_be_focused()
+    page.keyboard.type(run_id)
+    page.keyboard.press("Escape")
+    expect(page.locator("#runs-body tr")).to_have_count(1)
+    page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    expect(page.locator("#run-id")).to_have_text(run_id)
+
+    terminal = page.locator("#terminal")
+    expect(terminal).to_have_attribute("data-status", "completed")
+    expect(terminal).to_contain_text("end_turn")
+    expect(terminal).to_contain_text("provider: completed")  # the raw reason beside
+    expect(page.locator("#run-status")).to_have_text("completed")
+
+    # The text as the model wrote it; the reasoning there but collapsed.
+    text = page.locator(".item.text.done .body")
+    expect(text).to_contain_text("It is 14 °C and cloudy in Paris right now")
+    reasoning = page.locator(".item.reasoning details")
+    expect(reasoning).to_have_count(1)
+    assert reasoning.get_attribute("open") is None
+    expect(reasoning).to_contain_text("Checking the weather", use_inner_text=False)
+
+    # The tool call with its whole arguments.
+    tool = page.locator('.item.tool[data-tool-call-id="call_loop"]')
+    expect(tool).to_contain_text("get_weather")
+    expect(tool.locator("pre.args")).to_contain_text('"city": "Paris"')
+
+    # The citation: its span marked in the text, linked to the source.
+    mark = text.locator("mark")
+    expect(mark).to_have_count(1)
+    expect(mark).to_contain_text("météo")
+    source = page.locator("ol.citations a")
+    expect(source).to_have_attribute("href", "https://meteo.example.org/paris")
+    expect(source).to_have_text("Météo Paris")
+
+    # Usage: the run's totals over both provider calls.
+    expect(page.locator("#run-usage")).to_contain_text(
+        f"in {usage.input_tokens} · out {usage.output_tokens}")
+
+    # The raw provider frame of the tool call, one click away.
+    tool.locator("button.raw").click()
+    dialog = page.locator("#raw-dialog")
+    expect(dialog).to_be_visible()
+    expect(page.locator("#raw-body")).to_contain_text('"fc_loop"')
+    expect(page.locator("#raw-meta")).to_contain_text("text/event-stream")
+    page.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+
+    # Esc goes back to the list.
+    page.keyboard.press("Escape")
+    expect(page.locator("#list-view")).to_be_visible()
+
+
+def test_a_paused_run_shows_waiting_then_continues(settings, start_gateway, page):
+    gateway = start_gateway()
+    recording = "anthropic-messages/pause-turn-then-continuation.sse"
+    run_id = f"ui-pause-{uuid.uuid4().hex[:8]}"
+    frames = recording_frames(recording, run_id)
+    first_stop = next(i for i, f in enumerate(frames) if f.sse_event == "content_block_stop")
+    second_start = [i for i, f in enumerate(frames) if f.sse_event == "message_start"][1]
+
+    # Up to the first text delta: the text is there, and not shown as done.
+    feed_frames(settings, frames[:first_stop])
+    open_run_from_list(page, gateway, run_id)
+    text = page.locator(".item.text").first
+    expect(text).to_contain_text("Let me search.")
+    expect(text).to_have_class(re.compile(r"\bstreaming\b"))
+    expect(text.locator(".state")).to_have_text("streaming")
+    expect(page.locator("#terminal")).to_be_hidden()
+
+    # The provider pauses (pause_turn): the page says it waits, and the run is not over.
+    feed_frames(settings, frames[first_stop:second_start])
+    waiting = page.locator("#waiting")
+    expect(waiting).to_be_visible()
+    expect(waiting).to_have_attribute("data-reason", "continuation")
+    expect(waiting).to_contain_text("pause_turn")
+    expect(page.locator("#run-status")).to_have_text("waiting for tool")
+    expect(page.locator("#terminal")).to_be_hidden()
+    expect(page.locator(".item.hosted")).to_contain_text("web_search")
+
+    # The continuation: waiting ends, the run completes with its cited answer.
+    feed_frames(settings, frames[second_start:])
+    expect(page.locator("#terminal")).to_have_attribute("data-status", "completed")
+    expect(waiting).to_be_hidden()
+    expect(page.locator(".item.text.done").last).to_contain_text("High tide is at 06:12.")
+    expect(page.locator("ol.citations a")).to_have_attribute("href",
+                                                             "https://tides.example.org/today")
+    expect(page.locator(".item.hosted")).to_contain_text("tides.example.org")
+
+    # The list, filtered by status and provider, has it; another status does not.
+    page.goto(f"{gateway.url}/ui#/?status=completed&provider=anthropic&q={run_id}")
+    expect(page.locator(f'#runs-body tr[data-run-id="{run_id}"]')).to_be_visible()
+    page.select_option("#f-status", "failed")
+    expect(page.locator("#runs-body tr")).to_have_count(0)
+
+
+# --- approvals --------------------------------------------------------------------------------
+
+
+def test_an_approval_granted_from_the_page_reaches_ingest_and_the_call_runs(
+        settings, start_gateway, start_executor, tenant, db, page):
+    gateway = start_gateway()
+    start_executor(policy_for(tenant, scopes={"add_note": ["notebook:team"]}))
+    run_id = off_loop(propose, settings, tenant,
+                      [("add_note", "c1", note_args("team", "from the page"))])
+    open_run_from_list(page, gateway, run_id)
+
+    card = page.locator(".item.approval")
+    expect(card).to_contain_text("add_note")
+    expect(page.locator("#waiting")).to_have_attribute("data-reason", "approval")
+    card.locator("input").fill("looked at it")
+    card.locator("button.grant").click()
+
+    # The decision is an approval.resolved on the run's events, with who decided …
+    expect(card).to_have_attribute("data-decision", "granted")
+    expect(card).to_contain_text(f"granted by tenant:{tenant}")
+    events = off_loop(events_of, settings, run_id,
+                      lambda es: any(e.kind == "tool.result" for e in es), "the tool's result")
+    resolved = [e for e in events if e.kind == "approval.resolved"]
+    assert len(resolved) == 1
+    assert resolved[0].payload.decision == "granted"
+    assert resolved[0].payload.decider == f"tenant:{tenant}"
+    assert b"looked at it" in resolved[0].envelope.body
+    # … and the executor ran the call: its result is on the page, with the receipt's outcome.
+    result = page.locator('.item.tool[data-tool-call-id="c1"]')
+    expect(result).to_have_attribute("data-result", "ok")
+    expect(result.locator(".receipt")).to_contain_text("outcome: succeeded")
+    expect(page.locator("#waiting")).not_to_have_attribute("data-reason", "approval")
+
+
+# --- tenants ----------------------------------------------------------------------------------
+
+
+def test_another_tenants_token_sees_nothing_of_a_run(settings, start_gateway, page):
+    acme, other = "tok-acme-" + uuid.uuid4().hex, "tok-other-" + uuid.uuid4().hex
+    gateway = start_gateway(api_tokens={"acme": [acme], "other": [other]})
+    run_id = f"ui-acme-{uuid.uuid4().hex[:8]}"
+    feed_frames(settings, recording_frames("openai-chat/refusal.sse", run_id, "acme"))
+
+    page.goto(f"{gateway.url}/ui")
+    page.fill("#token", acme)
+    page.click("#token-form button")
+    page.fill("#f-q", run_id)
+    expect(page.locator(f'#runs-body tr[data-run-id="{run_id}"]')).to_be_visible()
+    page.locator(f'#runs-body a[data-run-id="{run_id}"]').click()
+    expect(page.locator("#terminal")).to_be_visible()
+    refusal = page.locator(".item.refusal")
+    expect(refusal).to_be_visible()  # a refusal, shown apart from errors
+    expect(page.locator(".item.error")).to_have_count(0)
+
+    # The other tenant's token: not in the list, and the run's page finds nothing.
+    page.goto(f"{gateway.url}/ui")
+    page.fill("#token", other)
+    page.click("#token-form button")
+    page.fill("#f-q", run_id)
+    expect(page.locator("#list-status")).to_contain_text("No runs to show")
+    expect(page.locator("#runs-body tr")).to_have_count(0)
+    page.goto(f"{gateway.url}/ui#/runs/{run_id}")
+    page.reload()
+    expect(page.locator("#stream-status")).to_contain_text("404")
+    expect(page.locator(".item")).to_have_count(0)
+    # The API says the same to that token.
+    listed = httpx.get(f"{gateway.url}/v1/runs", params={"q": run_id},
+                       headers={"authorization": f"Bearer {other}"}, timeout=30)
+    assert listed.status_code == 200 and listed.json()["runs"] == []
+
+
+def test_the_page_is_usable_on_a_phone_viewport(browser, settings, start_gateway):
+    gateway = start_gateway()
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    try:
+        phone = context.new_page()
+        phone.set_default_timeout(GUARD_MS)
+        phone.goto(f"{gateway.url}/ui")
+        expect(phone.locator("#list-title")).to_be_visible()
+        expect(phone.locator("#f-q")).to_be_visible()
+        # Nothing wider than the screen: no sideways scrolling of the page itself.
+        width = phone.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, width
+    finally:
+        context.close()
+
+
+def test_the_page_loads_nothing_from_outside_the_gateway(browser, settings,
+                                                         start_gateway):
+    gateway = start_gateway()
+    context = browser.new_context()
+    try:
+        visitor = context.new_page()
+        asked: list[str] = []
+        visitor.on("request", lambda request: asked.append(request.url))
+        visitor.goto(f"{gateway.url}/ui")
+        expect(visitor.locator("#list-status")).not_to_be_empty(timeout=GUARD_MS)
+        assert asked and all(url.startswith(gateway.url) for url in asked), asked
+    finally:
+        context.close()
