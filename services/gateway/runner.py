@@ -62,7 +62,7 @@ from typing import Any
 import httpx
 import orjson
 
-from modelevents.adapters.limits import InputLimitError
+from modelevents.adapters.errors import InputLimitError
 from modelevents.adapters.registry import ADAPTERS
 from modelevents.adapters.requests import WireRequest
 from modelevents.adapters.sse import SSEDecoder

@@ -62,7 +62,8 @@ import orjson
 from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from modelevents.adapters.requests import Endpoint, RenderError, WireRequest, build
+from modelevents.adapters.errors import RenderError
+from modelevents.adapters.requests import Endpoint, WireRequest, build
 from modelevents.schemas.errors import InvalidId
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.ids import check_id, new_call_tag
