@@ -71,18 +71,22 @@ def body_field_cursor(name: str, *, sse_id_first: bool) -> Callable[[str | None,
     """The cursor is field ``name`` of the frame's JSON body (an int or a non-empty string);
     ``sse_id_first``: the SSE ``id`` wins when the stream sets one."""
 
-    def cursor(sse_id: str | None, body: bytes) -> str | None:
-        if sse_id_first and sse_id:
-            return sse_id
+    def from_body(sse_id: str | None, body: bytes) -> str | None:
         try:
-            value = orjson.loads(body).get(name)
+            value = _loads(body).get(name)
         except (orjson.JSONDecodeError, AttributeError):
             return None
-        if isinstance(value, int) and not isinstance(value, bool):
+        if type(value) is int:  # not a bool
             return str(value)
-        return value if isinstance(value, str) and value else None
+        return value if type(value) is str and value else None
 
-    return cursor
+    def sse_id_else_body(sse_id: str | None, body: bytes) -> str | None:
+        return sse_id if sse_id else from_body(sse_id, body)
+
+    return sse_id_else_body if sse_id_first else from_body
+
+
+_loads = orjson.loads
 
 
 @dataclass(frozen=True)
