@@ -54,8 +54,10 @@ from collections.abc import Callable
 from typing import Any
 
 from modelevents.adapters.accumulate import Parts
+from modelevents.adapters.api_facts import ApiFacts, key_header_auth
 from modelevents.adapters.base import Adapter, json_text, stable_id
 from modelevents.adapters.provider_errors import classify_error
+from modelevents.adapters.requests.anthropic_messages import ANTHROPIC_VERSION
 from modelevents.schemas.events import (
     Citation,
     Error,
@@ -800,3 +802,13 @@ _ON_BLOCK_CLOSE: dict[str, Callable[[AnthropicMessagesAdapter, _Block], None]] =
     "mcp_tool_use": AnthropicMessagesAdapter._end_hosted_call,
     "compaction": AnthropicMessagesAdapter._end_compaction,
 }
+
+
+# What the gateway, the simulator and the registry know of this API (adapters/api_facts.py):
+# no object to read back, cancel or resume; the key goes in x-api-key beside the API version.
+FACTS = ApiFacts(
+    api=AnthropicMessagesAdapter.api, provider=AnthropicMessagesAdapter.default_provider,
+    config_provider="anthropic",
+    auth_headers=key_header_auth("x-api-key", **{"anthropic-version": ANTHROPIC_VERSION}),
+    sse_event_field="type", sse_content_type="text/event-stream; charset=utf-8",
+)

@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 import yaml
 
+from modelevents.adapters.errors import InputLimitError
 from modelevents.adapters.limits import (
-    InputLimitError,
     InputLimits,
     current_limits,
     current_source,

@@ -28,7 +28,8 @@ from typing import Any
 
 import orjson
 
-from modelevents.adapters.limits import InputLimitError, current_limits
+from modelevents.adapters.errors import InputLimitError
+from modelevents.adapters.limits import current_limits
 from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.errors import FramingError
 from modelevents.schemas.frames import ProviderFrame

@@ -42,6 +42,7 @@ from typing import Any
 import orjson
 
 from modelevents.adapters.accumulate import Parts
+from modelevents.adapters.api_facts import ApiFacts, key_header_auth
 from modelevents.adapters.base import Adapter, json_text, stable_id
 from modelevents.adapters.encodings import byte_to_char, decode_base64
 from modelevents.adapters.google_status import status_error
@@ -844,3 +845,12 @@ _ON_PART: dict[str, Callable[[GeminiGenerateAdapter, _Candidate, dict[str, Any]]
     "inlineData": GeminiGenerateAdapter._on_inline_data,
     "fileData": GeminiGenerateAdapter._on_file_data,
 }
+
+
+# What the gateway, the simulator and the registry know of this API (adapters/api_facts.py):
+# no object to read back, cancel or resume (B1); SSE events end in CRLF, with no ``event:`` line.
+FACTS = ApiFacts(
+    api=GeminiGenerateAdapter.api, provider=GeminiGenerateAdapter.default_provider,
+    config_provider="gemini", auth_headers=key_header_auth("x-goog-api-key"),
+    sse_line_end=b"\r\n",
+)

@@ -54,6 +54,13 @@ from typing import Any
 import orjson
 
 from modelevents.adapters.accumulate import Parts
+from modelevents.adapters.api_facts import (
+    ApiFacts,
+    FollowUp,
+    Webhooks,
+    body_field_cursor,
+    key_header_auth,
+)
 from modelevents.adapters.base import DONE, Adapter, is_done, json_text, stable_id
 from modelevents.adapters.encodings import char_span, decode_base64
 from modelevents.adapters.google_status import status_error
@@ -868,3 +875,33 @@ _ON_CLOSE: dict[str, Callable[[GeminiInteractionsAdapter, _Step], None]] = {
     HOSTED_CALL: GeminiInteractionsAdapter._close_hosted_call,
     HOSTED_RESULT: GeminiInteractionsAdapter._close_hosted_result,
 }
+
+
+
+def _webhook_interaction_id(data: dict[str, Any]) -> Any:
+    """A7: ``data.id``, else ``data.interaction.id`` (the shape the adapter reads), else
+    ``data.interaction_id``."""
+    object_id = data.get("id")
+    if isinstance(object_id, str):
+        return object_id
+    interaction = data.get("interaction")
+    if isinstance(interaction, dict):
+        object_id = interaction.get("id")
+    return object_id if isinstance(object_id, str) else data.get("interaction_id")
+
+
+# What the gateway, the simulator and the registry know of this API (adapters/api_facts.py).
+FACTS = ApiFacts(
+    api=GeminiInteractionsAdapter.api, provider=GeminiInteractionsAdapter.default_provider,
+    config_provider="gemini", auth_headers=key_header_auth("x-goog-api-key"),
+    follow_up=FollowUp(get="/v1beta/interactions/{id}", cancel="/v1beta/interactions/{id}/cancel",
+                       resume_param="last_event_id"),
+    # A3: every status but a running one ends what a poll waits for; requires_action waits for
+    # tool results. "expired" (a batch's status, A7) is kept as the gateway always did.
+    terminal_statuses=frozenset(STATUS_FINISHED) | {"requires_action", "expired"},
+    # A2: a stream resumes after its event id: the SSE id when the stream sets one.
+    stream_cursor=body_field_cursor("event_id", sse_id_first=True),
+    stream_object_key="interaction", sse_event_field="event_type",
+    webhooks=Webhooks(provider="gemini", fetch_prefix="interaction.",
+                      object_id=_webhook_interaction_id),
+)

@@ -3,7 +3,7 @@
 A recording is small on disk but may say "expand me": a gzip body of zeros (1 MB → 1 GB), a YAML
 alias bomb ("billion laughs", 500 bytes → 10⁹ nodes once serialized), or an SSE "event" that
 never ends. Each reader checks the bound of its own amplification as it goes, so that hostile
-input ends in one :class:`InputLimitError` — naming the file, the limit and the option that
+input ends in one :class:`~modelevents.adapters.errors.InputLimitError` — naming the file, the limit and the option that
 raises it — before the memory is spent, never in a MemoryError or the OOM killer.
 
     max_body_bytes        one cassette response body, decompressed            (cassette.py)
@@ -25,8 +25,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-
-from modelevents.schemas.errors import InputError
 
 MiB = 1 << 20
 
@@ -79,23 +77,6 @@ def using_limits(limits: InputLimits, source: str | None = None) -> Iterator[Non
         yield
     finally:
         _current.reset(token)
-
-
-class InputLimitError(InputError):
-    """Reading the input would pass one of the :class:`InputLimits`."""
-
-    def __init__(self, what: str, limit: str, *, value: int, source: str | None = None) -> None:
-        self.what = what  # what passed the limit, e.g. "interaction 2's gzip body"
-        self.limit = limit  # the InputLimits field
-        self.value = value  # the limit in effect
-        self.source = source if source is not None else current_source()
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        unit = "" if self.limit in ("max_ratio", "max_yaml_alias_nodes") else " bytes"
-        where = self.source or "the input"
-        return (f"{where}: {self.what}: over the limit {self.limit}={self.value:,}{unit}; "
-                f"if the input is trusted, raise it with {OPTIONS[self.limit]}")
 
 
 def parse_size(text: str) -> int:

@@ -42,6 +42,7 @@ from typing import Any
 import orjson
 
 from modelevents.adapters.accumulate import Parts
+from modelevents.adapters.api_facts import ApiFacts, bearer_auth
 from modelevents.adapters.base import DONE, Adapter, is_done, stable_id
 from modelevents.adapters.provider_errors import classify_error
 from modelevents.schemas.events import (
@@ -666,3 +667,12 @@ _DELTA_FIELDS = {
     # (fx:pydantic-ai/test_tool_use_failed_error_streaming.yaml).
     "channel": OpenAIChatAdapter._ignore,
 }
+
+
+# What the gateway, the simulator and the registry know of this API (adapters/api_facts.py):
+# no object to read back, cancel or resume (§12); SSE events without an ``event:`` line.
+FACTS = ApiFacts(
+    api=OpenAIChatAdapter.api, provider=OpenAIChatAdapter.default_provider,
+    config_provider="openai", auth_headers=bearer_auth,
+    sse_content_type="text/event-stream; charset=utf-8",
+)

@@ -44,6 +44,13 @@ from typing import Any, ClassVar
 import orjson
 
 from modelevents.adapters.accumulate import Parts
+from modelevents.adapters.api_facts import (
+    ApiFacts,
+    FollowUp,
+    Webhooks,
+    bearer_auth,
+    body_field_cursor,
+)
 from modelevents.adapters.base import DONE, Adapter, is_done, json_text, json_valid, stable_id
 from modelevents.adapters.encodings import decode_base64
 from modelevents.adapters.provider_errors import classify_error
@@ -1361,3 +1368,20 @@ class OpenAIResponsesAdapter(Adapter):
         "mcp_approval_request": _sync_approval_request,
         "mcp_approval_response": _sync_approval_response,
     }
+
+
+# What the gateway, the simulator and the registry know of this API (adapters/api_facts.py).
+FACTS = ApiFacts(
+    api=OpenAIResponsesAdapter.api, provider=OpenAIResponsesAdapter.default_provider,
+    config_provider="openai", auth_headers=bearer_auth,
+    # §9: only background responses can be cancelled or streamed again.
+    follow_up=FollowUp(get="/v1/responses/{id}", cancel="/v1/responses/{id}/cancel",
+                       resume_param="starting_after", resume_background_only=True),
+    terminal_statuses=frozenset(TERMINAL_STATUSES),
+    # §9: a stream resumes after its events' sequence_number.
+    stream_cursor=body_field_cursor("sequence_number", sse_id_first=False),
+    stream_object_key="response", sse_event_field="type",
+    sse_content_type="text/event-stream; charset=utf-8",
+    # §11.1: response.* payloads are thin (data.id only): the gateway fetches the response.
+    webhooks=Webhooks(provider="openai", fetch_prefix="response."),
+)

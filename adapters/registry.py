@@ -23,9 +23,18 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from modelevents.adapters import (
+    anthropic_messages,
+    gemini_generate,
+    gemini_interactions,
+    openai_chat,
+    openai_responses,
+)
 from modelevents.adapters.anthropic_messages import AnthropicMessagesAdapter
+from modelevents.adapters.api_facts import ApiFacts
 from modelevents.adapters.base import Adapter
 from modelevents.adapters.cassette import Interaction, looks_like_cassette, read_cassette
+from modelevents.adapters.errors import UnknownApi
 from modelevents.adapters.framing import detect_framing, frames_from_bytes, gc_paused
 from modelevents.adapters.gemini_generate import GeminiGenerateAdapter
 from modelevents.adapters.gemini_interactions import GeminiInteractionsAdapter
@@ -43,6 +52,12 @@ ADAPTERS: dict[str, type[Adapter]] = {
     "gemini-generate": GeminiGenerateAdapter,
     "gemini-interactions": GeminiInteractionsAdapter,
 }
+
+# What the gateway, the simulator and the registry know of each API (adapters/api_facts.py),
+# declared in the API's own module.
+API_FACTS: dict[str, ApiFacts] = {facts.api: facts for facts in (
+    openai_responses.FACTS, openai_chat.FACTS, anthropic_messages.FACTS, gemini_generate.FACTS,
+    gemini_interactions.FACTS)}
 
 # Unambiguous short names.
 ALIASES: dict[str, str] = {
@@ -112,6 +127,21 @@ def resolve_api(choice: str) -> tuple[str, ...]:
     if choice == "auto":
         return tuple(ADAPTERS)
     raise DetectionError(f"unknown provider API {choice!r}; {_choices_hint()}")
+
+
+def api_facts(api: str) -> ApiFacts:
+    """The facts of provider API ``api`` (a ModelEvent.api name, e.g. ``openai-responses``)."""
+    try:
+        return API_FACTS[api]
+    except KeyError:
+        raise UnknownApi(f"no provider API named {api!r}; the known APIs are "
+                         f"{', '.join(API_FACTS)} (adapters/registry.py registers them)") from None
+
+
+def webhook_api(provider: str) -> ApiFacts | None:
+    """The API whose objects the webhooks at ``/webhooks/{provider}`` name (None: none)."""
+    return next((facts for facts in API_FACTS.values()
+                 if facts.webhooks is not None and facts.webhooks.provider == provider), None)
 
 
 def api_for_uri(uri: str | None) -> str | None:

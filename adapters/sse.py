@@ -43,7 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from modelevents.adapters.limits import InputLimitError, current_limits
+from modelevents.adapters.errors import InputLimitError
+from modelevents.adapters.limits import current_limits
 
 _BOM = b"\xef\xbb\xbf"
 # One event of an `event:` line, one `data:` line and the blank line (one optional space after

@@ -12,6 +12,8 @@ errors in that layer's ``errors`` module, drawn there.
     ├── InputError                   input the user gave cannot be read (file, framing, provider)
     │   ├── FramingError             bytes are not SSE / JSON lines / a JSON array / a JSON object
     │   ├── DetectionError           no adapter recognises the input; name --provider
+    │   │   └── UnknownApi           a provider API name no adapter is registered for
+    │   │                                                        (adapters/errors.py)
     │   ├── InvalidId                a run/stream/webhook id holds what ids may not
     │   ├── InputLimitError, RenderError                                 (adapters/errors.py)
     │   ├── CapabilityRejected, UnknownScenario                          (services/errors.py)

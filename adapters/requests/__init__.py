@@ -15,6 +15,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from modelevents.adapters.errors import RenderError
 from modelevents.adapters.requests import (
     anthropic_messages,
     gemini_generate,
@@ -22,7 +23,7 @@ from modelevents.adapters.requests import (
     openai_chat,
     openai_responses,
 )
-from modelevents.adapters.requests.base import Endpoint, RenderError, WireRequest
+from modelevents.adapters.requests.base import Endpoint, WireRequest
 from modelevents.schemas.transcript import NeutralRequest
 
 RENDERERS: dict[str, ModuleType] = {
@@ -31,7 +32,7 @@ RENDERERS: dict[str, ModuleType] = {
                    gemini_generate)
 }
 
-__all__ = ["RENDERERS", "Endpoint", "RenderError", "WireRequest", "build", "render"]
+__all__ = ["RENDERERS", "Endpoint", "WireRequest", "build", "render"]
 
 
 def build(request: NeutralRequest, api: str, model: str, *, stream: bool,

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelevents.adapters.requests.base import Endpoint, RenderError, decoded_text, replayable
+from modelevents.adapters.errors import RenderError
+from modelevents.adapters.requests.base import Endpoint, decoded_text, replayable
 from modelevents.schemas.transcript import (
     FilePart,
     ImagePart,
@@ -118,7 +119,8 @@ def _block(part: Any, where: str, provider: str, model: str) -> dict[str, Any] |
         if part.encrypted_content:
             return {"type": "redacted_thinking", "data": part.encrypted_content}
         return None  # unsigned thinking cannot be sent back (ThinkingBlockParam needs one)
-    raise RenderError(f"{where}: a {part.type} part has no Messages API form")
+    raise RenderError(f"{where}: a {part.type} part has no Messages API form; drop it or "
+                      "target an API that carries it")
 
 
 def _document(part: FilePart, where: str) -> dict[str, Any]:

@@ -21,12 +21,7 @@ from typing import Any
 
 import orjson
 
-from modelevents.schemas.errors import InputError
 from modelevents.schemas.transcript import Origin, ToolCallPart
-
-
-class RenderError(InputError):
-    """The neutral request holds something the target API cannot carry; says what to change."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,8 @@ import base64
 import mimetypes
 from typing import Any
 
-from modelevents.adapters.requests.base import Endpoint, RenderError, replayable
+from modelevents.adapters.errors import RenderError
+from modelevents.adapters.requests.base import Endpoint, replayable
 from modelevents.schemas.transcript import (
     FilePart,
     ImagePart,
@@ -115,7 +116,8 @@ def _part(part: Any, where: str, provider: str, model: str) -> dict[str, Any] | 
     if isinstance(part, ToolCallPart):
         if part.raw_arguments is not None:
             raise RenderError(f"{where}: tool call {part.tool_call_id!r} has arguments that are "
-                              "not a JSON object, which functionCall.args cannot carry")
+                              "not a JSON object, which functionCall.args cannot carry; answer it with an "
+                              "error function response and drop the call, or fix arguments")
         out: dict[str, Any] = {"functionCall": {"name": part.tool_name, "args": part.arguments,
                                                 "id": part.tool_call_id}}
         if part.signature and replayable(part.signature.origin, provider, API, model):

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelevents.adapters.requests.base import Endpoint, RenderError, replayable
+from modelevents.adapters.errors import RenderError
+from modelevents.adapters.requests.base import Endpoint, replayable
 from modelevents.schemas.transcript import (
     FilePart,
     ImagePart,
@@ -75,7 +76,8 @@ def render(request: NeutralRequest, model: str, *, stream: bool,
             if isinstance(part, ToolCallPart):
                 if part.raw_arguments is not None:
                     raise RenderError(f"transcript[{m_index}]: tool call {part.tool_call_id!r} "
-                                      "has arguments that are not a JSON object")
+                                      "has arguments that are not a JSON object, which a function_call step "
+                                      "cannot carry; drop the call or fix its arguments")
                 steps.append({"type": "function_call", "id": part.tool_call_id,
                               "name": part.tool_name, "arguments": part.arguments})
             elif isinstance(part, ToolResultPart):
@@ -131,4 +133,5 @@ def _content(part: Any, where: str) -> dict[str, Any]:
         if part.media_type:
             content["mime_type"] = part.media_type
         return content
-    raise RenderError(f"{where}: a {part.type} part cannot be user input")
+    raise RenderError(f"{where}: a {part.type} part cannot be user input; move it to an "
+                      "assistant or tool message, or drop it")

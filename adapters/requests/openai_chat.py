@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelevents.adapters.requests.base import Endpoint, RenderError, arguments_text, data_url
+from modelevents.adapters.errors import RenderError
+from modelevents.adapters.requests.base import Endpoint, arguments_text, data_url
 from modelevents.schemas.transcript import (
     FilePart,
     ImagePart,
@@ -116,4 +117,5 @@ def _user_part(part: Any, where: str) -> dict[str, Any]:
         if part.filename:
             file["filename"] = part.filename
         return {"type": "file", "file": file}
-    raise RenderError(f"{where}: a {part.type} part cannot be user input")
+    raise RenderError(f"{where}: a {part.type} part cannot be user input; move it to an "
+                      "assistant or tool message, or drop it")

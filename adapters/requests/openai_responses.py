@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from modelevents.adapters.errors import RenderError
 from modelevents.adapters.requests.base import (
     Endpoint,
-    RenderError,
     arguments_text,
     data_url,
     replayable,
@@ -132,7 +132,8 @@ def _user_part(part: Any, where: str) -> dict[str, Any]:
         if part.filename and "filename" not in item:
             item["filename"] = part.filename
         return item
-    raise RenderError(f"{where}: a {part.type} part cannot be user input")
+    raise RenderError(f"{where}: a {part.type} part cannot be user input; move it to an "
+                      "assistant or tool message, or drop it")
 
 
 def _reasoning(part: ReasoningPart, provider: str, model: str) -> dict[str, Any] | None:

@@ -73,6 +73,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from modelevents.adapters.registry import API_FACTS
 from modelevents.schemas.errors import ConfigError, InvalidId
 from modelevents.schemas.ids import check_id
 from modelevents.schemas.limits import MAX_RECORD_BYTES
@@ -96,8 +97,10 @@ PROVIDERS: dict[str, dict[str, Any]] = {
 }
 WEBHOOK_PROVIDERS = tuple(name for name, entry in PROVIDERS.items() if entry["secret"])
 _DEFAULT_BASE_URLS = frozenset(entry["default_base_url"] for entry in PROVIDERS.values())
-# Provider names of events and the capability manifest that differ from the config's.
-_PROVIDER_ALIASES = {"google": "gemini"}
+# Provider names of events and the capability manifest that differ from the config's (the APIs'
+# facts name both).
+_PROVIDER_ALIASES = {facts.provider: facts.config_provider for facts in API_FACTS.values()
+                     if facts.provider != facts.config_provider}
 
 
 def _check_tenant(tenant: str) -> str:

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 import httpx
 
+from modelevents.adapters.registry import api_facts
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
-from modelevents.services.gateway.config import GatewayConfig
+from modelevents.services.gateway.config import PROVIDERS, GatewayConfig
 from modelevents.services.gateway.provider_http import retryable
 
 __all__ = ["FetchJob", "Fetcher", "fetch_target"]
@@ -48,15 +49,13 @@ class FetchJob:
     run_key: str
 
 
-def fetch_target(provider: str, event_type: str, object_id: str | None) -> bool:
-    """Does this webhook name an object whose content the gateway should fetch?"""
-    if not object_id:
-        return False
-    if provider == "openai":
-        return event_type.startswith("response.")
-    if provider == "gemini":
-        return event_type.startswith("interaction.")
-    return False
+def fetch_target(api: str, event_type: str, object_id: str | None) -> bool:
+    """Does this webhook about ``api``'s objects name one whose content the gateway should
+    fetch? (The API's ``Webhooks.fetch_prefix``: OpenAI ``response.*``, Gemini
+    ``interaction.*``.)"""
+    facts = api_facts(api)
+    return (bool(object_id) and facts.webhooks is not None and facts.follow_up.get is not None
+            and event_type.startswith(facts.webhooks.fetch_prefix))
 
 
 class Fetcher:
@@ -91,17 +90,16 @@ class Fetcher:
         provider = self.config.provider(job.provider)
         if provider is None or provider.api_key is None:
             return None
-        key = provider.api_key.get_secret_value()
-        if job.provider == "openai":
-            return (f"{provider.base_url}/v1/responses/{job.object_id}",
-                    {"authorization": f"Bearer {key}"})
-        return (f"{provider.base_url}/v1beta/interactions/{job.object_id}",
-                {"x-goog-api-key": key})
+        facts = api_facts(job.api)
+        assert facts.follow_up.get is not None  # fetch_target: an API that reads objects back
+        path = facts.follow_up.get.format(id=job.object_id)
+        return (f"{provider.base_url}{path}",
+                facts.auth_headers(provider.api_key.get_secret_value()))
 
     async def _run(self, job: FetchJob) -> None:
         request = self._request(job)
         if request is None:
-            env = "OPENAI_API_KEY" if job.provider == "openai" else "GEMINI_API_KEY"
+            env = PROVIDERS[job.provider]["api_key"][0]
             log.warning("webhook %s names %s %s, but no %s API key is configured (set %s or "
                         "providers.%s.api_key): not fetched", job.webhook_id, job.provider,
                         job.object_id, job.provider, env, job.provider)
@@ -140,7 +138,7 @@ class Fetcher:
         kept = {h: response.headers[h] for h in _KEPT_RESPONSE_HEADERS if h in response.headers}
         frame = ProviderFrame(
             frame_id=f"poll:{job.object_id}:{job.webhook_id}", run_key=job.run_key,
-            provider=_PROVIDER_NAME[job.provider], api=job.api, transport="poll",
+            provider=api_facts(job.api).provider, api=job.api, transport="poll",
             received_at=int(time.time() * 1000),
             content_type=response.headers.get("content-type", "application/json"),
             body=response.content, tenant=job.tenant, headers=kept, http_status=status)
@@ -152,7 +150,3 @@ class Fetcher:
 
 class _Permanent(Exception):
     """A provider answer that retrying cannot change (404, 401 ...)."""
-
-
-# The provider named on frames and events (adapters' default_provider).
-_PROVIDER_NAME = {"openai": "openai", "gemini": "google"}

@@ -32,12 +32,11 @@ import time
 from dataclasses import replace
 from typing import Any, Literal
 
-from modelevents.adapters.registry import ADAPTERS
+from modelevents.adapters.registry import ADAPTERS, api_facts
 from modelevents.schemas.run_input import RunInput, canonical_request, request_fingerprint
 from modelevents.schemas.run_input_pieces import PacketAssembler, is_packet_key
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services.gateway.config import GatewayConfig
-from modelevents.services.gateway.provider_http import FOLLOW_UPS
 from modelevents.services.gateway.redaction import Redactor
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
@@ -68,9 +67,8 @@ class InputPackets:
         request = canonical_request(clean)
         now = _now_ms()
         adapter = ADAPTERS[api]
-        follow_up = FOLLOW_UPS.get(api)
         cancellable = (origin == "gateway" and neutral.background
-                       and follow_up is not None and follow_up.cancel is not None)
+                       and api_facts(api).follow_up.cancel is not None)
         return RunInput(
             run_id=run_id, tenant=tenant, origin=origin, call=call, revision=0, recorded_at=now,
             request=request, fingerprint=request_fingerprint(request),

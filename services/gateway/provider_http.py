@@ -1,16 +1,13 @@
 """How the gateway talks HTTP to the providers: endpoints, credentials, retries.
 
-One table per concern, read against the references in one glance:
+What the gateway must know of each provider API — the paths to read an object back, to cancel
+it and to resume its stream, and how the API takes its key — is the API's
+:class:`~modelevents.adapters.api_facts.ApiFacts`, declared beside its adapter and read through
+``adapters.registry.api_facts``. Here:
 
-- :data:`FOLLOW_UPS` — per provider API, the path to read an object back, to cancel it, and the
-  query parameter that resumes a cut stream (openai.md §9: ``GET
-  /v1/responses/{id}?stream=true&starting_after=N``, background responses only; gemini.md A2:
-  ``GET /v1beta/interactions/{id}?stream=true&last_event_id=…``). Chat Completions, Claude
-  Messages and generateContent streams cannot be resumed. The create call's path comes with the
-  rendered request (``adapters/requests``).
-- :data:`AUTH_HEADERS` — how each provider takes its API key (openai.md §8, anthropic.md,
-  gemini.md). Keys are :class:`pydantic.SecretStr` in the config; a call holds its key in memory
-  only (not in its repr) until the header is built; nothing here logs a header.
+- :func:`auth_headers` — the headers that carry a call's key (the API's ``auth_headers``). Keys
+  are :class:`pydantic.SecretStr` in the config; a call holds its key in memory only (not in its
+  repr) until the header is built; nothing here logs a header.
 - :func:`send` — one request with the retry policy of the official SDKs (openai.md §8.3:
   network errors, 408, 409, 429 and 5xx are retried with exponential backoff and jitter,
   honouring ``retry-after``/``retry-after-ms``), built on tenacity.
@@ -22,17 +19,17 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from modelevents.adapters.registry import api_facts
 from modelevents.services.errors import ProviderHTTPError
 
-__all__ = ["AUTH_HEADERS", "FOLLOW_UPS", "FollowUp", "ProviderHTTPError", "retryable",
-           "auth_headers", "json_request", "retry_after_seconds", "send"]
+__all__ = ["ProviderHTTPError", "retryable", "auth_headers", "json_request",
+           "retry_after_seconds", "send"]
 
 log = logging.getLogger("modelevents.gateway.provider_http")
 
@@ -45,39 +42,6 @@ def retryable(status: int) -> bool:
     return status in _RETRY_STATUS or status >= 500
 
 MAX_BACKOFF_S = 30.0
-
-
-@dataclass(frozen=True)
-class FollowUp:
-    """What an API offers after the create call (the create call itself is rendered by
-    ``adapters/requests``): read the object back, cancel it, resume its stream."""
-
-    get: str | None = None  # path of the object ({id})
-    cancel: str | None = None  # path that cancels it ({id})
-    resume_param: str | None = None  # GET {get}?stream=true&<param>=<cursor>
-    resume_background_only: bool = False  # only a background call's stream can be resumed
-
-
-FOLLOW_UPS: dict[str, FollowUp] = {
-    # openai.md §9: only background responses can be cancelled or streamed again.
-    "openai-responses": FollowUp(get="/v1/responses/{id}", cancel="/v1/responses/{id}/cancel",
-                                 resume_param="starting_after", resume_background_only=True),
-    "openai-chat": FollowUp(),
-    "anthropic-messages": FollowUp(),
-    "gemini-interactions": FollowUp(get="/v1beta/interactions/{id}",
-                                    cancel="/v1beta/interactions/{id}/cancel",
-                                    resume_param="last_event_id"),
-    "gemini-generate": FollowUp(),
-}
-
-ANTHROPIC_VERSION = "2023-06-01"
-
-AUTH_HEADERS: dict[str, Callable[[str], dict[str, str]]] = {
-    "openai": lambda key: {"authorization": f"Bearer {key}"},
-    "anthropic": lambda key: {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION},
-    "google": lambda key: {"x-goog-api-key": key},
-}
-AUTH_HEADERS["gemini"] = AUTH_HEADERS["google"]  # the config's name and the events' name
 
 
 def retry_after_seconds(response: httpx.Response) -> float | None:
@@ -159,13 +123,14 @@ async def send(client: httpx.AsyncClient, request: httpx.Request, *, provider: s
         raise exc.cause from None  # type: ignore[misc]
 
 
-def auth_headers(provider: str, api_key: str | None) -> dict[str, str]:
-    return AUTH_HEADERS[provider](api_key) if api_key else {}
+def auth_headers(api: str, api_key: str | None) -> dict[str, str]:
+    """The headers that carry ``api_key`` to provider API ``api`` (none without a key)."""
+    return api_facts(api).auth_headers(api_key) if api_key else {}
 
 
-def json_request(client: httpx.AsyncClient, method: str, url: str, *, provider: str,
+def json_request(client: httpx.AsyncClient, method: str, url: str, *, api: str,
                  api_key: str | None, body: Any = None, params: Any = None,
                  stream: bool = False, headers: dict[str, str] | None = None) -> httpx.Request:
     headers = {"accept": "text/event-stream" if stream else "application/json",
-               **(headers or {}), **auth_headers(provider, api_key)}
+               **(headers or {}), **auth_headers(api, api_key)}
     return client.build_request(method, url, json=body, params=params, headers=headers)

@@ -62,24 +62,20 @@ from typing import Any
 import httpx
 import orjson
 
-from modelevents.adapters.limits import InputLimitError
-from modelevents.adapters.registry import ADAPTERS
+from modelevents.adapters.errors import InputLimitError
+from modelevents.adapters.registry import ADAPTERS, api_facts
 from modelevents.adapters.requests import WireRequest
 from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.errors import FollowUpFailed, ProviderHTTPError
-from modelevents.services.gateway.provider_http import FOLLOW_UPS, json_request, send
+from modelevents.services.gateway.provider_http import json_request, send
 
 __all__ = ["CallRunner", "ProviderCall", "CallOutcome", "CallTiming", "FollowUpFailed"]
 
 log = logging.getLogger("modelevents.gateway.runner")
 
-# Object statuses after which nothing more happens without a new request (openai.md §9,
-# gemini.md A3): requires_action waits for tool results.
-TERMINAL_OBJECT_STATUS = frozenset({"completed", "failed", "cancelled", "incomplete",
-                                    "requires_action", "budget_exceeded", "expired"})
 # Resumes in a row without progress (a resume that delivers frames starts the count again).
 MAX_RESUMES = 5
 
@@ -151,7 +147,8 @@ class CallRunner:
     def __init__(self, call: ProviderCall, client: httpx.AsyncClient, publish: Publish,
                  timing: CallTiming | None = None) -> None:
         self.call = call
-        self.follow_up = FOLLOW_UPS[call.api]
+        self.facts = api_facts(call.api)
+        self.follow_up = self.facts.follow_up
         self.client = client
         self._publish = publish
         self.timing = timing or CallTiming()
@@ -309,7 +306,7 @@ class CallRunner:
         if follow_up.resume_background_only and not self.call.background:
             return None
         url = self._url(follow_up.get.format(id=self.outcome.object_id))  # type: ignore[union-attr]
-        return json_request(self.client, "GET", url, provider=self.call.provider,
+        return json_request(self.client, "GET", url, api=self.call.api,
                             api_key=self.call.api_key, stream=True,
                             headers=self.call.wire.endpoint.headers,
                             params={"stream": "true", follow_up.resume_param: self._cursor})
@@ -377,7 +374,7 @@ class CallRunner:
 
     async def _follow_up(self, method: str, url: str, what: str) -> httpx.Response:
         """A poll or cancel: its 2xx answer is published; an error raises FollowUpFailed."""
-        request = json_request(self.client, method, url, provider=self.call.provider,
+        request = json_request(self.client, method, url, api=self.call.api,
                                api_key=self.call.api_key)
         async with self._follow_ups:
             try:
@@ -407,7 +404,7 @@ class CallRunner:
             status = doc.get("status")
             if isinstance(status, str):
                 self.outcome.status = status
-                self.outcome.completed = status in TERMINAL_OBJECT_STATUS
+                self.outcome.completed = status in self.facts.terminal_statuses
 
     async def _publish_error_body(self, exc: ProviderHTTPError) -> None:
         """The create call's error answer (not yet published) as a poll frame."""
@@ -462,7 +459,7 @@ class CallRunner:
                 self._learned_object_id(object_id)
         if frame.transport == "sse":
             self._last_stream_frame = frame
-            cursor = _cursor_of(self.call.api, frame)
+            cursor = self.facts.stream_cursor(frame.cursor, frame.body)
             if cursor is not None:
                 self._cursor = cursor
             self.outcome.completed = self.outcome.completed or self._adapter.stream_complete
@@ -486,32 +483,12 @@ class CallRunner:
     def _create_request(self, *, stream: bool) -> httpx.Request:
         endpoint = self.call.wire.endpoint
         return json_request(self.client, endpoint.method, self._url(endpoint.path),
-                            provider=self.call.provider, api_key=self.call.api_key,
+                            api=self.call.api, api_key=self.call.api_key,
                             body=self.call.wire.body, params=endpoint.query or None,
                             headers=endpoint.headers, stream=stream)
 
     def _url(self, path: str) -> str:
         return self.call.base_url.rstrip("/") + path
-
-
-def _cursor_of(api: str, frame: ProviderFrame) -> str | None:
-    """The provider's resume cursor of a stream frame (openai.md §9: ``sequence_number``;
-    gemini.md A2: the event id — the SSE ``id`` when the stream sets one)."""
-    if api == "openai-responses":
-        try:
-            seq = orjson.loads(frame.body).get("sequence_number")
-        except (orjson.JSONDecodeError, AttributeError):
-            return None
-        return str(seq) if isinstance(seq, int) else None
-    if api == "gemini-interactions":
-        if frame.cursor:
-            return frame.cursor
-        try:
-            event_id = orjson.loads(frame.body).get("event_id")
-        except (orjson.JSONDecodeError, AttributeError):
-            return None
-        return event_id if isinstance(event_id, str) and event_id else None
-    return frame.cursor
 
 
 def _kept_headers(response: httpx.Response) -> dict[str, str]:

@@ -63,7 +63,9 @@ import orjson
 from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from modelevents.adapters.requests import Endpoint, RenderError, WireRequest, build
+from modelevents.adapters.errors import RenderError
+from modelevents.adapters.registry import API_FACTS
+from modelevents.adapters.requests import Endpoint, WireRequest, build
 from modelevents.schemas.errors import InvalidId
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.ids import check_id, new_call_tag
@@ -76,7 +78,6 @@ from modelevents.services.gateway.followers import json_default, sse_event
 from modelevents.services.gateway.health import readiness
 from modelevents.services.gateway.input_packets import InputPackets, latest_packet, packet_summary
 from modelevents.services.gateway.problems import problem_response
-from modelevents.services.gateway.provider_http import FOLLOW_UPS
 from modelevents.services.gateway.router import route
 from modelevents.services.gateway.run_views import run_history
 from modelevents.services.gateway.runner import CallRunner, CallTiming, ProviderCall
@@ -90,8 +91,8 @@ router = APIRouter(tags=["runs"])
 
 MAX_IDEMPOTENCY_KEY = 255
 MAX_CORRELATION_ID = 255
-# The APIs whose provider objects a GET reads back (provider_http.FOLLOW_UPS).
-READ_BACK_APIS = frozenset(api for api, follow_up in FOLLOW_UPS.items() if follow_up.get)
+# The APIs whose provider objects a GET reads back (their ApiFacts' follow_up.get).
+READ_BACK_APIS = frozenset(api for api, facts in API_FACTS.items() if facts.follow_up.get)
 
 
 def _error(status: int, message: str, code: str | None = None, headers: dict[str, str] | None

@@ -75,6 +75,7 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordTooLarge
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from modelevents.adapters.registry import webhook_api
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.ids import MAX_ID_LENGTH, is_valid_id
@@ -97,11 +98,6 @@ router = APIRouter(tags=["webhooks"])
 
 KEPT_HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature", "user-agent")
 
-# provider (URL) → (API of the frames, provider named on frames and events)
-PROVIDER_API: dict[str, tuple[str, str]] = {
-    "openai": ("openai-responses", "openai"),
-    "gemini": ("gemini-interactions", "google"),
-}
 
 
 def verify_signature(headers: Mapping[str, str], body: bytes, keys: list[bytes], *,
@@ -139,20 +135,17 @@ def verify_signature(headers: Mapping[str, str], body: bytes, keys: list[bytes],
 
 
 def webhook_object(provider: str, doc: Any) -> tuple[str, str | None]:
-    """``(event type, provider object id)`` a webhook payload names (openai.md §11.1: ``data.id``;
-    Gemini: ``data.id`` or ``data.interaction.id``, the shape the interactions adapter reads)."""
+    """``(event type, provider object id)`` a webhook payload names: where the id is, is the
+    webhooks' fact of the API they are about (``Webhooks.object_id``; openai.md §11.1:
+    ``data.id``)."""
     if not isinstance(doc, dict):
         return "", None
     event_type: str = doc["type"] if isinstance(doc.get("type"), str) else ""
     data = doc.get("data")
     if not isinstance(data, dict):
         return event_type, None
-    object_id = data.get("id")
-    if provider == "gemini" and not isinstance(object_id, str):
-        interaction = data.get("interaction")
-        if isinstance(interaction, dict):
-            object_id = interaction.get("id")
-        object_id = object_id if isinstance(object_id, str) else data.get("interaction_id")
+    facts = webhook_api(provider)
+    object_id = facts.webhooks.object_id(data) if facts and facts.webhooks else data.get("id")
     return event_type, object_id if isinstance(object_id, str) and object_id else None
 
 
@@ -256,14 +249,15 @@ def _frame_of(gateway: Gateway, provider: str, tenant: str, webhook_id: str,
     # partition behind the run's own frames, whatever the processor has read of them yet.
     run_key = ((object_id and gateway.run_of_object(object_id, tenant)) or object_id
                or webhook_id)
-    api, provider_name = PROVIDER_API[provider]
+    facts = webhook_api(provider)
+    assert facts is not None  # WEBHOOK_PROVIDERS are the providers of APIs with webhooks
     frame = ProviderFrame(
-        frame_id=webhook_id, run_key=run_key, provider=provider_name, api=api,
+        frame_id=webhook_id, run_key=run_key, provider=facts.provider, api=facts.api,
         transport="webhook", received_at=int(time.time() * 1000),
         content_type=headers.get("content-type") or "application/json", body=body,
         tenant=tenant, headers={h: headers[h] for h in KEPT_HEADERS if h in headers})
-    job = (FetchJob(provider, tenant, api, object_id, webhook_id, run_key)
-           if object_id and fetch_target(provider, event_type, object_id) else None)
+    job = (FetchJob(provider, tenant, facts.api, object_id, webhook_id, run_key)
+           if object_id and fetch_target(facts.api, event_type, object_id) else None)
     return frame, job
 
 

@@ -41,6 +41,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
+from modelevents.adapters.registry import api_facts
 from modelevents.schemas.errors import ConfigError, InputError
 from modelevents.services.errors import UnknownScenario
 from modelevents.services.simulator import provider_http as http
@@ -261,7 +262,7 @@ class Simulator:
         headers["cache-control"] = "no-cache"
         return StreamingResponse(
             _body_chunks([f.raw for f in frames], knobs, random.Random(seed)),
-            headers=headers, media_type=content_type or http.SSE_CONTENT_TYPE[call.api])
+            headers=headers, media_type=content_type or api_facts(call.api).sse_content_type)
 
     def stream_or_error(self, call: Call, recording: Recording,
                         frames: list[WireFrame] | None = None) -> Response:

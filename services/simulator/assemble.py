@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from modelevents.adapters.registry import api_facts
+
 _OPENAI_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
 
@@ -29,13 +31,12 @@ def complete_object(api: str, payloads: list[Any]) -> dict | None:
 
 def first_object(api: str, payloads: list[Any]) -> dict | None:
     """The provider object as the first frame announces it (a background run's queued state)."""
+    key = api_facts(api).stream_object_key
+    if key is None:
+        return None
     for doc in payloads:
-        if not isinstance(doc, dict):
-            continue
-        if api == "openai-responses" and isinstance(doc.get("response"), dict):
-            return copy.deepcopy(doc["response"])
-        if api == "gemini-interactions" and isinstance(doc.get("interaction"), dict):
-            return copy.deepcopy(doc["interaction"])
+        if isinstance(doc, dict) and isinstance(doc.get(key), dict):
+            return copy.deepcopy(doc[key])
     return None
 
 

@@ -33,9 +33,10 @@ from modelevents.adapters.framing import (
     frames_from_bytes,
     json_lines,
 )
-from modelevents.adapters.registry import api_for_uri, decoded_docs, detect_api
+from modelevents.adapters.registry import api_facts, api_for_uri, decoded_docs, detect_api
 from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.errors import InputError
+from modelevents.services.simulator.provider_http import ENVELOPES, envelope
 
 # The APIs the simulator serves, named as the adapters name them.
 STREAM_APIS = ("openai-responses", "openai-chat", "anthropic-messages", "gemini-generate",
@@ -43,19 +44,6 @@ STREAM_APIS = ("openai-responses", "openai-chat", "anthropic-messages", "gemini-
 
 # An SSE message ends at a blank line; CRLF, LF and CR line ends all occur (Gemini uses CRLF).
 _MESSAGE_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
-
-# Claude's error types → HTTP status (docs.anthropic.com/en/api/errors).
-_ANTHROPIC_ERROR_STATUS = {
-    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
-    "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
-    "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
-}
-# OpenAI error types/codes → HTTP status (reference/openai.md §8).
-_OPENAI_ERROR_STATUS = {
-    "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
-    "not_found_error": 404, "rate_limit_exceeded": 429, "insufficient_quota": 429,
-    "requests": 429, "tokens": 429, "server_error": 500, "service_unavailable": 503,
-}
 
 
 @dataclass(slots=True)
@@ -161,7 +149,7 @@ def _sse_frame(raw: bytes, api: str) -> WireFrame:
         return WireFrame(raw, None, None)
     message = messages[-1]
     payload = _loads(message.data)
-    return WireFrame(raw, payload, cursor_of(payload, api) or message.id)
+    return WireFrame(raw, payload, api_facts(api).stream_cursor(message.id, message.data))
 
 
 def frame_payload(payload: bytes, api: str) -> WireFrame:
@@ -170,26 +158,13 @@ def frame_payload(payload: bytes, api: str) -> WireFrame:
     if (b"\n" in payload or b"\r" in payload) and doc is not None:
         # Pretty-printed elements of a JSON array: providers send one line per SSE data field.
         payload = orjson.dumps(doc)
-    if api == "openai-chat":
-        raw = b"data: " + payload + b"\n\n"
-    elif api == "gemini-generate":
-        raw = b"data: " + payload + b"\r\n\r\n"
-    else:
-        name = doc.get("event_type" if api == "gemini-interactions" else "type") \
-            if isinstance(doc, dict) else None
-        raw = (b"event: " + str(name).encode() + b"\n" if name else b"") \
-            + b"data: " + payload + b"\n\n"
-    return WireFrame(raw, doc, cursor_of(doc, api))
-
-
-def cursor_of(payload: Any, api: str) -> str | None:
-    if not isinstance(payload, dict):
-        return None
-    if api == "openai-responses" and isinstance(payload.get("sequence_number"), int):
-        return str(payload["sequence_number"])
-    if api == "gemini-interactions" and payload.get("event_id"):
-        return str(payload["event_id"])
-    return None
+    facts = api_facts(api)
+    end = facts.sse_line_end
+    name = doc.get(facts.sse_event_field) \
+        if facts.sse_event_field is not None and isinstance(doc, dict) else None
+    raw = (b"event: " + str(name).encode() + end if name else b"") \
+        + b"data: " + payload + end + end
+    return WireFrame(raw, doc, facts.stream_cursor(None, payload))
 
 
 def error_status(raw: bytes, api: str) -> int:
@@ -202,12 +177,9 @@ def error_status(raw: bytes, api: str) -> int:
         return 500
     if isinstance(error.get("code"), int) and 400 <= error["code"] < 600:  # Google, vLLM
         return error["code"]
-    if api == "anthropic-messages" or doc.get("type") == "error":
-        return _ANTHROPIC_ERROR_STATUS.get(str(error.get("type")), 500)
-    for key in (error.get("code"), error.get("type")):
-        if key in _OPENAI_ERROR_STATUS:
-            return _OPENAI_ERROR_STATUS[key]
-    return 500
+    if doc.get("type") == "error":  # Anthropic's error body, at whichever API it was recorded
+        return ENVELOPES["anthropic"].error_status(error)
+    return envelope(api).error_status(error)
 
 
 def _loads(data: bytes) -> Any:

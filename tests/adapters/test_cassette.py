@@ -11,8 +11,9 @@ import orjson
 import pytest
 
 from modelevents.adapters.cassette import looks_like_cassette, read_cassette
+from modelevents.adapters.errors import InputLimitError
 from modelevents.adapters.framing import detect_framing
-from modelevents.adapters.limits import InputLimitError, InputLimits, using_limits
+from modelevents.adapters.limits import InputLimits, using_limits
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas.errors import InputError
 from tests.adapters.bombs import (
@@ -163,7 +164,7 @@ def _read_in_capped_process(path: Path) -> str:
     """read_cassette(path) in a subprocess capped at MEMORY_CAP; what it raised, or 'read'."""
     program = ("import sys\n"
                "from modelevents.adapters.cassette import read_cassette\n"
-               "from modelevents.adapters.limits import InputLimitError\n"
+               "from modelevents.adapters.errors import InputLimitError\n"
                "try:\n"
                "    read_cassette(sys.argv[1])\n"
                "    print('read')\n"

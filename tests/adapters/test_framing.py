@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from modelevents.adapters.errors import InputLimitError
 from modelevents.adapters.framing import JSONArraySplitter, detect_framing, frames_from_bytes
-from modelevents.adapters.limits import InputLimitError, InputLimits, using_limits
+from modelevents.adapters.limits import InputLimits, using_limits
 from modelevents.schemas.errors import FramingError
 from tests.corpus import corpus_files, corpus_id, require_corpus
 

@@ -14,7 +14,8 @@ import copy
 
 import pytest
 
-from modelevents.adapters.requests import RENDERERS, RenderError, build
+from modelevents.adapters.errors import RenderError
+from modelevents.adapters.requests import RENDERERS, build
 from modelevents.adapters.requests.gemini_generate import SKIP_SIGNATURE_CHECK
 from modelevents.schemas.transcript import NeutralRequest
 

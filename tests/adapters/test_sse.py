@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelevents.adapters.limits import InputLimitError, InputLimits, using_limits
+from modelevents.adapters.errors import InputLimitError
+from modelevents.adapters.limits import InputLimits, using_limits
 from modelevents.adapters.sse import SSEDecoder, SSEMessage
 
 BOM = b"\xef\xbb\xbf"
