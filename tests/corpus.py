@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CORPUS_DIR = (REPO_ROOT.parent / "shared" / "fixtures").resolve()
+from tests.paths import CORPUS_DIR
 
 # Documentation, not recordings.
 _NOT_RECORDINGS = {"SOURCES.md", "README.md"}

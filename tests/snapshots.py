@@ -2,13 +2,16 @@
 
 A snapshot is JSON lines of neutral events (``modelevents.adapters.conformance``: kind + payload
 fields, no ids, envelopes or sources, media summarised), so it changes only when the meaning of
-the output changes. Where it lives:
+the output changes. One naming scheme, ``<api>/<what>``, and the test names the file itself
+(``assert_matches_snapshot(path, events)``; the folders are in tests/paths.py):
 
-- a snapshot of one of the project's recordings, ``tests/fixtures/<api>/<file>``, is that
-  recording's expected events file in the conformance suite, ``tests/expected/<api>/<file>``
-  ``.expected.jsonl`` — the one copy both these tests and ``modelevents conformance`` read. Its
-  name is ``<prefix><stem of file>`` with the prefix of ``_API_PREFIXES``.
-- any other snapshot (an inline stream, a corpus file) is ``tests/snapshots/<name>.jsonl``.
+- the snapshot of one of the project's recordings, ``tests/fixtures/<api>/<file>``, is that
+  recording's expected events file in the conformance suite, ``expected_of(recording)`` =
+  ``tests/expected/<api>/<file>.expected.jsonl`` — the one copy both the adapter tests and
+  ``modelevents conformance`` read (the command reads it there, so it stays there);
+- any other snapshot lives beside the tests that own it, ``<tests folder>/snapshots/<api>/``
+  ``<what>.jsonl``: a corpus recording's in tests/conformance/snapshots/ (``<what>`` named for
+  the corpus file), an inline stream's in tests/adapters/snapshots/ (named for what it shows).
 
 Both are compared as the conformance command compares (differences named by event and field;
 minted ``mev_`` ids up to a consistent renaming). Write or rewrite with
@@ -31,21 +34,10 @@ from modelevents.adapters.conformance import (
     render_expected,
 )
 from modelevents.schemas.events import ModelEvent
+from tests.paths import EXPECTED, FIXTURES
 
-TESTS_DIR = Path(__file__).resolve().parent
-SNAPSHOT_DIR = TESTS_DIR / "snapshots"
-FIXTURE_DIR = TESTS_DIR / "fixtures"
-EXPECTED_DIR = TESTS_DIR / "expected"
+SNAPSHOT_SUFFIX = ".jsonl"
 _MAX_DIFFERENCES = 30
-
-# How the adapter tests name the snapshot of a recording in tests/fixtures/<api>/.
-_API_PREFIXES = {
-    "anthropic_messages-": "anthropic-messages",
-    "gemini_generate.": "gemini-generate",
-    "gemini_interactions-": "gemini-interactions",
-    "openai_chat__": "openai-chat",
-    "openai_responses__": "openai-responses",
-}
 
 
 def event_projection(event: ModelEvent) -> dict[str, Any]:
@@ -61,31 +53,16 @@ def _update_requested() -> bool:
     return os.environ.get("UPDATE_SNAPSHOTS", "").lower() not in ("", "0", "false", "no")
 
 
-def _recording_of(name: str) -> Path | None:
-    for prefix, api in _API_PREFIXES.items():
-        if name.startswith(prefix):
-            stem = name[len(prefix):]
-            folder = FIXTURE_DIR / api
-            matches = sorted(folder.glob(f"{stem}.*")) if folder.is_dir() else []
-            matches = [p for p in matches if p.stem == stem and p.is_file()]
-            if len(matches) == 1:
-                return matches[0]
-    return None
+def expected_of(recording: Path) -> Path:
+    """The snapshot of ``tests/fixtures/<api>/<file>``: its conformance expected events file."""
+    relative = recording.resolve().relative_to(FIXTURES)
+    return EXPECTED / relative.parent / (relative.name + EXPECTED_SUFFIX)
 
 
-def snapshot_path(name: str) -> Path:
-    if not name or "/" in name or "\\" in name or name.startswith("."):
-        raise ValueError(f"snapshot name must be a plain file stem, got {name!r}")
-    recording = _recording_of(name)
-    if recording is not None:
-        relative = recording.relative_to(FIXTURE_DIR)
-        return EXPECTED_DIR / relative.parent / (relative.name + EXPECTED_SUFFIX)
-    return SNAPSHOT_DIR / f"{name}.jsonl"
-
-
-def assert_matches_snapshot(name: str, events: list[ModelEvent]) -> None:
-    """Compare ``events`` with the snapshot ``name`` (see above); UPDATE_SNAPSHOTS=1 writes it."""
-    path = snapshot_path(name)
+def assert_matches_snapshot(path: Path, events: list[ModelEvent]) -> None:
+    """Compare ``events`` with the snapshot file ``path`` (see above); UPDATE_SNAPSHOTS=1 writes it."""
+    if not path.name.endswith(SNAPSHOT_SUFFIX) or path.name.startswith("."):
+        raise ValueError(f"a snapshot is a {SNAPSHOT_SUFFIX} file, got {path}")
     actual = [neutral_event(e) for e in events]
     expected = parse_expected(path.read_text(encoding="utf-8"), str(path)) if path.exists() else None
     differences = compare(expected.events, actual) if expected is not None else None

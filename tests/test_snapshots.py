@@ -7,6 +7,7 @@ import pytest
 from modelevents.schemas.events import Envelope, EventSource, Media, ModelEvent, Text
 from tests import snapshots
 from tests.corpus import CORPUS_DIR, corpus_files, require_corpus
+from tests.paths import CONFORMANCE_SNAPSHOTS, EXPECTED, FIXTURES
 
 
 def event(kind, payload) -> ModelEvent:
@@ -21,7 +22,6 @@ EVENTS = [event("text.delta", Text(0, 0, "héllo")),
 
 @pytest.fixture
 def snapshot_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr(snapshots, "SNAPSHOT_DIR", tmp_path)
     monkeypatch.delenv("UPDATE_SNAPSHOTS", raising=False)
     return tmp_path
 
@@ -35,24 +35,25 @@ def test_projection_is_kind_and_payload_only_with_media_summarised():
 
 def test_missing_snapshot_fails_with_instructions(snapshot_dir):
     with pytest.raises(AssertionError, match="UPDATE_SNAPSHOTS=1"):
-        snapshots.assert_matches_snapshot("absent", EVENTS)
+        snapshots.assert_matches_snapshot(snapshot_dir / "absent.jsonl", EVENTS)
 
 
 def test_update_writes_then_matches_then_diff_on_change(snapshot_dir, monkeypatch):
+    two = snapshot_dir / "two.jsonl"
     monkeypatch.setenv("UPDATE_SNAPSHOTS", "1")
-    snapshots.assert_matches_snapshot("two", EVENTS)
-    assert (snapshot_dir / "two.jsonl").read_text(encoding="utf-8") == snapshots.render(EVENTS)
+    snapshots.assert_matches_snapshot(two, EVENTS)
+    assert two.read_text(encoding="utf-8") == snapshots.render(EVENTS)
     monkeypatch.delenv("UPDATE_SNAPSHOTS")
-    snapshots.assert_matches_snapshot("two", EVENTS)
+    snapshots.assert_matches_snapshot(two, EVENTS)
     changed = [event("text.delta", Text(0, 0, "hello"))] + EVENTS[1:]
     with pytest.raises(AssertionError) as info:
-        snapshots.assert_matches_snapshot("two", changed)
+        snapshots.assert_matches_snapshot(two, changed)
     assert 'event 0 (text.delta) text: expected "héllo", got "hello"' in str(info.value)
 
 
-def test_snapshot_names_are_plain_stems():
+def test_a_snapshot_is_a_jsonl_file(snapshot_dir):
     with pytest.raises(ValueError):
-        snapshots.snapshot_path("../escape")
+        snapshots.assert_matches_snapshot(snapshot_dir / "escape.txt", EVENTS)
 
 
 def test_corpus_helpers(monkeypatch):
@@ -72,20 +73,20 @@ def test_corpus_helpers(monkeypatch):
 def test_a_recordings_snapshot_is_its_conformance_expected_file():
     # One copy: the adapter tests' snapshot of tests/fixtures/<api>/<file> is the file that
     # `modelevents conformance` compares that recording with.
-    path = snapshots.snapshot_path("openai_chat__refusal")
-    assert path == snapshots.EXPECTED_DIR / "openai-chat" / "refusal.sse.expected.jsonl"
+    path = snapshots.expected_of(FIXTURES / "openai-chat" / "refusal.sse")
+    assert path == EXPECTED / "openai-chat" / "refusal.sse.expected.jsonl"
     assert path.is_file()
-    assert snapshots.snapshot_path("gemini_generate.tool-call-parallel") == (
-        snapshots.EXPECTED_DIR / "gemini-generate" / "tool-call-parallel.json-array.expected.jsonl")
-    # Not a recording of tests/fixtures: an inline stream or a corpus file keeps its snapshot.
-    assert snapshots.snapshot_path("openai_chat__corpus__openai-python__4cc50a61") == (
-        snapshots.SNAPSHOT_DIR / "openai_chat__corpus__openai-python__4cc50a61.jsonl")
+    assert snapshots.expected_of(FIXTURES / "gemini-generate" / "tool-call-parallel.json-array") == (
+        EXPECTED / "gemini-generate" / "tool-call-parallel.json-array.expected.jsonl")
+    # Not a recording of tests/fixtures: a corpus file's snapshot is beside the tests that own it.
+    assert (CONFORMANCE_SNAPSHOTS / "openai-chat" / "openai-python__4cc50a61.jsonl").is_file()
 
 
 def test_update_keeps_the_replay_line(snapshot_dir, monkeypatch):
-    (snapshot_dir / "replayed.jsonl").write_text(
+    replayed = snapshot_dir / "replayed.jsonl"
+    replayed.write_text(
         '{"replay":{"http_status":429}}\n{"kind":"text.delta","text":"old"}\n', encoding="utf-8")
     monkeypatch.setenv("UPDATE_SNAPSHOTS", "1")
-    snapshots.assert_matches_snapshot("replayed", EVENTS)
-    written = (snapshot_dir / "replayed.jsonl").read_text(encoding="utf-8").splitlines()
+    snapshots.assert_matches_snapshot(replayed, EVENTS)
+    written = replayed.read_text(encoding="utf-8").splitlines()
     assert written[0] == '{"replay":{"http_status":429}}' and len(written) == 1 + len(EVENTS)

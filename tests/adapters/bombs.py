@@ -13,7 +13,8 @@ import resource
 import subprocess
 import sys
 import zlib
-from pathlib import Path
+
+from tests.paths import REPO_ROOT
 
 # Far above what the bounded readers need (~40 MB RSS for the CLI), far below what the bombs
 # expand to (1 GiB and more).
@@ -77,4 +78,4 @@ def _cap_memory() -> None:
 def run_limited(argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
     """``python argv...`` with its address space capped at MEMORY_CAP."""
     return subprocess.run([sys.executable, *argv], capture_output=True, timeout=timeout,
-                          preexec_fn=_cap_memory, cwd=Path(__file__).resolve().parents[2])
+                          preexec_fn=_cap_memory, cwd=REPO_ROOT)

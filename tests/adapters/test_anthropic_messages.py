@@ -8,7 +8,6 @@ Each fixture in tests/fixtures/anthropic-messages/ shows one behaviour the recor
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
 
 import orjson
 
@@ -19,9 +18,11 @@ from modelevents.schemas.events import KIND_PAYLOAD, Elided, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import PIECE_BYTES
 from modelevents.schemas.pieces import assemble, weight
-from tests.snapshots import assert_matches_snapshot
+from tests import paths
+from tests.helpers import feed_all, kinds, of_kind
+from tests.snapshots import assert_matches_snapshot, expected_of
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "anthropic-messages"
+FIXTURES = paths.FIXTURES / "anthropic-messages"
 RUN = "run-test"
 
 
@@ -35,11 +36,7 @@ def frames_of(name: str, **kwargs) -> list[ProviderFrame]:
 
 def run(frames: list[ProviderFrame], adapter: AnthropicMessagesAdapter | None = None
         ) -> list[ModelEvent]:
-    adapter = adapter or AnthropicMessagesAdapter(RUN)
-    events: list[ModelEvent] = []
-    for frame in frames:
-        events += adapter.feed(frame)
-    return events + adapter.close()
+    return feed_all(adapter or AnthropicMessagesAdapter(RUN), frames)
 
 
 def frame(body: bytes | str, index: int, **kwargs) -> ProviderFrame:
@@ -53,14 +50,6 @@ def frame(body: bytes | str, index: int, **kwargs) -> ProviderFrame:
 
 def stream(*docs: dict | bytes) -> list[ProviderFrame]:
     return [frame(d if isinstance(d, bytes) else orjson.dumps(d), i) for i, d in enumerate(docs)]
-
-
-def kinds(events: list[ModelEvent]) -> list[str]:
-    return [e.kind for e in events]
-
-
-def of_kind(events: list[ModelEvent], kind: str) -> list:
-    return [e.payload for e in events if e.kind == kind]
 
 
 def message_start(message_id: str = "msg_t", model: str = "claude-sonnet-4-5", **extra) -> dict:
@@ -100,7 +89,7 @@ def text_stream(*texts: str) -> list[ProviderFrame]:
 
 def test_pause_turn_awaits_continuation_then_the_next_call_finishes():
     events = run(frames_of("pause-turn-then-continuation.sse"))
-    assert_matches_snapshot("anthropic_messages-pause-turn-then-continuation", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "pause-turn-then-continuation.sse"), events)
     terminal = [e for e in events if e.kind in ("run.awaiting", "run.finished")]
     assert [(e.kind, e.payload.reason) for e in terminal] == [
         ("run.awaiting", "continuation"), ("run.finished", "end_turn")]
@@ -123,7 +112,7 @@ def test_pause_turn_awaits_continuation_then_the_next_call_finishes():
 
 def test_overloaded_error_midstream_fails_the_run_retryably():
     events = run(frames_of("error-overloaded-midstream.sse"))
-    assert_matches_snapshot("anthropic_messages-error-overloaded-midstream", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "error-overloaded-midstream.sse"), events)
     (error,) = of_kind(events, "error")
     # Normalized, the provider's word kept; mid-stream there is no HTTP status of its own.
     assert (error.error_type, error.code, error.http_status, error.retryable) == (
@@ -137,7 +126,7 @@ def test_overloaded_error_midstream_fails_the_run_retryably():
 
 def test_model_context_window_exceeded_is_incomplete():
     events = run(frames_of("context-window-exceeded.sse"))
-    assert_matches_snapshot("anthropic_messages-context-window-exceeded", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "context-window-exceeded.sse"), events)
     finished = events[-1].payload
     assert (events[-1].kind, finished.status, finished.reason, finished.raw_reason) == (
         "run.finished", "incomplete", "context_window_exceeded", "model_context_window_exceeded")
@@ -145,7 +134,7 @@ def test_model_context_window_exceeded_is_incomplete():
 
 def test_compaction_stop_awaits_continuation_and_keeps_the_summary():
     events = run(frames_of("compaction-pause.sse"))
-    assert_matches_snapshot("anthropic_messages-compaction-pause", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "compaction-pause.sse"), events)
     assert (events[-1].kind, events[-1].payload.reason) == ("run.awaiting", "continuation")
     (result,) = of_kind(events, "hosted.result")
     assert result.tool_type == "compaction"
@@ -156,7 +145,7 @@ def test_compaction_stop_awaits_continuation_and_keeps_the_summary():
 
 def test_unknown_event_and_block_types_become_unknown_and_the_stream_goes_on():
     events = run(frames_of("unknown-event-and-block.sse"))
-    assert_matches_snapshot("anthropic_messages-unknown-event-and-block", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "unknown-event-and-block.sse"), events)
     unknown = [e for e in events if e.kind == "unknown"]
     assert [u.payload.provider_type for u in unknown] == [
         "content_block_hint", "content_block:hologram", "content_block_delta:hologram_delta"]
@@ -167,7 +156,7 @@ def test_unknown_event_and_block_types_become_unknown_and_the_stream_goes_on():
 
 def test_truncated_stream_ends_with_stream_truncated_never_finished():
     events = run(frames_of("truncated-in-tool-input.sse"))
-    assert_matches_snapshot("anthropic_messages-truncated-in-tool-input", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "truncated-in-tool-input.sse"), events)
     assert events[-1].kind == "error"
     assert events[-1].payload.error_type == "stream_truncated"
     assert "run.finished" not in kinds(events) and "run.awaiting" not in kinds(events)
@@ -176,7 +165,7 @@ def test_truncated_stream_ends_with_stream_truncated_never_finished():
 
 def test_malformed_frame_is_reported_and_the_stream_goes_on():
     events = run(frames_of("malformed-frame.sse"))
-    assert_matches_snapshot("anthropic_messages-malformed-frame", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "malformed-frame.sse"), events)
     (error,) = of_kind(events, "error")
     assert error.error_type == "malformed_frame" and "s0:3" in error.message
     assert of_kind(events, "text.done")[0].text == "one two"
@@ -185,7 +174,7 @@ def test_malformed_frame_is_reported_and_the_stream_goes_on():
 
 def test_duplicate_message_start_for_the_open_message_is_ignored():
     events = run(frames_of("duplicate-message-start.sse"))
-    assert_matches_snapshot("anthropic_messages-duplicate-message-start", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "duplicate-message-start.sse"), events)
     assert kinds(events).count("message.started") == 1
     assert "error" not in kinds(events)
     assert of_kind(events, "text.done")[0].text == "Hi."
@@ -193,7 +182,7 @@ def test_duplicate_message_start_for_the_open_message_is_ignored():
 
 def test_invalid_tool_arguments_are_kept_and_flagged():
     events = run(frames_of("tool-call-invalid-arguments.sse"))
-    assert_matches_snapshot("anthropic_messages-tool-call-invalid-arguments", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "tool-call-invalid-arguments.sse"), events)
     (call,) = of_kind(events, "tool.call")
     assert (call.tool_name, call.tool_call_id, call.arguments, call.arguments_valid) == (
         "get_weather", "toolu_hand_bad", '{"city": "Oslo",}', False)
@@ -204,7 +193,7 @@ def test_error_body_translates_with_its_http_status():
     frames = frames_of("error-body-rate-limit.json", http_status=429)
     assert frames[0].transport == "poll"
     events = run(frames)
-    assert_matches_snapshot("anthropic_messages-error-body-rate-limit", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "error-body-rate-limit.json"), events)
     assert kinds(events) == ["error", "run.finished"]
     error = events[0].payload
     assert (error.error_type, error.http_status, error.retryable, error.code) == (
@@ -215,7 +204,8 @@ def test_error_body_translates_with_its_http_status():
 
 def test_complete_message_translates_hosted_code_execution_and_container_upload():
     events = run(frames_of("message-code-execution-container-upload.json"))
-    assert_matches_snapshot("anthropic_messages-message-code-execution-container-upload", events)
+    recording = FIXTURES / "message-code-execution-container-upload.json"
+    assert_matches_snapshot(expected_of(recording), events)
     assert kinds(events)[0] == "run.started" and kinds(events)[-1] == "run.finished"
     upload, execution = of_kind(events, "hosted.result")
     assert (upload.name, upload.call_id) == ("container_upload", "file_hand_data_csv")
@@ -232,7 +222,7 @@ def test_complete_message_translates_hosted_code_execution_and_container_upload(
 
 def test_complete_message_citations_of_documents_and_search_results():
     events = run(frames_of("message-citations-documents.json"))
-    assert_matches_snapshot("anthropic_messages-message-citations-documents", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "message-citations-documents.json"), events)
     citations = of_kind(events, "citation")
     assert [(c.output_index, c.source_type, c.title) for c in citations] == [
         (1, "document", "Staff handbook"), (1, "document", "Policy PDF"),
@@ -419,7 +409,7 @@ def test_compaction_usage_reports_the_billed_totals_over_the_iterations():
     # Under server-side compaction the final usage's top-level numbers are the last iteration's
     # only; what is billed is the sum over usage.iterations[], per token kind.
     events = run(frames_of("compaction-usage-iterations.sse"))
-    assert_matches_snapshot("anthropic_messages-compaction-usage-iterations", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "compaction-usage-iterations.sse"), events)
     final = of_kind(events, "usage")[-1]
     # input counts all input (fresh + cache writes + cache reads), as everywhere
     assert (final.input_tokens, final.output_tokens, final.cache_read_tokens,

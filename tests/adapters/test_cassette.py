@@ -16,6 +16,7 @@ from modelevents.adapters.framing import detect_framing
 from modelevents.adapters.limits import InputLimits, using_limits
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas.errors import InputError
+from tests import paths
 from tests.adapters.bombs import (
     gzip_of_zeros,
     one_call_cassette,
@@ -26,7 +27,7 @@ from tests.adapters.bombs import (
 )
 from tests.corpus import corpus_files, corpus_id, require_corpus
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "cassettes"
+FIXTURES = paths.FIXTURES / "cassettes"
 TOOL_LOOP = FIXTURES / "anthropic-tool-loop.yaml"
 
 

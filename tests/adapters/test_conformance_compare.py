@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from modelevents.adapters.conformance import (
@@ -14,8 +12,8 @@ from modelevents.adapters.conformance import (
     render_expected,
 )
 from modelevents.schemas.errors import InputError
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ID_A, ID_B, ID_C = "mev_" + "a" * 24, "mev_" + "b" * 24, "mev_" + "c" * 24
 
 

@@ -4,7 +4,6 @@ hostile input. The recorded corpus is in tests/conformance/test_gemini_generate_
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
 
 import orjson
 import pytest
@@ -15,9 +14,11 @@ from modelevents.schemas.events import Elided, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import PIECE_BYTES
 from modelevents.schemas.pieces import assemble, weight
-from tests.snapshots import assert_matches_snapshot
+from tests import paths
+from tests.helpers import feed_all
+from tests.snapshots import assert_matches_snapshot, expected_of
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gemini-generate"
+FIXTURES = paths.FIXTURES / "gemini-generate"
 API = "gemini-generate"
 
 
@@ -29,11 +30,8 @@ def frames(body: bytes, *, framing: str = "auto", stream_id: str = "s0",
 
 def normalize(body: bytes, *, run_id: str = "run-1", framing: str = "auto",
               http_status: int | None = None) -> list[ModelEvent]:
-    adapter = GeminiGenerateAdapter(run_id)
-    events: list[ModelEvent] = []
-    for frame in frames(body, framing=framing, http_status=http_status):
-        events += adapter.feed(frame)
-    return events + adapter.close()
+    return feed_all(GeminiGenerateAdapter(run_id),
+                    frames(body, framing=framing, http_status=http_status))
 
 
 def fixture(name: str) -> list[ModelEvent]:
@@ -70,8 +68,7 @@ def feed_bodies(bodies: list[bytes], run_id: str = "run-1", close: bool = True) 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.iterdir()))
 def test_fixture_matches_reviewed_snapshot(name: str) -> None:
-    stem = name.rsplit(".", 1)[0]
-    assert_matches_snapshot(f"gemini_generate.{stem}", fixture(name))
+    assert_matches_snapshot(expected_of(FIXTURES / name), fixture(name))
 
 
 # --- the facts a user relies on, asserted beside the snapshots ------------------------------------

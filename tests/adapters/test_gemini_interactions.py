@@ -8,7 +8,6 @@ Each fixture in tests/fixtures/gemini-interactions/ shows one behaviour the reco
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
 
 import orjson
 import pytest
@@ -19,9 +18,11 @@ from modelevents.schemas.events import Elided, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import PIECE_BYTES
 from modelevents.schemas.pieces import assemble, weight
-from tests.snapshots import assert_matches_snapshot
+from tests import paths
+from tests.helpers import feed_all, kinds, of_kind
+from tests.snapshots import assert_matches_snapshot, expected_of
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gemini-interactions"
+FIXTURES = paths.FIXTURES / "gemini-interactions"
 RUN = "run-test"
 
 
@@ -35,11 +36,7 @@ def frames_of(name: str, stream_id: str = "s0", **kwargs) -> list[ProviderFrame]
 
 def run(frames: list[ProviderFrame], adapter: GeminiInteractionsAdapter | None = None
         ) -> list[ModelEvent]:
-    adapter = adapter or GeminiInteractionsAdapter(RUN)
-    events: list[ModelEvent] = []
-    for f in frames:
-        events += adapter.feed(f)
-    return events + adapter.close()
+    return feed_all(adapter or GeminiInteractionsAdapter(RUN), frames)
 
 
 def frame(body: bytes | str | dict, index: int, stream_id: str = "s0", **kwargs) -> ProviderFrame:
@@ -55,14 +52,6 @@ def frame(body: bytes | str | dict, index: int, stream_id: str = "s0", **kwargs)
 
 def stream(*docs: dict | bytes, stream_id: str = "s0") -> list[ProviderFrame]:
     return [frame(d, i, stream_id) for i, d in enumerate(docs)]
-
-
-def kinds(events: list[ModelEvent]) -> list[str]:
-    return [e.kind for e in events]
-
-
-def of_kind(events: list[ModelEvent], kind: str) -> list:
-    return [e.payload for e in events if e.kind == kind]
 
 
 def created(iid: str = "v1_t", model: str = "gemini-2.5-flash") -> dict:
@@ -98,7 +87,7 @@ def text_stream(*texts: str) -> list[dict]:
 
 def test_store_false_calls_get_stable_synthesized_ids_and_await_results():
     events = run(frames_of("store-false-parallel-calls.sse"))
-    assert_matches_snapshot("gemini_interactions-store-false-parallel-calls", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "store-false-parallel-calls.sse"), events)
     calls = of_kind(events, "tool.call")
     assert [(c.tool_name, orjson.loads(c.arguments)) for c in calls] == [
         ("getWeather", {"location": "Zürich", "unit": "C"}), ("getTime", {})]
@@ -123,7 +112,7 @@ def test_store_false_calls_get_stable_synthesized_ids_and_await_results():
 
 def test_google_search_citations_use_char_offsets_and_hosted_evidence():
     events = run(frames_of("google-search-cited-event-ids.sse"))
-    assert_matches_snapshot("gemini_interactions-google-search-cited-event-ids", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "google-search-cited-event-ids.sse"), events)
     (done,) = of_kind(events, "text.done")
     assert done.text == "Zürich hat heute 21 °C und Sonne."  # e10 came twice, counted once
     first, second = of_kind(events, "citation")
@@ -153,7 +142,7 @@ def test_google_search_citations_use_char_offsets_and_hosted_evidence():
 
 def test_hosted_tools_are_hosted_never_tool_calls():
     events = run(frames_of("hosted-tools-mixed.sse"))
-    assert_matches_snapshot("gemini_interactions-hosted-tools-mixed", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "hosted-tools-mixed.sse"), events)
     assert not of_kind(events, "tool.call")
     calls = {c.call_id: c for c in of_kind(events, "hosted.call")}
     results = {r.call_id: r for r in of_kind(events, "hosted.result")}
@@ -172,7 +161,7 @@ def test_hosted_tools_are_hosted_never_tool_calls():
 
 def test_error_event_midstream_fails_the_run_retryably():
     events = run(frames_of("error-event-midstream.sse"))
-    assert_matches_snapshot("gemini_interactions-error-event-midstream", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "error-event-midstream.sse"), events)
     assert kinds(events)[-2:] == ["error", "run.finished"]
     error = of_kind(events, "error")[0]
     assert (error.error_type, error.code, error.retryable) == ("overloaded", "UNAVAILABLE", True)
@@ -190,7 +179,7 @@ def test_error_event_followed_by_completed_lets_the_interaction_decide():
 
 def test_image_between_text_parts():
     events = run(frames_of("image-between-text.sse"))
-    assert_matches_snapshot("gemini_interactions-image-between-text", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "image-between-text.sse"), events)
     assert [(t.part_index, t.text) for t in of_kind(events, "text.done")] == [
         (0, "Here is a red dot:"), (2, "Anything else?")]
     (image,) = of_kind(events, "media.done")
@@ -199,7 +188,7 @@ def test_image_between_text_parts():
 
 def test_legacy_function_call_ending_completed_awaits_results():
     events = run(frames_of("legacy-function-call-completed.sse"))
-    assert_matches_snapshot("gemini_interactions-legacy-function-call-completed", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "legacy-function-call-completed.sse"), events)
     (call,) = of_kind(events, "tool.call")
     assert (call.tool_name, call.tool_call_id, call.arguments) == (
         "lookup", "abc12345", '{"q":"modelevents"}')
@@ -209,7 +198,7 @@ def test_legacy_function_call_ending_completed_awaits_results():
 
 def test_unknown_event_step_and_delta_types_become_unknown_and_the_stream_goes_on():
     events = run(frames_of("unknown-and-malformed.sse"))
-    assert_matches_snapshot("gemini_interactions-unknown-and-malformed", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "unknown-and-malformed.sse"), events)
     assert [u.provider_type for u in of_kind(events, "unknown")] == [
         "interaction.heartbeat", "step:hologram_call", "step.delta:sparkle"]
     unknown = next(e for e in events if e.kind == "unknown")
@@ -221,7 +210,7 @@ def test_unknown_event_step_and_delta_types_become_unknown_and_the_stream_goes_o
 
 def test_truncated_stream_ends_with_stream_truncated_never_a_tool_call():
     events = run(frames_of("truncated-mid-arguments.sse"))
-    assert_matches_snapshot("gemini_interactions-truncated-mid-arguments", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "truncated-mid-arguments.sse"), events)
     assert kinds(events)[-1] == "error"
     assert of_kind(events, "error")[0].error_type == "stream_truncated"
     assert "tool.call" not in kinds(events) and "run.finished" not in kinds(events)
@@ -229,7 +218,7 @@ def test_truncated_stream_ends_with_stream_truncated_never_a_tool_call():
 
 def test_failed_interaction_object_reports_its_errors_and_fails():
     events = run(frames_of("failed-interaction.json"))
-    assert_matches_snapshot("gemini_interactions-failed-interaction", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "failed-interaction.json"), events)
     assert events[0].source.transport == "poll"
     error = of_kind(events, "error")[0]
     assert (error.error_type, error.code, error.message, error.retryable) == (
@@ -240,7 +229,7 @@ def test_failed_interaction_object_reports_its_errors_and_fails():
 
 def test_http_error_body_fails_retryably_with_its_status():
     events = run(frames_of("http-error-429.json"))
-    assert_matches_snapshot("gemini_interactions-http-error-429", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "http-error-429.json"), events)
     assert kinds(events) == ["error", "run.finished"]
     error = of_kind(events, "error")[0]
     assert (error.error_type, error.http_status, error.code, error.retryable) == (
@@ -252,7 +241,8 @@ def test_repeated_polls_translate_each_step_once():
     adapter = GeminiInteractionsAdapter(RUN)
     frames = frames_of("poll-running.json", "p1") + frames_of("poll-completed.json", "p2")
     events = run(frames, adapter)
-    assert_matches_snapshot("gemini_interactions-poll-running-then-completed", events)
+    snapshot = paths.ADAPTER_SNAPSHOTS / "gemini-interactions" / "poll-running-then-completed.jsonl"
+    assert_matches_snapshot(snapshot, events)
     assert kinds(events).count("run.started") == 1
     assert kinds(events).count("reasoning.done") == 1
     (citation,) = of_kind(events, "citation")

@@ -21,7 +21,6 @@ import json
 import pickle
 from dataclasses import replace
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -37,8 +36,8 @@ from modelevents.schemas.events import KIND_PAYLOAD, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.schemas.pieces import assemble
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 APIS = sorted(ADAPTERS)
 RUN_ID = "run-hostile"
 

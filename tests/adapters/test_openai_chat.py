@@ -4,7 +4,6 @@ input. The recorded corpus is in tests/conformance/test_openai_chat_corpus.py.""
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
 
 import orjson
 import pytest
@@ -15,9 +14,11 @@ from modelevents.schemas.events import Elided, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import PIECE_BYTES
 from modelevents.schemas.pieces import assemble, weight
-from tests.snapshots import assert_matches_snapshot
+from tests import paths
+from tests.helpers import feed_all, kinds, of_kind, text_of
+from tests.snapshots import assert_matches_snapshot, expected_of
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "openai-chat"
+FIXTURES = paths.FIXTURES / "openai-chat"
 RUN = "run-chat"
 
 
@@ -30,11 +31,7 @@ def frames_of(name: str, *, stream_id: str = "s0", http_status: int | None = Non
 
 def normalize(frames: list[ProviderFrame], adapter: OpenAIChatAdapter | None = None
               ) -> list[ModelEvent]:
-    adapter = adapter or OpenAIChatAdapter(RUN)
-    events: list[ModelEvent] = []
-    for frame in frames:
-        events += adapter.feed(frame)
-    return events + adapter.close()
+    return feed_all(adapter or OpenAIChatAdapter(RUN), frames)
 
 
 def chunk(delta: dict | None = None, finish: str | None = None, index: int = 0,
@@ -52,18 +49,6 @@ def frame(body: bytes, n: int) -> ProviderFrame:
 
 def stream(*bodies: bytes) -> list[ProviderFrame]:
     return [frame(body, n) for n, body in enumerate(bodies)]
-
-
-def kinds(events: list[ModelEvent]) -> list[str]:
-    return [e.kind for e in events]
-
-
-def of_kind(events: list[ModelEvent], kind: str) -> list:
-    return [e.payload for e in events if e.kind == kind]
-
-
-def text_of(events: list[ModelEvent], output_index: int = 0) -> str:
-    return "".join(p.text for p in of_kind(events, "text.delta") if p.output_index == output_index)
 
 
 # --- fixtures: facts beside the reviewed snapshot ------------------------------------------
@@ -85,7 +70,7 @@ def test_tool_calls_without_ids_get_stable_distinct_ids():
     assert {p.tool_call_id for p in of_kind(events, "tool.call.started")} == set(ids)
     assert {p.tool_call_id for p in of_kind(events, "tool.call.delta")} == set(ids)
     assert of_kind(events, "run.awaiting")[0].reason == "tool_results"
-    assert_matches_snapshot("openai_chat__tool-call-no-ids", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "tool-call-no-ids.sse"), events)
 
 
 def test_invalid_tool_arguments_are_kept_and_flagged():
@@ -96,7 +81,7 @@ def test_invalid_tool_arguments_are_kept_and_flagged():
     finished = of_kind(events, "run.finished")[0]
     assert (finished.status, finished.reason, finished.raw_reason) == (
         "incomplete", "max_tokens", "length")
-    assert_matches_snapshot("openai_chat__tool-call-invalid-arguments", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "tool-call-invalid-arguments.sse"), events)
 
 
 def test_malformed_frame_is_an_error_and_the_stream_goes_on():
@@ -105,7 +90,7 @@ def test_malformed_frame_is_an_error_and_the_stream_goes_on():
     assert error.error_type == "malformed_frame"
     assert text_of(events) == "Hello world"
     assert events[-1].kind == "run.finished" and events[-1].payload.status == "completed"
-    assert_matches_snapshot("openai_chat__malformed-frame", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "malformed-frame.sse"), events)
 
 
 def test_unknown_object_and_delta_field_are_kept_once():
@@ -117,7 +102,7 @@ def test_unknown_object_and_delta_field_are_kept_once():
     assert unknown[0].envelope.body == frames[1].body  # the provider frame kept verbatim
     assert text_of(events) == "Hi!"
     assert events[-1].kind == "run.finished"
-    assert_matches_snapshot("openai_chat__unknown-object", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "unknown-object.sse"), events)
 
 
 def test_truncated_stream_ends_with_stream_truncated_never_finished():
@@ -127,7 +112,7 @@ def test_truncated_stream_ends_with_stream_truncated_never_finished():
         kinds(events))
     # The text part closed when the tool call began; the cut call is never reported whole.
     assert [p.text for p in of_kind(events, "text.done")] == ["The answer is"]
-    assert_matches_snapshot("openai_chat__truncated", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "truncated.sse"), events)
 
 
 def test_finish_reason_without_done_completes_the_stream():
@@ -135,7 +120,7 @@ def test_finish_reason_without_done_completes_the_stream():
     assert "error" not in kinds(events)
     assert events[-1].kind == "run.finished" and events[-1].payload.status == "completed"
     assert events[-1].source.frame_id.endswith("#close")
-    assert_matches_snapshot("openai_chat__finished-without-done", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "finished-without-done.jsonl"), events)
 
 
 def test_azure_filtered_choice_is_a_content_filter_refusal():
@@ -147,7 +132,7 @@ def test_azure_filtered_choice_is_a_content_filter_refusal():
     assert (finished.status, finished.reason) == ("incomplete", "content_filter")
     # Azure's first chunk (empty id, no choices) does not start the run; the next one does.
     assert of_kind(events, "run.started")[0].provider_object_id == "chatcmpl-filtered"
-    assert_matches_snapshot("openai_chat__azure-content-filtered", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "azure-content-filtered.jsonl"), events)
 
 
 def test_azure_prompt_filter_blocks_the_run():
@@ -169,14 +154,14 @@ def test_reasoning_content_then_text():
     [usage] = of_kind(events, "usage")
     assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens,
             usage.total_tokens) == (12, 9, 7, 21)  # DeepSeek counts reasoning inside
-    assert_matches_snapshot("openai_chat__reasoning-then-text", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "reasoning-then-text.sse"), events)
 
 
 def test_reasoning_sent_under_both_names_counts_once():
     events = normalize(frames_of("reasoning-both-names.sse"))
     [done] = of_kind(events, "reasoning.done")
     assert done.text == "Think. Done."
-    assert_matches_snapshot("openai_chat__reasoning-both-names", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "reasoning-both-names.sse"), events)
 
 
 def test_refusal_deltas_become_one_refusal():
@@ -187,7 +172,7 @@ def test_refusal_deltas_become_one_refusal():
     finished = of_kind(events, "run.finished")[0]
     assert (finished.status, finished.reason, finished.raw_reason) == (
         "completed", "refusal", "stop")
-    assert_matches_snapshot("openai_chat__refusal", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "refusal.sse"), events)
 
 
 def test_error_inside_a_chunk_fails_the_run():
@@ -196,7 +181,7 @@ def test_error_inside_a_chunk_fails_the_run():
     assert error.http_status == 502 and error.retryable and "Provider" in error.message
     finished = [e for e in events if e.kind == "run.finished"]
     assert len(finished) == 1 and finished[0].payload.status == "failed"
-    assert_matches_snapshot("openai_chat__mid-stream-error-in-chunk", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "mid-stream-error-in-chunk.sse"), events)
 
 
 def test_http_error_body():
@@ -207,7 +192,7 @@ def test_http_error_body():
     assert events[0].source.transport == "poll"
     assert (events[1].payload.status, events[1].payload.raw_reason) == (
         "failed", "rate_limit_exceeded")
-    assert_matches_snapshot("openai_chat__http-error-rate-limit", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "http-error-rate-limit.json"), events)
 
 
 def test_vllm_error_object():
@@ -227,7 +212,7 @@ def test_complete_object_translates_like_a_stream():
     [usage] = of_kind(events, "usage")
     assert (usage.cache_read_tokens, usage.total_tokens) == (64, 120)
     assert events[-1].kind == "run.awaiting"
-    assert_matches_snapshot("openai_chat__completion-tool-calls", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "completion-tool-calls.json"), events)
 
 
 def test_search_annotations_become_citations():
@@ -244,7 +229,7 @@ def test_choices_keep_their_output_index_and_the_worst_ending_wins():
     assert [p.output_index for p in of_kind(events, "message.finished")] == [0, 1]
     finished = of_kind(events, "run.finished")[0]
     assert (finished.status, finished.reason) == ("incomplete", "max_tokens")
-    assert_matches_snapshot("openai_chat__n2-mixed-finish", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "n2-mixed-finish.sse"), events)
 
 
 def test_tool_calls_ending_with_stop_await_results():
@@ -261,7 +246,7 @@ def test_legacy_function_call():
         "get_time", '{"tz":"UTC"}', True)
     assert call.tool_call_id.startswith("mev_")
     assert of_kind(events, "run.awaiting")[0].raw_reason == "function_call"
-    assert_matches_snapshot("openai_chat__function-call-legacy", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "function-call-legacy.sse"), events)
 
 
 def test_two_calls_in_one_input_are_two_provider_calls():
@@ -270,7 +255,7 @@ def test_two_calls_in_one_input_are_two_provider_calls():
         "run.started", "run.awaiting", "run.started", "run.finished"]
     assert [p.provider_object_id for p in of_kind(events, "run.started")] == [
         "chatcmpl-first", "chatcmpl-second"]
-    assert_matches_snapshot("openai_chat__two-calls-without-done", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "two-calls-without-done.jsonl"), events)
 
 
 def test_next_call_after_done_starts_again():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import pickle
 import random
-from pathlib import Path
 
 import orjson
 import pytest
@@ -20,9 +19,11 @@ from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import PIECE_BYTES
 from modelevents.schemas.pieces import assemble, weight
-from tests.snapshots import assert_matches_snapshot, event_projection
+from tests import paths
+from tests.helpers import feed_all, kinds, of_kind, text_of
+from tests.snapshots import assert_matches_snapshot, event_projection, expected_of
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "openai-responses"
+FIXTURES = paths.FIXTURES / "openai-responses"
 RUN = "run-responses"
 
 
@@ -34,11 +35,7 @@ def frames_of(name: str, *, stream_id: str = "s0", http_status: int | None = Non
 
 def normalize(frames: list[ProviderFrame], adapter: OpenAIResponsesAdapter | None = None
               ) -> list[ModelEvent]:
-    adapter = adapter or OpenAIResponsesAdapter(RUN)
-    events: list[ModelEvent] = []
-    for frame in frames:
-        events += adapter.feed(frame)
-    return events + adapter.close()
+    return feed_all(adapter or OpenAIResponsesAdapter(RUN), frames)
 
 
 def frame(doc: dict | bytes, n: int, transport: str = "sse") -> ProviderFrame:
@@ -49,18 +46,6 @@ def frame(doc: dict | bytes, n: int, transport: str = "sse") -> ProviderFrame:
 
 def stream(*docs: dict | bytes) -> list[ProviderFrame]:
     return [frame(doc, n) for n, doc in enumerate(docs)]
-
-
-def kinds(events: list[ModelEvent]) -> list[str]:
-    return [e.kind for e in events]
-
-
-def of_kind(events: list[ModelEvent], kind: str) -> list:
-    return [e.payload for e in events if e.kind == kind]
-
-
-def text_of(events: list[ModelEvent], output_index: int = 0) -> str:
-    return "".join(p.text for p in of_kind(events, "text.delta") if p.output_index == output_index)
 
 
 # A tiny stream to build hostile cases on.
@@ -92,7 +77,7 @@ FIXTURE_STREAMS = sorted(p.name for p in FIXTURES.glob("*.sse"))
 
 @pytest.mark.parametrize("name", FIXTURE_STREAMS)
 def test_fixture_stream_matches_snapshot(name):
-    assert_matches_snapshot(f"openai_responses__{Path(name).stem}", normalize(frames_of(name)))
+    assert_matches_snapshot(expected_of(FIXTURES / name), normalize(frames_of(name)))
 
 
 def test_text_deltas_reassemble_and_usage_is_absolute():
@@ -296,7 +281,8 @@ def test_background_polls_emit_status_changes_and_only_new_text():
         "message.finished", "usage", "run.finished"]
     assert [p.text for p in of_kind(events, "text.delta")] == ["The answer", " is 42."]
     assert of_kind(events, "text.done")[0].text == "The answer is 42."
-    assert_matches_snapshot("openai_responses__background-polls", events)
+    snapshot = paths.ADAPTER_SNAPSHOTS / "openai-responses" / "background-polls.jsonl"
+    assert_matches_snapshot(snapshot, events)
 
 
 def test_cancelled_poll_finishes_cancelled():
@@ -311,7 +297,7 @@ def test_http_error_body_is_an_error_and_a_failed_finish():
     error = events[0].payload
     assert (error.code, error.http_status, error.retryable) == ("rate_limit_exceeded", 429, True)
     assert events[-1].payload.raw_reason == "rate_limit_exceeded"
-    assert_matches_snapshot("openai_responses__http-error-rate-limit", events)
+    assert_matches_snapshot(expected_of(FIXTURES / "http-error-rate-limit.json"), events)
 
 
 # --- hostile input --------------------------------------------------------------------------

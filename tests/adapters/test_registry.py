@@ -23,8 +23,9 @@ from modelevents.adapters.registry import (
 )
 from modelevents.schemas.errors import DetectionError, FramingError
 from tests.corpus import corpus_files, corpus_id, require_corpus
+from tests.paths import FIXTURES
 
-TOOL_LOOP = Path(__file__).resolve().parent.parent / "fixtures/cassettes/anthropic-tool-loop.yaml"
+TOOL_LOOP = FIXTURES / "cassettes/anthropic-tool-loop.yaml"
 
 ANTHROPIC_TEXT = (
     b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'

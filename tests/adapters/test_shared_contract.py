@@ -14,6 +14,7 @@ from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.registry import ADAPTERS
 from modelevents.schemas import vocabulary
 from modelevents.schemas.events import ModelEvent
+from tests.helpers import of_kind
 
 RUN = "run-shared"
 
@@ -35,10 +36,6 @@ def normalize(api: str, body: bytes, model: str | None = None) -> list[ModelEven
     for event in events:  # every event of these streams is inside the closed vocabulary
         assert vocabulary.check_event(event) == [], (event.kind, event.payload)
     return events
-
-
-def of_kind(events: list[ModelEvent], kind: str) -> list:
-    return [e.payload for e in events if e.kind == kind]
 
 
 # --- OpenAI Chat Completions -----------------------------------------------------------------

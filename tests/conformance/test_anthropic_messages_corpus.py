@@ -22,6 +22,7 @@ from modelevents.adapters.framing import frames_from_bytes
 from modelevents.schemas.events import ModelEvent
 from modelevents.services.run_logic.run_machine import RunMachine
 from tests.corpus import corpus_files, corpus_id, require_corpus
+from tests.paths import CONFORMANCE_SNAPSHOTS
 from tests.snapshots import assert_matches_snapshot
 
 pytestmark = pytest.mark.corpus
@@ -149,9 +150,9 @@ def normalize(path: Path) -> list[ModelEvent]:
     return events + adapter.close()
 
 
-def snapshot_name(path: Path) -> str:
-    return "anthropic_messages-corpus-" + corpus_id(path).removeprefix("anthropic/").replace(
-        "/", "__")
+def snapshot_name(path: Path) -> Path:
+    name = corpus_id(path).removeprefix("anthropic/").replace("/", "__")
+    return CONFORMANCE_SNAPSHOTS / "anthropic-messages" / f"{name}.jsonl"
 
 
 # --- the checks --------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ import pytest
 
 from modelevents.adapters.conformance import EXPECTED_SUFFIX
 from tests.corpus import CORPUS_DIR, require_corpus
+from tests.paths import TESTS_DIR
 
-TESTS = Path(__file__).resolve().parents[1]
-FIXTURES, EXPECTED = TESTS / "fixtures", TESTS / "expected"
+FIXTURES, EXPECTED = TESTS_DIR / "fixtures", TESTS_DIR / "expected"
 CLI = [sys.executable, "-m", "modelevents.services.cli", "conformance"]
 
 # A capture a user might add: a Chat Completions stream, as an SSE body.

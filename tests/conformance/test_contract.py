@@ -15,8 +15,9 @@ from modelevents.schemas.errors import DetectionError
 from modelevents.schemas.events import KIND_PAYLOAD
 from modelevents.services.run_logic.run_machine import Outcome, RunMachine
 from tests.corpus import corpus_files, corpus_id, require_corpus
+from tests.paths import FIXTURES
 
-OWN_FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").rglob("*")
+OWN_FIXTURES = sorted(p for p in FIXTURES.rglob("*")
                       if p.is_file())
 # Not provider output: a transcribed Standard Webhooks test vector (secret, headers, payload).
 NOT_PROVIDER_OUTPUT = {"webhook-test-vector.json"}

@@ -23,6 +23,8 @@ from modelevents.adapters.gemini_generate import GeminiGenerateAdapter
 from modelevents.adapters.google_status import RPC_ERROR_TYPES
 from modelevents.schemas.events import ModelEvent
 from tests.corpus import CORPUS_DIR, corpus_files, corpus_id, require_corpus
+from tests.helpers import feed_all
+from tests.paths import CONFORMANCE_SNAPSHOTS
 from tests.snapshots import assert_matches_snapshot
 
 pytestmark = pytest.mark.corpus
@@ -80,12 +82,9 @@ def raw_documents(body: bytes, framing: str) -> list[dict]:
 
 
 def normalize(body: bytes, framing: str, status: int, run_id: str) -> list[ModelEvent]:
-    adapter = GeminiGenerateAdapter(run_id)
-    events: list[ModelEvent] = []
-    for frame in frames_from_bytes(body, run_key=run_id, provider="google", api="gemini-generate",
-                                   framing=framing, http_status=None if status == 200 else status):
-        events += adapter.feed(frame)
-    return events + adapter.close()
+    return feed_all(GeminiGenerateAdapter(run_id), frames_from_bytes(
+        body, run_key=run_id, provider="google", api="gemini-generate", framing=framing,
+        http_status=None if status == 200 else status))
 
 
 # --- independent reading of the raw documents ------------------------------------------------------
@@ -189,7 +188,8 @@ def test_recording_translates_faithfully(path: Path) -> None:
         check_facts(name, documents, events)
         assert [(e.event_id, e.payload) for e in events] == [
             (e.event_id, e.payload) for e in normalize(body, framing, status, f"corpus:{name}")]
-        assert_matches_snapshot(f"gemini_generate.corpus.{source}.{name}", events)
+        assert_matches_snapshot(CONFORMANCE_SNAPSHOTS / "gemini-generate" / f"{source}.{name}.jsonl",
+                                events)
 
 
 def check_facts(name: str, documents: list[dict], events: list[ModelEvent]) -> None:

@@ -20,6 +20,8 @@ from modelevents.adapters.gemini_interactions import GeminiInteractionsAdapter
 from modelevents.schemas.events import ModelEvent
 from modelevents.services.run_logic.run_machine import run_state_of
 from tests.corpus import CORPUS_DIR, corpus_files, corpus_id, require_corpus
+from tests.helpers import of_kind
+from tests.paths import CONFORMANCE_SNAPSHOTS
 from tests.snapshots import assert_matches_snapshot
 
 pytestmark = pytest.mark.corpus
@@ -136,12 +138,8 @@ def normalize(path: Path, adapter: GeminiInteractionsAdapter | None = None,
     return events + adapter.close()
 
 
-def of_kind(events: list[ModelEvent], kind: str) -> list:
-    return [e.payload for e in events if e.kind == kind]
-
-
-def snapshot_name(path: Path) -> str:
-    return f"gemini_interactions-corpus-{path.parent.name}-{path.name}"
+def snapshot_name(path: Path) -> Path:
+    return CONFORMANCE_SNAPSHOTS / "gemini-interactions" / f"{path.parent.name}-{path.name}.jsonl"
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[corpus_id(p) for p in CORPUS])

@@ -18,6 +18,8 @@ from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.openai_chat import OpenAIChatAdapter
 from modelevents.schemas.events import ModelEvent
 from tests.corpus import CORPUS_DIR, corpus_files, corpus_id, require_corpus
+from tests.helpers import feed_all
+from tests.paths import CONFORMANCE_SNAPSHOTS
 from tests.snapshots import assert_matches_snapshot
 
 pytestmark = pytest.mark.corpus
@@ -63,11 +65,7 @@ def frames(body: bytes, status: int | None, stream_id: str):
 
 def normalize(body: bytes, status: int | None, stream_id: str,
               adapter: OpenAIChatAdapter | None = None) -> list[ModelEvent]:
-    adapter = adapter or OpenAIChatAdapter("corpus")
-    events: list[ModelEvent] = []
-    for frame in frames(body, status, stream_id):
-        events += adapter.feed(frame)
-    return events + adapter.close()
+    return feed_all(adapter or OpenAIChatAdapter("corpus"), frames(body, status, stream_id))
 
 
 # --- the provider's own account, read from the raw JSON ------------------------------------
@@ -166,11 +164,11 @@ def check_against_raw(events: list[ModelEvent], facts: dict, where: str) -> None
     assert usage.cache_read_tokens == cached, where
 
 
-def snapshot_name(path: Path) -> str:
+def snapshot_name(path: Path) -> Path:
     stem = path.name.split(".")[0]
     if path.parent.name == "openai-python":
         stem = stem[:8]
-    return f"openai_chat__corpus__{path.parent.name}__{stem}"
+    return CONFORMANCE_SNAPSHOTS / "openai-chat" / f"{path.parent.name}__{stem}.jsonl"
 
 
 # --- tests ---------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from modelevents.adapters.openai_responses import OpenAIResponsesAdapter
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from tests.corpus import CORPUS_DIR, corpus_files, corpus_id, require_corpus
+from tests.helpers import feed_all
+from tests.paths import CONFORMANCE_SNAPSHOTS
 from tests.snapshots import assert_matches_snapshot
 
 pytestmark = pytest.mark.corpus
@@ -130,11 +132,7 @@ def read_recording(path: Path) -> Recording:
 
 
 def normalize(frames: list[ProviderFrame]) -> list[ModelEvent]:
-    adapter = OpenAIResponsesAdapter(RUN)
-    events: list[ModelEvent] = []
-    for frame in frames:
-        events += adapter.feed(frame)
-    return events + adapter.close()
+    return feed_all(OpenAIResponsesAdapter(RUN), frames)
 
 
 # --- what the provider says, independently of the adapter -------------------------------------
@@ -277,10 +275,10 @@ def _calls(events: list[ModelEvent]) -> list[list[ModelEvent]]:
     return calls
 
 
-def _snapshot_name(path: Path) -> str:
+def _snapshot_name(path: Path) -> Path:
     stem = corpus_id(path).removeprefix("openai/").replace("/", "__")
     stem = re.sub(r"(\.chunks\.txt|\.yaml|\.json)$", "", stem)
-    return "openai_responses__corpus__" + re.sub(r"[^A-Za-z0-9._-]", "_", stem)
+    return CONFORMANCE_SNAPSHOTS / "openai-responses" / (re.sub(r"[^A-Za-z0-9._-]", "_", stem) + ".jsonl")
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=corpus_id)

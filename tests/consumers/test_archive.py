@@ -15,9 +15,9 @@ from modelevents.schemas.errors import InputError, SchemaError
 from modelevents.schemas.run_state import RunState
 from modelevents.services.cli.commands.replay import parse_time
 from modelevents.services.local.feeder import frames_for_file
+from tests.paths import FIXTURES, SCHEMA_SAMPLES
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
-SAMPLES = Path(__file__).parents[1] / "schemas" / "samples"
+SAMPLES = SCHEMA_SAMPLES
 
 
 def corpus_values() -> list[bytes]:

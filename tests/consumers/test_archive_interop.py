@@ -22,11 +22,11 @@ from modelevents.adapters.registry import normalize_bytes
 from modelevents.consumers import archive
 from modelevents.schemas import codec
 from modelevents.services.local.feeder import frames_for_file
+from tests.paths import FIXTURES, SCHEMA_SAMPLES
 
 pytestmark = pytest.mark.kafka
 
 AVRO_VERSION = "1.12.1"
-FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -173,7 +173,7 @@ def test_the_java_reference_implementation_decodes_every_kafka_value(tmp_path: P
              "RunState": "run_state.avsc", "DeadLetter": "dead_letter.avsc"}
     source = tmp_path / "ReadMessages.java"
     source.write_text(MESSAGE_READER)
-    old_runs = Path(__file__).parents[1] / "schemas" / "samples" / "v1" / "run_state.bin"
+    old_runs = SCHEMA_SAMPLES / "v1" / "run_state.bin"
     for type_name, file_name in files.items():
         chosen = {key: obj for key, obj in records.items() if type(obj).__name__ == type_name}
         paths = []

@@ -42,8 +42,8 @@ from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.kafka.topics import changelog_topics
 from modelevents.services.local import feeder
 from modelevents.services.run_logic.run_machine import run_state_of
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # Directories of tests/fixtures that hold no provider recordings (the provider simulator's
 # scenarios).
 NOT_RECORDINGS = {"simulator"}

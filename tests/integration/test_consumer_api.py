@@ -33,10 +33,10 @@ from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.run_logic.run_machine import run_state_of
 from tests.integration.pipeline import FIXTURES, HANG_GUARD_S, feed, fixture_frames, run
 from tests.integration.test_big_runs import _text, chat_run
+from tests.paths import REPO_ROOT
 
 pytestmark = pytest.mark.kafka
 
-ROOT = Path(__file__).resolve().parents[2]
 TEXT = FIXTURES / "openai-responses" / "text-with-usage.sse"
 TOOLS = FIXTURES / "anthropic-messages" / "pause-turn-then-continuation.sse"
 CHAT = FIXTURES / "openai-chat" / "tool-calls-finish-stop.sse"
@@ -327,7 +327,7 @@ def test_a_pieced_2mb_event_arrives_assembled_and_the_elided_done_rebuilt(
 
 
 def test_the_readme_snippet_runs_as_shown(settings, start_worker, tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = (REPO_ROOT / "README.md").read_text()
     if "<!-- consumer-snippet -->" in readme:
         block = README_BLOCK.search(readme)
         assert block is not None, "README: no ```python block between the consumer-snippet markers"

@@ -27,12 +27,13 @@ from modelevents.adapters.registry import normalize_file
 from modelevents.schemas.errors import ConfigError
 from modelevents.services.cli.commands import gateway as gateway_command
 from modelevents.services.kafka.settings import PipelineSettings
+from tests.helpers import free_port
 from tests.integration.pipeline import collect, run
-from tests.integration.test_gateway_webhooks import frames_on_topic, free_port
+from tests.integration.test_gateway_webhooks import frames_on_topic
+from tests.paths import FIXTURES
 
 pytestmark = pytest.mark.kafka
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SSE_STREAM = FIXTURES / "openai-responses" / "tool-call-parallel.sse"
 JSONL_STREAM = FIXTURES / "openai-chat" / "finished-without-done.jsonl"
 MAX_FORWARD_BYTES = 200_000

@@ -22,7 +22,6 @@ import random
 import secrets
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import pytest
@@ -55,10 +54,10 @@ from tests.integration.test_gateway_runs import (  # noqa: F401  (fixtures used 
     start_run,
     wait_run,
 )
+from tests.paths import FIXTURES
 
 pytestmark = pytest.mark.kafka
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TEXT = "sim:openai-responses/text-with-usage"
 
 

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from modelevents.services.local import kafka_broker as local_kafka
+from tests.helpers import free_port
 from tests.integration.pipeline import start_gateway_process
 from tests.integration.test_broker_restart import broker_settings, kafka_broker  # noqa: F401
 from tests.integration.test_gateway_runs import (  # noqa: F401 - fixtures
@@ -31,7 +32,6 @@ from tests.integration.test_gateway_runs import (  # noqa: F401 - fixtures
     start_run,
     wait_run,
 )
-from tests.integration.test_gateway_webhooks import free_port
 
 pytestmark = pytest.mark.kafka
 

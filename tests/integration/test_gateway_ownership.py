@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,10 +27,10 @@ from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.local.asgi_thread import ServedApp
 from tests.integration.pipeline import HANG_GUARD_S, run
 from tests.integration.test_gateway_runs import neutral, sim, simulator, sse_events, start_gateway  # noqa: F401 - fixtures used by name
+from tests.paths import FIXTURES
 
 pytestmark = pytest.mark.kafka
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OWNER_STREAM = FIXTURES / "openai-responses" / "text-with-usage.sse"
 # Longer than the owner's run: before the fix its seqs past the owner's showed in its stream.
 INTRUDER_STREAM = FIXTURES / "openai-responses" / "tool-call-parallel.sse"

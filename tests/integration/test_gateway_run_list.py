@@ -14,7 +14,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,10 +34,10 @@ from tests.integration.test_gateway_runs import (  # noqa: F401  (fixtures)
     start_gateway,
 )
 from tests.integration.test_tools import _write, events_of, propose
+from tests.paths import FIXTURES
 
 pytestmark = pytest.mark.kafka
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SETTLE_S = 90.0
 # (recording, what the listing must say of it)
 RECORDINGS = ["openai-chat/refusal.sse", "gemini-generate/text-stream.sse",

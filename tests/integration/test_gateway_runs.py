@@ -17,7 +17,6 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -44,10 +43,10 @@ from modelevents.services.simulator.server import SimulatorHandle, run_in_thread
 from tests.integration.conftest import unique_settings
 from tests.integration.pipeline import PARTITIONS, Worker, processed_to_end, run
 from tests.integration.test_gateway_webhooks import sign
+from tests.paths import FIXTURES
 
 pytestmark = pytest.mark.kafka
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OPENAI_KEY = "sk-test-" + secrets.token_hex(16)
 ANTHROPIC_KEY = "sk-ant-test-" + secrets.token_hex(16)
 GEMINI_KEY = "AIza-test-" + secrets.token_hex(16)

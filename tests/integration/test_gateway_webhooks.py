@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import secrets
-import socket
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -50,10 +49,10 @@ from modelevents.services.local.asgi_thread import ServedApp, serve_in_thread
 from tests.corpus import CORPUS_DIR, require_corpus
 from tests.integration.conftest import worker_port
 from tests.integration.pipeline import Published, collect, run
+from tests.paths import FIXTURES
 
 pytestmark = pytest.mark.kafka
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OPENAI_OBJECT = FIXTURES / "openai-responses" / "poll-3-completed.json"  # id resp_poll
 GEMINI_OBJECT = FIXTURES / "gemini-interactions" / "poll-completed.json"  # id v1_bg
 TEST_VECTOR = CORPUS_DIR / "openai" / "openai-python" / "webhook-test-vector.json"
@@ -71,12 +70,6 @@ SECRET_NEW, SECRET_OLD, SECRET_ACME, SECRET_GEMINI = (new_secret() for _ in rang
 
 
 # --- servers on loopback --------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class FakeProvider:

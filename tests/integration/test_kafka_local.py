@@ -24,6 +24,7 @@ from aiokafka.errors import UnknownTopicOrPartitionError
 
 from modelevents.services.local import kafka_broker as local_kafka
 from modelevents.services.local.kafka_broker import KafkaSettings
+from tests.helpers import free_port
 from tests.integration.conftest import worker_port
 
 pytestmark = pytest.mark.kafka
@@ -31,12 +32,6 @@ pytestmark = pytest.mark.kafka
 # One broker per pytest-xdist worker (gw0 -> 19092, gw1 -> 19102, ...): no worker sees another's;
 # shifted by MODELEVENTS_TEST_PORT_OFFSET, as conftest.worker_port shifts the other test brokers.
 TEST_PORT = worker_port(int(os.environ.get("MODELEVENTS_TEST_KAFKA_PORT", "19092")))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _pid_alive(pid: int) -> bool:
@@ -166,7 +161,7 @@ def test_bootstrap_servers_prefers_the_environment(settings: KafkaSettings, monk
     assert local_kafka.bootstrap_servers(settings) == f"127.0.0.1:{TEST_PORT}"
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "kafka.example:9092")
     assert local_kafka.bootstrap_servers(settings) == "kafka.example:9092"
-    result = local_kafka.start(local_kafka.replace(settings, port=_free_port()))
+    result = local_kafka.start(local_kafka.replace(settings, port=free_port()))
     assert result.external and not result.started and result.pid is None
     assert result.bootstrap_servers == "kafka.example:9092"
 
@@ -185,7 +180,7 @@ def test_taken_port_is_reported(settings: KafkaSettings) -> None:
 
 
 def test_jvm_that_cannot_start_reports_its_log(settings: KafkaSettings) -> None:
-    broken = local_kafka.replace(settings, port=_free_port(), jvm_opts=("-XX:+UseSerialGC", "-XX:+UseParallelGC"))
+    broken = local_kafka.replace(settings, port=free_port(), jvm_opts=("-XX:+UseSerialGC", "-XX:+UseParallelGC"))
     with pytest.raises(local_kafka.BrokerStartError) as info:
         local_kafka.start(broken, timeout=30)
     assert "Multiple garbage collectors" in info.value.log_tail

@@ -35,6 +35,7 @@ from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.kafka.settings import PipelineSettings
+from tests.helpers import free_port
 from tests.integration.pipeline import (
     FIXTURES,
     HANG_GUARD_S,
@@ -44,11 +45,10 @@ from tests.integration.pipeline import (
     start_gateway_process,
 )
 from tests.integration.test_consumer_api import publish
-from tests.integration.test_gateway_webhooks import free_port
+from tests.paths import REPO_ROOT
 
 pytestmark = pytest.mark.kafka
 
-ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_764_000_000_000  # epoch ms of the runs' first event
 
 # Two provider calls of one run: a tool_use turn (cache read 2048, cache write 300 tokens on top
@@ -187,7 +187,7 @@ def collector() -> Iterator[Collector]:
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = HANG_GUARD_S
         ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "modelevents.services.cli", *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT,
                           env=dict(os.environ, **(env or {})))
 
 

@@ -39,12 +39,12 @@ from modelevents.services.kafka.topics import internal_topics
 from modelevents.services.local.feeder import frames_for_file
 from modelevents.services.run_logic.run_machine import run_state_of
 from tests.integration.conftest import broker_fixture
+from tests.paths import FIXTURES
 
 pytestmark = pytest.mark.kafka
 
 kafka_broker = broker_fixture(base_port=19800, scope="module")
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
 # Fixed, recent log timestamps (past ones older than the topic's retention would be deleted,
 # future ones are refused by the broker): three hours ago, on the hour, for readable ranges.
 HOUR = 3_600_000

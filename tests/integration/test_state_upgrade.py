@@ -28,10 +28,11 @@ from modelevents.services.kafka.clients import partition_for_key
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.kafka.topics import changelog_topics
 from tests.integration.pipeline import FIXTURES, Published, collect, feed, fixture_frames, run
+from tests.paths import LEGACY_VALUES
 
 pytestmark = pytest.mark.kafka
 
-LEGACY = Path(__file__).resolve().parents[1] / "services" / "legacy_values"
+LEGACY = LEGACY_VALUES
 HALVES = {"openai-chat": "reasoning-then-text.sse", "openai-responses": "text-with-usage.sse",
           "anthropic-messages": "pause-turn-then-continuation.sse",
           "gemini-generate": "tool-call-streamed-args.sse"}

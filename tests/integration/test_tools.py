@@ -56,11 +56,11 @@ from tests.integration.test_gateway_runs import (  # noqa: F401 (fixtures)
     start_run,
     wait_run,
 )
+from tests.paths import REPO_ROOT
 
 pytestmark = pytest.mark.kafka
 
 SETTLE_S = 60.0
-ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -468,7 +468,7 @@ def _executor_process(settings: PipelineSettings, db: Path, policy: Path, tenant
         [sys.executable, "-m", "modelevents.services.cli", "tools", "run", "--db", str(db),
          "--policy", str(policy), "--tenant", tenant, "--group", f"tools-{tenant}",
          "--bootstrap-servers", settings.bootstrap_servers, "--prefix", settings.topic_prefix],
-        stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT,
+        stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=REPO_ROOT,
         env={**os.environ, "MODELEVENTS_PARTITIONS": str(settings.partitions)})
 
 

@@ -11,9 +11,7 @@ import asyncio
 import base64
 import dataclasses
 import io
-import socket
 from collections import defaultdict
-from pathlib import Path
 
 import orjson
 import pytest
@@ -31,13 +29,14 @@ from modelevents.services.gateway.owners import encode_claim
 from modelevents.services.kafka import clients, topics
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 from modelevents.services.local import feeder
+from tests.helpers import free_port
 from tests.integration.conftest import broker_fixture
+from tests.paths import FIXTURES
 
 pytestmark = pytest.mark.kafka
 
 kafka_broker = broker_fixture(base_port=19300, scope="module")
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PAUSE_TURN = FIXTURES / "anthropic-messages" / "pause-turn-then-continuation.sse"
 REFUSAL = FIXTURES / "openai-responses" / "refusal.sse"
 CASSETTE = FIXTURES / "cassettes" / "anthropic-tool-loop.yaml"
@@ -47,12 +46,6 @@ HANG_GUARD_S = 120
 
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, HANG_GUARD_S))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -439,7 +432,7 @@ def test_tail_refuses_until_terminal_on_frames(pipeline_settings, cli_main, caps
 
 
 def test_a_broker_that_is_down_is_a_clear_error(cli_main, capsys) -> None:
-    down = PipelineSettings(bootstrap_servers=f"127.0.0.1:{_free_port()}", topic_prefix="down.")
+    down = PipelineSettings(bootstrap_servers=f"127.0.0.1:{free_port()}", topic_prefix="down.")
     for attempt in (clients.start_producer(down), topics.ensure_topics(down), _read_all(down, "events")):
         with pytest.raises(clients.KafkaUnavailable) as info:
             run(attempt)

@@ -16,7 +16,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -48,10 +47,10 @@ from tests.integration.test_tools import (  # noqa: F401  (fixtures)
     start_executor,
     tenant,
 )
+from tests.paths import FIXTURES
 
 pytestmark = pytest.mark.kafka
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GUARD_MS = 90_000  # a hang guard for what the page is waited for, not a timing assertion
 
 

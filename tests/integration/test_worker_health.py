@@ -18,16 +18,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from modelevents.services.cli.commands import worker as worker_command
 from modelevents.services.processor import health as worker_health
 from modelevents.services.processor.health import HealthServer, WorkerHealth
+from tests.helpers import free_port
 from tests.integration.pipeline import collect, feed, fixture_frames, produce_raw, run
+from tests.paths import FIXTURES
 
 DEADLINE_S = 90.0
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "openai-responses" / "text-with-usage.sse"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+FIXTURE = FIXTURES / "openai-responses" / "text-with-usage.sse"
 
 
 def _get(port: int, path: str) -> tuple[int, dict] | None:
@@ -43,7 +39,7 @@ def _get(port: int, path: str) -> tuple[int, dict] | None:
 
 @pytest.mark.kafka
 def test_probes_follow_the_worker_from_start_to_stop(settings, start_worker) -> None:
-    port = _free_port()
+    port = free_port()
     worker = start_worker("health", wait=False, extra=("--health-port", str(port)))
     deadline = time.monotonic() + DEADLINE_S
     readiness: list[tuple[int, str]] = []
@@ -92,7 +88,7 @@ def _labelled(port: int, name: str) -> dict[tuple[tuple[str, str], ...], float]:
 
 @pytest.mark.kafka
 def test_metrics_count_what_the_worker_did(settings, start_worker) -> None:
-    port = _free_port()
+    port = free_port()
     start_worker("metrics", extra=("--health-port", str(port)))
     run_id, frames = fixture_frames(FIXTURE)
     run(feed(settings, frames))
@@ -117,7 +113,7 @@ def test_metrics_break_down_by_api_kind_dead_letter_reason_state_and_lag(setting
     """What an operator graphs: events per provider/API/kind (the adapter's `unknown`s among
     them), dead letters per stage and error type, runs entering each state, the lag of each
     input partition — each checked against what the worker actually published."""
-    port = _free_port()
+    port = free_port()
     start_worker("labels", extra=("--health-port", str(port)))
     run_id, frames = fixture_frames(FIXTURE)
     run(feed(settings, frames))
@@ -159,7 +155,7 @@ def test_metrics_break_down_by_api_kind_dead_letter_reason_state_and_lag(setting
 @pytest.mark.kafka
 def test_a_rebalance_makes_a_ready_worker_unready_until_it_recovered(settings, start_worker
                                                                      ) -> None:
-    port = _free_port()
+    port = free_port()
     first = start_worker("first", extra=("--health-port", str(port)))
     deadline = time.monotonic() + DEADLINE_S
     while _get(port, "/readyz") != (200, {"status": "ok", "detail": "processing"}):

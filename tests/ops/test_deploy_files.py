@@ -38,12 +38,13 @@ import jsonschema
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "helm" / "modelevents"
+from tests.paths import REPO_ROOT
+
+CHART = REPO_ROOT / "helm" / "modelevents"
 VALUES_FILES = sorted((CHART / "ci").glob("*-values.yaml"))
 VALUE_CASES = [None, *VALUES_FILES]  # None: the chart's defaults
-COMPOSE = ROOT / "docker-compose.yml"
-DOCKERFILE = ROOT / "Dockerfile"
+COMPOSE = REPO_ROOT / "docker-compose.yml"
+DOCKERFILE = REPO_ROOT / "Dockerfile"
 CACHE = Path(os.environ.get("MODELEVENTS_OPS_CACHE", Path.home() / ".cache" / "modelevents" / "go"))
 OLDEST_KUBERNETES = (1, 25)  # Chart.yaml kubeVersion
 UID = 10001
@@ -62,7 +63,7 @@ def _case_id(values: Path | None) -> str:
 @pytest.fixture(scope="session")
 def tools() -> dict[str, str]:
     """scripts/ops-tools.sh: builds what is missing (first time: minutes), says where it is."""
-    result = subprocess.run(["bash", str(ROOT / "scripts" / "ops-tools.sh")], capture_output=True,
+    result = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ops-tools.sh")], capture_output=True,
                             text=True, timeout=3600)
     sys.stderr.write(result.stderr)
     assert result.returncode == 0, f"scripts/ops-tools.sh failed:\n{result.stderr[-4000:]}"
@@ -512,20 +513,20 @@ def test_dockerfile_keeps_its_promises(tmp_path: Path) -> None:
     # The dependency list the image installs is the project's.
     deps_run = next(args for kind, args in instructions if kind == "RUN" and "tomllib" in args)
     snippet = re.search(r'python -c "(.*?)"\s+>', deps_run).group(1)
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copy(REPO_ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     listed = subprocess.run([sys.executable, "-c", snippet.replace('\\"', '"')], cwd=tmp_path,
                             capture_output=True, text=True, check=True).stdout.split("\n")
     import tomllib
 
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert [line for line in listed if line] == declared
     # Everything COPY takes exists and is not excluded by .dockerignore.
-    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+    ignored = {line.strip() for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
                if line.strip() and not line.startswith("#")}
     assert {".git", ".venv", "tests"} <= ignored
     for _, args in copies:
         for source in args.split()[:-1]:
-            assert (ROOT / source).exists() and source not in ignored, source
+            assert (REPO_ROOT / source).exists() and source not in ignored, source
     # The HEALTHCHECK's command is a module of the package.
     healthcheck = next(args for kind, args in instructions if kind == "HEALTHCHECK")
     assert '"-m", "modelevents.services.processor.health"' in healthcheck
@@ -543,7 +544,7 @@ def test_image_builds_and_runs_as_promised(tmp_path: Path) -> None:
         pytest.skip("no container engine: image not built (`docker info` fails here; the "
                     "Dockerfile's promises are checked by test_dockerfile_keeps_its_promises)")
     tag = "modelevents-ops-test:latest"
-    build = subprocess.run(["docker", "build", "-t", tag, str(ROOT)], capture_output=True,
+    build = subprocess.run(["docker", "build", "-t", tag, str(REPO_ROOT)], capture_output=True,
                            text=True, timeout=1800)
     assert build.returncode == 0, build.stderr[-4000:]
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from modelevents.schemas import codec
+from tests.paths import SCHEMA_SAMPLES
 from tests.schemas.sample_records import PAYLOADS, model_event, other_records
 
 
 def main(version: str) -> None:
-    target = Path(__file__).parent / "samples" / version
+    target = SCHEMA_SAMPLES / version
     if target.exists():
         sys.exit(f"{target} exists: samples of a released version are frozen")
     target.mkdir(parents=True)

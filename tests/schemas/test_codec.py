@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import fields
-from pathlib import Path
 
 import fastavro
 import pytest
@@ -15,9 +14,10 @@ from hypothesis import strategies as st
 from modelevents.schemas import codec
 from modelevents.schemas import events as ev
 from modelevents.schemas.errors import SchemaError, UnknownSchemaError
+from tests.paths import SCHEMA_SAMPLES
 from tests.schemas.sample_records import PAYLOADS, PIECE_KIND, model_event, other_records
 
-SAMPLES = Path(__file__).parent / "samples"
+SAMPLES = SCHEMA_SAMPLES
 
 
 def test_every_kind_has_a_sample():

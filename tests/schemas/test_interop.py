@@ -25,11 +25,12 @@ import pytest
 from modelevents.schemas import codec
 from modelevents.schemas import events as ev
 from modelevents.schemas.run_state import RunState
+from tests.paths import SCHEMA_SAMPLES
 from tests.schemas.sample_records import PAYLOADS, model_event, other_records
 
 CURRENT = sorted(codec.AVRO_DIR.glob("*.avsc"))
 HISTORY = sorted(codec.HISTORY_DIR.glob("*.avsc"))
-SAMPLES = Path(__file__).parent / "samples"
+SAMPLES = SCHEMA_SAMPLES
 
 # Every epoch-millisecond long of the contract, by record (checked against the schemas below).
 TIMESTAMPS = {

@@ -13,8 +13,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 import modelevents.schemas
+from tests.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 # What setuptools reads to build the wheel; copied so the build leaves the checkout untouched.
 SOURCES = ("schemas", "adapters", "services", "consumers")
 
@@ -23,10 +23,10 @@ def _build_wheel(out: Path) -> zipfile.ZipFile:
     tree = out / "src"
     tree.mkdir()
     for name in SOURCES:
-        shutil.copytree(ROOT / name, tree / name,
+        shutil.copytree(REPO_ROOT / name, tree / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, tree / name)
+        shutil.copy(REPO_ROOT / name, tree / name)
     built = subprocess.run(
         [sys.executable, "-c",
          "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))",
@@ -41,7 +41,7 @@ def test_the_wheel_ships_py_typed_schemas_and_history(tmp_path: Path) -> None:
         assert f"modelevents/{package}/py.typed" in names, package
     assert "modelevents/schemas/avro/model_event.avsc" in names
     # The history is what decodes records older producers wrote (legacy fingerprints).
-    history = sorted(p.name for p in (ROOT / "schemas/avro/history").glob("*.avsc"))
+    history = sorted(p.name for p in (REPO_ROOT / "schemas/avro/history").glob("*.avsc"))
     assert history, "no historical schemas in the checkout"
     for name in history:
         assert f"modelevents/schemas/avro/history/{name}" in names, name

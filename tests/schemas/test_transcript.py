@@ -3,8 +3,6 @@ JSON in and out, and neutral messages built from a finished run's events."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from pydantic import ValidationError
 
@@ -17,8 +15,7 @@ from modelevents.schemas.transcript import (
     ToolCallPart,
     messages_from_events,
 )
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+from tests.paths import FIXTURES
 
 
 def user(text: str) -> dict:

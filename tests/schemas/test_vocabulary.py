@@ -25,8 +25,9 @@ from modelevents.schemas.events import (
 )
 from modelevents.schemas.events import TRANSPORTS as EVENTS_TRANSPORTS
 from tests.corpus import corpus_files, corpus_id, require_corpus
+from tests.paths import FIXTURES
 
-OWN_FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").rglob("*")
+OWN_FIXTURES = sorted(p for p in FIXTURES.rglob("*")
                       if p.is_file())
 NOT_PROVIDER_OUTPUT = {"webhook-test-vector.json"}
 CORPUS = [p for p in corpus_files("") if p.name not in NOT_PROVIDER_OUTPUT]

@@ -26,9 +26,9 @@ from modelevents.services.processor.table_values import (
 )
 from modelevents.services.run_logic.normalizer import RunNormalizer
 from modelevents.services.run_logic.sequencer import RunSequence
+from tests.paths import FIXTURES, LEGACY_VALUES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-LEGACY = Path(__file__).resolve().parent / "legacy_values"  # by the last version that pickled
+LEGACY = LEGACY_VALUES  # by the last version that pickled
 # The fixture each legacy value holds the first half of (as make_legacy.py says).
 LEGACY_HALVES = {"openai-chat": "reasoning-then-text.sse", "openai-responses": "text-with-usage.sse",
                  "anthropic-messages": "pause-turn-then-continuation.sse",

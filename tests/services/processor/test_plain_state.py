@@ -21,8 +21,8 @@ from modelevents.services.local.feeder import frames_for_file
 from modelevents.services.processor import plain_state
 from modelevents.services.run_logic.normalizer import RunNormalizer
 from tests.corpus import corpus_files, corpus_id, require_corpus
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OWN = sorted(p for p in FIXTURES.rglob("*") if p.is_file())
 # As the contract test reads the corpus: everything but a transcribed webhook test vector.
 CORPUS = [p for p in corpus_files("") if p.name != "webhook-test-vector.json"]

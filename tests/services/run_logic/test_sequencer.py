@@ -10,8 +10,8 @@ from modelevents.adapters.registry import normalize_file
 from modelevents.schemas.events import ModelEvent, ToolResult
 from modelevents.services.run_logic.run_machine import run_state_of
 from modelevents.services.run_logic.sequencer import EVENT_ID_WINDOW, RunSequence
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CASSETTE = FIXTURES / "cassettes" / "anthropic-tool-loop.yaml"
 
 

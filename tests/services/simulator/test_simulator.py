@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import anthropic
 import httpx
@@ -28,8 +27,7 @@ from modelevents.services.simulator.recordings import STREAM_APIS, split_sse
 from modelevents.services.simulator.scenarios import PROJECT_FIXTURES, Knobs, ScenarioRegistry
 from modelevents.services.simulator.server import run_in_thread
 from tests.corpus import require_corpus
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -578,7 +576,7 @@ def test_simulator_command_prints_base_urls_and_serves(tmp_path):
             "sys.exit(a.run(a))\n")
     proc = subprocess.Popen([sys.executable, "-c", code, "simulator", "--port", str(port),
                              "--no-corpus"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO)
+                            text=True, cwd=REPO_ROOT)
     try:
         lines = [proc.stdout.readline() for _ in range(4)]
         assert f"http://127.0.0.1:{port}" in lines[0]

@@ -26,8 +26,7 @@ from modelevents.schemas.transcript import (
     messages_from_events,
 )
 from tests.corpus import CORPUS_DIR, require_corpus
-
-REPO_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+from tests.paths import FIXTURES
 
 # Sessions that start from the project's own fixtures (always run).
 LOCAL = ["gemini-interactions/store-false-parallel-calls.sse",
@@ -132,7 +131,7 @@ def check_switch(path: Path, api: str) -> None:
 @pytest.mark.parametrize("api", list(RENDERERS))
 @pytest.mark.parametrize("fixture", LOCAL)
 def test_switch_from_local_session(fixture, api):
-    check_switch(REPO_FIXTURES / fixture, api)
+    check_switch(FIXTURES / fixture, api)
 
 
 @pytest.mark.corpus
@@ -145,7 +144,7 @@ def test_switch_from_recorded_session(fixture, api):
 
 def test_the_sessions_do_carry_signatures():
     # Guard: the switch test proves little if its sessions had no opaque reasoning at all.
-    request, history, _ = session(REPO_FIXTURES / LOCAL[0])
+    request, history, _ = session(FIXTURES / LOCAL[0])
     assert all_blobs(history)
     require_corpus()
     for fixture in CORPUS:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,8 @@ from tests.adapters.bombs import (
     yaml_alias_bomb,
 )
 from tests.corpus import corpus_files, corpus_id, require_corpus
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
 CLI = [sys.executable, "-m", "modelevents.services.cli"]
 
 

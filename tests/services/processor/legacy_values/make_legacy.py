@@ -16,7 +16,9 @@ from modelevents.services.feeder import frames_for_file
 from modelevents.services.normalizer import RunNormalizer, with_end_markers
 from modelevents.services.sequencer import RunSequence
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+# Not tests/paths.py: this runs with an old checkout first on the path, whose tests package
+# has no paths module; the fixtures are this checkout's tests/fixtures.
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 HALVES = {"openai-chat": "reasoning-then-text.sse", "openai-responses": "text-with-usage.sse",
           "anthropic-messages": "pause-turn-then-continuation.sse",
           "gemini-generate": "tool-call-streamed-args.sse"}

@@ -10,8 +10,8 @@ from modelevents.adapters.registry import normalize_file, translate
 from modelevents.schemas.end_of_input import is_end_of_input, with_end_markers
 from modelevents.schemas.errors import InputError
 from modelevents.services.local.feeder import duplicate_plan, frames_for_file
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.parent.name != "cassettes")
 
 

@@ -19,8 +19,8 @@ from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.local.feeder import frames_for_file
 from modelevents.services.run_logic.normalizer import RunNormalizer
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file())
 
 
