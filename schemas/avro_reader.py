@@ -18,6 +18,7 @@ reader); the test suite checks its output against fastavro's on property-generat
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -52,8 +53,10 @@ class _Compiler:
     """Schema → Python source. ``value`` appends the statements that read one value at ``p``
     (advancing it) into a local, and returns that local's name."""
 
-    def __init__(self, named: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, named: dict[str, dict[str, Any]],
+                 types: dict[str, type] | None = None) -> None:
         self.named = named  # full name → parsed record schema
+        self.types = types or {}  # short record name → the class a record of it is built as
         self.functions: dict[str, list[str]] = {}
         self.counter = 0
 
@@ -73,6 +76,11 @@ class _Compiler:
 
     def record(self, schema: dict[str, Any], out: list[str], depth: int) -> str:
         values = [(f["name"], self.value(f["type"], out, depth)) for f in schema["fields"]]
+        short = schema["name"].rsplit(".", 1)[-1]
+        if short in self.types:
+            # The object itself, built by keyword (one call, no dict in between).
+            _check_fields(self.types[short], [name for name, _ in values])
+            return f"_T_{short}(" + ", ".join(f"{name}={v}" for name, v in values) + ")"
         return "{" + ", ".join(f"{name!r}: {v}" for name, v in values) + "}"
 
     def long(self, out: list[str], pad: str) -> str:
@@ -161,18 +169,36 @@ class _Compiler:
             out += [f"{pad}if not 0 <= {index} < {len(resolved)}:",
                     f"{pad}    raise _CorruptRecord('a union branch that is not in the schema')",
                     f"{pad}{name}, {fn} = {table}[{index}]",
-                    f"{pad}{v}, p = {fn}(d, p, end)", f"{pad}{v} = ({name}, {v})"]
+                    f"{pad}{v}, p = {fn}(d, p, end)"]
+            if not all(b["name"].rsplit(".", 1)[-1] in self.types for b in resolved):
+                out.append(f"{pad}{v} = ({name}, {v})")  # a typed branch names itself
             return v
         raise SchemaError(f"the compiled reader does not support the union {kinds}")
 
 
-def compile_reader(schema: dict[str, Any], named: dict[str, dict[str, Any]]) -> Callable[[bytes, int], Any]:
+def _check_fields(cls: type, names: list[str]) -> None:
+    """Refuse, at compile time, a class that a record of these fields cannot build."""
+    declared = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = [n for n in names if n not in declared]
+    missing = [n for n, f in declared.items() if n not in names
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if unknown or missing:
+        raise SchemaError(f"{cls.__name__} cannot be built from its record: fields {unknown} "
+                          f"unknown to it, {missing} missing from the record")
+
+
+def compile_reader(schema: dict[str, Any], named: dict[str, dict[str, Any]],
+                   types: dict[str, type] | None = None) -> Callable[[bytes, int], Any]:
     """Parsed record schema → ``read(data, start)``: the record whose body starts at ``start``
     (after a single-object header, say) and runs to the end of ``data``.
 
     ``named`` maps full names to the parsed record schemas that references by name resolve to
-    (what ``fastavro.parse_schema`` collected)."""
-    compiler = _Compiler(dict(named))
+    (what ``fastavro.parse_schema`` collected). ``types`` maps short record names to dataclasses:
+    a record of such a name is built as that class by keyword (its fields must match), and a
+    union of such records gives the object alone, its class naming the branch — the typed
+    reader the codec decodes ModelEvents with, no dict built per record and unpacked again."""
+    types = dict(types or {})
+    compiler = _Compiler(dict(named), types)
     entry = compiler.record_function(schema)
     # Tables refer to the functions: define every function first.
     functions = sorted(compiler.functions.items(), key=lambda item: item[0].startswith("_"))
@@ -183,6 +209,7 @@ def compile_reader(schema: dict[str, Any], named: dict[str, dict[str, Any]]) -> 
     namespace: dict[str, Any] = {"_long": _long, "_ONE_BYTE": _ONE_BYTE,
                                  "_CorruptRecord": CorruptRecord,
                                  "_UNPACK_DOUBLE": _UNPACK_DOUBLE, "struct": struct}
+    namespace.update({f"_T_{name}": cls for name, cls in types.items()})
     exec(compile(source, f"<avro reader {schema['name']}>", "exec"), namespace)
     reader: Callable[[bytes, int], Any] = namespace["read"]
     return reader

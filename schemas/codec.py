@@ -162,6 +162,9 @@ class SchemaSet:
         # Fingerprint → (record name, compiled reader of a record it wrote): the current
         # fingerprints, and any other whose writer has the current canonical form.
         self.readers: dict[bytes, tuple[str, Callable[[bytes, int], dict[str, Any]]]] = {}
+        # Fingerprint → compiled reader building the ModelEvent itself (payload, source,
+        # envelope, piece and elided as their dataclasses): the consumers' hot path.
+        self.event_readers: dict[bytes, Callable[[bytes, int], ModelEvent]] = {}
         # Record name → its top-level timestamp-millis fields (for readers that convert them).
         self.timestamp_fields: dict[str, tuple[str, ...]] = {}
         compiled_named: dict[str, Any] = {}
@@ -184,6 +187,11 @@ class SchemaSet:
             self.encoders[raw["name"]] = compile_encoder(raw, MAGIC + fp, compiled_named,
                                                          CACHED_STRINGS)
             self.readers[fp] = (full_name, compile_reader(parsed, named))
+            if full_name == _MODELEVENT:
+                try:
+                    self.event_readers[fp] = compile_reader(parsed, named, _EVENT_TYPES)
+                except SchemaError:
+                    pass  # fields the dataclasses lack (a schema under test): the dict path
         history = avro_dir / "history"
         by_file: dict[str, tuple[bytes, str, dict[str, Any]]] = {}
         for path in sorted(history.glob("*.avsc")) if history.is_dir() else ():
@@ -202,6 +210,13 @@ class SchemaSet:
                 # Written in today's binary form under its old name: the compiled reader reads it
                 # at full speed (RunState v1 differs from v2 only by logical types).
                 self.readers.setdefault(legacy, self.readers[self.current_fingerprint[full_name]])
+
+
+_MODELEVENT = f"{NAMESPACE}.ModelEvent"
+# Short record name → the class the typed reader builds a record of that name as.
+_EVENT_TYPES: dict[str, type] = {"ModelEvent": ModelEvent, "EventSource": EventSource,
+                                 "Envelope": Envelope, "Piece": Piece, "Elided": Elided,
+                                 **PAYLOAD_TYPES}
 
 
 @cache
@@ -298,14 +313,38 @@ def encode_with_fastavro(obj: ModelEvent | ProviderFrame | RunState | DeadLetter
 # --- decoding ----------------------------------------------------------------------------------
 
 
+_event_readers: dict[bytes, Callable[[bytes, int], ModelEvent]] = {}  # schemas().event_readers by header, once loaded
+
+
 def decode(data: bytes) -> ModelEvent | ProviderFrame | RunState | DeadLetter:
     """Decode a single-object-encoded record written by any known version of its schema."""
+    # Once per event on the consumers' hot path: a ModelEvent of the current schema is built by
+    # its typed reader with one lookup by the header's bytes (magic included: it must match).
+    typed = _event_readers.get(data[:10]) if type(data) is bytes else None
+    if typed is not None:
+        try:
+            event = typed(data, 10)
+        except CorruptRecord as exc:
+            raise SchemaError(f"corrupt {_MODELEVENT} record ({len(data)} bytes): {exc}") from exc
+        expected = KIND_PAYLOAD.get(event.kind)
+        if expected is not None and expected is not type(event.payload):
+            raise SchemaError(f"event {event.event_id}: kind {event.kind} carries a "
+                              f"{type(event.payload).__name__} payload, "
+                              f"expected {expected.__name__}")
+        return event
+    if not _event_readers:
+        _event_readers.update((MAGIC + fp, read)
+                              for fp, read in schemas().event_readers.items())
+        if _event_readers and type(data) is bytes and data[:10] in _event_readers:
+            return decode(data)
     if len(data) < 10 or data[:2] != MAGIC:
         raise SchemaError(
             f"not an Avro single-object record: expected magic C3 01, got {data[:2].hex(' ') or 'nothing'}"
             f" ({len(data)} bytes)")
     fp = bytes(data[2:10])
     schema_set = schemas()
+    if fp in schema_set.event_readers:  # bytes-like, not bytes: as bytes, the typed reader
+        return decode(bytes(data))
     current = schema_set.readers.get(fp)
     if current is not None:  # written with the current schema: the compiled reader
         name, read = current
@@ -331,8 +370,8 @@ def decode(data: bytes) -> ModelEvent | ProviderFrame | RunState | DeadLetter:
     return _from_record(name, resolved)
 
 
-_MODELEVENT, _PROVIDERFRAME, _RUNSTATE, _DEADLETTER = (
-    f"{NAMESPACE}.{name}" for name in ("ModelEvent", "ProviderFrame", "RunState", "DeadLetter"))
+_PROVIDERFRAME, _RUNSTATE, _DEADLETTER = (
+    f"{NAMESPACE}.{name}" for name in ("ProviderFrame", "RunState", "DeadLetter"))
 
 
 def _from_record(name: str,

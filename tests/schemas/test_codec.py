@@ -233,3 +233,15 @@ def test_memoized_field_groups_of_different_records_never_share_an_encoding():
     for record in (message, finished, message):
         assert codec.decode(codec.encode(record)) == record
         assert codec.encode(record) == codec.encode_with_fastavro(record)
+
+
+@pytest.mark.parametrize("kind", sorted(PAYLOADS))
+def test_typed_event_reader_builds_what_the_record_path_builds(kind):
+    """decode builds current-schema ModelEvents straight from the bytes (issue #17): the same
+    event, field for field, as the dict reader + constructor path, memoryviews included."""
+    from modelevents.schemas.codec import _from_record
+    data = codec.encode(model_event(kind))
+    name, read = codec.schemas().readers[data[2:10]]
+    assert data[2:10] in codec.schemas().event_readers
+    assert codec.decode(data) == _from_record(name, read(data, 10))
+    assert codec.decode(memoryview(data)) == codec.decode(data)
