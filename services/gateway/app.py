@@ -320,7 +320,7 @@ class Edge:
         if self.started:
             return  # too late for a status; the cut body ends the route's work
         self.started = True
-        body = problem_bytes(status, {"error": reason, "code": _EDGE_CODES[status]})
+        body = problem_bytes(status, {"error": reason, "code": _CODES[status]})
         await self._send({"type": "http.response.start", "status": status, "headers": [
             (b"content-type", PROBLEM_JSON.encode()), (b"content-length", b"%d" % len(body)),
             (b"connection", b"close"),
@@ -328,12 +328,12 @@ class Edge:
         await self._send({"type": "http.response.body", "body": body})
 
 
-_EDGE_CODES = {400: "invalid_request", 401: "unauthorized", 408: "request_timeout",
-               413: "body_too_large"}
-# The code of an HTTPException a route raises (or Starlette's 404/405), by its status.
-_HTTP_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 409: "conflict", 422: "invalid_input",
-               502: "provider_error", 503: "unavailable"}
+# The problem code of an answer that names none itself, by its status: the edge's refusals
+# (400, 401, 408, 413) and the HTTPExceptions routes raise (and Starlette's 404/405).
+_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+          405: "method_not_allowed", 408: "request_timeout", 409: "conflict",
+          413: "body_too_large", 422: "invalid_input", 502: "provider_error",
+          503: "unavailable"}
 
 
 # The handlers take any Exception (Starlette's signature for every handler) and are each
@@ -358,7 +358,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
             headers = {**(headers or {}), "Allow": ", ".join(allowed)}
         detail = (f"{request.url.path} does not take {request.method} (it takes "
                   f"{(headers or {}).get('Allow', 'another method')}); see /docs")
-    code = _HTTP_CODES.get(exc.status_code)
+    code = _CODES.get(exc.status_code)
     return problem_response(exc.status_code, {"error": detail, **({"code": code} if code else {})},
                             headers)
 

@@ -132,6 +132,11 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, HANG_GUARD_S))
 
 
+def kafka_args(settings: PipelineSettings) -> list[str]:
+    """The CLI options that point a ``modelevents`` command at ``settings``' broker and topics."""
+    return ["--bootstrap-servers", settings.bootstrap_servers, "--prefix", settings.topic_prefix]
+
+
 def start_gateway_process(settings: PipelineSettings, port: int, log_path: Path,
                           *options: str, ready_within: float = 90.0) -> subprocess.Popen:
     """``modelevents [OPTIONS] gateway`` as a user starts it, in a session of its own (stop it
@@ -141,8 +146,7 @@ def start_gateway_process(settings: PipelineSettings, port: int, log_path: Path,
     with log_path.open("wb") as log:
         gateway = subprocess.Popen(
             [sys.executable, "-m", "modelevents.services.cli", *options, "gateway",
-             "--port", str(port), "--bootstrap-servers", settings.bootstrap_servers,
-             "--prefix", settings.topic_prefix, "--partitions", str(settings.partitions)],
+             "--port", str(port), *kafka_args(settings), "--partitions", str(settings.partitions)],
             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     deadline = time.monotonic() + ready_within

@@ -26,6 +26,7 @@ from tests.adapters.bombs import (
     yaml_alias_bomb,
 )
 from tests.integration.conftest import broker_fixture
+from tests.integration.pipeline import kafka_args
 
 pytestmark = pytest.mark.kafka
 
@@ -33,9 +34,6 @@ kafka_broker = broker_fixture(base_port=19700, scope="module")
 
 FEED = ["-m", "modelevents.services.cli", "feed"]
 
-
-def _kafka_args(settings: PipelineSettings) -> list[str]:
-    return ["--bootstrap-servers", settings.bootstrap_servers, "--prefix", settings.topic_prefix]
 
 
 def _frames_on_topic(settings: PipelineSettings) -> int:
@@ -78,7 +76,7 @@ def test_a_hostile_cassette_publishes_nothing(pipeline_settings, tmp_path: Path,
     build, options, message = BOMBS[name]
     path = tmp_path / f"{name}.yaml"
     path.write_bytes(build())
-    done = run_limited([*FEED, str(path), *options, *_kafka_args(pipeline_settings)])
+    done = run_limited([*FEED, str(path), *options, *kafka_args(pipeline_settings)])
     assert done.returncode == 2, done.stderr.decode()[-2000:]
     lines = done.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("modelevents: error: "), lines[-20:]
@@ -89,7 +87,7 @@ def test_a_hostile_cassette_publishes_nothing(pipeline_settings, tmp_path: Path,
 def test_the_same_cassette_without_its_bomb_is_fed(pipeline_settings, tmp_path: Path) -> None:
     path = tmp_path / "ordinary.yaml"
     path.write_bytes(_ordinary_then(one_call_cassette(_gzip(sse_chunks(5)))))
-    done = run_limited([*FEED, str(path), *_kafka_args(pipeline_settings)])
+    done = run_limited([*FEED, str(path), *kafka_args(pipeline_settings)])
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     # 21 + 6 frames of the two calls, an end-of-stream marker after each, one end-of-run.
     assert _frames_on_topic(pipeline_settings) == 21 + 6 + 3

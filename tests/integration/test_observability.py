@@ -41,6 +41,7 @@ from tests.integration.pipeline import (
     HANG_GUARD_S,
     collect,
     feed,
+    kafka_args,
     run,
     start_gateway_process,
 )
@@ -190,9 +191,6 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = HANG_GUA
                           capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT,
                           env=dict(os.environ, **(env or {})))
 
-
-def kafka_args(settings: PipelineSettings) -> list[str]:
-    return ["--bootstrap-servers", settings.bootstrap_servers, "--prefix", settings.topic_prefix]
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:

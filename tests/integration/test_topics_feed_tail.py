@@ -31,6 +31,7 @@ from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 from modelevents.services.local import feeder
 from tests.helpers import free_port
 from tests.integration.conftest import broker_fixture
+from tests.integration.pipeline import kafka_args
 from tests.paths import FIXTURES
 
 pytestmark = pytest.mark.kafka
@@ -53,9 +54,6 @@ def cli_main():
     """The `modelevents` command's entry point, called in process."""
     return cli.main
 
-
-def kafka_args(settings: PipelineSettings) -> list[str]:
-    return ["--bootstrap-servers", settings.bootstrap_servers, "--prefix", settings.topic_prefix]
 
 
 async def _read_all(settings: PipelineSettings, topic: str, run_id: str | None = None,

@@ -21,9 +21,9 @@ from typing import Any
 import yaml
 
 from modelevents.services import logs
+from modelevents.services.cli.commands.gateway import build_config
 from modelevents.services.cli.commands.worker import default_workdir, retention_setting
-from modelevents.services.cli.kafka_options import ENV_HELP, add_kafka_options, settings_from_args
-from modelevents.services.gateway.config import load_config
+from modelevents.services.cli.kafka_options import ENV_HELP, add_kafka_options
 from modelevents.services.processor.tuning import ProcessorTuning
 
 MASK = "**********"
@@ -49,8 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def effective(args: argparse.Namespace) -> dict[str, Any]:
     """The configuration as one JSON-able document, secrets masked."""
-    given = args.bootstrap_servers or args.prefix is not None or args.partitions is not None
-    config = load_config(args.config, kafka=settings_from_args(args) if given else None)
+    config = build_config(args)
     kafka = config.kafka
     security = kafka.security
     gateway = config.model_dump(mode="json", exclude={"kafka"})  # SecretStr dumps as ******

@@ -71,7 +71,9 @@ def build_config(args: argparse.Namespace):
 
     given = args.bootstrap_servers or args.prefix is not None or args.partitions is not None
     kafka = settings_from_args(args) if given else None
-    return load_config(args.config, kafka=kafka, host=args.host, port=args.port)
+    # `config show` has no --host/--port: the file's or the defaults then.
+    return load_config(args.config, kafka=kafka, host=getattr(args, "host", None),
+                       port=getattr(args, "port", None))
 
 
 def run(args: argparse.Namespace) -> int:
