@@ -130,17 +130,26 @@ def test_check_reports_every_difference_apply_fixes_them_and_check_is_clean(
 
 def test_a_replication_factor_the_cluster_cannot_give_is_reported_not_hidden(
         make_settings, capsys, monkeypatch) -> None:
-    settings = make_settings(partitions=PARTITIONS)  # created with 1 replica
+    settings = make_settings(partitions=PARTITIONS)  # created with 1 replica, min ISR 1
     monkeypatch.setenv("MODELEVENTS_REPLICATION_FACTOR", "2")
+    monkeypatch.setenv("MODELEVENTS_MIN_INSYNC_REPLICAS", "2")
     args = [*kafka_args(settings), "--partitions", str(PARTITIONS), "--app-id", settings.app_id]
     code, lines, _ = _cli(["topics", "check", *args], capsys)
     assert code == 1
-    assert sorted(lines) == sorted(f"{full}: replication is 1, configured 2"
-                                   for full in settings.topic_names.values())
+    assert sorted(lines) == sorted(
+        [f"{full}: replication is 1, configured 2" for full in settings.topic_names.values()]
+        + [f"{full}: min.insync.replicas is 1, configured 2"
+           for full in settings.topic_names.values()])
     code, lines, err = _cli(["topics", "apply", *args], capsys)
     assert code == 1, err
-    assert "the replication factor cannot be reached: the cluster has 1 broker(s)" in "\n".join(lines)
-    assert "MODELEVENTS_REPLICATION_FACTOR=2" in "\n".join(lines)
+    text = "\n".join(lines)
+    assert "the replication factor cannot be reached: the cluster has 1 broker(s)" in text
+    assert "MODELEVENTS_REPLICATION_FACTOR=2" in text
+    # min.insync.replicas 2 on a 1-replica topic would stop every acks=all write: not set.
+    assert not any(line.startswith("altered") for line in lines), lines
+    assert f"left      {settings.topic('frames')}: min.insync.replicas is 1, configured 2 (not set " \
+           f"while the topic has 1 replica(s)" in text
+    assert run(_configs(settings, settings.topic("frames")))["min.insync.replicas"] == "1"
 
 
 def test_bad_input_is_a_clear_error_and_changes_nothing(make_settings, capsys) -> None:
