@@ -78,7 +78,7 @@ class SSEDecoder:
                  message: Callable[[str | None, bytes, str | None, int | None], Any] = SSEMessage,
                  max_event_bytes: int | None = None) -> None:
         """``message`` builds what ``feed`` returns from (event, data, id, retry); bulk callers
-        that consume messages at once pass a plain-tuple maker and skip an object per frame.
+        that consume messages at once pass ``as_tuple`` and skip an object per frame.
         ``max_event_bytes``: the longest event accepted (default: the limits in effect)."""
         self.strict = strict
         self.max_event_bytes = (current_limits().max_event_bytes if max_event_bytes is None
