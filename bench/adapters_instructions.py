@@ -6,14 +6,16 @@ load, so this compares two versions of the adapters exactly (instructions are no
 such as orjson's runs more of them per nanosecond than the interpreter, so compare versions of
 the same path, not paths with each other):
 
-    valgrind --tool=callgrind --collect-atstart=no --toggle-collect=functools_reduce \\
-        --callgrind-out-file=/tmp/cg.out .venv/bin/python bench/adapters_instructions.py \\
-        --api gemini-interactions --path a --rounds 10
+    PYTHONHASHSEED=0 valgrind --tool=callgrind --collect-atstart=no \\
+        --toggle-collect=functools_reduce --callgrind-out-file=/tmp/cg.out \\
+        .venv/bin/python bench/adapters_instructions.py --api gemini-interactions --path a --rounds 10
     grep ^summary: /tmp/cg.out     # Ir; divide by the frame count this script prints
 
 Only the measured rounds run inside ``functools.reduce``, which is what callgrind is told to
 count (imports, loading the corpus and two warm-up rounds stay outside). To measure another
-checkout of the package, put it first on PYTHONPATH. ~30 s a run (valgrind starts slowly).
+checkout of the package, put it first on PYTHONPATH; a fixed PYTHONHASHSEED makes two runs of the
+same code count the same to within a few instructions a frame. ~30 s a run (valgrind starts
+slowly).
 """
 
 from __future__ import annotations
