@@ -13,8 +13,8 @@ the same path, not paths with each other):
 
 Only the measured rounds run inside ``functools.reduce``, which is what callgrind is told to
 count (imports, loading the corpus and two warm-up rounds stay outside). To measure another
-checkout of the package, put it first on PYTHONPATH; a fixed PYTHONHASHSEED makes two runs of the
-same code count the same to within a few instructions a frame. ~30 s a run (valgrind starts
+checkout of the package, put it first on PYTHONPATH. With PYTHONHASHSEED fixed two runs of the
+same code agree to ~0.3%: differences below that are not a change. ~30 s a run (valgrind starts
 slowly).
 """
 
