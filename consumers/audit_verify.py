@@ -27,6 +27,10 @@ Checks (``docs/audit.md``):
 * **input** — every run started through the gateway has its input packet, and each packet's
   fingerprint is its request's; a run fed or forwarded without one is listed, a note
   (``audit_inputs.py``).
+* **receipts** (archives of the ``receipts`` topic) — every ``tool.result`` the tool executor
+  wrote has its final receipt, which says what the result says, and every receipt of a finished
+  attempt names an archived ``tool.call`` of its run; tool calls without any receipt (answered
+  by the application) are listed, a note (``audit_receipts.py``).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from modelevents.consumers.audit_format import (
     tenant_of_dir,
 )
 from modelevents.consumers.audit_inputs import check_input_packets, take_input_packet
+from modelevents.consumers.audit_receipts import check_receipts, take_receipt
 from modelevents.consumers.audit_writer import CHECKPOINTS, read_checkpoints
 from modelevents.schemas import codec
 from modelevents.schemas.avro_projection import compile_projection, named_records
@@ -75,7 +80,7 @@ EVENT_FIELDS = {"run_id": True, "tenant": True, "kind": True, "seq": True,
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    check: str  # files | chain | records | runs | envelopes | frames | input
+    check: str  # files | chain | records | runs | envelopes | frames | input | receipts
     where: str  # file and block, or run id (and seq)
     message: str
 
@@ -100,6 +105,7 @@ class Report:
     terminal_runs: int = 0
     head: str | None = None
     input_packets: dict[str, list[Any]] = field(default_factory=dict)  # run id → packets
+    receipts: dict[str, list[Any]] = field(default_factory=dict)  # run id → ToolReceipts
 
     @property
     def ok(self) -> bool:
@@ -114,7 +120,8 @@ class Report:
     def summary(self) -> dict[str, Any]:
         return {"ok": self.ok, "archive": str(self.root), "files": self.files,
                 "blocks": self.blocks, "records": self.records, "events": self.events,
-                "frames": self.frames, "runs": self.runs, "terminal_runs": self.terminal_runs,
+                "frames": self.frames, "receipts": sum(map(len, self.receipts.values())),
+                "runs": self.runs, "terminal_runs": self.terminal_runs,
                 "problems": len(self.problems), "notes": len(self.notes), "head": self.head}
 
 
@@ -226,6 +233,7 @@ def verify_archive(root: Path) -> Report:
     report = Report(root)
     described = root / "archive.json"
     frames_archived = False
+    receipts_archived = False
     if not described.exists():
         report.fail("files", str(root), "no archive.json: not an audit archive, or it was removed")
     else:
@@ -234,6 +242,7 @@ def verify_archive(root: Path) -> Report:
             if info.get("format") != FORMAT:
                 report.fail("files", "archive.json", f"format {info.get('format')!r}, not {FORMAT}")
             frames_archived = bool(info.get("frames_topic"))
+            receipts_archived = bool(info.get("receipts_topic"))
         except ValueError as exc:
             report.fail("files", "archive.json", f"not JSON ({exc})")
     avros, manifests = archive_files(root)
@@ -281,6 +290,7 @@ def verify_archive(root: Path) -> Report:
     _check_chain(report, root, chain_entries, verified_hashes)
     _check_runs(report, events, tenants, frames_archived, frames, frame_keys)
     check_input_packets(report, events)
+    check_receipts(report, events, tenants, receipts_archived)
     return report
 
 
@@ -385,9 +395,11 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
                         run_id, rec_tenant, kind, seq, frame_id, body_len, piece, payload = \
                             _event_fields(name, obj)
             except Exception as exc:
-                # Not the events' contract: an input packet (audit_inputs.py) is taken here, off
-                # the events' path.
-                if take_input_packet(report, value, _where(topic, partition, offset), tenant):
+                # Not the events' contract: an input packet (audit_inputs.py) or a tool receipt
+                # (audit_receipts.py) is taken here, off the events' path.
+                where = _where(topic, partition, offset)
+                if (take_input_packet(report, value, where, tenant)
+                        or take_receipt(report, value, where, tenant)):
                     continue
                 report.fail("records", f"{rel} block {m_index}",
                             f"{_where(topic, partition, offset)} cannot be decoded: {exc}")
