@@ -23,7 +23,8 @@ Checks (``docs/audit.md``):
 * **envelopes** — every event carries its verbatim provider envelope (non-empty body, over its
   pieces), except what the end of input emits (``source.frame_id`` ending ``#close``: no frame,
   no bytes — ``adapters/base.py``).
-* **frames** (archives with ``--with-frames``) — the frame every event names is archived.
+* **frames** (archives with ``--with-frames``) — the frame every event names is archived
+  (except the executor's and the approvals' events, transport ``executor``: they have none).
 * **input** — every run started through the gateway has its input packet, and each packet's
   fingerprint is its request's; a run fed or forwarded without one is listed, a note
   (``audit_inputs.py``).
@@ -68,13 +69,16 @@ from modelevents.schemas.errors import CorruptRecord
 EVENT = "modelevents.ModelEvent"
 FRAME = "modelevents.ProviderFrame"
 CLOSE_SUFFIX = "#close"
+# The transport of the events the tool executor (and the gateway's approvals) write to ingest:
+# they come from no provider frame (services/run_logic/executor_events.py).
+EXECUTOR = "executor"
 NO_FRAMES = "(no frames)"
 _MAX_LISTED = 20  # seq ranges listed per run
 # What verify reads of a ModelEvent (the rest is skipped): the payload's branch, and the
 # provider object id of a run.started (frames of a run can be keyed by it).
 RECORD_FIELDS = {"topic": True, "partition": True, "offset": True, "value": True}
 EVENT_FIELDS = {"run_id": True, "tenant": True, "kind": True, "seq": True,
-                "source": {"frame_id": True}, "envelope": {"body": "length"},
+                "source": {"frame_id": True, "transport": True}, "envelope": {"body": "length"},
                 "payload": {"$branch": {"modelevents.RunStarted": True}}, "piece": True}
 
 
@@ -148,6 +152,7 @@ class _Event:
     value: bytes
     kind: str
     frame_id: str
+    transport: str
     body_len: int
     piece: tuple[int, int] | None
     object_id: str | None
@@ -202,15 +207,16 @@ class _Readers:
         return type(obj).__name__, obj
 
 
-def _event_fields(name: str, rec: Any) -> tuple[str, str, str, int, str, int, Any, Any]:
-    """run_id, tenant, kind, seq, frame_id, envelope body length, piece, payload."""
+def _event_fields(name: str, rec: Any) -> tuple[str, str, str, int, str, str, int, Any, Any]:
+    """run_id, tenant, kind, seq, frame_id, transport, envelope body length, piece, payload."""
     if isinstance(rec, dict):
         piece = rec.get("piece")
-        return (rec["run_id"], rec["tenant"], rec["kind"], rec["seq"], rec["source"]["frame_id"],
-                len(rec["envelope"]["body"]),
+        source = rec["source"]
+        return (rec["run_id"], rec["tenant"], rec["kind"], rec["seq"], source["frame_id"],
+                source["transport"], len(rec["envelope"]["body"]),
                 None if piece is None else (piece["index"], piece["count"]), rec["payload"])
     piece = rec.piece
-    return (rec.run_id, rec.tenant, rec.kind, rec.seq, rec.source.frame_id,
+    return (rec.run_id, rec.tenant, rec.kind, rec.seq, rec.source.frame_id, rec.source.transport,
             len(rec.envelope.body), None if piece is None else (piece.index, piece.count),
             rec.payload)
 
@@ -386,14 +392,15 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
                 fast = project(value, 10) if value[:10] in event_heads else None
                 if fast is not None:
                     name = EVENT
-                    run_id, rec_tenant, kind, seq, frame_id, body_len, payload, piece = fast
+                    (run_id, rec_tenant, kind, seq, frame_id, transport, body_len, payload,
+                     piece) = fast
                     if piece is not None:
                         piece = (piece["index"], piece["count"])
                 else:
                     name, obj = readers.read(value)
                     if name in (EVENT, "ModelEvent"):
-                        run_id, rec_tenant, kind, seq, frame_id, body_len, piece, payload = \
-                            _event_fields(name, obj)
+                        (run_id, rec_tenant, kind, seq, frame_id, transport, body_len, piece,
+                         payload) = _event_fields(name, obj)
             except Exception as exc:
                 # Not the events' contract: an input packet (audit_inputs.py) or a tool receipt
                 # (audit_receipts.py) is taken here, off the events' path.
@@ -413,7 +420,7 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
                                 f"{tenant!r}")
                 tenants.setdefault(run_id, rec_tenant)
                 events[run_id][seq].append(_Event(
-                    value, kind, frame_id, body_len, piece,
+                    value, kind, frame_id, transport, body_len, piece,
                     _object_id(payload) if kind == "run.started" else None))
             elif name in (FRAME, "ProviderFrame"):
                 report.frames += 1
@@ -597,7 +604,8 @@ def _check_runs(report: Report, events: dict[str, dict[int, list[_Event]]],
             if not closing and body_len == 0:
                 report.fail("envelopes", f"run {run_id} seq {seq}",
                             f"{event.kind} carries no provider envelope")
-            if frames_archived and not event.frame_id.startswith(NO_FRAMES):
+            if (frames_archived and not event.frame_id.startswith(NO_FRAMES)
+                    and event.transport != EXECUTOR):
                 frame_id = event.frame_id.removesuffix(CLOSE_SUFFIX)
                 if (tenant, run_id, frame_id) not in frames and not (
                         frame_keys.get((tenant, frame_id), set()) & object_ids):

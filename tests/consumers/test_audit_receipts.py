@@ -172,3 +172,14 @@ def test_receipts_are_exported(tmp_path: Path) -> None:
     assert audit_export.receipts_path(path).name == "a.receipts.parquet"
     assert [(r["phase"], r["tool_call_id"], r["attempt"], r["result"]) for r in table] == [
         ("started", "c1", 1, None), ("finished", "c1", 1, OUTPUT)]
+
+
+def test_the_executors_results_need_no_frame(tmp_path: Path) -> None:
+    # An archive with frames: the run's provider events name frames that are not archived (each
+    # is a failure), the executor's tool.result (transport executor) names none.
+    root = tmp_path / "a"
+    write_archive(root, _records(_run("run_x"), _receipts("run_x")),
+                  source={**SOURCE, "frames_topic": "t.frames"})
+    report = verify_archive(root)
+    assert sorted(f.where for f in report.problems if f.check == "frames") == [
+        f"run run_x seq {seq}" for seq in (0, 1, 3, 4)]
