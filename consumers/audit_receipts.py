@@ -35,6 +35,7 @@ lists the executor's results as a note.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
@@ -49,7 +50,7 @@ from modelevents.services.run_logic.executor_events import ADAPTER
 __all__ = ["take_receipt", "check_receipts", "RECEIPTS"]
 
 RECEIPTS = "receipts"  # the check's name in findings
-TOOL_KINDS = frozenset({"tool.call", "tool.result"})
+EXECUTOR = "executor"  # the transport of the executor's events (executor_events.py)
 
 
 class _Report(Protocol):
@@ -77,21 +78,58 @@ def take_receipt(report: _Report, value: bytes, where: str, tenant: str) -> bool
     return True
 
 
-def _tool_events(by_seq: dict[int, list[Any]]) -> list[ModelEvent]:
-    """The run's tool.call and tool.result events, decoded, pieces joined (the first copy of each
-    seq: verify's runs check reports copies that differ)."""
-    out: list[ModelEvent] = []
+@dataclass(frozen=True, slots=True)
+class _Tool:
+    """A tool.call or tool.result of the run, as far as the receipts check needs it."""
+
+    kind: str
+    seq: int
+    tool_name: str
+    tool_call_id: str
+    output: str | None  # a tool.result's
+    is_error: bool
+    executed: bool  # a tool.result the executor wrote
+    outcome: str | None  # the outcome its envelope names (an executed result's)
+
+
+def _field(payload: Any, name: str) -> Any:
+    # The projection's (branch name, dict), or the dataclass of an older schema's decode.
+    return payload[1][name] if isinstance(payload, tuple) else getattr(payload, name)
+
+
+def _tool_events(by_seq: dict[int, list[Any]]) -> list[_Tool]:
+    """The run's tool.call and tool.result events (the first copy of each seq: verify's runs
+    check reports copies that differ), from the payloads verify read; an event in pieces and the
+    executor's results (whose envelope names the outcome) are decoded."""
+    out: list[_Tool] = []
     for seq in sorted(by_seq):
         first = by_seq[seq][0]
-        if first.kind not in TOOL_KINDS or (first.piece is not None and first.piece[0] != 0):
+        if first.tool is None or (first.piece is not None and first.piece[0] != 0):
+            continue
+        executed = first.kind == "tool.result" and first.transport == EXECUTOR
+        if first.piece is None and not executed:
+            payload = first.tool
+            out.append(_Tool(first.kind, seq, _field(payload, "tool_name"),
+                             _field(payload, "tool_call_id"),
+                             _field(payload, "output") if first.kind == "tool.result" else None,
+                             first.kind == "tool.result" and _field(payload, "is_error"),
+                             False, None))
             continue
         try:
             decoded = [codec.decode(by_seq[seq + k][0].value)
                        for k in range(1 if first.piece is None else first.piece[1])]
             pieces = [e for e in decoded if isinstance(e, ModelEvent)]
-            out.append(pieces[0] if first.piece is None else join_pieces(pieces))
+            event = pieces[0] if first.piece is None else join_pieces(pieces)
         except Exception:  # the runs and records checks name what is wrong
             continue
+        payload = event.payload
+        if isinstance(payload, ToolCall):
+            out.append(_Tool(event.kind, seq, payload.tool_name, payload.tool_call_id, None,
+                             False, False, None))
+        elif isinstance(payload, ToolResult):
+            out.append(_Tool(event.kind, seq, payload.tool_name, payload.tool_call_id,
+                             payload.output, payload.is_error, event.adapter == ADAPTER,
+                             _outcome_of(event)))
     return out
 
 
@@ -113,12 +151,11 @@ def check_receipts(report: _Report, events: dict[str, dict[int, list[Any]]],
         tools = _tool_events(events[run_id])
         if not tools and run_id not in receipts:
             continue
-        calls = {e.payload.tool_call_id: e.payload for e in tools
-                 if e.kind == "tool.call" and isinstance(e.payload, ToolCall)}
-        results = [e for e in tools if e.kind == "tool.result" and isinstance(e.payload, ToolResult)]
+        calls = {e.tool_call_id: e for e in tools if e.kind == "tool.call"}
+        results = [e for e in tools if e.kind == "tool.result"]
         run = f"run {run_id}"
         if not archived:
-            executed = sum(1 for e in results if e.adapter == ADAPTER)
+            executed = sum(1 for e in results if e.executed)
             if executed:
                 report.note(RECEIPTS, run, f"{executed} tool result(s) from the executor; "
                             "receipts are not archived here (audit run --no-receipts)")
@@ -127,28 +164,26 @@ def check_receipts(report: _Report, events: dict[str, dict[int, list[Any]]],
         for receipt in receipts.get(run_id, []):
             of_call[receipt.tool_call_id].append(receipt)
         for result in results:
-            if result.adapter != ADAPTER:
+            if not result.executed:
                 continue
-            payload = result.payload
-            assert isinstance(payload, ToolResult)
-            where = f"{run} tool call {payload.tool_call_id}"
-            final = [r for r in of_call.get(payload.tool_call_id, [])
+            where = f"{run} tool call {result.tool_call_id}"
+            final = [r for r in of_call.get(result.tool_call_id, [])
                      if r.phase == "finished" and r.result is not None]
             if not final:
                 report.fail(RECEIPTS, where, f"a tool.result from the executor (seq "
                             f"{result.seq}) without its receipt: no final receipt of this call "
                             "is archived")
                 continue
-            outcome = _outcome_of(result)
-            if not any(r.result == payload.output and r.result_is_error == payload.is_error
+            outcome = result.outcome
+            if not any(r.result == result.output and r.result_is_error == result.is_error
                        and (outcome is None or r.outcome == outcome) for r in final):
                 got = final[-1]
                 report.fail(RECEIPTS, where, f"the receipt does not say what the tool.result "
                             f"(seq {result.seq}) says: receipt {got.outcome}, "
                             f"{'error' if got.result_is_error else 'output'} "
                             f"{_preview(got.result)}; result {outcome}, "
-                            f"{'error' if payload.is_error else 'output'} "
-                            f"{_preview(payload.output)}")
+                            f"{'error' if result.is_error else 'output'} "
+                            f"{_preview(result.output)}")
         for call_id, attempts in sorted(of_call.items()):
             where = f"{run} tool call {call_id}"
             call = calls.get(call_id)

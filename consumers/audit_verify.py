@@ -77,12 +77,16 @@ CLOSE_SUFFIX = "#close"
 EXECUTOR = "executor"
 NO_FRAMES = "(no frames)"
 _MAX_LISTED = 20  # seq ranges listed per run
-# What verify reads of a ModelEvent (the rest is skipped): the payload's branch, and the
-# provider object id of a run.started (frames of a run can be keyed by it).
+# What verify reads of a ModelEvent (the rest is skipped): the payload's branch, the provider
+# object id of a run.started (frames of a run can be keyed by it), and the payload of a tool.call
+# or tool.result (what the receipts check compares with the receipts: audit_receipts.py).
 RECORD_FIELDS = {"topic": True, "partition": True, "offset": True, "value": True}
 EVENT_FIELDS = {"run_id": True, "tenant": True, "kind": True, "seq": True,
                 "source": {"frame_id": True, "transport": True}, "envelope": {"body": "length"},
-                "payload": {"$branch": {"modelevents.RunStarted": True}}, "piece": True}
+                "payload": {"$branch": {"modelevents.RunStarted": True,
+                                        "modelevents.ToolCall": True,
+                                        "modelevents.ToolResult": True}}, "piece": True}
+TOOL_KINDS = frozenset({"tool.call", "tool.result"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +163,7 @@ class _Event:
     body_len: int
     piece: tuple[int, int] | None
     object_id: str | None
+    tool: Any  # a tool.call's or tool.result's payload ((name, dict) or a dataclass), else None
 
 
 class _Readers:
@@ -444,7 +449,8 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
                 tenants.setdefault(run_id, rec_tenant)
                 events[run_id][seq].append(_Event(
                     value, kind, frame_id, transport, body_len, piece,
-                    _object_id(payload) if kind == "run.started" else None))
+                    _object_id(payload) if kind == "run.started" else None,
+                    payload if kind in TOOL_KINDS else None))
             elif name in (FRAME, "ProviderFrame"):
                 report.frames += 1
                 if isinstance(obj, dict):
