@@ -322,6 +322,9 @@ def test_a_run_the_executor_served_is_archived_with_its_receipts(settings, start
     audit_export.export_jsonl(out, exported)
     kinds = Counter(json.loads(line)["type"] for line in exported.getvalue().splitlines())
     assert kinds["receipt"] == 2
+    # `replay state --archive` reads the runs' events from it, receipts beside them.
+    state = run(replay.check_state(settings, archive=out))
+    assert state.ok and {c.run_id for c in state.runs} == {served, unserved}, state
 
     # The final receipt's block changed: the block is named, and so is the result it proved.
     (_, path, entry), = [b for b in _receipt_blocks(out, settings.topic("receipts"))][-1:]
@@ -338,11 +341,13 @@ def test_a_run_the_executor_served_is_archived_with_its_receipts(settings, start
     assert ("chain", f"{rel} block {entry['block']}") in failed, report["problems"]
     assert ("receipts", f"run {served} tool call c1") in failed, report["problems"]
 
-    # … removed: the same two findings, the block as removed.
+    # … removed: the same two findings, the block as missing (removed, or — the file's last
+    # block — the file truncated).
     data = path.read_bytes()
     path.write_bytes(data[:entry["start"]] + data[entry["start"] + entry["length"]:])
     code, report = verify(out)
     assert code == 1
     messages = {(p["check"], p["where"]): p["message"] for p in report["problems"]}
-    assert messages[("chain", f"{rel} block {entry['block']}")].startswith("removed"), messages
+    assert messages[("chain", f"{rel} block {entry['block']}")].startswith(
+        ("removed", "truncated")), messages
     assert "without its receipt" in messages[("receipts", f"run {served} tool call c1")]
