@@ -157,7 +157,11 @@ class AuditWriter:
             os.close(self._lock_fd)
             raise AuditError(f"another `modelevents audit run` is writing {self.root} "
                              "(one writer per archive directory)") from None
-        self._describe(source or {})
+        try:
+            self._describe(source or {})
+        except AuditError:
+            os.close(self._lock_fd)  # refused: the directory is left as it was, unlocked
+            raise
         self.recovery = self._recover()
         checkpoints, _ = read_checkpoints(self.root)
         last = checkpoints[-1] if checkpoints else None

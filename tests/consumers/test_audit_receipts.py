@@ -12,10 +12,13 @@ from pathlib import Path
 
 import orjson
 import pyarrow.parquet as pq
+import pytest
 
 from modelevents.consumers import audit_export
 from modelevents.consumers.audit_format import archive_files
 from modelevents.consumers.audit_verify import verify_archive
+from modelevents.consumers.audit_writer import AuditWriter
+from modelevents.consumers.errors import AuditError
 from modelevents.consumers.tools.receipts import ToolReceipt, encode_receipt
 from modelevents.schemas import codec
 from modelevents.schemas.events import (
@@ -183,3 +186,14 @@ def test_the_executors_results_need_no_frame(tmp_path: Path) -> None:
     report = verify_archive(root)
     assert sorted(f.where for f in report.problems if f.check == "frames") == [
         f"run run_x seq {seq}" for seq in (0, 1, 3, 4)]
+
+
+def test_an_archive_is_continued_only_with_the_topics_it_was_made_with(tmp_path: Path) -> None:
+    root = tmp_path / "a"
+    write_archive(root, _records(_run("run_x"), []), source={**SOURCE, "receipts_topic": None})
+    with pytest.raises(AuditError) as refused:
+        AuditWriter(root, source=SOURCE)
+    assert "receipts_topic None, not 't.receipts'" in str(refused.value)
+    assert "--no-receipts" in str(refused.value)
+    assert verify_archive(root).ok  # nothing of it was touched, and it is not left locked
+    AuditWriter(root, source={**SOURCE, "receipts_topic": None}).close()
