@@ -45,11 +45,11 @@ from modelevents.schemas import codec
 from modelevents.schemas.events import ModelEvent, ToolCall, ToolResult
 from modelevents.schemas.pieces import join_pieces
 from modelevents.services.run_logic.executor_events import ADAPTER
+from modelevents.services.run_logic.executor_events import TRANSPORT as EXECUTOR
 
 __all__ = ["take_receipt", "check_receipts", "RECEIPTS"]
 
 RECEIPTS = "receipts"  # the check's name in findings
-EXECUTOR = "executor"  # the transport of the executor's events (executor_events.py)
 
 
 class _Report(Protocol):

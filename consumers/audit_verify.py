@@ -68,13 +68,11 @@ from modelevents.consumers.audit_writer import CHECKPOINTS, read_checkpoints
 from modelevents.schemas import codec
 from modelevents.schemas.avro_projection import compile_projection, named_records
 from modelevents.schemas.errors import CorruptRecord
+from modelevents.services.run_logic.executor_events import TRANSPORT as EXECUTOR
 
 EVENT = "modelevents.ModelEvent"
 FRAME = "modelevents.ProviderFrame"
 CLOSE_SUFFIX = "#close"
-# The transport of the events the tool executor (and the gateway's approvals) write to ingest:
-# they come from no provider frame (services/run_logic/executor_events.py).
-EXECUTOR = "executor"
 NO_FRAMES = "(no frames)"
 _MAX_LISTED = 20  # seq ranges listed per run
 # What verify reads of a ModelEvent (the rest is skipped): the payload's branch, the provider
@@ -633,6 +631,8 @@ def _check_runs(report: Report, events: dict[str, dict[int, list[_Event]]],
             if not closing and body_len == 0:
                 report.fail("envelopes", f"run {run_id} seq {seq}",
                             f"{event.kind} carries no provider envelope")
+            # The events the executor and the gateway's approvals write to ingest (transport
+            # EXECUTOR) come from no provider frame.
             if (frames_archived and not event.frame_id.startswith(NO_FRAMES)
                     and event.transport != EXECUTOR):
                 frame_id = event.frame_id.removesuffix(CLOSE_SUFFIX)
