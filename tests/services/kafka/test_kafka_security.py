@@ -92,7 +92,7 @@ def test_a_file_that_is_not_pem_is_refused_at_start(tmp_path: Path):
     assert line.startswith("KAFKA_SSL_*: the TLS files cannot be loaded")
 
 
-def test_password_file_is_read_without_its_newline_and_the_variable_wins(tmp_path: Path):
+def test_password_file_is_read_without_its_newline_and_not_beside_the_variable(tmp_path: Path):
     secret = tmp_path / "password"
     secret.write_text(PASSWORD + "\n")
     env = {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
@@ -100,7 +100,9 @@ def test_password_file_is_read_without_its_newline_and_the_variable_wins(tmp_pat
     assert KafkaSecurity.from_env(env).client_options() == {
         "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
         "sasl_plain_username": "alice", "sasl_plain_password": PASSWORD}
-    assert KafkaSecurity.from_env({**env, "KAFKA_SASL_PASSWORD": "other"}).sasl_password == "other"
+    with pytest.raises(ConfigError, match=r"^KAFKA_SASL_PASSWORD and KAFKA_SASL_PASSWORD_FILE "
+                                          r"are both set"):
+        KafkaSecurity.from_env({**env, "KAFKA_SASL_PASSWORD": "other"})
     with pytest.raises(ConfigError, match=r"^KAFKA_SASL_PASSWORD_FILE=.*/gone: cannot read it"):
         KafkaSecurity.from_env({**env, "KAFKA_SASL_PASSWORD_FILE": str(tmp_path / "gone")})
 
