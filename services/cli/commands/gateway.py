@@ -43,9 +43,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, GEMINI_API_KEY (or "
                           "GOOGLE_API_KEY), GEMINI_BASE_URL, GEMINI_WEBHOOK_SECRET (several "
                           "secrets: separate with commas), MODELEVENTS_API_TOKEN; each key, "
-                          "secret or token also as NAME_FILE. The config file's keys: "
-                          "services/gateway/config.py and docs/operations.md. Exit status 2: "
-                          "an invalid configuration (one line per problem).")
+                          "secret or token also as NAME_FILE. The config file (--config) sets "
+                          "provider base URLs and keys, webhook secrets per tenant, limits, the "
+                          "capability manifest, polling (services/gateway/config.py, "
+                          "docs/operations.md); followers of /v1/runs/{id}/events: "
+                          "follower_buffer_events (events of a followed run kept for late "
+                          "joiners, default 256), follower_queue_events (events one follower "
+                          "may have queued and not sent, default 1024), follower_patience_s (how "
+                          "long followers may send nothing while one's queue is full before "
+                          "that one's stream ends and it resumes with Last-Event-ID, default 2). "
+                          "Exit status 2: an invalid configuration (one line per problem).")
     add_gateway_options(p)
     p.set_defaults(run=run)
 
