@@ -157,7 +157,9 @@ class KafkaSecurity:
         # Verify the brokers' certificates and host names: against the given CA or the system's.
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.ssl_cafile)
         if self.ssl_certfile:
-            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_password)
+            # Never None: OpenSSL would then ask for an encrypted key's password on the terminal.
+            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile,
+                                    self.ssl_password or (lambda: ""))
         return context
 
     def ssl_context(self) -> ssl.SSLContext | None:

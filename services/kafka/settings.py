@@ -73,23 +73,31 @@ LOCAL_PORT = 9092
 ENV_REPLICATION_FACTOR = "MODELEVENTS_REPLICATION_FACTOR"
 ENV_MIN_INSYNC_REPLICAS = "MODELEVENTS_MIN_INSYNC_REPLICAS"
 
-_NAMES = tuple(name for var in KAFKA_ENV for name in var.names)
-_cache: dict[tuple[Any, ...], KafkaConfig] = {}
+# Every variable the kafka section reads (secrets as NAME_FILE too) and the config file's.
+_WATCHED = (*(name for var in KAFKA_ENV for name in var.names),
+            *(f"{name}_FILE" for var in KAFKA_ENV if var.secret for name in var.names),
+            ENV_CONFIG)
+_cache: dict[tuple[Any, ...], tuple[KafkaConfig, PipelineSettings]] = {}
 
 
-def environment_kafka() -> KafkaConfig:
-    """The kafka section as the environment (and ``$MODELEVENTS_CONFIG``) give it now."""
-    names = (*_NAMES, *(f"{n}_FILE" for n in _NAMES), ENV_CONFIG)
-    snapshot = tuple(os.environ.get(name) for name in names)
+def _environment() -> tuple[KafkaConfig, PipelineSettings]:
+    # Resolved again only when one of the variables changed (tests change them, services not).
+    snapshot = tuple(map(os.environ.get, _WATCHED))
     if (found := _cache.get(snapshot)) is None:
-        found = resolve(_KafkaOnly, tables=KAFKA_ENV).settings.kafka
-        _cache.clear()  # only the latest: the environment rarely changes within a process
+        kafka = resolve(_KafkaOnly, tables=KAFKA_ENV).settings.kafka
+        found = (kafka, kafka.pipeline())
+        _cache.clear()  # only the latest
         _cache[snapshot] = found
     return found
 
 
+def environment_kafka() -> KafkaConfig:
+    """The kafka section as the environment (and ``$MODELEVENTS_CONFIG``) give it now."""
+    return _environment()[0]
+
+
 def _env_default(name: str) -> Any:
-    return getattr(environment_kafka().pipeline(), name)
+    return getattr(_environment()[1], name)
 
 
 @dataclass(frozen=True)

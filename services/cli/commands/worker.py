@@ -28,6 +28,7 @@ from modelevents.services.cli.kafka_options import (
 )
 from modelevents.services.kafka import topics
 from modelevents.services.processor.health import HealthServer, WorkerHealth
+from modelevents.services.settings.tree import load_settings
 
 log = logging.getLogger("modelevents.worker")
 
@@ -82,6 +83,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="address of the health endpoint (default 0.0.0.0)")
     p.set_defaults(run=run)
 
+
+
+def default_workdir() -> Path:
+    """The worker's state directory without --workdir: the configuration's (worker.state_dir,
+    MODELEVENTS_STATE_DIR), else $XDG_STATE_HOME/modelevents/worker."""
+    return load_settings().settings.worker.workdir
 
 
 def worker_options(args: argparse.Namespace) -> dict[str, tuple[object, str]]:

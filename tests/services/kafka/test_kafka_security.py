@@ -141,6 +141,28 @@ def test_tls_context_is_built_from_the_files(tls: TLSFiles):
     assert security.client_options() == {"security_protocol": "SSL", "ssl_context": context}
 
 
+def test_an_encrypted_key_opens_with_its_password_from_a_file(tls: TLSFiles, tmp_path: Path):
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(tls.client_key.read_bytes(), password=None)
+    locked = tmp_path / "client-locked.key"
+    locked.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(PASSWORD.encode())))
+    password = tmp_path / "key-password"
+    password.write_text(PASSWORD + "\n")
+    env = {"KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CAFILE": str(tls.ca),
+           "KAFKA_SSL_CERTFILE": str(tls.client_cert), "KAFKA_SSL_KEYFILE": str(locked)}
+    security = KafkaSecurity.from_env({**env, "KAFKA_SSL_PASSWORD_FILE": str(password)})
+    assert isinstance(security.ssl_context(), ssl.SSLContext)
+    assert PASSWORD not in repr(security)
+    # Without its password (or with a wrong one) the key does not load: refused at start.
+    for given in ({}, {"KAFKA_SSL_PASSWORD": "wrong"}):
+        [line] = problems({**env, **given})
+        assert line.startswith("KAFKA_SSL_*: the TLS files cannot be loaded")
+        assert PASSWORD not in line
+
+
 def test_a_key_that_does_not_match_the_certificate_is_refused(tls: TLSFiles):
     [line] = problems({"KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CAFILE": str(tls.ca),
                        "KAFKA_SSL_CERTFILE": str(tls.client_cert),
