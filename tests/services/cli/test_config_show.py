@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 SECRETS = {"OPENAI_API_KEY": "sk-very-secret-1", "KAFKA_SASL_PASSWORD": "pw-very-secret-2",
            "MODELEVENTS_API_TOKEN": "tok-very-secret-3",
            "OPENAI_WEBHOOK_SECRET": "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0IQ=="}
@@ -57,6 +59,11 @@ def test_the_effective_configuration_with_every_secret_masked(tmp_path: Path) ->
     yaml_out = show(env={k: v for k, v in SECRETS.items() if not k.startswith("KAFKA_")})
     assert yaml_out.returncode == 0 and "kafka:\n  bootstrap_servers:" in yaml_out.stdout
     assert '  api_key: "**********"  # env OPENAI_API_KEY' in yaml_out.stdout
+    parsed = yaml.safe_load(yaml_out.stdout)  # YAML, the origins as comments
+    assert parsed["gateway"]["providers"]["openai"]["api_key"] == "**********"
+    worker_only = show("--json", "--service", "worker")
+    assert worker_only.returncode == 0, worker_only.stderr
+    assert set(json.loads(worker_only.stdout)) == {"kafka", "worker", "log_format", "sources"}
     assert not any(secret in yaml_out.stdout for secret in SECRETS.values())
 
 
