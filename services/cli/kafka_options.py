@@ -10,13 +10,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from modelevents.schemas.errors import ConfigError
 from modelevents.services.kafka import security
 from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.settings.loader import Resolved
-from modelevents.services.settings.tree import Settings, load_settings
+
+if TYPE_CHECKING:  # the tree (pydantic, the gateway's models) loads when a command runs
+    from modelevents.services.settings.loader import Resolved
+    from modelevents.services.settings.tree import Settings
 
 T = TypeVar("T")
 
@@ -53,6 +55,8 @@ def load_from_args(args: argparse.Namespace,
                    options: dict[str, tuple[Any, str]] | None = None) -> Resolved[Settings]:
     """The settings tree for a command: its --config file, the environment, its Kafka options
     and ``options`` (``{"worker.state_dir": (args.workdir, "--workdir")}``)."""
+    from modelevents.services.settings.tree import load_settings
+
     if getattr(args, "partitions", None) is not None and args.partitions < 1:
         raise ConfigError(f"--partitions {args.partitions}: a topic needs at least 1 partition")
     cli: dict[str, tuple[Any, str]] = {

@@ -34,14 +34,14 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model
 
 from modelevents.schemas.errors import ConfigError
 from modelevents.services.kafka.security import SECURITY_ENV, KafkaSecurity
+from modelevents.services.kafka.settings import LOCAL_HOST
+from modelevents.services.settings.loader import ENV_CONFIG, LayeredSettings, resolve
 from modelevents.services.settings.sources import EnvVar
 
 if TYPE_CHECKING:
     from modelevents.services.kafka.settings import PipelineSettings
 
-__all__ = ["KAFKA_ENV", "KafkaConfig", "LOCAL_HOST"]
-
-LOCAL_HOST = "127.0.0.1"
+__all__ = ["KAFKA_ENV", "KafkaConfig", "WATCHED", "resolve_kafka"]
 
 # The security fields of KafkaSecurity under the names the kafka section gives them.
 _SECURITY_KEYS = {"protocol": "security_protocol"}
@@ -125,3 +125,20 @@ class KafkaConfig(BaseModel):
             partitions=self.partitions, replication_factor=self.replication_factor,
             min_insync_replicas=self.min_insync_replicas, app_id=self.app_id,
             tenant=self.tenant, security=self._security)
+
+
+class _KafkaOnly(LayeredSettings):
+    # The kafka section of the configuration; the file's other sections are other commands'.
+    model_config = LayeredSettings.model_config | {"extra": "ignore"}
+
+    kafka: KafkaConfig = Field(default_factory=lambda: KafkaConfig.model_validate({}))
+
+
+# Every variable the kafka section reads (secrets as NAME_FILE too) and the config file's.
+WATCHED = (*(name for var in KAFKA_ENV for name in var.names),
+           *(f"{name}_FILE" for var in KAFKA_ENV if var.secret for name in var.names), ENV_CONFIG)
+
+
+def resolve_kafka() -> KafkaConfig:
+    """The kafka section from defaults < ``$MODELEVENTS_CONFIG`` < the environment."""
+    return resolve(_KafkaOnly, tables=KAFKA_ENV).settings.kafka

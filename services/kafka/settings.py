@@ -29,15 +29,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic import Field
+from typing import TYPE_CHECKING, Any
 
 from modelevents.schemas.errors import ConfigError
-from modelevents.services.kafka.config import KAFKA_ENV, KafkaConfig
-from modelevents.services.kafka.config import LOCAL_HOST as LOCAL_HOST  # services/local: its host
 from modelevents.services.kafka.security import KafkaSecurity
-from modelevents.services.settings.loader import ENV_CONFIG, LayeredSettings, resolve
+
+if TYPE_CHECKING:  # pydantic loads on the first PipelineSettings(), not with this module
+    from modelevents.services.kafka.config import KafkaConfig
 
 # The topics of DESIGN.md "Topics": name → whether the topic is compacted.
 TOPICS: dict[str, bool] = {
@@ -58,33 +56,25 @@ TOPICS: dict[str, bool] = {
 }
 
 
-class _KafkaOnly(LayeredSettings):
-    # The kafka section of the configuration; the file's other sections are other commands'.
-    model_config = LayeredSettings.model_config | {"extra": "ignore"}
-
-    kafka: KafkaConfig = Field(default_factory=lambda: KafkaConfig.model_validate({}))
-
-
 # Where Kafka is when nothing says: the project's own local broker (services/local/kafka_broker.py
 # starts it, reading these same names), so that a pipeline and `modelevents kafka start` agree.
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
 ENV_LOCAL_PORT = "MODELEVENTS_KAFKA_PORT"
+LOCAL_HOST = "127.0.0.1"
 LOCAL_PORT = 9092
 ENV_REPLICATION_FACTOR = "MODELEVENTS_REPLICATION_FACTOR"
 ENV_MIN_INSYNC_REPLICAS = "MODELEVENTS_MIN_INSYNC_REPLICAS"
 
-# Every variable the kafka section reads (secrets as NAME_FILE too) and the config file's.
-_WATCHED = (*(name for var in KAFKA_ENV for name in var.names),
-            *(f"{name}_FILE" for var in KAFKA_ENV if var.secret for name in var.names),
-            ENV_CONFIG)
 _cache: dict[tuple[Any, ...], tuple[KafkaConfig, PipelineSettings]] = {}
 
 
 def _environment() -> tuple[KafkaConfig, PipelineSettings]:
     # Resolved again only when one of the variables changed (tests change them, services not).
-    snapshot = tuple(map(os.environ.get, _WATCHED))
+    from modelevents.services.kafka import config
+
+    snapshot = tuple(map(os.environ.get, config.WATCHED))
     if (found := _cache.get(snapshot)) is None:
-        kafka = resolve(_KafkaOnly, tables=KAFKA_ENV).settings.kafka
+        kafka = config.resolve_kafka()
         found = (kafka, kafka.pipeline())
         _cache.clear()  # only the latest
         _cache[snapshot] = found

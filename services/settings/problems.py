@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from modelevents.schemas.errors import ConfigError
+
+if TYPE_CHECKING:  # the CLI catches ConfigProblems before any command loaded pydantic
+    from pydantic import ValidationError
 
 __all__ = ["ConfigProblems", "SECRET_KEYS", "problem_lines"]
 

@@ -30,13 +30,21 @@ import yaml
 
 from modelevents.schemas.errors import ConfigError
 
-__all__ = ["EnvVar", "Layer", "Origin", "SECTIONS", "cli_layer", "env_layer", "file_layer",
+__all__ = ["EXAMPLE_TOOLS", "EnvVar", "Layer", "Origin", "SECTIONS", "SERVICES", "cli_layer", "env_layer", "file_layer",
            "merge", "read_config_file", "split_secrets"]
 
 Key = tuple[str, ...]
 
 # The sections of the tree that a config file names; every other top-level key is the gateway's.
 SECTIONS = ("kafka", "worker", "tools")
+# The sections each service reads (`config show --service`).
+SERVICES: dict[str, tuple[str, ...]] = {
+    "gateway": ("kafka", "gateway"), "ui": ("kafka", "gateway"), "worker": ("kafka", "worker"),
+    "tools": ("kafka", "tools"), "audit": ("kafka",), "replay": ("kafka",), "feed": ("kafka",),
+    "tail": ("kafka",), "topics": ("kafka",), "otel": ("kafka",),
+}
+# `tools run`'s registry when none is named: the SQLite examples.
+EXAMPLE_TOOLS = "modelevents.consumers.tools.sqlite_tools"
 
 
 @dataclass(frozen=True)

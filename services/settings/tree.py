@@ -39,11 +39,9 @@ from modelevents.services.kafka.config import KAFKA_ENV, KafkaConfig
 from modelevents.services.kafka.security import KafkaSecurity
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.settings.loader import LayeredSettings, Resolved, resolve
-from modelevents.services.settings.sources import EnvVar
+from modelevents.services.settings.sources import EXAMPLE_TOOLS, EnvVar
 
-__all__ = ["ENV", "SERVICES", "Settings", "ToolsConfig", "WorkerConfig", "load_settings"]
-
-EXAMPLE_TOOLS = "modelevents.consumers.tools.sqlite_tools"
+__all__ = ["ENV", "Settings", "ToolsConfig", "WorkerConfig", "load_settings"]
 
 
 class WorkerConfig(BaseModel):
@@ -86,13 +84,6 @@ ENV: tuple[EnvVar, ...] = (
     EnvVar(("MODELEVENTS_STATE_DIR",), ("worker", "state_dir")),
     EnvVar(("MODELEVENTS_RUN_RETENTION",), ("worker", "run_retention_s")),
 )
-
-# The sections each service reads (`config show --service`).
-SERVICES: dict[str, tuple[str, ...]] = {
-    "gateway": ("kafka", "gateway"), "ui": ("kafka", "gateway"), "worker": ("kafka", "worker"),
-    "tools": ("kafka", "tools"), "audit": ("kafka",), "replay": ("kafka",), "feed": ("kafka",),
-    "tail": ("kafka",), "topics": ("kafka",), "otel": ("kafka",),
-}
 
 # A stand-in for the gateway's Kafka settings while the tree is validated (it must not read the
 # environment itself); replaced by the tree's own kafka section once that is valid.

@@ -15,12 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelevents.services import logs
 from modelevents.services.cli.kafka_options import ENV_HELP, add_kafka_options, load_from_args
-from modelevents.services.settings.loader import Resolved
-from modelevents.services.settings.tree import SERVICES, Settings
+from modelevents.services.settings.sources import SERVICES
+
+if TYPE_CHECKING:
+    from modelevents.services.settings.loader import Resolved
+    from modelevents.services.settings.tree import Settings
 
 MASK = "**********"
 

@@ -17,7 +17,7 @@ from modelevents.services.cli.kafka_options import (
     load_from_args,
     run_async,
 )
-from modelevents.services.settings.tree import EXAMPLE_TOOLS
+from modelevents.services.settings.sources import EXAMPLE_TOOLS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -28,7 +28,6 @@ from modelevents.services.cli.kafka_options import (
 )
 from modelevents.services.kafka import topics
 from modelevents.services.processor.health import HealthServer, WorkerHealth
-from modelevents.services.settings.tree import load_settings
 
 log = logging.getLogger("modelevents.worker")
 
@@ -88,6 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def default_workdir() -> Path:
     """The worker's state directory without --workdir: the configuration's (worker.state_dir,
     MODELEVENTS_STATE_DIR), else $XDG_STATE_HOME/modelevents/worker."""
+    from modelevents.services.settings.tree import load_settings
+
     return load_settings().settings.worker.workdir
 
 
