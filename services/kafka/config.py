@@ -28,7 +28,8 @@ built with; :meth:`KafkaConfig.pipeline` makes it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
@@ -41,7 +42,7 @@ from modelevents.services.settings.sources import EnvVar
 if TYPE_CHECKING:
     from modelevents.services.kafka.settings import PipelineSettings
 
-__all__ = ["KAFKA_ENV", "KafkaConfig", "WATCHED", "resolve_kafka"]
+__all__ = ["KAFKA_ENV", "KafkaConfig", "WATCHED", "resolve_kafka", "security_problems"]
 
 # The security fields of KafkaSecurity under the names the kafka section gives them.
 _SECURITY_KEYS = {"protocol": "security_protocol"}
@@ -127,11 +128,32 @@ class KafkaConfig(BaseModel):
             tenant=self.tenant, security=self._security)
 
 
+def security_problems(section: Any) -> list[str]:
+    """The TLS/SASL checks of a kafka section (a mapping of its raw values), one line each;
+    none if the section or its security values are not even of the right type."""
+    if not isinstance(section, Mapping):
+        return []
+    given: dict[str, Any] = {key: section.get(_SECURITY_KEYS.get(key, key)) for key in
+             ("protocol", "sasl_mechanism", "sasl_username", "sasl_password", "ssl_cafile",
+              "ssl_certfile", "ssl_keyfile", "ssl_password")}
+    if not all(value is None or isinstance(value, str) for value in given.values()):
+        return []
+    try:
+        KafkaSecurity(**{**given, "protocol": given["protocol"] or "PLAINTEXT"})
+    except ConfigError as exc:
+        return str(exc).splitlines()[1:]
+    return []
+
+
 class _KafkaOnly(LayeredSettings):
     # The kafka section of the configuration; the file's other sections are other commands'.
     model_config = LayeredSettings.model_config | {"extra": "ignore"}
 
     kafka: KafkaConfig = Field(default_factory=lambda: KafkaConfig.model_validate({}))
+
+    @classmethod
+    def cross_checks(cls, values: Mapping[str, Any]) -> list[str]:
+        return security_problems(values.get("kafka"))
 
 
 # Every variable the kafka section reads (secrets as NAME_FILE too) and the config file's.

@@ -33,6 +33,7 @@ from modelevents.services.settings.sources import (
     cli_layer,
     env_layer,
     file_layer,
+    merge,
 )
 
 __all__ = ["ENV_CONFIG", "LayeredSettings", "Resolved", "config_path", "resolve"]
@@ -69,6 +70,13 @@ class LayeredSettings(BaseSettings):
                                    file_secret_settings: PydanticBaseSettingsSource,
                                    ) -> tuple[PydanticBaseSettingsSource, ...]:
         return tuple(_LayerSource(settings_cls, layer) for layer in _ACTIVE.get())
+
+    @classmethod
+    def cross_checks(cls, values: Mapping[str, Any]) -> list[str]:
+        """Checks of several values together that pydantic skips when a field of the same
+        model failed (its after-validators do not run): run on the merged ``values`` then, so
+        that every problem is reported at once."""
+        return []
 
 
 T = TypeVar("T", bound=LayeredSettings)
@@ -135,9 +143,13 @@ def resolve(model: type[T], *, config: Path | str | None = None,
     try:
         settings = model()
     except ValidationError as exc:
-        problems += [_rename(line, layers, tables) for line in problem_lines(
-            exc, lambda key: _label(layers, key), lambda key: _fields(model, key))]
-        raise ConfigProblems(problems) from None
+        problems += problem_lines(exc, lambda key: _label(layers, key),
+                                  lambda key: _fields(model, key))
+        merged: dict[str, Any] = {}
+        for layer in reversed(layers):
+            merged = merge(merged, layer.values)
+        problems += [p for p in model.cross_checks(merged) if p not in problems]
+        raise ConfigProblems([_rename(p, layers, tables) for p in problems]) from None
     finally:
         _ACTIVE.reset(token)
     if problems:

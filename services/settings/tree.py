@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from modelevents.services.gateway.config import GATEWAY_ENV, GatewayConfig, gateway_defaults
-from modelevents.services.kafka.config import KAFKA_ENV, KafkaConfig
+from modelevents.services.kafka.config import KAFKA_ENV, KafkaConfig, security_problems
 from modelevents.services.kafka.security import KafkaSecurity
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.settings.loader import LayeredSettings, Resolved, resolve
@@ -107,6 +107,10 @@ class Settings(LayeredSettings):
         if isinstance(data, Mapping) and isinstance(data.get("gateway"), Mapping):
             data = {**data, "gateway": {**data["gateway"], "kafka": _PLACEHOLDER}}
         return data
+
+    @classmethod
+    def cross_checks(cls, values: Mapping[str, Any]) -> list[str]:
+        return security_problems(values.get("kafka"))
 
     @model_validator(mode="after")
     def _share_kafka(self) -> Settings:

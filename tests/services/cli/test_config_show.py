@@ -80,6 +80,14 @@ def test_an_invalid_setting_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad_file = show("--config", str(config))
     assert bad_file.returncode == 2
     assert "port" in bad_file.stderr and "no_such_setting" in bad_file.stderr
+    # A file that is not YAML, or not a mapping: one line naming it.
+    config.write_text("port: [8080\n")
+    not_yaml = show("--check", "--config", str(config))
+    assert not_yaml.returncode == 2 and not_yaml.stderr.startswith(
+        f"modelevents: error: {config} is not valid YAML")
+    config.write_text("- port\n")
+    assert show("--check", "--config", str(config)).stderr.strip() == (
+        f"modelevents: error: {config}: the config must be a mapping of settings, not list")
 
 
 def test_precedence_defaults_file_environment_options(tmp_path: Path) -> None:
@@ -159,6 +167,17 @@ def test_kafka_tls_and_sasl_from_the_file_are_checked_and_named_by_their_keys(
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"modelevents: error: {config}: kafka.ssl_cafile={tmp_path / 'no-ca.pem'}: no such file"]
+    # Another value of the section wrong too: the security problems are still all reported.
+    config.write_text("kafka:\n  partitions: 0\n  security_protocol: SASL_SSL\n"
+                      "  sasl_username: svc\n")
+    several = show("--check", "--config", str(config))
+    assert several.returncode == 2
+    assert several.stderr.strip().splitlines() == [
+        f"modelevents: error: {config}: kafka.partitions=0 must be at least 1",
+        f"modelevents: error: {config}: kafka.security_protocol=SASL_SSL needs "
+        "KAFKA_SASL_MECHANISM (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)",
+        f"modelevents: error: {config}: kafka.security_protocol=SASL_SSL needs "
+        "KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE"]
     config.write_text("kafka:\n  security_protocol: SASL_PLAINTEXT\n  sasl_mechanism: PLAIN\n"
                       "  sasl_username: svc\n  sasl_password: pw-in-the-file-8\n")
     ok = show("--json", "--config", str(config))
