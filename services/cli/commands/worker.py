@@ -76,8 +76,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="log level (default info)")
     health = p.add_argument_group("health endpoint (for probes; services/processor/health.py)")
     health.add_argument("--health-port", type=positive_int, default=None, metavar="PORT",
-                        help="serve GET /healthz (alive) and GET /readyz (joined the group, "
-                             "tables recovered) on this port (default: no endpoint)")
+                        help="serve GET /healthz (alive), GET /readyz (joined the group, "
+                             "tables recovered) and GET /metrics (Prometheus: counters, consumer "
+                             "lag, modelevents_worker_runs{state}: the runs it owns by state) on "
+                             "this port (default: no endpoint)")
     health.add_argument("--health-host", default="0.0.0.0", metavar="ADDRESS",
                         help="address of the health endpoint (default 0.0.0.0)")
     p.set_defaults(run=run)
