@@ -679,8 +679,9 @@ def test_kafka_security_and_replication_reach_every_container(tools, helm_env, v
                                   if k.startswith(("KAFKA_", "MODELEVENTS_REPLICATION",
                                                    "MODELEVENTS_MIN_INSYNC")))))
             mounts = {mount["mountPath"]: mount for mount in container["volumeMounts"]}
+            secret_files = [name for name in env if name.endswith("_FILE")]
             for name in ("KAFKA_SASL_PASSWORD_FILE", "KAFKA_SSL_CAFILE", "KAFKA_SSL_CERTFILE",
-                         "KAFKA_SSL_KEYFILE"):
+                         "KAFKA_SSL_KEYFILE", "KAFKA_SSL_PASSWORD_FILE", *secret_files):
                 if name not in env:
                     continue
                 path = Path(env[name])
@@ -694,3 +695,27 @@ def test_kafka_security_and_replication_reach_every_container(tools, helm_env, v
         assert dict(env)["KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
         assert dict(env)["KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
         assert {"KAFKA_SASL_PASSWORD_FILE", "KAFKA_SSL_CAFILE"} <= dict(env).keys()
+
+
+def test_gateway_secrets_mounted_as_files_reach_the_gateway_as_name_file(tools, helm_env) -> None:
+    """gateway.secretFiles: those keys of the gateway's Secret are files, each variable given as
+    NAME_FILE (services/settings/sources.py reads it), and the Secret is no longer the
+    container's environment; without the Secret the chart refuses to render."""
+    values = CHART / "ci" / "production-values.yaml"
+    [gateway] = [obj for obj in _objects(_template(tools, helm_env, values))
+                 if obj["kind"] == "Deployment" and obj["metadata"]["name"].endswith("-gateway")]
+    pod = _pod_spec(gateway)
+    assert pod is not None
+    [container] = pod["containers"]
+    env = _env(container)
+    assert env["OPENAI_API_KEY_FILE"] == "/etc/modelevents/secrets/OPENAI_API_KEY"
+    assert "OPENAI_API_KEY" not in env
+    refs = [ref.get("secretRef", {}).get("name") for ref in container.get("envFrom", [])]
+    assert "modelevents-providers" not in refs
+    [volume] = [v for v in pod["volumes"] if v["name"] == "gateway-secrets"]
+    assert volume["secret"]["secretName"] == "modelevents-providers"
+    assert {item["key"] for item in volume["secret"]["items"]} == {
+        "OPENAI_API_KEY", "OPENAI_WEBHOOK_SECRET", "ANTHROPIC_API_KEY", "MODELEVENTS_API_TOKEN"}
+    refused = _run([tools["HELM"], "template", RELEASE, str(CHART), "--set",
+                    "gateway.secretFiles={OPENAI_API_KEY}"], helm_env)
+    assert refused.returncode != 0 and "gateway.secretFiles" in refused.stderr
