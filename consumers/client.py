@@ -67,8 +67,9 @@ from aiokafka.errors import CommitFailedError, KafkaError
 
 from modelevents.consumers.errors import MissingTopic
 from modelevents.schemas import codec
-from modelevents.schemas.errors import ConfigError, SchemaError
+from modelevents.schemas.errors import ConfigError, CorruptRecord, SchemaError
 from modelevents.schemas.events import KINDS, ModelEvent
+from modelevents.schemas.lazy_event import PAYLOAD_BRANCH, header_readers, lazy_event
 from modelevents.schemas.pieces import join_pieces
 from modelevents.schemas.run_state import RunState
 from modelevents.services.errors import KafkaUnavailable
@@ -228,11 +229,9 @@ class Stats:
     commits: int = 0
 
 
-@dataclass(slots=True)
-class _Pending:
-    value: Any
-    tp: TopicPartition
-    offsets: tuple[int, ...]
+# An item read and not processed yet: (value, its partition, the offset of its first record —
+# a joined event's first piece). Queued in the order read, handed out in that order.
+_Pending = tuple[Any, TopicPartition | None, int]
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -305,7 +304,6 @@ class Subscription(Generic[T]):
         self._states: dict[str, RunState] = {}  # run id → last RunState yielded
         self._open_pieces: dict[str, list[tuple[ModelEvent, int]]] = {}
         self._open_tp: dict[str, TopicPartition] = {}  # the partition of a run's open pieces
-        self._outstanding: dict[TopicPartition, set[int]] = {}
         self._fetched: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
         self._prime_until: dict[TopicPartition, int] = {}
@@ -361,7 +359,6 @@ class Subscription(Generic[T]):
         fresh = [tp for tp in tps if tp not in self._seen]
         self._seen.update(tps)
         for tp in tps:
-            self._outstanding[tp] = set()
             self._fetched.pop(tp, None)
             self._committed.pop(tp, None)
         explicit = isinstance(self.start, StartAt) or self.group is None
@@ -402,14 +399,15 @@ class Subscription(Generic[T]):
     async def _revoked(self, tps: set[TopicPartition]) -> None:
         await self._commit(only=tps)
         self._assignment -= tps
-        if self._queue and any(p.tp in tps for p in self._queue):
-            self._queue = deque(p for p in self._queue if p.tp not in tps)
+        if self._queue and any(p[1] in tps for p in self._queue):
+            self._queue = deque(p for p in self._queue if p[1] not in tps)
+        if self._last is not None and self._last[1] in tps:
+            self._last = None  # its partition is gone: the next owner gets it again
         for run_id, tp in list(self._open_tp.items()):
             if tp in tps:
                 del self._open_tp[run_id]
                 self._open_pieces.pop(run_id, None)
         for tp in tps:
-            self._outstanding.pop(tp, None)
             self._fetched.pop(tp, None)
             self._prime_until.pop(tp, None)
 
@@ -419,9 +417,8 @@ class Subscription(Generic[T]):
         if self._closed:
             return
         self._closed = True
-        if self._last is not None and last_processed:
-            self._done(self._last)
-        self._last = None
+        if last_processed:
+            self._last = None
         consumer = self._consumer
         if consumer is None:
             return
@@ -476,9 +473,7 @@ class Subscription(Generic[T]):
         return self
 
     async def __anext__(self) -> T:
-        if self._last is not None:
-            self._done(self._last)
-            self._last = None
+        self._last = None  # the item handed out before is processed
         queue = self._queue
         if queue:  # an item already read: no await of _next (a coroutine per item)
             item: _Pending | None = queue.popleft()
@@ -489,12 +484,19 @@ class Subscription(Generic[T]):
             await self.close()
             raise StopAsyncIteration
         self._last = item
-        return item.value
+        value: T = item[0]
+        return value
 
     def __iter__(self) -> Iterator[T]:
         return self
 
     def __next__(self) -> T:
+        queue = self._queue
+        if queue and self._loop is not None:  # an item already read: no turn of the loop
+            self._last = item = queue.popleft()
+            self.stats.yielded += 1
+            value: T = item[0]
+            return value
         loop = self._sync_loop()
         try:
             return loop.run_until_complete(self.__anext__())
@@ -508,18 +510,17 @@ class Subscription(Generic[T]):
         is committed only after its handler returned; the exception of a handler propagates after
         what was processed before it has been committed, and its item is left to the next
         consumer of the group."""
-        if self._last is not None:
-            self._done(self._last)
-            self._last = None
+        self._last = None
         try:
             while True:
                 item = await self._next()
                 if item is None:
                     break
-                result = handler(item.value)
+                self._last = item  # not processed until the handler returns
+                result = handler(item[0])
                 if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
                     await result
-                self._done(item)
+                self._last = None
         finally:
             await self.close(last_processed=False)
 
@@ -534,9 +535,7 @@ class Subscription(Generic[T]):
     async def commit(self) -> None:
         """Commit now what was processed so far (the iterator does it every ``commit_interval``
         seconds, on revocation and on close)."""
-        if self._last is not None:
-            self._done(self._last)
-            self._last = None
+        self._last = None
         await self._commit()
 
     def commit_sync(self) -> None:
@@ -545,14 +544,20 @@ class Subscription(Generic[T]):
 
     # --- the machinery -------------------------------------------------------------------------
 
-    def _done(self, item: _Pending) -> None:
-        out = self._outstanding.get(item.tp)
-        if out is not None:
-            offsets = item.offsets
-            if len(offsets) == 1:
-                out.discard(offsets[0])
-            else:
-                out.difference_update(offsets)
+    def _unprocessed(self) -> dict[TopicPartition | None, int]:
+        """Partition → the lowest offset read and not processed yet: of the items queued, the
+        item handed out and not processed, the pieces of an event still being assembled."""
+        lowest: dict[TopicPartition | None, int] = {}
+        get = lowest.get
+        pending = [self._last] if self._last is not None else []
+        for _, tp, offset in (*pending, *self._queue):
+            if offset < get(tp, offset + 1):
+                lowest[tp] = offset
+        for run_id, held in self._open_pieces.items():
+            tp = self._open_tp.get(run_id)
+            if held and held[0][1] < get(tp, held[0][1] + 1):
+                lowest[tp] = held[0][1]
+        return lowest
 
     async def _commit(self, only: set[TopicPartition] | None = None) -> None:
         consumer = self._consumer
@@ -560,11 +565,11 @@ class Subscription(Generic[T]):
         if consumer is None or self.group is None:
             return
         offsets: dict[TopicPartition, int] = {}
+        unprocessed = self._unprocessed()
         for tp, fetched in self._fetched.items():
             if only is not None and tp not in only:
                 continue
-            out = self._outstanding.get(tp)
-            position = min(out) if out else fetched
+            position = min(fetched, unprocessed.get(tp, fetched))
             if self._committed.get(tp) != position:
                 offsets[tp] = position
         if not offsets:
@@ -622,85 +627,150 @@ class Subscription(Generic[T]):
         if self._states.get(terminal.run_id) is not terminal:
             self._states[terminal.run_id] = terminal
             if self._follow_states:
-                self._queue.append(_Pending(terminal, TopicPartition("", -1), ()))
+                self._queue.append((terminal, None, -1))
                 return False
         return True
 
     def _take(self, tp: TopicPartition, messages: list[Any]) -> None:
-        stats = self.stats
-        out = self._outstanding.setdefault(tp, set())
+        self.stats.records += len(messages)
         prime_until = self._prime_until.get(tp)
-        is_runs = self._full.get(tp.topic) == "runs" or tp.topic.endswith("runs")
-        tenants, providers, run_ids = self._tenants, self._providers, self._run_ids
-        decode = codec.decode
-        stats.records += len(messages)
+        if prime_until is not None:
+            cut = 0
+            while cut < len(messages) and messages[cut].offset < prime_until:
+                cut += 1
+            self._prime(messages[:cut])
+            messages = messages[cut:]
+            if not messages:
+                return
+            del self._prime_until[tp]
+        if self._full.get(tp.topic) == "runs" or tp.topic.endswith("runs"):
+            for msg in messages:
+                value = self._decoded(tp, msg)
+                if value is not None:
+                    self._take_state(tp, msg.offset, value)
+        else:
+            self._take_events(tp, messages)
+        self._fetched[tp] = messages[-1].offset + 1
+
+    def _take_events(self, tp: TopicPartition, messages: list[Any]) -> None:
+        """Dedupe, order and filter ``messages`` of ``events`` by their headers alone
+        (``schemas/lazy_event.py``) and queue what is kept as LazyModelEvents: a dropped record
+        is never decoded. Pieces to join, and every event when elided values are rebuilt, are
+        decoded whole here (what is built from their payloads must not fail later)."""
+        stats = self.stats
+        tenants, providers, run_ids, kinds = (self._tenants, self._providers, self._run_ids,
+                                              self._kinds)
+        seqs = self._seq
+        max_runs = self.max_runs
+        append = self._queue.append
+        rebuilder = self._rebuilder
+        join = not self._raw_pieces
+        readers = header_readers()
+        branches = PAYLOAD_BRANCH
         for msg in messages:
+            data = msg.value
             offset = msg.offset
-            priming = prime_until is not None and offset < prime_until
-            if prime_until is not None and not priming:
-                del self._prime_until[tp]
-                prime_until = None
-            try:
-                if msg.value is None:
-                    raise SchemaError("tombstone (null value)")
-                value = decode(msg.value)
-            except SchemaError as exc:
-                if priming:
+            read = readers.get(data[:10]) if type(data) is bytes else None
+            event: ModelEvent | None = None
+            if read is not None:
+                try:
+                    (event_id, run_id, tenant, provider, api, model, kind, seq, (branch, _),
+                     piece, elided) = read(data, 10)
+                except CorruptRecord as exc:
+                    self._undecodable(tp, offset, SchemaError(
+                        f"corrupt modelevents.ModelEvent record ({len(data)} bytes): {exc}"))
                     continue
-                if self._raise_undecodable:
-                    raise
-                stats.undecodable += 1
-                log.warning("skipping record %s[%d]@%d that does not decode: %s",
-                            tp.topic, tp.partition, offset, exc)
-                continue
-            if priming:
-                stats.primed += 1
-                if type(value) is ModelEvent:
-                    self._mark_seq(value.run_id, value.seq)
-                continue
-            if is_runs:
-                self._take_state(tp, offset, value, out)
-                continue
-            if type(value) is not ModelEvent:
-                self._not_expected(tp, offset, value)
-                continue
-            if ((tenants is not None and value.tenant not in tenants)
-                    or (providers is not None and value.provider not in providers)
-                    or (run_ids is not None and value.run_id not in run_ids)):
+                if branch != branches.get(kind, branch):
+                    self._undecodable(tp, offset, SchemaError(
+                        f"event {event_id}: kind {kind} carries a {branch} payload, expected "
+                        f"{branches[kind]}"))
+                    continue
+            else:  # another record or an earlier schema version: decoded whole
+                value = self._decoded(tp, msg)
+                if value is None:
+                    continue
+                if type(value) is not ModelEvent:
+                    self._not_expected(tp, offset, value)
+                    continue
+                event = value
+                run_id, tenant, provider, kind, seq, piece = (
+                    value.run_id, value.tenant, value.provider, value.kind, value.seq, value.piece)
+            if ((tenants is not None and tenant not in tenants)
+                    or (providers is not None and provider not in providers)
+                    or (run_ids is not None and run_id not in run_ids)):
                 stats.filtered += 1
                 continue
-            run_id = value.run_id
-            seqs = self._seq
             previous = seqs.pop(run_id, -1)
-            if value.seq <= previous:
+            if seq <= previous:
                 seqs[run_id] = previous
                 stats.duplicates += 1
                 continue
-            seqs[run_id] = value.seq
-            if len(seqs) > self.max_runs:
+            seqs[run_id] = seq
+            if len(seqs) > max_runs:
                 self._evict(seqs)
-            if value.piece is not None and not self._raw_pieces:
-                whole, offsets = self._join(value, offset, tp)
-                if whole is None:
-                    out.add(offset)  # held until its event is whole and processed
+            first = offset
+            if event is None and (rebuilder is not None or (piece is not None and join)):
+                event = self._decoded(tp, msg)
+                if event is None:
                     continue
-                offsets_taken = offsets
-                value = whole
-            else:
-                offsets_taken = (offset,)
-            if self._rebuilder is not None:
-                value = self._rebuilder.feed(value)
-            if self._kinds is not None and value.kind not in self._kinds:
+            if piece is not None and join:
+                assert event is not None
+                event, first = self._join(event, offset, tp)
+                if event is None:
+                    continue  # held until its event is whole and processed
+            if rebuilder is not None:
+                assert event is not None
+                event = rebuilder.feed(event)
+            if kinds is not None and kind not in kinds:
                 stats.filtered += 1
-                for o in offsets_taken:
-                    out.discard(o)
                 continue
-            out.add(offset)
-            self._queue.append(_Pending(value, tp, offsets_taken))
-        if messages and (prime_until is None or messages[-1].offset >= prime_until):
-            self._fetched[tp] = messages[-1].offset + 1
+            if event is None:
+                event = lazy_event(msg, event_id, run_id, tenant, provider, api, model, kind,
+                                   seq, piece, elided)
+            append((event, tp, first))
 
-    def _take_state(self, tp: TopicPartition, offset: int, value: Any, out: set[int]) -> None:
+    def _decoded(self, tp: TopicPartition, msg: Any) -> Any:
+        """``msg``'s value decoded whole; None when it does not decode (counted, or raised)."""
+        try:
+            if msg.value is None:
+                raise SchemaError("tombstone (null value)")
+            return codec.decode(msg.value)
+        except SchemaError as exc:
+            self._undecodable(tp, msg.offset, exc)
+            return None
+
+    def _undecodable(self, tp: TopicPartition, offset: int, exc: SchemaError) -> None:
+        if self._raise_undecodable:
+            raise exc
+        self.stats.undecodable += 1
+        log.warning("skipping record %s[%d]@%d that does not decode: %s",
+                    tp.topic, tp.partition, offset, exc)
+
+    def _prime(self, messages: list[Any]) -> None:
+        """Rebuild the high-water marks from records before the committed offset (not yielded;
+        one that does not decode is passed over silently: it was reported when it was read)."""
+        readers = header_readers()
+        for msg in messages:
+            data = msg.value
+            read = readers.get(data[:10]) if type(data) is bytes else None
+            try:
+                if read is not None:
+                    header = read(data, 10)
+                    run_id, seq = header[1], header[7]
+                else:
+                    value = codec.decode(data) if data is not None else None
+                    if value is None:
+                        continue
+                    self.stats.primed += 1
+                    if type(value) is ModelEvent:
+                        self._mark_seq(value.run_id, value.seq)
+                    continue
+            except SchemaError:
+                continue
+            self.stats.primed += 1
+            self._mark_seq(run_id, seq)
+
+    def _take_state(self, tp: TopicPartition, offset: int, value: Any) -> None:
         if type(value) is not RunState:
             self._not_expected(tp, offset, value)
             return
@@ -725,8 +795,7 @@ class Subscription(Generic[T]):
             self._evict(self._states)
         if self._follow is not None and not self._follow_states:
             return
-        out.add(offset)
-        self._queue.append(_Pending(value, tp, (offset,)))
+        self._queue.append((value, tp, offset))
 
     def _not_expected(self, tp: TopicPartition, offset: int, value: Any) -> None:
         if self._raise_undecodable:
@@ -748,7 +817,8 @@ class Subscription(Generic[T]):
             del table[key]
 
     def _join(self, piece: ModelEvent, offset: int, tp: TopicPartition
-              ) -> tuple[ModelEvent | None, tuple[int, ...]]:
+              ) -> tuple[ModelEvent | None, int]:
+        """The whole event once its last piece is read, and the offset of its first piece."""
         assert piece.piece is not None
         held = self._open_pieces.get(piece.run_id)
         if piece.piece.index == 0:
@@ -764,23 +834,19 @@ class Subscription(Generic[T]):
             if held:
                 self._broken(held, "a piece is missing")
                 self._release(piece.run_id)
-            return None, ()
+            return None, offset
         held.append((piece, offset))
         if len(held) < piece.piece.count:
-            return None, ()
+            return None, offset
         self._release(piece.run_id)
-        return join_pieces([p for p, _ in held]), tuple(o for _, o in held)
+        return join_pieces([p for p, _ in held]), held[0][1]
 
     def _release(self, run_id: str) -> None:
         self._open_pieces.pop(run_id, None)
         self._open_tp.pop(run_id, None)
 
     def _broken(self, held: list[tuple[ModelEvent, int]], why: str) -> None:
-        # Their offsets are released: the event cannot be whole, so it must not hold up commits.
-        out = self._outstanding.get(self._open_tp.get(held[0][0].run_id) or TopicPartition("", -1))
-        for _, offset in held:
-            if out is not None:
-                out.discard(offset)
+        # No longer held, their offsets no longer hold up commits: the event cannot be whole.
         self.stats.broken_pieces += len(held)
         log.warning("dropping %d pieces of %s: %s", len(held), held[0][0].event_id, why,
                     extra=event_fields(held[0][0]))

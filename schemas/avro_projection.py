@@ -230,15 +230,19 @@ def named_records(schema: Any, found: dict[str, dict[str, Any]] | None = None
 
 
 def compile_projection(schema: dict[str, Any], named: dict[str, dict[str, Any]],
-                       wanted: Projection, *, to_end: bool = True
+                       wanted: Projection, *, to_end: bool = True,
+                       types: dict[str, type] | None = None
                        ) -> Callable[[bytes, int], tuple[Any, ...]]:
     """Parsed record schema → ``read(data, start)``: the tuple of ``wanted``'s values of the
     record whose body starts at ``start`` and runs exactly to the end of ``data`` (bytes left
     over are a CorruptRecord, as a record that ends early is).
 
     With ``to_end=False`` the record may be followed by others (the records of a container
-    block): the tuple ends with the position after the record, and nothing checks the end."""
-    compiler = _Projector(dict(named))
+    block): the tuple ends with the position after the record, and nothing checks the end.
+
+    ``types`` is ``compile_reader``'s: a wanted record of such a short name is built as that
+    dataclass, a wanted union of them gives the object itself."""
+    compiler = _Projector(dict(named), dict(types or {}))
     body: list[str] = []
     values = compiler.project(schema, wanted, body, 2)
     functions = sorted(compiler.functions.items(), key=lambda item: item[0].startswith("_"))
@@ -255,6 +259,7 @@ def compile_projection(schema: dict[str, Any], named: dict[str, dict[str, Any]],
                                  "_CorruptRecord": CorruptRecord,
                                  "_UNPACK_DOUBLE": _UNPACK_DOUBLE, "struct": struct,
                                  "_VARINT": _VARINT}
+    namespace.update({f"_T_{name}": cls for name, cls in (types or {}).items()})
     exec(compile(source, f"<avro projection {schema['name']}>", "exec"), namespace)
     read: Callable[[bytes, int], tuple[Any, ...]] = namespace["read"]
     return read

@@ -189,7 +189,7 @@ class SchemaSet:
             self.readers[fp] = (full_name, compile_reader(parsed, named))
             if full_name == _MODELEVENT:
                 try:
-                    self.event_readers[fp] = compile_reader(parsed, named, _EVENT_TYPES)
+                    self.event_readers[fp] = compile_reader(parsed, named, EVENT_TYPES)
                 except SchemaError:
                     pass  # fields the dataclasses lack (a schema under test): the dict path
         history = avro_dir / "history"
@@ -214,7 +214,7 @@ class SchemaSet:
 
 _MODELEVENT = f"{NAMESPACE}.ModelEvent"
 # Short record name → the class the typed reader builds a record of that name as.
-_EVENT_TYPES: dict[str, type] = {"ModelEvent": ModelEvent, "EventSource": EventSource,
+EVENT_TYPES: dict[str, type] = {"ModelEvent": ModelEvent, "EventSource": EventSource,
                                  "Envelope": Envelope, "Piece": Piece, "Elided": Elided,
                                  **PAYLOAD_TYPES}
 
