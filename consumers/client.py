@@ -43,11 +43,34 @@ Without ``group`` nothing is committed and every subscription reads from ``start
 field filled from the run's deltas (``elided`` stays set, saying it was rebuilt); this holds each
 open block's deltas in memory until its done event, so it is off by default.
 
+**Lazily decoded events.** What is read from ``events`` is deduplicated, ordered and filtered
+by each record's header alone (run id, seq, tenant, provider, kind, piece — a compiled
+projection that walks the whole record: ``schemas/lazy_event.py``); a record that is dropped is
+never decoded. An event yielded is a :class:`~modelevents.schemas.lazy_event.LazyModelEvent`: a
+``ModelEvent`` (``isinstance``, equality with any ModelEvent, ``repr``, pickling — as a plain
+ModelEvent — ``dataclasses.replace`` hold) whose ``event_id``, ``run_id``, ``tenant``,
+``provider``, ``api``, ``model``, ``kind``, ``seq``, ``piece`` and ``elided`` are set, and whose
+``payload``, ``source``, ``envelope``, ``received_at`` and ``adapter`` are decoded together the
+first time one is read. A handler that routes by kind and run pays for no payload. Events of an
+earlier schema version, the pieces of an event being joined, and every event when
+``rebuild_elided`` is on, are decoded whole before they are yielded.
+
 **Errors.** An unreachable broker is :class:`~modelevents.services.errors.KafkaUnavailable`, a
 missing topic :class:`MissingTopic` (a ConfigError naming the prefix and the command that creates
-the topics), an unknown kind or topic a ConfigError. A record that does not decode is skipped
-with a warning on the ``modelevents.consumers.client`` logger and counted in
-``stats.undecodable`` (``on_undecodable="raise"`` raises the SchemaError instead).
+the topics), an unknown kind or topic a ConfigError. A record that does not decode — not Avro,
+an unknown schema, a length, varint, branch or end that does not hold, a payload of the wrong
+record for its kind — is skipped before it is yielded, with a warning on the
+``modelevents.consumers.client`` logger, and counted in ``stats.undecodable``
+(``on_undecodable="raise"`` raises the SchemaError instead). The header step does not check the
+UTF-8 of the strings it skips: a record whose header reads and whose payload (or frame id,
+adapter, content type) holds bytes that are not UTF-8 is yielded, and reading one of those
+fields raises :class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the
+record's topic, partition, offset and the event) — at the latest when it is touched, never a
+half-decoded value. Under :meth:`Subscription.consume` a handler that lets it out gets the
+``on_undecodable`` treatment: skipped (counted, logged, committed past) or raised (not
+committed). In a ``for`` / ``async for`` loop it is the caller's: caught, the event counts as
+processed when the next is asked for; let out of the ``with`` block, it is not committed and
+the next consumer of the group gets it again. Nothing is lost either way.
 """
 
 from __future__ import annotations
@@ -67,9 +90,9 @@ from aiokafka.errors import CommitFailedError, KafkaError
 
 from modelevents.consumers.errors import MissingTopic
 from modelevents.schemas import codec
-from modelevents.schemas.errors import ConfigError, CorruptRecord, SchemaError
+from modelevents.schemas.errors import ConfigError, CorruptRecord, SchemaError, UndecodableEvent
 from modelevents.schemas.events import KINDS, ModelEvent
-from modelevents.schemas.lazy_event import PAYLOAD_BRANCH, header_readers, lazy_event
+from modelevents.schemas.lazy_event import PAYLOAD_BRANCH, header_reader, lazy_event
 from modelevents.schemas.pieces import join_pieces
 from modelevents.schemas.run_state import RunState
 from modelevents.services.errors import KafkaUnavailable
@@ -517,9 +540,17 @@ class Subscription(Generic[T]):
                 if item is None:
                     break
                 self._last = item  # not processed until the handler returns
-                result = handler(item[0])
-                if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-                    await result
+                try:
+                    result = handler(item[0])
+                    if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+                        await result
+                except UndecodableEvent as exc:
+                    if exc.event is not item[0] or self._raise_undecodable:
+                        raise
+                    # Its body does not decode: skipped as the records that do not decode at
+                    # all are (counted, logged, committed past), not handed on again.
+                    self.stats.undecodable += 1
+                    log.warning("skipping an event whose handler could not read it: %s", exc)
                 self._last = None
         finally:
             await self.close(last_processed=False)
@@ -665,17 +696,17 @@ class Subscription(Generic[T]):
         append = self._queue.append
         rebuilder = self._rebuilder
         join = not self._raw_pieces
-        readers = header_readers()
+        current, read = header_reader()
         branches = PAYLOAD_BRANCH
         for msg in messages:
             data = msg.value
             offset = msg.offset
-            read = readers.get(data[:10]) if type(data) is bytes else None
             event: ModelEvent | None = None
-            if read is not None:
+            if type(data) is bytes and data.startswith(current):
                 try:
-                    (event_id, run_id, tenant, provider, api, model, kind, seq, (branch, _),
-                     piece, elided) = read(data, 10)
+                    header = read(data, 10)
+                    event_id, run_id, tenant, provider, _, _, kind, seq, (branch, _), piece, _ = (
+                        header)
                 except CorruptRecord as exc:
                     self._undecodable(tp, offset, SchemaError(
                         f"corrupt modelevents.ModelEvent record ({len(data)} bytes): {exc}"))
@@ -725,8 +756,7 @@ class Subscription(Generic[T]):
                 stats.filtered += 1
                 continue
             if event is None:
-                event = lazy_event(msg, event_id, run_id, tenant, provider, api, model, kind,
-                                   seq, piece, elided)
+                event = lazy_event(msg, header)
             append((event, tp, first))
 
     def _decoded(self, tp: TopicPartition, msg: Any) -> Any:
@@ -749,12 +779,11 @@ class Subscription(Generic[T]):
     def _prime(self, messages: list[Any]) -> None:
         """Rebuild the high-water marks from records before the committed offset (not yielded;
         one that does not decode is passed over silently: it was reported when it was read)."""
-        readers = header_readers()
+        current, read = header_reader()
         for msg in messages:
             data = msg.value
-            read = readers.get(data[:10]) if type(data) is bytes else None
             try:
-                if read is not None:
+                if type(data) is bytes and data.startswith(current):
                     header = read(data, 10)
                     run_id, seq = header[1], header[7]
                 else:

@@ -289,7 +289,11 @@ def encode(obj: ModelEvent | ProviderFrame | RunState | DeadLetter) -> bytes:
         encoder = _encoders[type(obj).__name__]
     except KeyError:
         _encoders.update(schemas().encoders)
-        encoder = _encoders.get(type(obj).__name__)
+        # A subclass (the consumer API's LazyModelEvent) is encoded as the record it extends.
+        encoder = next((_encoders[c.__name__] for c in type(obj).__mro__
+                        if c.__name__ in _encoders), None)
+        if encoder is not None:
+            _encoders[type(obj).__name__] = encoder
         if encoder is None:
             raise SchemaError(f"no Avro schema for {type(obj).__name__}; expected ModelEvent, "
                               "ProviderFrame, RunState or DeadLetter") from None

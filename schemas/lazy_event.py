@@ -19,10 +19,10 @@ splits that cost:
   ``repr`` and pickling are a plain ModelEvent's (a pickle loads as a plain ModelEvent).
 
 What the projection does not check is the UTF-8 of the strings it skips (the payload's, the
-frame id, the adapter, the content type). Such a record passes the header step and raises
-:class:`~modelevents.schemas.errors.SchemaError` — the error ``codec.decode`` raises for it,
-with the record's topic, partition and offset — when a deferred field is first read, and again
-on every later read (nothing half-decoded is ever returned).
+frame id, the adapter, the content type): decoding them is most of what it saves. Such a record
+passes the header step and raises :class:`~modelevents.schemas.errors.UndecodableEvent` (a
+SchemaError naming the record's topic, partition and offset, and the event) when a deferred
+field is first read, and again on every later read: nothing half-decoded is ever returned.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from typing import Any
 
 from modelevents.schemas import codec
 from modelevents.schemas.avro_projection import BRANCH, compile_projection, named_records
-from modelevents.schemas.errors import CorruptRecord, SchemaError
+from modelevents.schemas.errors import CorruptRecord, UndecodableEvent
 from modelevents.schemas.events import KIND_PAYLOAD, Elided, ModelEvent, Piece
 
 __all__ = ["HEADER_FIELDS", "DEFERRED_FIELDS", "PAYLOAD_BRANCH", "LazyModelEvent",
-           "header_readers", "lazy_event"]
+           "header_reader", "lazy_event"]
 
 # Read by the projection, in wire order: what dedupe, ordering, filters and piece assembly use.
 HEADER_FIELDS = ("event_id", "run_id", "tenant", "provider", "api", "model", "kind", "seq",
@@ -53,30 +53,28 @@ PAYLOAD_BRANCH = {kind: f"{codec.NAMESPACE}.{cls.__name__}" for kind, cls in KIN
 
 Header = tuple[str, str, str, str, str, str | None, str, int, tuple[str, None], Piece | None,
                Elided | None]
-_readers: dict[bytes, Callable[[bytes, int], Header]] = {}
+_header: list[tuple[bytes, Callable[[bytes, int], Header]]] = []
 # The deferred fields' values, as their dataclasses, from a record of the current schema.
 _body: list[Callable[[bytes, int], tuple[Any, ...]]] = []
 
 
-def _compile() -> None:
-    schema_set = codec.schemas()
-    name = f"{codec.NAMESPACE}.ModelEvent"
-    schema = schema_set.current[name]
-    named = named_records(schema)
-    _body.append(compile_projection(schema, named, dict.fromkeys(DEFERRED_FIELDS, True),
-                                    types=codec.EVENT_TYPES))
-    read = compile_projection(schema, named, _PROJECTION, types={"Piece": Piece, "Elided": Elided})
-    _readers[codec.MAGIC + schema_set.current_fingerprint[name]] = read
-
-
-def header_readers() -> dict[bytes, Callable[[bytes, int], Header]]:
-    """The header projection by the ten bytes a record of the current ModelEvent schema begins
-    with (magic and fingerprint): ``read(data, 10)`` gives the :data:`HEADER_FIELDS` in wire
-    order with ``(payload branch, None)`` before ``piece``. A record of another schema or
-    version has no entry: decode it with ``codec.decode``."""
-    if not _readers:
-        _compile()
-    return _readers
+def header_reader() -> tuple[bytes, Callable[[bytes, int], Header]]:
+    """The ten bytes a record of the current ModelEvent schema begins with (magic and
+    fingerprint), and its header projection: ``read(data, 10)`` gives the
+    :data:`HEADER_FIELDS` in wire order with ``(payload branch, None)`` before ``piece``. A
+    record that begins otherwise (another record, an earlier schema version) is for
+    ``codec.decode``."""
+    if not _header:
+        schema_set = codec.schemas()
+        name = f"{codec.NAMESPACE}.ModelEvent"
+        schema = schema_set.current[name]
+        named = named_records(schema)
+        _body.append(compile_projection(schema, named, dict.fromkeys(DEFERRED_FIELDS, True),
+                                        types=codec.EVENT_TYPES))
+        read = compile_projection(schema, named, _PROJECTION,
+                                  types={"Piece": Piece, "Elided": Elided})
+        _header.append((codec.MAGIC + schema_set.current_fingerprint[name], read))
+    return _header[0]
 
 
 class LazyModelEvent(ModelEvent):
@@ -101,8 +99,10 @@ class LazyModelEvent(ModelEvent):
         except CorruptRecord as exc:
             where = (f"{record.topic}[{record.partition}]@{record.offset}"
                      if hasattr(record, "offset") else "the record")
-            raise SchemaError(f"{where}: corrupt {codec.NAMESPACE}.ModelEvent record "
-                              f"({len(data)} bytes) past its header: {exc}") from exc
+            raise UndecodableEvent(
+                f"{where}: corrupt {codec.NAMESPACE}.ModelEvent record ({len(data)} bytes) "
+                f"past its header (event {self.event_id} of run {self.run_id}, seq {self.seq}): "
+                f"{exc}", self) from exc
         for (_, slot), value in zip(_DEFERRED_SLOTS, values):
             slot.__set__(self, value)
         self._record = None
@@ -150,20 +150,10 @@ for _name, _slot in _DEFERRED_SLOTS:
 _new = object.__new__
 
 
-def lazy_event(record: Any, event_id: str, run_id: str, tenant: str, provider: str, api: str,
-               model: str | None, kind: str, seq: int, piece: Piece | None,
-               elided: Elided | None) -> LazyModelEvent:
-    """A LazyModelEvent of the header a :func:`header_reader` read from ``record.value``."""
+def lazy_event(record: Any, header: Header) -> LazyModelEvent:
+    """A LazyModelEvent of the ``header`` the :func:`header_reader` read from ``record.value``."""
     event = _new(LazyModelEvent)
     event._record = record
-    event.event_id = event_id
-    event.run_id = run_id
-    event.tenant = tenant
-    event.provider = provider
-    event.api = api
-    event.model = model
-    event.kind = kind
-    event.seq = seq
-    event.piece = piece
-    event.elided = elided
+    (event.event_id, event.run_id, event.tenant, event.provider, event.api, event.model,
+     event.kind, event.seq, _, event.piece, event.elided) = header
     return event
