@@ -390,12 +390,38 @@ class Subscription(Generic[T]):
         if self.dedupe_lookback:
             rest = [tp for tp in tps if not (explicit and tp in fresh)]
             begins = await consumer.beginning_offsets(rest) if rest else {}
+            committed_at = await self._fetch_committed(rest)
             for tp in rest:
-                committed = await consumer.committed(tp)
+                committed = committed_at.get(tp)
                 if committed is None or committed <= begins[tp]:
                     continue
                 self._prime_until[tp] = committed
                 consumer.seek(tp, max(begins[tp], committed - self.dedupe_lookback))
+
+    async def _fetch_committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The group's committed offsets of ``tps`` (those it has).
+
+        Right after a group is created (a fresh broker, a new group) the coordinator can answer
+        an offset fetch with COORDINATOR_NOT_AVAILABLE for each partition while it loads the
+        group; aiokafka turns that into a plain KafkaError it does not retry, which left the
+        dedupe state unprimed. Such an answer marks the coordinator unknown, and the fetch is
+        made again once aiokafka has found it (its FindCoordinator lookup is the wait)."""
+        if not tps:
+            return {}
+        consumer = self._consumer
+        assert consumer is not None
+        coordinator = consumer._coordinator
+        deadline = time.monotonic() + _JOIN_S
+        while True:
+            try:
+                found = await coordinator.fetch_committed_offsets(tps)
+            except KafkaError as exc:
+                if "CoordinatorNotAvailable" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                coordinator.coordinator_dead()
+                await coordinator.ensure_coordinator_known()
+                continue
+            return {tp: meta.offset for tp, meta in found.items() if meta.offset >= 0}
 
     async def _seek_start(self, tps: list[TopicPartition]) -> None:
         consumer = self._consumer
