@@ -321,7 +321,12 @@ class Subscription(Generic[T]):
         self._consumer: AIOKafkaConsumer | None = None
         self._started = False
         self._closed = False
-        self._queue: deque[_Pending] = deque()
+        self._queue: deque[_Pending] = deque()  # run states, a followed run's last state
+        # The batches of events read and not all examined yet: each a generator that dedupes,
+        # orders and filters its records one at a time as items are asked for, so that what
+        # is handed out is built just before, and let go just after (a whole batch of queued
+        # events outlived a garbage collection or more, and the collector walked them all).
+        self._batches: deque[tuple[TopicPartition, Iterator[_Pending]]] = deque()
         self._last: _Pending | None = None
         self._seq: dict[str, int] = {}  # run id → highest seq passed on
         self._states: dict[str, RunState] = {}  # run id → last RunState yielded
@@ -450,6 +455,8 @@ class Subscription(Generic[T]):
         self._assignment -= tps
         if self._queue and any(p[1] in tps for p in self._queue):
             self._queue = deque(p for p in self._queue if p[1] not in tps)
+        if self._batches:
+            self._batches = deque(b for b in self._batches if b[0] not in tps)
         if self._last is not None and self._last[1] in tps:
             self._last = None  # its partition is gone: the next owner gets it again
         for run_id, tp in list(self._open_tp.items()):
@@ -523,11 +530,8 @@ class Subscription(Generic[T]):
 
     async def __anext__(self) -> T:
         self._last = None  # the item handed out before is processed
-        queue = self._queue
-        if queue:  # an item already read: no await of _next (a coroutine per item)
-            item: _Pending | None = queue.popleft()
-            self.stats.yielded += 1
-        else:
+        item = self._ready()  # an item already read: no await of _next (a coroutine per item)
+        if item is None:
             item = await self._next()
         if item is None:
             await self.close()
@@ -540,12 +544,13 @@ class Subscription(Generic[T]):
         return self
 
     def __next__(self) -> T:
-        queue = self._queue
-        if queue and self._loop is not None:  # an item already read: no turn of the loop
-            self._last = item = queue.popleft()
-            self.stats.yielded += 1
-            value: T = item[0]
-            return value
+        if self._loop is not None:  # an item already read: no turn of the loop
+            self._last = None
+            item = self._ready()
+            if item is not None:
+                self._last = item
+                value: T = item[0]
+                return value
         loop = self._sync_loop()
         try:
             return loop.run_until_complete(self.__anext__())
@@ -562,7 +567,7 @@ class Subscription(Generic[T]):
         self._last = None
         try:
             while True:
-                item = await self._next()
+                item = self._ready() or await self._next()
                 if item is None:
                     break
                 self._last = item  # not processed until the handler returns
@@ -642,12 +647,24 @@ class Subscription(Generic[T]):
         self._committed.update(offsets)
         self.stats.commits += 1
 
-    async def _next(self) -> _Pending | None:
-        queue = self._queue
-        while True:
-            if queue:
-                item = queue.popleft()
+    def _ready(self) -> _Pending | None:
+        """The next item of what was read (counted as yielded), None when all was examined."""
+        if self._queue:
+            self.stats.yielded += 1
+            return self._queue.popleft()
+        batches = self._batches
+        while batches:
+            item = next(batches[0][1], None)
+            if item is not None:
                 self.stats.yielded += 1
+                return item
+            batches.popleft()
+        return None
+
+    async def _next(self) -> _Pending | None:
+        while True:
+            item = self._ready()
+            if item is not None:
                 return item
             if self._follow is not None and self._follow_finished():
                 return None
@@ -705,21 +722,22 @@ class Subscription(Generic[T]):
                 value = self._decoded(tp, msg)
                 if value is not None:
                     self._take_state(tp, msg.offset, value)
+            self._fetched[tp] = messages[-1].offset + 1
         else:
-            self._take_events(tp, messages)
-        self._fetched[tp] = messages[-1].offset + 1
+            self._batches.append((tp, self._events_of(tp, messages)))
 
-    def _take_events(self, tp: TopicPartition, messages: list[Any]) -> None:
+    def _events_of(self, tp: TopicPartition, messages: list[Any]) -> Iterator[_Pending]:
         """Dedupe, order and filter ``messages`` of ``events`` by their headers alone
-        (``schemas/lazy_event.py``) and queue what is kept as LazyModelEvents: a dropped record
-        is never decoded. Pieces to join, and every event when elided values are rebuilt, are
-        decoded whole here (what is built from their payloads must not fail later)."""
+        (``schemas/lazy_event.py``), one at a time, and yield what is kept as LazyModelEvents:
+        a dropped record is never decoded. Pieces to join, and every event when elided values
+        are rebuilt, are decoded whole here (what is built from their payloads must not fail
+        later). ``_fetched`` follows: what comes after the item yielded is not examined yet."""
         stats = self.stats
         tenants, providers, run_ids, kinds = (self._tenants, self._providers, self._run_ids,
                                               self._kinds)
         seqs = self._seq
         max_runs = self.max_runs
-        append = self._queue.append
+        fetched = self._fetched
         rebuilder = self._rebuilder
         join = not self._raw_pieces
         current, read = header_reader()
@@ -783,7 +801,9 @@ class Subscription(Generic[T]):
                 continue
             if event is None:
                 event = lazy_event(msg, header)
-            append((event, tp, first))
+            fetched[tp] = offset + 1
+            yield event, tp, first
+        fetched[tp] = messages[-1].offset + 1
 
     def _decoded(self, tp: TopicPartition, msg: Any) -> Any:
         """``msg``'s value decoded whole; None when it does not decode (counted, or raised)."""
