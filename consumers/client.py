@@ -92,7 +92,7 @@ from modelevents.consumers.errors import MissingTopic
 from modelevents.schemas import codec
 from modelevents.schemas.errors import ConfigError, CorruptRecord, SchemaError, UndecodableEvent
 from modelevents.schemas.events import KINDS, ModelEvent
-from modelevents.schemas.lazy_event import PAYLOAD_BRANCH, header_reader, lazy_event
+from modelevents.schemas.lazy_event import NEITHER, header_reader, lazy_event
 from modelevents.schemas.pieces import join_pieces
 from modelevents.schemas.run_state import RunState
 from modelevents.services.errors import KafkaUnavailable
@@ -740,26 +740,19 @@ class Subscription(Generic[T]):
         fetched = self._fetched
         rebuilder = self._rebuilder
         join = not self._raw_pieces
-        current, read = header_reader()
-        branches = PAYLOAD_BRANCH
+        current, common, whole = header_reader()
         for msg in messages:
             data = msg.value
             offset = msg.offset
             event: ModelEvent | None = None
             if type(data) is bytes and data.startswith(current):
                 try:
-                    header = read(data, 10)
-                    event_id, run_id, tenant, provider, _, _, kind, seq, (branch, _), piece, _ = (
-                        header)
+                    header = (common if data.endswith(NEITHER) else whole)(data, 10)
                 except CorruptRecord as exc:
                     self._undecodable(tp, offset, SchemaError(
                         f"corrupt modelevents.ModelEvent record ({len(data)} bytes): {exc}"))
                     continue
-                if branch != branches.get(kind, branch):
-                    self._undecodable(tp, offset, SchemaError(
-                        f"event {event_id}: kind {kind} carries a {branch} payload, expected "
-                        f"{branches[kind]}"))
-                    continue
+                _, run_id, tenant, provider, _, _, kind, seq, piece, _ = header
             else:  # another record or an earlier schema version: decoded whole
                 value = self._decoded(tp, msg)
                 if value is None:
@@ -825,12 +818,12 @@ class Subscription(Generic[T]):
     def _prime(self, messages: list[Any]) -> None:
         """Rebuild the high-water marks from records before the committed offset (not yielded;
         one that does not decode is passed over silently: it was reported when it was read)."""
-        current, read = header_reader()
+        current, common, whole = header_reader()
         for msg in messages:
             data = msg.value
             try:
                 if type(data) is bytes and data.startswith(current):
-                    header = read(data, 10)
+                    header = (common if data.endswith(NEITHER) else whole)(data, 10)
                     run_id, seq = header[1], header[7]
                 else:
                     value = codec.decode(data) if data is not None else None

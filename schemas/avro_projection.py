@@ -231,8 +231,8 @@ def named_records(schema: Any, found: dict[str, dict[str, Any]] | None = None
 
 def compile_projection(schema: dict[str, Any], named: dict[str, dict[str, Any]],
                        wanted: Projection, *, to_end: bool = True,
-                       types: dict[str, type] | None = None
-                       ) -> Callable[[bytes, int], tuple[Any, ...]]:
+                       types: dict[str, type] | None = None, prefix: bool = False,
+                       pad: int = 0) -> Callable[[bytes, int], tuple[Any, ...]]:
     """Parsed record schema → ``read(data, start)``: the tuple of ``wanted``'s values of the
     record whose body starts at ``start`` and runs exactly to the end of ``data`` (bytes left
     over are a CorruptRecord, as a record that ends early is).
@@ -241,10 +241,19 @@ def compile_projection(schema: dict[str, Any], named: dict[str, dict[str, Any]],
     block): the tuple ends with the position after the record, and nothing checks the end.
 
     ``types`` is ``compile_reader``'s: a wanted record of such a short name is built as that
-    dataclass, a wanted union of them gives the object itself."""
+    dataclass, a wanted union of them gives the object itself.
+
+    With ``prefix=True`` only the fields up to the last wanted one are read: what follows is
+    neither walked nor checked (no end check, no position). ``pad`` Nones end the tuple (a
+    prefix reader that gives the shape of a fuller one)."""
     compiler = _Projector(dict(named), dict(types or {}))
     body: list[str] = []
+    if prefix:
+        last = max(i for i, f in enumerate(schema["fields"]) if wanted.get(f["name"]))
+        schema = {**schema, "fields": schema["fields"][:last + 1]}
+        to_end = True
     values = compiler.project(schema, wanted, body, 2)
+    values += ["None"] * pad
     functions = sorted(compiler.functions.items(), key=lambda item: item[0].startswith("_"))
     source = "\n\n".join("\n".join(lines) for _, lines in functions)
     result = "(" + "".join(f"{v}, " for v in values) + ("" if to_end else "p, ") + ")"
@@ -254,7 +263,7 @@ def compile_projection(schema: dict[str, Any], named: dict[str, dict[str, Any]],
                + "\n".join(body) + "\n"
                "    except (IndexError, struct.error, UnicodeDecodeError) as exc:\n"
                "        raise _CorruptRecord(f'{type(exc).__name__}: {exc}') from None\n"
-               + (end_check if to_end else "") + f"    return {result}\n")
+               + (end_check if to_end and not prefix else "") + f"    return {result}\n")
     namespace: dict[str, Any] = {"_long": _long, "_ONE_BYTE": _ONE_BYTE,
                                  "_CorruptRecord": CorruptRecord,
                                  "_UNPACK_DOUBLE": _UNPACK_DOUBLE, "struct": struct,

@@ -6,11 +6,15 @@ run needs none of their payloads. Decoding a whole ModelEvent (~15 fields, three
 the payload) costs about twice what the Kafka client spends handing out its bytes; this module
 splits that cost:
 
-* :func:`header_reader` gives, for a record of the current ModelEvent schema, a compiled
-  projection (``schemas/avro_projection.py``) that walks the *whole* record — every length,
-  varint, boolean, union branch and the record's end are checked, so a record whose structure
-  does not hold is refused here (:class:`~modelevents.schemas.errors.CorruptRecord`) — and
-  builds only the header: :data:`HEADER_FIELDS` and the payload's union branch.
+* :func:`header_reader` gives, for a record of the current ModelEvent schema, compiled
+  projections (``schemas/avro_projection.py``) that build only the header,
+  :data:`HEADER_FIELDS`. Nearly every event has neither ``piece`` nor ``elided``, the last two
+  fields of the record: both null, it ends with the bytes ``00 00``, and its header is read
+  from the fields before ``seq`` alone (what comes after is neither read nor checked yet). A
+  record that ends otherwise is walked whole — every length, varint, boolean, branch and the
+  record's end checked — to read them. (Only a record against the contract, a piece whose count
+  is 0 or an elided value of size 0 and an empty kind, ends in ``00 00`` with either set; its
+  body step refuses it, below.)
 * :class:`LazyModelEvent` is a ``ModelEvent`` (a subclass: ``isinstance``, ``match``,
   ``dataclasses.fields`` / ``replace`` / ``asdict`` hold) whose header fields are set from that
   projection and whose :data:`DEFERRED_FIELDS` — ``payload``, ``source``, ``envelope``,
@@ -18,11 +22,15 @@ splits that cost:
   one of them is read. Equality compares field by field with any ModelEvent (lazy or not),
   ``repr`` and pickling are a plain ModelEvent's (a pickle loads as a plain ModelEvent).
 
-What the projection does not check is the UTF-8 of the strings it skips (the payload's, the
-frame id, the adapter, the content type): decoding them is most of what it saves. Such a record
-passes the header step and raises :class:`~modelevents.schemas.errors.UndecodableEvent` (a
-SchemaError naming the record's topic, partition and offset, and the event) when a deferred
-field is first read, and again on every later read: nothing half-decoded is ever returned.
+A header that reads does not make the rest of the record readable: what the header step did not
+check — the fields after ``seq`` of a common record, the UTF-8 of every string it skipped, that
+the payload is the record the kind carries — is checked when the rest is decoded. A record that
+fails there (cut short, a byte left over, a length or branch beyond it, bytes that are not
+UTF-8, a ``Usage`` payload on a ``text.delta``) raises
+:class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the record's topic,
+partition and offset, and the event) when a deferred field is first read, and again on every
+later read: nothing half-decoded is ever returned. (``codec.decode`` refuses the same records,
+but for bytes left over after one and a piece or elided against the contract, which it reads.)
 """
 
 from __future__ import annotations
@@ -31,12 +39,12 @@ from collections.abc import Callable
 from typing import Any
 
 from modelevents.schemas import codec
-from modelevents.schemas.avro_projection import BRANCH, compile_projection, named_records
+from modelevents.schemas.avro_projection import compile_projection, named_records
 from modelevents.schemas.errors import CorruptRecord, UndecodableEvent
 from modelevents.schemas.events import KIND_PAYLOAD, Elided, ModelEvent, Piece
 
-__all__ = ["HEADER_FIELDS", "DEFERRED_FIELDS", "PAYLOAD_BRANCH", "LazyModelEvent",
-           "header_reader", "lazy_event"]
+__all__ = ["HEADER_FIELDS", "DEFERRED_FIELDS", "NEITHER", "LazyModelEvent", "header_reader",
+           "lazy_event"]
 
 # Read by the projection, in wire order: what dedupe, ordering, filters and piece assembly use.
 HEADER_FIELDS = ("event_id", "run_id", "tenant", "provider", "api", "model", "kind", "seq",
@@ -44,36 +52,36 @@ HEADER_FIELDS = ("event_id", "run_id", "tenant", "provider", "api", "model", "ki
 # Decoded together on first use.
 DEFERRED_FIELDS = ("source", "received_at", "adapter", "envelope", "payload")
 
-_PROJECTION: dict[str, Any] = {name: True for name in HEADER_FIELDS}
-_PROJECTION["payload"] = {BRANCH: {}}  # the branch's name only: the payload is skipped
+# How a record with neither piece nor elided ends: both unions' null branch.
+NEITHER = b"\x00\x00"
 
-# kind → the full name of the payload record its events carry: a header whose branch is another
-# is refused, as codec.decode refuses it (a kind not of the vocabulary is let through by both).
-PAYLOAD_BRANCH = {kind: f"{codec.NAMESPACE}.{cls.__name__}" for kind, cls in KIND_PAYLOAD.items()}
-
-Header = tuple[str, str, str, str, str, str | None, str, int, tuple[str, None], Piece | None,
-               Elided | None]
-_header: list[tuple[bytes, Callable[[bytes, int], Header]]] = []
-# The deferred fields' values, as their dataclasses, from a record of the current schema.
+Header = tuple[str, str, str, str, str, str | None, str, int, Piece | None, Elided | None]
+Reader = Callable[[bytes, int], Header]
+_header: list[tuple[bytes, Reader, Reader]] = []
+# The deferred fields, as their dataclasses, then piece and elided, from a current record.
 _body: list[Callable[[bytes, int], tuple[Any, ...]]] = []
 
 
-def header_reader() -> tuple[bytes, Callable[[bytes, int], Header]]:
-    """The ten bytes a record of the current ModelEvent schema begins with (magic and
-    fingerprint), and its header projection: ``read(data, 10)`` gives the
-    :data:`HEADER_FIELDS` in wire order with ``(payload branch, None)`` before ``piece``. A
-    record that begins otherwise (another record, an earlier schema version) is for
-    ``codec.decode``."""
+def header_reader() -> tuple[bytes, Reader, Reader]:
+    """``(begins, common, whole)``: the ten bytes a record of the current ModelEvent schema
+    begins with (magic and fingerprint; a record that begins otherwise — another record, an
+    earlier schema version — is for ``codec.decode``), and its header projections:
+    ``common(data, 10)`` for a record that ends with :data:`NEITHER`, ``whole(data, 10)`` for
+    the others. Both give the :data:`HEADER_FIELDS` in wire order."""
     if not _header:
         schema_set = codec.schemas()
         name = f"{codec.NAMESPACE}.ModelEvent"
         schema = schema_set.current[name]
         named = named_records(schema)
-        _body.append(compile_projection(schema, named, dict.fromkeys(DEFERRED_FIELDS, True),
-                                        types=codec.EVENT_TYPES))
-        read = compile_projection(schema, named, _PROJECTION,
-                                  types={"Piece": Piece, "Elided": Elided})
-        _header.append((codec.MAGIC + schema_set.current_fingerprint[name], read))
+        wanted = dict.fromkeys(HEADER_FIELDS, True)
+        _body.append(compile_projection(
+            schema, named, dict.fromkeys((*DEFERRED_FIELDS, "piece", "elided"), True),
+            types=codec.EVENT_TYPES))
+        common = compile_projection(schema, named, {f: True for f in HEADER_FIELDS[:8]},
+                                    prefix=True, pad=2)
+        whole = compile_projection(schema, named, wanted,
+                                   types={"Piece": Piece, "Elided": Elided})
+        _header.append((codec.MAGIC + schema_set.current_fingerprint[name], common, whole))
     return _header[0]
 
 
@@ -96,6 +104,13 @@ class LazyModelEvent(ModelEvent):
         data = record.value
         try:
             values = _body[0](data, 10)
+            payload, piece, elided = values[4:]
+            expected = KIND_PAYLOAD.get(self.kind)
+            if expected is not None and type(payload) is not expected:
+                raise CorruptRecord(f"kind {self.kind} carries a {type(payload).__name__} "
+                                    f"payload, expected {expected.__name__}")
+            if (piece is not None or elided is not None) and data.endswith(NEITHER):
+                raise CorruptRecord(f"a piece {piece} or elided {elided} against the contract")
         except CorruptRecord as exc:
             where = (f"{record.topic}[{record.partition}]@{record.offset}"
                      if hasattr(record, "offset") else "the record")
@@ -155,5 +170,5 @@ def lazy_event(record: Any, header: Header) -> LazyModelEvent:
     event = _new(LazyModelEvent)
     event._record = record
     (event.event_id, event.run_id, event.tenant, event.provider, event.api, event.model,
-     event.kind, event.seq, _, event.piece, event.elided) = header
+     event.kind, event.seq, event.piece, event.elided) = header
     return event
