@@ -740,6 +740,9 @@ class Subscription(Generic[T]):
         fetched = self._fetched
         rebuilder = self._rebuilder
         join = not self._raw_pieces
+        filters = tenants is not None or providers is not None or run_ids is not None
+        # Without the rebuilder (which must see every delta) kinds filter before anything else.
+        kinds_first = kinds if rebuilder is None else None
         current, common, whole = header_reader()
         for msg in messages:
             data = msg.value
@@ -763,9 +766,9 @@ class Subscription(Generic[T]):
                 event = value
                 run_id, tenant, provider, kind, seq, piece = (
                     value.run_id, value.tenant, value.provider, value.kind, value.seq, value.piece)
-            if ((tenants is not None and tenant not in tenants)
-                    or (providers is not None and provider not in providers)
-                    or (run_ids is not None and run_id not in run_ids)):
+            if filters and ((tenants is not None and tenant not in tenants)
+                            or (providers is not None and provider not in providers)
+                            or (run_ids is not None and run_id not in run_ids)):
                 stats.filtered += 1
                 continue
             previous = seqs.pop(run_id, -1)
@@ -776,8 +779,15 @@ class Subscription(Generic[T]):
             seqs[run_id] = seq
             if len(seqs) > max_runs:
                 self._evict(seqs)
+            if kinds_first is not None and kind not in kinds_first:
+                stats.filtered += 1
+                continue
+            if event is None and rebuilder is None and (piece is None or not join):
+                fetched[tp] = offset + 1
+                yield lazy_event(msg, header), tp, offset  # the common case
+                continue
             first = offset
-            if event is None and (rebuilder is not None or (piece is not None and join)):
+            if event is None:
                 event = self._decoded(tp, msg)
                 if event is None:
                     continue
@@ -792,8 +802,7 @@ class Subscription(Generic[T]):
             if kinds is not None and kind not in kinds:
                 stats.filtered += 1
                 continue
-            if event is None:
-                event = lazy_event(msg, header)
+            assert event is not None
             fetched[tp] = offset + 1
             yield event, tp, first
         fetched[tp] = messages[-1].offset + 1
