@@ -77,8 +77,10 @@ def header_reader() -> tuple[bytes, Reader, Reader]:
         _body.append(compile_projection(
             schema, named, dict.fromkeys((*DEFERRED_FIELDS, "piece", "elided"), True),
             types=codec.EVENT_TYPES))
-        common = compile_projection(schema, named, {f: True for f in HEADER_FIELDS[:8]},
-                                    prefix=True, pad=2)
+        # Tenant, provider, api, model and kind: a few values, the same on most events.
+        repeated = dict.fromkeys(("tenant", "provider", "api", "model", "kind"), "memo")
+        common = compile_projection(schema, named, {**dict.fromkeys(HEADER_FIELDS[:8], True),
+                                                    **repeated}, prefix=True, pad=2)
         whole = compile_projection(schema, named, wanted,
                                    types={"Piece": Piece, "Elided": Elided})
         _header.append((codec.MAGIC + schema_set.current_fingerprint[name], common, whole))
