@@ -44,9 +44,9 @@ field filled from the run's deltas (``elided`` stays set, saying it was rebuilt)
 open block's deltas in memory until its done event, so it is off by default.
 
 **Lazily decoded events.** What is read from ``events`` is deduplicated, ordered and filtered
-by each record's header alone (run id, seq, tenant, provider, kind, piece — a compiled
-projection that walks the whole record: ``schemas/lazy_event.py``); a record that is dropped is
-never decoded. An event yielded is a :class:`~modelevents.schemas.lazy_event.LazyModelEvent`: a
+by each record's header alone (run id, seq, tenant, provider, kind, piece — compiled
+projections of the record's first fields: ``schemas/lazy_event.py``); a record that is dropped
+is never decoded. An event yielded is a :class:`~modelevents.schemas.lazy_event.LazyModelEvent`: a
 ``ModelEvent`` (``isinstance``, equality with any ModelEvent, ``repr``, pickling — as a plain
 ModelEvent — ``dataclasses.replace`` hold) whose ``event_id``, ``run_id``, ``tenant``,
 ``provider``, ``api``, ``model``, ``kind``, ``seq``, ``piece`` and ``elided`` are set, and whose
@@ -57,16 +57,17 @@ earlier schema version, the pieces of an event being joined, and every event whe
 
 **Errors.** An unreachable broker is :class:`~modelevents.services.errors.KafkaUnavailable`, a
 missing topic :class:`MissingTopic` (a ConfigError naming the prefix and the command that creates
-the topics), an unknown kind or topic a ConfigError. A record that does not decode — not Avro,
-an unknown schema, a length, varint, branch or end that does not hold, a payload of the wrong
-record for its kind — is skipped before it is yielded, with a warning on the
-``modelevents.consumers.client`` logger, and counted in ``stats.undecodable``
-(``on_undecodable="raise"`` raises the SchemaError instead). The header step does not check the
-UTF-8 of the strings it skips: a record whose header reads and whose payload (or frame id,
-adapter, content type) holds bytes that are not UTF-8 is yielded, and reading one of those
-fields raises :class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the
-record's topic, partition, offset and the event) — at the latest when it is touched, never a
-half-decoded value. Under :meth:`Subscription.consume` a handler that lets it out gets the
+the topics), an unknown kind or topic a ConfigError. A record whose header does not decode —
+not Avro, an unknown schema, a header cut short or whose lengths do not hold (for a record with
+a piece or an elided value: any part of it) — is skipped before it is yielded, with a warning on
+the ``modelevents.consumers.client`` logger, and counted in ``stats.undecodable``
+(``on_undecodable="raise"`` raises the SchemaError instead). What the header step does not
+check — the rest of the record's structure and end, the UTF-8 of its strings, that the payload
+is the record its kind carries — is checked when the rest is decoded: a record that fails there
+is yielded, and reading its payload (or source, envelope, received_at, adapter) raises
+:class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the record's topic,
+partition, offset and the event) — at the latest when it is touched, never a half-decoded
+value. A duplicate or a filtered-out record is dropped without that check. Under :meth:`Subscription.consume` a handler that lets it out gets the
 ``on_undecodable`` treatment: skipped (counted, logged, committed past) or raised (not
 committed). In a ``for`` / ``async for`` loop it is the caller's: caught, the event counts as
 processed when the next is asked for; let out of the ``with`` block, it is not committed and
