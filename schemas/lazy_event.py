@@ -10,11 +10,11 @@ splits that cost:
   projections (``schemas/avro_projection.py``) that build only the header,
   :data:`HEADER_FIELDS`. Nearly every event has neither ``piece`` nor ``elided``, the last two
   fields of the record: both null, it ends with the bytes ``00 00``, and its header is read
-  from the fields before ``seq`` alone (what comes after is neither read nor checked yet). A
+  from its first fields, up to ``seq``, alone (what follows is neither read nor checked yet). A
   record that ends otherwise is walked whole — every length, varint, boolean, branch and the
-  record's end checked — to read them. (Only a record against the contract, a piece whose count
-  is 0 or an elided value of size 0 and an empty kind, ends in ``00 00`` with either set; its
-  body step refuses it, below.)
+  record's end checked — to read them. (Only a record against the contract — a piece whose count
+  is 0, an elided value of size 0 whose ``from_kind`` is empty or ends in a NUL — ends in
+  ``00 00`` with either set; the body step refuses it, below.)
 * :class:`LazyModelEvent` is a ``ModelEvent`` (a subclass: ``isinstance``, ``match``,
   ``dataclasses.fields`` / ``replace`` / ``asdict`` hold) whose header fields are set from that
   projection and whose :data:`DEFERRED_FIELDS` — ``payload``, ``source``, ``envelope``,
