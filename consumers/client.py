@@ -32,8 +32,8 @@ the ``max_runs`` most recently active runs (LRU). A RunState equal to, or older 
 SIGKILL, a rebalance to another member) the group resumes from its committed offsets: the items
 processed since the last commit — at most ``commit_interval`` seconds of them, plus the one being
 handled — are delivered again, once. Before resuming, a group member reads back up to
-``dedupe_lookback`` records of each partition it is assigned from before the committed offset
-(without yielding them) to rebuild its high-water marks, so copies the pipeline itself wrote
+``dedupe_lookback`` records of each partition it is assigned from before the offset it resumes
+at, its committed offset (without yielding them), to rebuild its high-water marks, so copies the pipeline itself wrote
 again (its own at-least-once redelivery) that straddle the committed offset are still dropped.
 Without ``group`` nothing is committed and every subscription reads from ``start``.
 
@@ -249,7 +249,7 @@ class Stats:
     filtered: int = 0  # records outside the tenant/kind/provider/run filters
     undecodable: int = 0  # records skipped because they do not decode
     broken_pieces: int = 0  # pieces that could not be joined (an event's start missing)
-    primed: int = 0  # records read back before the committed offset to rebuild the dedupe state
+    primed: int = 0  # records read back before where a member resumed, to rebuild dedupe state
     commits: int = 0
 
 
@@ -336,6 +336,7 @@ class Subscription(Generic[T]):
         self._fetched: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
         self._prime_until: dict[TopicPartition, int] = {}
+        self._unprimed: set[TopicPartition] = set()  # assigned, to prime before the first batch
         self._seen: set[TopicPartition] = set()  # partitions ever assigned (start applied once)
         self._assignment: set[TopicPartition] = set()
         self._last_commit = time.monotonic()
@@ -394,40 +395,11 @@ class Subscription(Generic[T]):
         if fresh and explicit:
             await self._seek_start(fresh)
         if self.dedupe_lookback:
-            rest = [tp for tp in tps if not (explicit and tp in fresh)]
-            begins = await consumer.beginning_offsets(rest) if rest else {}
-            committed_at = await self._fetch_committed(rest)
-            for tp in rest:
-                committed = committed_at.get(tp)
-                if committed is None or committed <= begins[tp]:
-                    continue
-                self._prime_until[tp] = committed
-                consumer.seek(tp, max(begins[tp], committed - self.dedupe_lookback))
-
-    async def _fetch_committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """The group's committed offsets of ``tps`` (those it has).
-
-        Right after a group is created (a fresh broker, a new group) the coordinator can answer
-        an offset fetch with COORDINATOR_NOT_AVAILABLE for each partition while it loads the
-        group; aiokafka turns that into a plain KafkaError it does not retry, which left the
-        dedupe state unprimed. Such an answer marks the coordinator unknown, and the fetch is
-        made again once aiokafka has found it (its FindCoordinator lookup is the wait)."""
-        if not tps:
-            return {}
-        consumer = self._consumer
-        assert consumer is not None
-        coordinator = consumer._coordinator
-        deadline = time.monotonic() + _JOIN_S
-        while True:
-            try:
-                found = await coordinator.fetch_committed_offsets(tps)
-            except KafkaError as exc:
-                if "CoordinatorNotAvailable" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                coordinator.coordinator_dead()
-                await coordinator.ensure_coordinator_known()
-                continue
-            return {tp: meta.offset for tp, meta in found.items() if meta.offset >= 0}
+            # Primed when their first records arrive (_resumed): the offset of the first is
+            # where the group resumed. (Fetched here, the committed offset could come back
+            # empty while the group's coordinator was still loading — aiokafka reads no error
+            # in that answer — and the copies straddling it were delivered again.)
+            self._unprimed.update(tp for tp in tps if not (explicit and tp in fresh))
 
     async def _seek_start(self, tps: list[TopicPartition]) -> None:
         consumer = self._consumer
@@ -467,6 +439,7 @@ class Subscription(Generic[T]):
         for tp in tps:
             self._fetched.pop(tp, None)
             self._prime_until.pop(tp, None)
+            self._unprimed.discard(tp)
 
     async def close(self, *, last_processed: bool = True) -> None:
         """Commit what was processed (the last item yielded too unless ``last_processed`` is
@@ -693,7 +666,23 @@ class Subscription(Generic[T]):
             for tp, messages in batches.items():
                 if tp not in self._assignment:
                     continue
+                if tp in self._unprimed and await self._resumed(tp, messages[0].offset):
+                    continue  # read again after the records before it
                 self._take(tp, messages)
+
+    async def _resumed(self, tp: TopicPartition, first: int) -> bool:
+        """A group member's first records of ``tp`` begin at ``first``: when records come
+        before it, seek back ``dedupe_lookback`` of them to rebuild the high-water marks first
+        (True: this batch is read again after them)."""
+        self._unprimed.discard(tp)
+        consumer = self._consumer
+        assert consumer is not None
+        begin = (await consumer.beginning_offsets([tp]))[tp]
+        if first <= begin:
+            return False
+        self._prime_until[tp] = first
+        consumer.seek(tp, max(begin, first - self.dedupe_lookback))
+        return True
 
     def _follow_finished(self) -> bool:
         terminal = self._terminal
