@@ -32,8 +32,8 @@ the ``max_runs`` most recently active runs (LRU). A RunState equal to, or older 
 SIGKILL, a rebalance to another member) the group resumes from its committed offsets: the items
 processed since the last commit — at most ``commit_interval`` seconds of them, plus the one being
 handled — are delivered again, once. Before resuming, a group member reads back up to
-``dedupe_lookback`` records of each partition it is assigned from before the committed offset
-(without yielding them) to rebuild its high-water marks, so copies the pipeline itself wrote
+``dedupe_lookback`` records of each partition it is assigned from before the offset it resumes
+at, its committed offset (without yielding them), to rebuild its high-water marks, so copies the pipeline itself wrote
 again (its own at-least-once redelivery) that straddle the committed offset are still dropped.
 Without ``group`` nothing is committed and every subscription reads from ``start``.
 
@@ -43,11 +43,35 @@ Without ``group`` nothing is committed and every subscription reads from ``start
 field filled from the run's deltas (``elided`` stays set, saying it was rebuilt); this holds each
 open block's deltas in memory until its done event, so it is off by default.
 
+**Lazily decoded events.** What is read from ``events`` is deduplicated, ordered and filtered
+by each record's header alone (run id, seq, tenant, provider, kind, piece — compiled
+projections of the record's first fields: ``schemas/lazy_event.py``); a record that is dropped
+is never decoded. An event yielded is a :class:`~modelevents.schemas.lazy_event.LazyModelEvent`: a
+``ModelEvent`` (``isinstance``, equality with any ModelEvent, ``repr``, pickling — as a plain
+ModelEvent — ``dataclasses.replace`` hold) whose ``event_id``, ``run_id``, ``tenant``,
+``provider``, ``api``, ``model``, ``kind``, ``seq``, ``piece`` and ``elided`` are set, and whose
+``payload``, ``source``, ``envelope``, ``received_at`` and ``adapter`` are decoded together the
+first time one is read. A handler that routes by kind and run pays for no payload. Events of an
+earlier schema version, the pieces of an event being joined, and every event when
+``rebuild_elided`` is on, are decoded whole before they are yielded.
+
 **Errors.** An unreachable broker is :class:`~modelevents.services.errors.KafkaUnavailable`, a
 missing topic :class:`MissingTopic` (a ConfigError naming the prefix and the command that creates
-the topics), an unknown kind or topic a ConfigError. A record that does not decode is skipped
-with a warning on the ``modelevents.consumers.client`` logger and counted in
-``stats.undecodable`` (``on_undecodable="raise"`` raises the SchemaError instead).
+the topics), an unknown kind or topic a ConfigError. A record whose header does not decode —
+not Avro, an unknown schema, a header cut short or whose lengths do not hold (for a record with
+a piece or an elided value: any part of it) — is skipped before it is yielded, with a warning on
+the ``modelevents.consumers.client`` logger, and counted in ``stats.undecodable``
+(``on_undecodable="raise"`` raises the SchemaError instead). What the header step does not
+check — the rest of the record's structure and end, the UTF-8 of its strings, that the payload
+is the record its kind carries — is checked when the rest is decoded: a record that fails there
+is yielded, and reading its payload (or source, envelope, received_at, adapter) raises
+:class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the record's topic,
+partition, offset and the event) — at the latest when it is touched, never a half-decoded
+value. A duplicate or a filtered-out record is dropped without that check. Under :meth:`Subscription.consume` a handler that lets it out gets the
+``on_undecodable`` treatment: skipped (counted, logged, committed past) or raised (not
+committed). In a ``for`` / ``async for`` loop it is the caller's: caught, the event counts as
+processed when the next is asked for; let out of the ``with`` block, it is not committed and
+the next consumer of the group gets it again. Nothing is lost either way.
 """
 
 from __future__ import annotations
@@ -67,8 +91,9 @@ from aiokafka.errors import CommitFailedError, KafkaError
 
 from modelevents.consumers.errors import MissingTopic
 from modelevents.schemas import codec
-from modelevents.schemas.errors import ConfigError, SchemaError
+from modelevents.schemas.errors import ConfigError, CorruptRecord, SchemaError, UndecodableEvent
 from modelevents.schemas.events import KINDS, ModelEvent
+from modelevents.schemas.lazy_event import NEITHER, header_reader, lazy_event
 from modelevents.schemas.pieces import join_pieces
 from modelevents.schemas.run_state import RunState
 from modelevents.services.errors import KafkaUnavailable
@@ -224,15 +249,13 @@ class Stats:
     filtered: int = 0  # records outside the tenant/kind/provider/run filters
     undecodable: int = 0  # records skipped because they do not decode
     broken_pieces: int = 0  # pieces that could not be joined (an event's start missing)
-    primed: int = 0  # records read back before the committed offset to rebuild the dedupe state
+    primed: int = 0  # records read back before where a member resumed, to rebuild dedupe state
     commits: int = 0
 
 
-@dataclass(slots=True)
-class _Pending:
-    value: Any
-    tp: TopicPartition
-    offsets: tuple[int, ...]
+# An item read and not processed yet: (value, its partition, the offset of its first record —
+# a joined event's first piece). Queued in the order read, handed out in that order.
+_Pending = tuple[Any, TopicPartition | None, int]
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -299,16 +322,21 @@ class Subscription(Generic[T]):
         self._consumer: AIOKafkaConsumer | None = None
         self._started = False
         self._closed = False
-        self._queue: deque[_Pending] = deque()
+        self._queue: deque[_Pending] = deque()  # run states, a followed run's last state
+        # The batches of events read and not all examined yet: each a generator that dedupes,
+        # orders and filters its records one at a time as items are asked for, so that what
+        # is handed out is built just before, and let go just after (a whole batch of queued
+        # events outlived a garbage collection or more, and the collector walked them all).
+        self._batches: deque[tuple[TopicPartition, Iterator[_Pending]]] = deque()
         self._last: _Pending | None = None
         self._seq: dict[str, int] = {}  # run id → highest seq passed on
         self._states: dict[str, RunState] = {}  # run id → last RunState yielded
         self._open_pieces: dict[str, list[tuple[ModelEvent, int]]] = {}
         self._open_tp: dict[str, TopicPartition] = {}  # the partition of a run's open pieces
-        self._outstanding: dict[TopicPartition, set[int]] = {}
         self._fetched: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
         self._prime_until: dict[TopicPartition, int] = {}
+        self._unprimed: set[TopicPartition] = set()  # assigned, to prime before the first batch
         self._seen: set[TopicPartition] = set()  # partitions ever assigned (start applied once)
         self._assignment: set[TopicPartition] = set()
         self._last_commit = time.monotonic()
@@ -361,21 +389,17 @@ class Subscription(Generic[T]):
         fresh = [tp for tp in tps if tp not in self._seen]
         self._seen.update(tps)
         for tp in tps:
-            self._outstanding[tp] = set()
             self._fetched.pop(tp, None)
             self._committed.pop(tp, None)
         explicit = isinstance(self.start, StartAt) or self.group is None
         if fresh and explicit:
             await self._seek_start(fresh)
         if self.dedupe_lookback:
-            rest = [tp for tp in tps if not (explicit and tp in fresh)]
-            begins = await consumer.beginning_offsets(rest) if rest else {}
-            for tp in rest:
-                committed = await consumer.committed(tp)
-                if committed is None or committed <= begins[tp]:
-                    continue
-                self._prime_until[tp] = committed
-                consumer.seek(tp, max(begins[tp], committed - self.dedupe_lookback))
+            # Primed when their first records arrive (_resumed): the offset of the first is
+            # where the group resumed. (Fetched here, the committed offset could come back
+            # empty while the group's coordinator was still loading — aiokafka reads no error
+            # in that answer — and the copies straddling it were delivered again.)
+            self._unprimed.update(tp for tp in tps if not (explicit and tp in fresh))
 
     async def _seek_start(self, tps: list[TopicPartition]) -> None:
         consumer = self._consumer
@@ -402,16 +426,20 @@ class Subscription(Generic[T]):
     async def _revoked(self, tps: set[TopicPartition]) -> None:
         await self._commit(only=tps)
         self._assignment -= tps
-        if self._queue and any(p.tp in tps for p in self._queue):
-            self._queue = deque(p for p in self._queue if p.tp not in tps)
+        if self._queue and any(p[1] in tps for p in self._queue):
+            self._queue = deque(p for p in self._queue if p[1] not in tps)
+        if self._batches:
+            self._batches = deque(b for b in self._batches if b[0] not in tps)
+        if self._last is not None and self._last[1] in tps:
+            self._last = None  # its partition is gone: the next owner gets it again
         for run_id, tp in list(self._open_tp.items()):
             if tp in tps:
                 del self._open_tp[run_id]
                 self._open_pieces.pop(run_id, None)
         for tp in tps:
-            self._outstanding.pop(tp, None)
             self._fetched.pop(tp, None)
             self._prime_until.pop(tp, None)
+            self._unprimed.discard(tp)
 
     async def close(self, *, last_processed: bool = True) -> None:
         """Commit what was processed (the last item yielded too unless ``last_processed`` is
@@ -419,9 +447,8 @@ class Subscription(Generic[T]):
         if self._closed:
             return
         self._closed = True
-        if self._last is not None and last_processed:
-            self._done(self._last)
-        self._last = None
+        if last_processed:
+            self._last = None
         consumer = self._consumer
         if consumer is None:
             return
@@ -476,25 +503,28 @@ class Subscription(Generic[T]):
         return self
 
     async def __anext__(self) -> T:
-        if self._last is not None:
-            self._done(self._last)
-            self._last = None
-        queue = self._queue
-        if queue:  # an item already read: no await of _next (a coroutine per item)
-            item: _Pending | None = queue.popleft()
-            self.stats.yielded += 1
-        else:
+        self._last = None  # the item handed out before is processed
+        item = self._ready()  # an item already read: no await of _next (a coroutine per item)
+        if item is None:
             item = await self._next()
         if item is None:
             await self.close()
             raise StopAsyncIteration
         self._last = item
-        return item.value
+        value: T = item[0]
+        return value
 
     def __iter__(self) -> Iterator[T]:
         return self
 
     def __next__(self) -> T:
+        if self._loop is not None:  # an item already read: no turn of the loop
+            self._last = None
+            item = self._ready()
+            if item is not None:
+                self._last = item
+                value: T = item[0]
+                return value
         loop = self._sync_loop()
         try:
             return loop.run_until_complete(self.__anext__())
@@ -508,18 +538,25 @@ class Subscription(Generic[T]):
         is committed only after its handler returned; the exception of a handler propagates after
         what was processed before it has been committed, and its item is left to the next
         consumer of the group."""
-        if self._last is not None:
-            self._done(self._last)
-            self._last = None
+        self._last = None
         try:
             while True:
-                item = await self._next()
+                item = self._ready() or await self._next()
                 if item is None:
                     break
-                result = handler(item.value)
-                if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-                    await result
-                self._done(item)
+                self._last = item  # not processed until the handler returns
+                try:
+                    result = handler(item[0])
+                    if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+                        await result
+                except UndecodableEvent as exc:
+                    if exc.event is not item[0] or self._raise_undecodable:
+                        raise
+                    # Its body does not decode: skipped as the records that do not decode at
+                    # all are (counted, logged, committed past), not handed on again.
+                    self.stats.undecodable += 1
+                    log.warning("skipping an event whose handler could not read it: %s", exc)
+                self._last = None
         finally:
             await self.close(last_processed=False)
 
@@ -534,9 +571,7 @@ class Subscription(Generic[T]):
     async def commit(self) -> None:
         """Commit now what was processed so far (the iterator does it every ``commit_interval``
         seconds, on revocation and on close)."""
-        if self._last is not None:
-            self._done(self._last)
-            self._last = None
+        self._last = None
         await self._commit()
 
     def commit_sync(self) -> None:
@@ -545,14 +580,20 @@ class Subscription(Generic[T]):
 
     # --- the machinery -------------------------------------------------------------------------
 
-    def _done(self, item: _Pending) -> None:
-        out = self._outstanding.get(item.tp)
-        if out is not None:
-            offsets = item.offsets
-            if len(offsets) == 1:
-                out.discard(offsets[0])
-            else:
-                out.difference_update(offsets)
+    def _unprocessed(self) -> dict[TopicPartition | None, int]:
+        """Partition → the lowest offset read and not processed yet: of the items queued, the
+        item handed out and not processed, the pieces of an event still being assembled."""
+        lowest: dict[TopicPartition | None, int] = {}
+        get = lowest.get
+        pending = [self._last] if self._last is not None else []
+        for _, tp, offset in (*pending, *self._queue):
+            if offset < get(tp, offset + 1):
+                lowest[tp] = offset
+        for run_id, held in self._open_pieces.items():
+            tp = self._open_tp.get(run_id)
+            if held and held[0][1] < get(tp, held[0][1] + 1):
+                lowest[tp] = held[0][1]
+        return lowest
 
     async def _commit(self, only: set[TopicPartition] | None = None) -> None:
         consumer = self._consumer
@@ -560,11 +601,11 @@ class Subscription(Generic[T]):
         if consumer is None or self.group is None:
             return
         offsets: dict[TopicPartition, int] = {}
+        unprocessed = self._unprocessed()
         for tp, fetched in self._fetched.items():
             if only is not None and tp not in only:
                 continue
-            out = self._outstanding.get(tp)
-            position = min(out) if out else fetched
+            position = min(fetched, unprocessed.get(tp, fetched))
             if self._committed.get(tp) != position:
                 offsets[tp] = position
         if not offsets:
@@ -580,12 +621,24 @@ class Subscription(Generic[T]):
         self._committed.update(offsets)
         self.stats.commits += 1
 
-    async def _next(self) -> _Pending | None:
-        queue = self._queue
-        while True:
-            if queue:
-                item = queue.popleft()
+    def _ready(self) -> _Pending | None:
+        """The next item of what was read (counted as yielded), None when all was examined."""
+        if self._queue:
+            self.stats.yielded += 1
+            return self._queue.popleft()
+        batches = self._batches
+        while batches:
+            item = next(batches[0][1], None)
+            if item is not None:
                 self.stats.yielded += 1
+                return item
+            batches.popleft()
+        return None
+
+    async def _next(self) -> _Pending | None:
+        while True:
+            item = self._ready()
+            if item is not None:
                 return item
             if self._follow is not None and self._follow_finished():
                 return None
@@ -613,7 +666,23 @@ class Subscription(Generic[T]):
             for tp, messages in batches.items():
                 if tp not in self._assignment:
                     continue
+                if tp in self._unprimed and await self._resumed(tp, messages[0].offset):
+                    continue  # read again after the records before it
                 self._take(tp, messages)
+
+    async def _resumed(self, tp: TopicPartition, first: int) -> bool:
+        """A group member's first records of ``tp`` begin at ``first``: when records come
+        before it, seek back ``dedupe_lookback`` of them to rebuild the high-water marks first
+        (True: this batch is read again after them)."""
+        self._unprimed.discard(tp)
+        consumer = self._consumer
+        assert consumer is not None
+        begin = (await consumer.beginning_offsets([tp]))[tp]
+        if first <= begin:
+            return False
+        self._prime_until[tp] = first
+        consumer.seek(tp, max(begin, first - self.dedupe_lookback))
+        return True
 
     def _follow_finished(self) -> bool:
         terminal = self._terminal
@@ -622,85 +691,153 @@ class Subscription(Generic[T]):
         if self._states.get(terminal.run_id) is not terminal:
             self._states[terminal.run_id] = terminal
             if self._follow_states:
-                self._queue.append(_Pending(terminal, TopicPartition("", -1), ()))
+                self._queue.append((terminal, None, -1))
                 return False
         return True
 
     def _take(self, tp: TopicPartition, messages: list[Any]) -> None:
-        stats = self.stats
-        out = self._outstanding.setdefault(tp, set())
+        self.stats.records += len(messages)
         prime_until = self._prime_until.get(tp)
-        is_runs = self._full.get(tp.topic) == "runs" or tp.topic.endswith("runs")
-        tenants, providers, run_ids = self._tenants, self._providers, self._run_ids
-        decode = codec.decode
-        stats.records += len(messages)
+        if prime_until is not None:
+            cut = 0
+            while cut < len(messages) and messages[cut].offset < prime_until:
+                cut += 1
+            self._prime(messages[:cut])
+            messages = messages[cut:]
+            if not messages:
+                return
+            del self._prime_until[tp]
+        if self._full.get(tp.topic) == "runs" or tp.topic.endswith("runs"):
+            for msg in messages:
+                value = self._decoded(tp, msg)
+                if value is not None:
+                    self._take_state(tp, msg.offset, value)
+            self._fetched[tp] = messages[-1].offset + 1
+        else:
+            self._batches.append((tp, self._events_of(tp, messages)))
+
+    def _events_of(self, tp: TopicPartition, messages: list[Any]) -> Iterator[_Pending]:
+        """Dedupe, order and filter ``messages`` of ``events`` by their headers alone
+        (``schemas/lazy_event.py``), one at a time, and yield what is kept as LazyModelEvents:
+        a dropped record is never decoded. Pieces to join, and every event when elided values
+        are rebuilt, are decoded whole here (what is built from their payloads must not fail
+        later). ``_fetched`` follows: what comes after the item yielded is not examined yet."""
+        stats = self.stats
+        tenants, providers, run_ids, kinds = (self._tenants, self._providers, self._run_ids,
+                                              self._kinds)
+        seqs = self._seq
+        max_runs = self.max_runs
+        fetched = self._fetched
+        rebuilder = self._rebuilder
+        join = not self._raw_pieces
+        filters = tenants is not None or providers is not None or run_ids is not None
+        # Without the rebuilder (which must see every delta) kinds filter before anything else.
+        kinds_first = kinds if rebuilder is None else None
+        current, common, whole = header_reader()
         for msg in messages:
+            data = msg.value
             offset = msg.offset
-            priming = prime_until is not None and offset < prime_until
-            if prime_until is not None and not priming:
-                del self._prime_until[tp]
-                prime_until = None
-            try:
-                if msg.value is None:
-                    raise SchemaError("tombstone (null value)")
-                value = decode(msg.value)
-            except SchemaError as exc:
-                if priming:
+            event: ModelEvent | None = None
+            if type(data) is bytes and data.startswith(current):
+                try:
+                    header = (common if data.endswith(NEITHER) else whole)(data, 10)
+                except CorruptRecord as exc:
+                    self._undecodable(tp, offset, SchemaError(
+                        f"corrupt modelevents.ModelEvent record ({len(data)} bytes): {exc}"))
                     continue
-                if self._raise_undecodable:
-                    raise
-                stats.undecodable += 1
-                log.warning("skipping record %s[%d]@%d that does not decode: %s",
-                            tp.topic, tp.partition, offset, exc)
-                continue
-            if priming:
-                stats.primed += 1
-                if type(value) is ModelEvent:
-                    self._mark_seq(value.run_id, value.seq)
-                continue
-            if is_runs:
-                self._take_state(tp, offset, value, out)
-                continue
-            if type(value) is not ModelEvent:
-                self._not_expected(tp, offset, value)
-                continue
-            if ((tenants is not None and value.tenant not in tenants)
-                    or (providers is not None and value.provider not in providers)
-                    or (run_ids is not None and value.run_id not in run_ids)):
+                _, run_id, tenant, provider, _, _, kind, seq, piece, _ = header
+            else:  # another record or an earlier schema version: decoded whole
+                value = self._decoded(tp, msg)
+                if value is None:
+                    continue
+                if type(value) is not ModelEvent:
+                    self._not_expected(tp, offset, value)
+                    continue
+                event = value
+                run_id, tenant, provider, kind, seq, piece = (
+                    value.run_id, value.tenant, value.provider, value.kind, value.seq, value.piece)
+            if filters and ((tenants is not None and tenant not in tenants)
+                            or (providers is not None and provider not in providers)
+                            or (run_ids is not None and run_id not in run_ids)):
                 stats.filtered += 1
                 continue
-            run_id = value.run_id
-            seqs = self._seq
             previous = seqs.pop(run_id, -1)
-            if value.seq <= previous:
+            if seq <= previous:
                 seqs[run_id] = previous
                 stats.duplicates += 1
                 continue
-            seqs[run_id] = value.seq
-            if len(seqs) > self.max_runs:
+            seqs[run_id] = seq
+            if len(seqs) > max_runs:
                 self._evict(seqs)
-            if value.piece is not None and not self._raw_pieces:
-                whole, offsets = self._join(value, offset, tp)
-                if whole is None:
-                    out.add(offset)  # held until its event is whole and processed
-                    continue
-                offsets_taken = offsets
-                value = whole
-            else:
-                offsets_taken = (offset,)
-            if self._rebuilder is not None:
-                value = self._rebuilder.feed(value)
-            if self._kinds is not None and value.kind not in self._kinds:
+            if kinds_first is not None and kind not in kinds_first:
                 stats.filtered += 1
-                for o in offsets_taken:
-                    out.discard(o)
                 continue
-            out.add(offset)
-            self._queue.append(_Pending(value, tp, offsets_taken))
-        if messages and (prime_until is None or messages[-1].offset >= prime_until):
-            self._fetched[tp] = messages[-1].offset + 1
+            if event is None and rebuilder is None and (piece is None or not join):
+                fetched[tp] = offset + 1
+                yield lazy_event(msg, header), tp, offset  # the common case
+                continue
+            first = offset
+            if event is None:
+                event = self._decoded(tp, msg)
+                if event is None:
+                    continue
+            if piece is not None and join:
+                assert event is not None
+                event, first = self._join(event, offset, tp)
+                if event is None:
+                    continue  # held until its event is whole and processed
+            if rebuilder is not None:
+                assert event is not None
+                event = rebuilder.feed(event)
+            if kinds is not None and kind not in kinds:
+                stats.filtered += 1
+                continue
+            assert event is not None
+            fetched[tp] = offset + 1
+            yield event, tp, first
+        fetched[tp] = messages[-1].offset + 1
 
-    def _take_state(self, tp: TopicPartition, offset: int, value: Any, out: set[int]) -> None:
+    def _decoded(self, tp: TopicPartition, msg: Any) -> Any:
+        """``msg``'s value decoded whole; None when it does not decode (counted, or raised)."""
+        try:
+            if msg.value is None:
+                raise SchemaError("tombstone (null value)")
+            return codec.decode(msg.value)
+        except SchemaError as exc:
+            self._undecodable(tp, msg.offset, exc)
+            return None
+
+    def _undecodable(self, tp: TopicPartition, offset: int, exc: SchemaError) -> None:
+        if self._raise_undecodable:
+            raise exc
+        self.stats.undecodable += 1
+        log.warning("skipping record %s[%d]@%d that does not decode: %s",
+                    tp.topic, tp.partition, offset, exc)
+
+    def _prime(self, messages: list[Any]) -> None:
+        """Rebuild the high-water marks from records before the committed offset (not yielded;
+        one that does not decode is passed over silently: it was reported when it was read)."""
+        current, common, whole = header_reader()
+        for msg in messages:
+            data = msg.value
+            try:
+                if type(data) is bytes and data.startswith(current):
+                    header = (common if data.endswith(NEITHER) else whole)(data, 10)
+                    run_id, seq = header[1], header[7]
+                else:
+                    value = codec.decode(data) if data is not None else None
+                    if value is None:
+                        continue
+                    self.stats.primed += 1
+                    if type(value) is ModelEvent:
+                        self._mark_seq(value.run_id, value.seq)
+                    continue
+            except SchemaError:
+                continue
+            self.stats.primed += 1
+            self._mark_seq(run_id, seq)
+
+    def _take_state(self, tp: TopicPartition, offset: int, value: Any) -> None:
         if type(value) is not RunState:
             self._not_expected(tp, offset, value)
             return
@@ -725,8 +862,7 @@ class Subscription(Generic[T]):
             self._evict(self._states)
         if self._follow is not None and not self._follow_states:
             return
-        out.add(offset)
-        self._queue.append(_Pending(value, tp, (offset,)))
+        self._queue.append((value, tp, offset))
 
     def _not_expected(self, tp: TopicPartition, offset: int, value: Any) -> None:
         if self._raise_undecodable:
@@ -748,7 +884,8 @@ class Subscription(Generic[T]):
             del table[key]
 
     def _join(self, piece: ModelEvent, offset: int, tp: TopicPartition
-              ) -> tuple[ModelEvent | None, tuple[int, ...]]:
+              ) -> tuple[ModelEvent | None, int]:
+        """The whole event once its last piece is read, and the offset of its first piece."""
         assert piece.piece is not None
         held = self._open_pieces.get(piece.run_id)
         if piece.piece.index == 0:
@@ -764,23 +901,19 @@ class Subscription(Generic[T]):
             if held:
                 self._broken(held, "a piece is missing")
                 self._release(piece.run_id)
-            return None, ()
+            return None, offset
         held.append((piece, offset))
         if len(held) < piece.piece.count:
-            return None, ()
+            return None, offset
         self._release(piece.run_id)
-        return join_pieces([p for p, _ in held]), tuple(o for _, o in held)
+        return join_pieces([p for p, _ in held]), held[0][1]
 
     def _release(self, run_id: str) -> None:
         self._open_pieces.pop(run_id, None)
         self._open_tp.pop(run_id, None)
 
     def _broken(self, held: list[tuple[ModelEvent, int]], why: str) -> None:
-        # Their offsets are released: the event cannot be whole, so it must not hold up commits.
-        out = self._outstanding.get(self._open_tp.get(held[0][0].run_id) or TopicPartition("", -1))
-        for _, offset in held:
-            if out is not None:
-                out.discard(offset)
+        # No longer held, their offsets no longer hold up commits: the event cannot be whole.
         self.stats.broken_pieces += len(held)
         log.warning("dropping %d pieces of %s: %s", len(held), held[0][0].event_id, why,
                     extra=event_fields(held[0][0]))

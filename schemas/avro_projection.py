@@ -12,6 +12,10 @@ A projection maps a field name to:
 
 * ``True`` — the field's value, as ``compile_reader`` gives it;
 * ``"length"`` — a string or bytes field's length in bytes (the bytes are skipped);
+* ``"memo"`` — the field's value as ``True`` gives it, for fields whose few values repeat from
+  record to record (a tenant, a kind): consecutive ``"memo"`` fields are walked as one run of
+  bytes, and their values looked up by those bytes (decoded once per distinct run, up to
+  :data:`MEMO_SIZE` of them — then the memo starts again);
 * a dict — a record field's own projection (its wanted fields are listed in place);
 * ``{"$branch": {full name: True, ...}}`` — a union of records: ``(branch full name, record)``
   with the record read for the names listed, ``(branch full name, None)`` for the others.
@@ -34,6 +38,8 @@ Projection = dict[str, Any]
 # A varint of two to ten bytes, the tenth holding bit 63 alone (what avro_reader._long refuses).
 _VARINT = re.compile(rb"[\x80-\xff]{1,8}[\x00-\x7f]|[\x80-\xff]{9}[\x00\x01]").match
 BRANCH = "$branch"
+MEMO_SIZE = 4096
+_SCALARS = frozenset({"null", "string", "int", "long", "boolean", "double"})
 
 
 class _Projector(_Compiler):
@@ -160,8 +166,15 @@ class _Projector(_Compiler):
             raise SchemaError(f"{schema['name']} has no field {sorted(unknown)}")
         pad = "    " * depth
         values: list[str] = []
+        group: list[dict[str, Any]] = []  # consecutive "memo" fields not read yet
         for f in schema["fields"]:
             spec = wanted.get(f["name"])
+            if spec == "memo":
+                group.append(f)
+                continue
+            if group:
+                values += self.memoized(group, out, depth)
+                group = []
             if spec is None or spec is False:
                 self.skip(f["type"], out, depth)
             elif spec is True:
@@ -179,7 +192,32 @@ class _Projector(_Compiler):
                 values += self.project(record, spec, out, depth)
             else:
                 raise SchemaError(f"{f['name']}: {spec!r} is not a projection")
+        if group:
+            values += self.memoized(group, out, depth)
         return values
+
+    def memoized(self, group: list[dict[str, Any]], out: list[str], depth: int) -> list[str]:
+        """Walk ``group``'s fields (every length and branch checked), then take their values
+        from the memo by the bytes they span, reading them only for bytes not seen before."""
+        pad = "    " * depth
+        for f in group:  # values shared by the records that hold them: immutable ones only
+            branches = f["type"] if isinstance(f["type"], list) else [f["type"]]
+            if not all(self.resolve(b)[1] in _SCALARS for b in branches):
+                raise SchemaError(f"{f['name']}: a memo is of a string, number or boolean field")
+        start, key, found = self.var(), self.var(), self.var()
+        memo = f"_MEMO{len(self.functions)}_{self.counter}"
+        self.functions[memo] = [f"{memo} = {{}}"]
+        out.append(f"{pad}{start} = p")
+        for f in group:
+            self.skip(f["type"], out, depth)
+        out += [f"{pad}{key} = d[{start}:p]", f"{pad}{found} = {memo}.get({key})",
+                f"{pad}if {found} is None:", f"{pad}    p, {start} = {start}, p"]
+        names = [self.value(f["type"], out, depth + 1) for f in group]
+        out += [f"{pad}    p = {start}", f"{pad}    {found} = ({''.join(n + ', ' for n in names)})",
+                f"{pad}    if len({memo}) >= {MEMO_SIZE}:", f"{pad}        {memo}.clear()",
+                f"{pad}    {memo}[{key}] = {found}",
+                f"{pad}{''.join(n + ', ' for n in names)}= {found}"]
+        return names
 
     def branch(self, branches: Any, read: dict[str, bool], out: list[str], depth: int) -> str:
         pad = "    " * depth
@@ -230,17 +268,30 @@ def named_records(schema: Any, found: dict[str, dict[str, Any]] | None = None
 
 
 def compile_projection(schema: dict[str, Any], named: dict[str, dict[str, Any]],
-                       wanted: Projection, *, to_end: bool = True
-                       ) -> Callable[[bytes, int], tuple[Any, ...]]:
+                       wanted: Projection, *, to_end: bool = True,
+                       types: dict[str, type] | None = None, prefix: bool = False,
+                       pad: int = 0) -> Callable[[bytes, int], tuple[Any, ...]]:
     """Parsed record schema → ``read(data, start)``: the tuple of ``wanted``'s values of the
     record whose body starts at ``start`` and runs exactly to the end of ``data`` (bytes left
     over are a CorruptRecord, as a record that ends early is).
 
     With ``to_end=False`` the record may be followed by others (the records of a container
-    block): the tuple ends with the position after the record, and nothing checks the end."""
-    compiler = _Projector(dict(named))
+    block): the tuple ends with the position after the record, and nothing checks the end.
+
+    ``types`` is ``compile_reader``'s: a wanted record of such a short name is built as that
+    dataclass, a wanted union of them gives the object itself.
+
+    With ``prefix=True`` only the fields up to the last wanted one are read: what follows is
+    neither walked nor checked (no end check, no position). ``pad`` Nones end the tuple (a
+    prefix reader that gives the shape of a fuller one)."""
+    compiler = _Projector(dict(named), dict(types or {}))
     body: list[str] = []
+    if prefix:
+        last = max(i for i, f in enumerate(schema["fields"]) if wanted.get(f["name"]))
+        schema = {**schema, "fields": schema["fields"][:last + 1]}
+        to_end = True
     values = compiler.project(schema, wanted, body, 2)
+    values += ["None"] * pad
     functions = sorted(compiler.functions.items(), key=lambda item: item[0].startswith("_"))
     source = "\n\n".join("\n".join(lines) for _, lines in functions)
     result = "(" + "".join(f"{v}, " for v in values) + ("" if to_end else "p, ") + ")"
@@ -250,11 +301,12 @@ def compile_projection(schema: dict[str, Any], named: dict[str, dict[str, Any]],
                + "\n".join(body) + "\n"
                "    except (IndexError, struct.error, UnicodeDecodeError) as exc:\n"
                "        raise _CorruptRecord(f'{type(exc).__name__}: {exc}') from None\n"
-               + (end_check if to_end else "") + f"    return {result}\n")
+               + (end_check if to_end and not prefix else "") + f"    return {result}\n")
     namespace: dict[str, Any] = {"_long": _long, "_ONE_BYTE": _ONE_BYTE,
                                  "_CorruptRecord": CorruptRecord,
                                  "_UNPACK_DOUBLE": _UNPACK_DOUBLE, "struct": struct,
                                  "_VARINT": _VARINT}
+    namespace.update({f"_T_{name}": cls for name, cls in (types or {}).items()})
     exec(compile(source, f"<avro projection {schema['name']}>", "exec"), namespace)
     read: Callable[[bytes, int], tuple[Any, ...]] = namespace["read"]
     return read

@@ -189,7 +189,7 @@ class SchemaSet:
             self.readers[fp] = (full_name, compile_reader(parsed, named))
             if full_name == _MODELEVENT:
                 try:
-                    self.event_readers[fp] = compile_reader(parsed, named, _EVENT_TYPES)
+                    self.event_readers[fp] = compile_reader(parsed, named, EVENT_TYPES)
                 except SchemaError:
                     pass  # fields the dataclasses lack (a schema under test): the dict path
         history = avro_dir / "history"
@@ -214,7 +214,7 @@ class SchemaSet:
 
 _MODELEVENT = f"{NAMESPACE}.ModelEvent"
 # Short record name → the class the typed reader builds a record of that name as.
-_EVENT_TYPES: dict[str, type] = {"ModelEvent": ModelEvent, "EventSource": EventSource,
+EVENT_TYPES: dict[str, type] = {"ModelEvent": ModelEvent, "EventSource": EventSource,
                                  "Envelope": Envelope, "Piece": Piece, "Elided": Elided,
                                  **PAYLOAD_TYPES}
 
@@ -289,7 +289,11 @@ def encode(obj: ModelEvent | ProviderFrame | RunState | DeadLetter) -> bytes:
         encoder = _encoders[type(obj).__name__]
     except KeyError:
         _encoders.update(schemas().encoders)
-        encoder = _encoders.get(type(obj).__name__)
+        # A subclass (the consumer API's LazyModelEvent) is encoded as the record it extends.
+        encoder = next((_encoders[c.__name__] for c in type(obj).__mro__
+                        if c.__name__ in _encoders), None)
+        if encoder is not None:
+            _encoders[type(obj).__name__] = encoder
         if encoder is None:
             raise SchemaError(f"no Avro schema for {type(obj).__name__}; expected ModelEvent, "
                               "ProviderFrame, RunState or DeadLetter") from None

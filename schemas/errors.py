@@ -7,6 +7,7 @@ errors in that layer's ``errors`` module, drawn there.
     │   ├── CorruptRecord            the bytes end early, or hold a length, count or branch that
     │   │                            cannot be (also a ValueError)
     │   ├── IncompletePieces         pieces that do not make a whole record
+    │   ├── UndecodableEvent         a lazily decoded event whose body does not decode when read
     │   └── UnreadableState          a stored run state this version cannot rebuild
     │                                                            (services/errors.py)
     ├── InputError                   input the user gave cannot be read (file, framing, provider)
@@ -31,7 +32,7 @@ was wrong with which input or setting, and what to do.
 """
 
 __all__ = ["ModelEventsError", "SchemaError", "UnknownSchemaError", "CorruptRecord",
-           "IncompletePieces", "InputError", "FramingError", "DetectionError", "InvalidId",
+           "IncompletePieces", "UndecodableEvent", "InputError", "FramingError", "DetectionError", "InvalidId",
            "ConfigError"]
 
 
@@ -50,6 +51,15 @@ class UnknownSchemaError(SchemaError):
 class CorruptRecord(SchemaError, ValueError):
     """The bytes end early, or hold a length, count or branch that cannot be (the compiled Avro
     readers, ``schemas/avro_reader.py``)."""
+
+
+class UndecodableEvent(SchemaError):
+    """A LazyModelEvent (``schemas/lazy_event.py``) whose header was read and whose other fields
+    do not decode, raised where one of them is first read; ``event`` is that event."""
+
+    def __init__(self, message: str, event: object) -> None:
+        super().__init__(message)
+        self.event = event
 
 
 class IncompletePieces(SchemaError):

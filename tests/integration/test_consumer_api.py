@@ -24,8 +24,9 @@ from modelevents.adapters.registry import normalize_bytes, normalize_file
 from modelevents.consumers import at_offset, at_time, follow_run, subscribe
 from modelevents.consumers.client import MissingTopic
 from modelevents.schemas import codec
-from modelevents.schemas.errors import ConfigError, SchemaError
-from modelevents.schemas.events import ModelEvent
+from modelevents.schemas.errors import ConfigError, SchemaError, UndecodableEvent
+from modelevents.schemas.events import ModelEvent, Usage
+from modelevents.schemas.lazy_event import LazyModelEvent
 from modelevents.schemas.run_state import RunState
 from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.kafka import clients
@@ -383,21 +384,92 @@ def test_a_librdkafka_consumer_beside_ours_sees_the_same_records(make_settings) 
     assert sorted(ours, key=key) == sorted(theirs, key=key) == sorted(published, key=key)
 
 
+async def send_raw(settings: PipelineSettings, values: list[bytes], key: bytes = b"run-u") -> None:
+    producer = await clients.start_producer(settings)
+    try:
+        for value in values:
+            await producer.send_and_wait(settings.topic("events"), value, key=key)
+    finally:
+        await producer.stop()
+
+
+def test_an_event_whose_payload_does_not_decode_raises_when_read_and_is_never_lost(
+        make_settings) -> None:
+    settings = make_settings(partitions=1)
+    events = events_of(TEXT, "run-p")
+    k = next(i for i, e in enumerate(events) if e.kind == "text.delta")
+    marked = dataclasses.replace(events[k], payload=dataclasses.replace(events[k].payload,
+                                                                        text="MARKER"))
+    broken = codec.encode(marked).replace(b"MARKER", b"\xff" * 6)  # its header reads
+
+    async def write() -> None:
+        await publish(settings, events[:k])
+        await send_raw(settings, [broken], key=b"run-p")
+        await publish(settings, events[k + 1:])
+    run(write())
+
+    # A router reading headers gets every event, that one too, and nothing is decoded. (Only
+    # plain values leave the coroutine: Python 3.11's asyncio.run may repr what it returns.)
+    async def route() -> tuple[list[tuple[int, str, bool]], int, str]:
+        sub = subscribe(settings=settings, idle_timeout=3)
+        got = [e async for e in sub]
+        seen = [(e.seq, e.kind, type(e) is LazyModelEvent and e._record is not None) for e in got]
+        try:
+            got[k].payload  # noqa: B018
+        except UndecodableEvent as exc:
+            return seen, sub.stats.undecodable, str(exc)
+        return seen, sub.stats.undecodable, "no error"
+    seen, undecodable, error = run(route())
+    assert seen == [(e.seq, e.kind, True) for e in events] and undecodable == 0
+    assert re.search(rf"\[0\]@{k}: corrupt .* past its header", error), error
+    handled: list[int] = []
+
+    async def handler(event: ModelEvent) -> None:
+        assert event.payload is not None
+        handled.append(event.seq)
+
+    async def consume(**kw) -> int:
+        sub = subscribe(settings=settings, group="p1", idle_timeout=5, **kw)
+        await sub.consume(handler)
+        return sub.stats.undecodable
+    # on_undecodable="raise": the handler's read raises out of consume, the event uncommitted…
+    with pytest.raises(UndecodableEvent):
+        run(consume(on_undecodable="raise"))
+    assert handled == list(range(k))
+    # … so the next consumer of the group gets it again: skipped (counted), the rest handled.
+    handled.clear()
+    assert run(consume()) == 1
+    assert handled == list(range(k + 1, len(events)))
+    got, _ = read_all(settings, group="p1")
+    assert got == []  # committed past it
+    # In a for loop it is the caller's: caught, the loop goes on and the event is processed.
+    read: list[bool | None] = []
+    with subscribe(settings=settings, group="p2", idle_timeout=5) as sub:
+        for event in sub:
+            try:
+                read.append(event.payload == events[event.seq].payload)
+            except UndecodableEvent:
+                read.append(None)
+    assert read == [None if i == k else True for i in range(len(events))]
+    got, _ = read_all(settings, group="p2")
+    assert got == []
+
+
 def test_clear_errors_and_undecodable_records(make_settings) -> None:
     settings = make_settings(partitions=1)
     events = events_of(TEXT, "run-u")
 
+    # A copy of seq 1 whose payload is not what its kind carries: dropped by its header as a
+    # duplicate, never decoded (a dropped record is not).
+    wrong = codec.encode(dataclasses.replace(events[1], payload=Usage()))
+
     async def garbage() -> None:
         await publish(settings, events[:2])
-        producer = await clients.start_producer(settings)
-        try:
-            await producer.send_and_wait(settings.topic("events"), b"not avro", key=b"run-u")
-        finally:
-            await producer.stop()
+        await send_raw(settings, [b"not avro", wrong])
         await publish(settings, events[2:])
     run(garbage())
     got, stats = read_all(settings)
-    assert got == events and stats.undecodable == 1
+    assert got == events and stats.undecodable == 1 and stats.duplicates == 1
     with pytest.raises(SchemaError):
         read_all(settings, on_undecodable="raise")
     missing = dataclasses.replace(settings, topic_prefix="nowhere.")

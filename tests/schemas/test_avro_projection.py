@@ -8,6 +8,7 @@ branch, maps and arrays), written by fastavro's writer.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import fastavro
 import pytest
@@ -17,9 +18,15 @@ from hypothesis import strategies as st
 from modelevents.adapters.registry import normalize_file
 from modelevents.consumers.audit_verify import EVENT_FIELDS
 from modelevents.schemas import codec
-from modelevents.schemas.avro_projection import BRANCH, compile_projection, named_records
+from modelevents.schemas.avro_projection import (
+    BRANCH,
+    MEMO_SIZE,
+    compile_projection,
+    named_records,
+)
 from modelevents.schemas.errors import CorruptRecord, SchemaError
 from tests.integration.pipeline import ONE_PER_API
+from tests.schemas.sample_records import model_event
 from tests.schemas.test_avro_reader import LIMITS, NAMED, NAMES, READERS, SCHEMAS, drawn_record
 
 EVENT = f"{codec.NAMESPACE}.ModelEvent"
@@ -42,6 +49,19 @@ HALF = {name: compile_projection(SCHEMAS.current[name], NAMED, _every_other_fiel
 NONE = {name: compile_projection(SCHEMAS.current[name], NAMED, {}) for name in NAMES}
 
 
+def _memo_or_true(name: str) -> dict:
+    """Every field: its scalars (strings, numbers, booleans, unions of null and one) memoized."""
+    def scalar(t) -> bool:
+        return all(b in ("null", "string", "int", "long", "boolean", "double")
+                   for b in (t if isinstance(t, list) else [t]))
+    return {f["name"]: "memo" if scalar(f["type"]) else True
+            for f in SCHEMAS.current[name]["fields"]}
+
+
+MEMO = {name: compile_projection(SCHEMAS.current[name], NAMED, _memo_or_true(name))
+        for name in NAMES}
+
+
 @pytest.mark.parametrize("name", NAMES)
 @LIMITS
 @given(data=st.data())
@@ -52,6 +72,8 @@ def test_wanted_fields_are_what_the_compiled_reader_reads(name, data):
     assert ALL[name](body, 0) == tuple(full[f] for f in fields)
     assert HALF[name](body, 0) == tuple(full[f] for f in _every_other_field(name))
     assert NONE[name](body, 0) == ()
+    # Memoized groups: read the first time, looked up the next, the same values either way.
+    assert MEMO[name](body, 0) == MEMO[name](body, 0) == ALL[name](body, 0)
     # After a header, and followed by other records when asked to say where it ended.
     tail = compile_projection(SCHEMAS.current[name], NAMED, {fields[0]: True}, to_end=False)
     assert tail(b"\xc3\x01" + bytes(8) + body + body, 10) == (full[fields[0]], 10 + len(body))
@@ -116,6 +138,16 @@ def test_a_wrong_projection_is_refused_when_compiled():
                             ({"seq": 3}, "not a projection")):
         with pytest.raises(SchemaError, match=message):
             compile_projection(schema, named_records(schema), wanted)
+
+
+def test_a_memo_of_what_is_not_a_scalar_is_refused_and_a_full_memo_starts_again():
+    schema = SCHEMAS.current[EVENT]
+    with pytest.raises(SchemaError, match="a memo is of a string"):
+        compile_projection(schema, NAMED, {"source": "memo"})
+    read = compile_projection(schema, NAMED, {"tenant": "memo", "seq": True})
+    events = [codec.encode(dataclasses.replace(model_event("usage", seq=i), tenant=f"t{i}"))
+              for i in range(MEMO_SIZE + 10)]
+    assert [read(e, 10) for e in events] == [(f"t{i}", i) for i in range(MEMO_SIZE + 10)]
 
 
 def test_blocks_with_a_byte_size_are_jumped_over():

@@ -1,0 +1,176 @@
+"""A ModelEvent read in two steps: its header from the record's bytes, its body on first use.
+
+The consumer API (``consumers/client.py``) drops most of what a subscription reads before a user
+sees it — duplicates, other tenants, other kinds — and a router that hands events on by kind and
+run needs none of their payloads. Decoding a whole ModelEvent (~15 fields, three nested records,
+the payload) costs about twice what the Kafka client spends handing out its bytes; this module
+splits that cost:
+
+* :func:`header_reader` gives, for a record of the current ModelEvent schema, compiled
+  projections (``schemas/avro_projection.py``) that build only the header,
+  :data:`HEADER_FIELDS`. Nearly every event has neither ``piece`` nor ``elided``, the last two
+  fields of the record: both null, it ends with the bytes ``00 00``, and its header is read
+  from its first fields, up to ``seq``, alone (what follows is neither read nor checked yet). A
+  record that ends otherwise is walked whole — every length, varint, boolean, branch and the
+  record's end checked — to read them. (Only a record against the contract — a piece whose count
+  is 0, an elided value of size 0 whose ``from_kind`` is empty or ends in a NUL — ends in
+  ``00 00`` with either set; the body step refuses it, below.)
+* :class:`LazyModelEvent` is a ``ModelEvent`` (a subclass: ``isinstance``, ``match``,
+  ``dataclasses.fields`` / ``replace`` / ``asdict`` hold) whose header fields are set from that
+  projection and whose :data:`DEFERRED_FIELDS` — ``payload``, ``source``, ``envelope``,
+  ``received_at``, ``adapter`` — are decoded from the kept bytes, all at once, the first time
+  one of them is read. Equality compares field by field with any ModelEvent (lazy or not),
+  ``repr`` and pickling are a plain ModelEvent's (a pickle loads as a plain ModelEvent).
+
+A header that reads does not make the rest of the record readable: what the header step did not
+check — the fields after ``seq`` of a common record, the UTF-8 of every string it skipped, that
+the payload is the record the kind carries — is checked when the rest is decoded. A record that
+fails there (cut short, a byte left over, a length or branch beyond it, bytes that are not
+UTF-8, a ``Usage`` payload on a ``text.delta``) raises
+:class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the record's topic,
+partition and offset, and the event) when a deferred field is first read, and again on every
+later read: nothing half-decoded is ever returned. (``codec.decode`` refuses the same records,
+but for bytes left over after one and a piece or elided against the contract, which it reads.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from modelevents.schemas import codec
+from modelevents.schemas.avro_projection import compile_projection, named_records
+from modelevents.schemas.errors import CorruptRecord, UndecodableEvent
+from modelevents.schemas.events import KIND_PAYLOAD, Elided, ModelEvent, Piece
+
+__all__ = ["HEADER_FIELDS", "DEFERRED_FIELDS", "NEITHER", "LazyModelEvent", "header_reader",
+           "lazy_event"]
+
+# Read by the projection, in wire order: what dedupe, ordering, filters and piece assembly use.
+HEADER_FIELDS = ("event_id", "run_id", "tenant", "provider", "api", "model", "kind", "seq",
+                 "piece", "elided")
+# Decoded together on first use.
+DEFERRED_FIELDS = ("source", "received_at", "adapter", "envelope", "payload")
+
+# How a record with neither piece nor elided ends: both unions' null branch.
+NEITHER = b"\x00\x00"
+
+Header = tuple[str, str, str, str, str, str | None, str, int, Piece | None, Elided | None]
+Reader = Callable[[bytes, int], Header]
+_header: list[tuple[bytes, Reader, Reader]] = []
+# The deferred fields, as their dataclasses, then piece and elided, from a current record.
+_body: list[Callable[[bytes, int], tuple[Any, ...]]] = []
+
+
+def header_reader() -> tuple[bytes, Reader, Reader]:
+    """``(begins, common, whole)``: the ten bytes a record of the current ModelEvent schema
+    begins with (magic and fingerprint; a record that begins otherwise — another record, an
+    earlier schema version — is for ``codec.decode``), and its header projections:
+    ``common(data, 10)`` for a record that ends with :data:`NEITHER`, ``whole(data, 10)`` for
+    the others. Both give the :data:`HEADER_FIELDS` in wire order."""
+    if not _header:
+        schema_set = codec.schemas()
+        name = f"{codec.NAMESPACE}.ModelEvent"
+        schema = schema_set.current[name]
+        named = named_records(schema)
+        wanted = dict.fromkeys(HEADER_FIELDS, True)
+        _body.append(compile_projection(
+            schema, named, dict.fromkeys((*DEFERRED_FIELDS, "piece", "elided"), True),
+            types=codec.EVENT_TYPES))
+        # Tenant, provider, api, model and kind: a few values, the same on most events.
+        repeated = dict.fromkeys(("tenant", "provider", "api", "model", "kind"), "memo")
+        common = compile_projection(schema, named, {**dict.fromkeys(HEADER_FIELDS[:8], True),
+                                                    **repeated}, prefix=True, pad=2)
+        whole = compile_projection(schema, named, wanted,
+                                   types={"Piece": Piece, "Elided": Elided})
+        _header.append((codec.MAGIC + schema_set.current_fingerprint[name], common, whole))
+    return _header[0]
+
+
+class LazyModelEvent(ModelEvent):
+    """A ModelEvent whose :data:`DEFERRED_FIELDS` are decoded from ``_record`` on first use.
+
+    ``_record`` is what the Kafka client handed out (``value``, ``topic``, ``partition``,
+    ``offset``); it is let go once the fields are decoded."""
+
+    __slots__ = ("_record",)
+    _record: Any  # the Kafka client's record, None once decoded
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Built whole (dataclasses.replace builds one so): nothing left to decode.
+        self._record = None
+        super().__init__(*args, **kwargs)
+
+    def _decode_rest(self) -> None:
+        record = self._record
+        data = record.value
+        try:
+            values = _body[0](data, 10)
+            payload, piece, elided = values[4:]
+            expected = KIND_PAYLOAD.get(self.kind)
+            if expected is not None and type(payload) is not expected:
+                raise CorruptRecord(f"kind {self.kind} carries a {type(payload).__name__} "
+                                    f"payload, expected {expected.__name__}")
+            if (piece is not None or elided is not None) and data.endswith(NEITHER):
+                raise CorruptRecord(f"a piece {piece} or elided {elided} against the contract")
+        except CorruptRecord as exc:
+            where = (f"{record.topic}[{record.partition}]@{record.offset}"
+                     if hasattr(record, "offset") else "the record")
+            raise UndecodableEvent(
+                f"{where}: corrupt {codec.NAMESPACE}.ModelEvent record ({len(data)} bytes) "
+                f"past its header (event {self.event_id} of run {self.run_id}, seq {self.seq}): "
+                f"{exc}", self) from exc
+        for (_, slot), value in zip(_DEFERRED_SLOTS, values):
+            slot.__set__(self, value)
+        self._record = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ModelEvent):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # as ModelEvent: mutable, so unhashable
+
+    def plain(self) -> ModelEvent:
+        """The same event as a plain ModelEvent (decoding what is not decoded yet)."""
+        return ModelEvent(**{f: getattr(self, f) for f in _FIELDS})
+
+    def __repr__(self) -> str:
+        return repr(self.plain())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ModelEvent, tuple(getattr(self, f) for f in _FIELDS))
+
+
+_FIELDS = tuple(ModelEvent.__dataclass_fields__)
+# ModelEvent's own slot descriptors, where the deferred values are kept.
+_DEFERRED_SLOTS = tuple((name, ModelEvent.__dict__[name]) for name in DEFERRED_FIELDS)
+
+
+def _deferred(name: str, slot: Any) -> property:
+    def get(self: LazyModelEvent) -> Any:
+        if self._record is not None:
+            self._decode_rest()
+        return slot.__get__(self)
+
+    def set_(self: LazyModelEvent, value: Any) -> None:
+        if self._record is not None:  # the others first, or decoding them would undo this
+            self._decode_rest()
+        slot.__set__(self, value)
+
+    return property(get, set_, doc=f"ModelEvent.{name}, decoded on first use")
+
+
+for _name, _slot in _DEFERRED_SLOTS:
+    setattr(LazyModelEvent, _name, _deferred(_name, _slot))
+
+_new = object.__new__
+
+
+def lazy_event(record: Any, header: Header) -> LazyModelEvent:
+    """A LazyModelEvent of the ``header`` the :func:`header_reader` read from ``record.value``."""
+    event = _new(LazyModelEvent)
+    event._record = record
+    (event.event_id, event.run_id, event.tenant, event.provider, event.api, event.model,
+     event.kind, event.seq, event.piece, event.elided) = header
+    return event
