@@ -143,15 +143,23 @@ async def carry_out(gateway: Gateway, runner: CallRunner,
 
     runner.still_ours = still_ours
     watcher = asyncio.create_task(tell_object_id(), name=f"calls record {call.run_id}")
+    stopped = False
     try:
         await work
+    except asyncio.CancelledError:
+        stopped = True  # the gateway stops (a deploy, SIGTERM)
+        raise
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
         outcome = runner.outcome
-        await update_call(gateway, call.run_id, call.call_tag, state=ENDED,
-                          object_id=outcome.object_id, cursor=runner.cursor,
-                          note=outcome.error or (outcome.notes[-1] if outcome.notes else None))
+        # A background call with an object is left in flight when the gateway stops, for the
+        # next process of this instance id to take up; any other call ends here.
+        if not (stopped and call.background and outcome.object_id is not None):
+            note = ("its gateway stopped during the call" if stopped
+                    else outcome.error or (outcome.notes[-1] if outcome.notes else None))
+            await update_call(gateway, call.run_id, call.call_tag, state=ENDED,
+                              object_id=outcome.object_id, cursor=runner.cursor, note=note)
 
 
 def read_back_runner(gateway: Gateway, record: CallRecord, call_tag: str) -> CallRunner:
