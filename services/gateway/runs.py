@@ -6,6 +6,7 @@
     GET  /v1/runs/{id}/messages    the whole transcript: the input packet's, then the model's
     POST /v1/runs/{id}/cancel      ask the provider to cancel a background call
     POST /v1/runs/{id}/reconcile   read a live run's provider object back until it ends
+                                   (?take_over=true: a call another gateway instance left)
 
 The request is checked against the capability manifest before anything is sent (422 naming,
 per candidate target, what it lacks), and Kafka must be ready (503 otherwise: output it could
@@ -14,7 +15,8 @@ target chosen (``adapters/requests``); its input packet — the neutral request,
 fingerprint, the target — is written to ``run-inputs`` and acknowledged before the call is sent
 (``input_packets.py``; 503 with nothing sent when Kafka does not take it), and the call is
 carried out by
-:class:`~modelevents.services.gateway.runner.CallRunner` in the background. The answer does not
+:class:`~modelevents.services.gateway.runner.CallRunner` in the background, its ``calls``
+record kept current by ``handover.carry_out``. The answer does not
 wait for the provider: the run id comes back at once, and everything the provider sends is on
 ``frames`` and, normalized, on ``events`` and ``runs``.
 
@@ -24,13 +26,24 @@ results, on the same provider or another. Only one call of a run is in flight at
 and a run that ended (completed, incomplete, failed, cancelled) takes no more calls (409: a new
 turn is a new run). A client that retries a POST sends the same ``Idempotency-Key``: the first
 answer is given again (header ``Idempotent-Replayed: true``) and nothing is sent twice; the same
-key with another body is a 422. Keys are remembered by this gateway process (the latest
-``local_runs``): behind a load balancer, route a key to one process.
+key with another body is a 422 (``idempotency.py``).
 
-A run whose outcome is unknown — its gateway restarted while polling it, the polling timed out,
-a stream was cut — is reconciled before anything is retried: ``/reconcile`` polls its provider
-object (OpenAI Responses, Interactions) with the same backoff and terminal timeout, and the run
-ends as the provider says.
+**Replicas.** What those rules need is on Kafka, not in a process: the compacted ``calls`` topic
+holds every run's latest call (which gateway instance has it in flight, its provider object,
+``in_flight`` / ``cancel_requested`` / ``ended``) and every key's answer (``calls.py``). So any
+number of gateways behind a load balancer answer as one, with no affinity: a key answered by
+one is answered again by another, a call in flight on one is a 409 on the others, a cancel sent
+to any reaches the provider (by the object the record names; the polling gateway then polls at
+once), and ``GET /v1/runs/{id}`` shows the record as ``call_record``. A gateway that restarts —
+SIGKILL, crash or deploy — takes up the background calls its instance id was polling, with no
+client request (``handover.py`` says the rule, and what happens when the previous process is
+still alive).
+
+A run whose outcome is unknown — the polling timed out, a stream was cut, its gateway is gone for
+good — is reconciled before anything is retried: ``/reconcile`` polls its provider object (OpenAI
+Responses, Interactions) with the same backoff and terminal timeout, and the run ends as the
+provider says. A call another gateway instance has in flight is refused (409: two gateways never
+poll one call) unless ``?take_over=true`` (that instance is not coming back).
 
 A run id belongs to one tenant (``owners.py``): the first request naming it (or the gateway,
 making one up) claims it on ``run-owners`` before anything is sent to a provider, and a request

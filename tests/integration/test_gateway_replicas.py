@@ -15,6 +15,7 @@ real worker (``modelevents worker``) turning their frames into events and run st
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import secrets
@@ -26,9 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 import yaml
 
+from modelevents.services.cli.commands import tail as tail_command
 from modelevents.services.cli.commands.demo import manifest_with_scenarios
 from modelevents.services.gateway.calls import CallRecord
 from modelevents.services.gateway.capabilities import load_manifest
@@ -275,3 +278,9 @@ def test_a_calls_record_that_does_not_decode_is_logged_and_skipped(start_gateway
     skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     assert any("not JSON" in m for m in skipped) and any("not its run id" in m for m in skipped)
     assert gateway.app.state.gateway.calls.skipped == 2
+    # `modelevents tail --topic calls` prints each as the gateways read it.
+    out = io.BytesIO()
+    run(tail_command.tail(settings, "calls", out, run_id=run_id, timeout=1.0, meta=True))
+    lines = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert "not a calls record: not JSON" in lines[0]["error"]
+    assert lines[1]["instance"] == "gw-gone" and lines[1]["state"] == "in_flight"

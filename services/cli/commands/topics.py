@@ -1,7 +1,7 @@
 """``modelevents topics create|verify|delete``: the pipeline's Kafka topics.
 
-create: create the missing topics (frames, ingest, events, runs and run-inputs compacted, dlq,
-run-owners, receipts) with the configured partition count and verify the existing ones; verify:
+create: create the missing topics (frames, ingest, events, runs, run-inputs and calls compacted,
+dlq, run-owners, receipts) with the configured partition count and verify the existing ones; verify:
 only check; delete: remove them (with --yes).
 """
 
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "topics",
         help="create or verify the pipeline's Kafka topics (frames, ingest, events, runs, dlq, "
-             "run-owners, run-inputs, receipts)",
+             "run-owners, run-inputs, receipts, calls)",
         description="Create the pipeline's topics that are missing and verify the ones that exist "
                     "(create), or only verify them (verify): each must have the configured number "
                     "of partitions — Faust's changelogs get the same count and a worker refuses a "
