@@ -138,7 +138,7 @@ def calls_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
         decode_record(rec.key, rec.raw)
     except ValueError as exc:
         return {}, f"not a calls record: {exc}; the gateways skip it"
-    return orjson.loads(rec.raw), None
+    return orjson.loads(rec.raw or b""), None
 
 
 def input_projection(assembler: PacketAssembler, rec: clients.Record
