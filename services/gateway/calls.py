@@ -273,8 +273,10 @@ class CallsView(TopicView):
             return True
         winner = self.calls.get(record.run_id)
         if winner is not None:
-            # Compaction keeps a key's last record: make it the winner's, never ours.
-            await publish(record.key(), winner.next().encode())
+            # Compaction keeps a key's last record: make it the winner's, never ours (and read
+            # it back, so that the caller's next try starts from it).
+            again = await publish(record.key(), winner.next().encode())
+            await self.wait_read(again.partition, again.offset, timeout)
         return False
 
     async def claim_key(self, tenant: str, key: str, digest: str, publish: Publish,

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,33 @@ def test_a_call_in_flight_on_one_replica_is_409_on_another_which_can_cancel_it(r
     polls = [r for r in requests_to(sim, "GET") if r["time"] > cancel["time"]]
     assert polls, "A polled after B's cancel"
     one_end(b, run_id)
+
+
+def test_two_replicas_racing_send_one_call(replica, sim):
+    # The same run's call, and the same Idempotency-Key, posted to two replicas at once: the
+    # order of the partition decides, the same for both, and the provider gets one request each.
+    a, b = replica("gw-race1"), replica("gw-race2")
+    run_id = new_run_id()
+    body = neutral("openai", "openai-responses", "sim:openai-responses/background-long",
+                   background=True, run_id=run_id)
+    keyed = neutral("openai", "openai-chat", "sim:openai-chat/text")
+    key = {"idempotency-key": f"key-{secrets.token_hex(6)}"}
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda r: r.post("/v1/runs", json=body), (a, b)))
+        keys = list(pool.map(lambda r: r.post("/v1/runs", json=keyed, headers=key), (a, b)))
+    assert sorted(r.status_code for r in runs) == [202, 409], [r.text for r in runs]
+    assert len([r for r in requests_to(sim, "POST") if r["api"] == "openai-responses"]) == 1
+    assert 202 in [r.status_code for r in keys], [r.text for r in keys]
+    for answer in keys:  # the other: the same answer again, or "being answered" (retry)
+        assert answer.status_code == 202 or answer.json()["code"] == "idempotency_key_pending"
+    assert len([r for r in requests_to(sim, "POST") if r["api"] == "openai-chat"]) == 1
+    winner = next(r for r in runs if r.status_code == 202)
+    wait_for("the object id in the record",
+             lambda: (a.run(run_id)["call_record"] or {}).get("object_id"), (a, b))
+    assert a.run(run_id)["call_record"]["call"] == winner.json()["call"]
+    assert b.run(run_id)["call_record"]["call"] == winner.json()["call"]
+    assert (a if a.run(run_id)["calls"] else b).post(f"/v1/runs/{run_id}/cancel").status_code \
+        == 202
 
 
 # --- a restart takes the calls up ------------------------------------------------------------
