@@ -26,11 +26,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker import bench_broker
+from broker import bench_topics
 
 from modelevents.services.gateway.calls import CallRecord, CallsView, now_ms
 from modelevents.services.gateway.owners import RunOwners
-from modelevents.services.kafka import topics
 from modelevents.services.kafka.clients import start_producer
 from modelevents.services.kafka.settings import PipelineSettings
 
@@ -106,10 +105,7 @@ def main() -> int:
     parser.add_argument("--ops", type=int, default=200)
     parser.add_argument("--port", type=int, default=19897)
     args = parser.parse_args()
-    with bench_broker(args.port, "calls-records") as bootstrap:
-        settings = PipelineSettings(bootstrap_servers=bootstrap,
-                                    topic_prefix=f"bench{uuid.uuid4().hex[:6]}.")
-        asyncio.run(topics.ensure_topics(settings))
+    with bench_topics(args.port, "calls-records") as settings:
         asyncio.run(bench(settings, args.ops))
     return 0
 
