@@ -41,6 +41,7 @@ from modelevents.services.simulator.server import SimulatorHandle
 from tests.helpers import free_port
 from tests.integration.pipeline import HANG_GUARD_S, produce_raw, run, start_gateway_process
 from tests.integration.test_gateway_runs import (  # noqa: F401 - fixtures used by name
+    GEMINI_KEY,
     OPENAI_KEY,
     neutral,
     settings,
@@ -67,7 +68,8 @@ class Replica:
             manifest.write_text(yaml.safe_dump(document.model_dump(mode="json")))
         values = {"instance_id": instance, "capabilities": str(manifest), "ack_timeout_s": 5.0,
                   "poll_initial_s": 0.3, "poll_max_s": 0.3, "call_backoff_s": 0.05,
-                  "providers": {"openai": {"base_url": sim.base_url, "api_key": OPENAI_KEY}},
+                  "providers": {"openai": {"base_url": sim.base_url, "api_key": OPENAI_KEY},
+                                "gemini": {"base_url": sim.base_url, "api_key": GEMINI_KEY}},
                   **config}
         self.config_path = workdir / f"{instance}-{self.port}.yaml"
         self.config_path.write_text(yaml.safe_dump(values))
@@ -86,11 +88,11 @@ class Replica:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def kill(self) -> None:
-        """SIGKILL: no shutdown code runs (its calls records say in_flight)."""
+    def kill(self, how: signal.Signals = signal.SIGKILL) -> None:
+        """SIGKILL: no shutdown code runs (its calls records say in_flight); SIGTERM: a stop."""
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+            os.killpg(self.process.pid, how)
+        self.process.wait(timeout=HANG_GUARD_S)
 
 
 @pytest.fixture
@@ -124,8 +126,8 @@ def new_run_id() -> str:
 
 def requests_to(sim: SimulatorHandle, method: str | None = None, suffix: str = ""
                 ) -> list[dict[str, Any]]:
-    return [r for r in sim.simulator.requests("openai-responses") + sim.simulator.requests(
-        "openai-chat") if (method is None or r["method"] == method) and r["path"].endswith(suffix)]
+    return [r for r in sim.simulator.requests()
+            if (method is None or r["method"] == method) and r["path"].endswith(suffix)]
 
 
 def status_is(replica: Replica, run_id: str, status: str) -> Callable[[], Any]:
@@ -230,18 +232,24 @@ def test_two_replicas_racing_send_one_call(replica, sim):
 # --- a restart takes the calls up ------------------------------------------------------------
 
 
-def test_a_killed_replicas_background_call_is_taken_up_by_its_next_process(replica, sim):
-    first = replica("gw-r")
+@pytest.mark.parametrize(("provider", "api", "how"), [
+    ("openai", "openai-responses", signal.SIGKILL),
+    ("google", "gemini-interactions", signal.SIGKILL),
+    ("openai", "openai-responses", signal.SIGTERM),  # a deploy: stopped, not killed
+])
+def test_a_stopped_replicas_background_call_is_taken_up_by_its_next_process(replica, sim,
+                                                                            provider, api, how):
+    instance = f"gw-r-{secrets.token_hex(3)}"
+    first = replica(instance)
     run_id = new_run_id()
     started = first.post("/v1/runs", json=neutral(
-        "openai", "openai-responses", "sim:openai-responses/background-8-polls",
-        background=True, run_id=run_id))
+        provider, api, f"sim:{api}/background-8-polls", background=True, run_id=run_id))
     assert started.status_code == 202, started.text
     wait_for("the object id in the calls record",
              lambda: (first.run(run_id)["call_record"] or {}).get("object_id"), (first,))
-    first.kill()
+    first.kill(how)
     polls_before = len(requests_to(sim, "GET"))
-    again = replica("gw-r")
+    again = replica(instance)
     # No request to the run: the new process takes the call up and polls it to its end.
     wait_for("the run completed", status_is(again, run_id, "completed"), (again,))
     call = wait_for("the taken-up call over", lambda: (c := again.run(run_id)["calls"])
@@ -249,7 +257,7 @@ def test_a_killed_replicas_background_call_is_taken_up_by_its_next_process(repli
     assert call["call"] != started.json()["call"] and call["provider_status"] == "completed"
     assert len(requests_to(sim, "GET")) > polls_before
     record = again.run(run_id)["call_record"]
-    assert record["instance"] == "gw-r" and record["call"] == call["call"]
+    assert record["instance"] == instance and record["call"] == call["call"]
     assert record["state"] == "ended" and "taken up" in again.log()
     assert len(requests_to(sim, "POST")) == 1  # taken up by polling, never sent again
     one_end(again, run_id)
