@@ -19,8 +19,8 @@ The app's lifespan starts what every request shares through ``app.state.gateway`
 client to the providers, the capability manifest, the calls in flight, the views of the
 ``run-owners``, ``runs`` and ``calls`` topics (read from their start: ``/readyz`` is 503 until
 they have read what the topics held) and the shared readers of followed runs, and takes up the
-background calls its instance id was polling before it stopped (``handover.py``); it stops them
-on shutdown,
+background calls its instance id was polling before it stopped, or an instance silent for the
+lease was (``handover.py``); it stops them on shutdown,
 closing their Kafka consumers (calls in flight are cancelled: their frames so far are on Kafka,
 and the run's state says where it stopped). A :class:`KafkaUnavailable` raised
 while a request waits for Kafka becomes 503 with ``Retry-After``: the sender retries, and nothing
@@ -137,8 +137,9 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
         for view in gateway.views:
             await view.start()
         app.state.gateway = gateway
-        # The background calls this instance id was polling before it stopped, taken up.
-        taking_up = asyncio.create_task(handover.take_up_own_calls(gateway), name="take up")
+        # This instance's heartbeat; the background calls it was polling before it stopped, and
+        # those of instances silent for the lease, taken up.
+        taking_up = asyncio.create_task(handover.keep_calls(gateway), name="keep calls")
         try:
             yield
         finally:

@@ -35,6 +35,14 @@ its ``answered`` record is the key's answer for ever (a retry anywhere gets it a
 record older than :data:`PENDING_TTL_MS` (its gateway died answering it) no longer holds a later
 request up. Times are the records' own, so every reader decides the same.
 
+**A gateway instance's heartbeat** — key ``instance/<instance id>``, written every third of the
+call lease (``call_lease_s``) while the gateway runs::
+
+    {"v": 1, "type": "instance", "instance": "gw-0", "incarnation": "…", "at": <epoch ms>}
+
+A call in flight whose instance has not been heard from for the lease is taken up by another
+replica (``handover.py``); compaction keeps each instance's latest beat.
+
 A record that does not decode (not JSON, not an object, a field missing or of the wrong type, its
 key not its run id) is logged and skipped: it changes nothing, and nothing else is lost.
 """
@@ -54,7 +62,7 @@ import orjson
 from modelevents.services.gateway.topic_view import TopicView
 from modelevents.services.kafka.settings import PipelineSettings
 
-__all__ = ["CallRecord", "KeyRecord", "CallsView", "IN_FLIGHT", "CANCEL_REQUESTED", "ENDED",
+__all__ = ["CallRecord", "KeyRecord", "InstanceBeat", "CallsView", "IN_FLIGHT", "CANCEL_REQUESTED", "ENDED",
            "PENDING_TTL_MS", "decode_record", "now_ms", "idempotency_key_bytes", "new_incarnation"]
 
 log = logging.getLogger("modelevents.gateway.calls")
@@ -66,6 +74,7 @@ PENDING, ANSWERED, RELEASED = "pending", "answered", "released"
 # A gateway answers a request within its ack timeouts; one pending for this long died doing so.
 PENDING_TTL_MS = 60_000
 _KEY_PREFIX = "idempotency/"
+_INSTANCE_PREFIX = "instance/"
 
 # Write one record and wait for its acknowledgement: (key, value) → RecordMetadata.
 Publish = Callable[[bytes, bytes], Awaitable[Any]]
@@ -144,11 +153,27 @@ class KeyRecord:
         return idempotency_key_bytes(self.tenant, self.key)
 
 
+@dataclass(frozen=True)
+class InstanceBeat:
+    """A gateway instance's heartbeat (module docstring)."""
+
+    instance: str
+    incarnation: str
+    at: int
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"v": RECORD_VERSION, "type": "instance", **dataclasses.asdict(self)})
+
+    def record_key(self) -> bytes:
+        return f"{_INSTANCE_PREFIX}{self.instance}".encode()
+
+
 _STR = (str,)
 _OPTIONAL_STR = (str, type(None))
 
 
-def decode_record(key: bytes | None, raw: bytes | None) -> CallRecord | KeyRecord:
+def decode_record(key: bytes | None, raw: bytes | None
+                  ) -> CallRecord | KeyRecord | InstanceBeat:
     """The record ``raw`` under ``key``; ValueError saying what is wrong with one that is not."""
     try:
         doc = orjson.loads(raw or b"")
@@ -169,7 +194,16 @@ def decode_record(key: bytes | None, raw: bytes | None) -> CallRecord | KeyRecor
         if key != record2.record_key():
             raise ValueError(f"its key {key!r} is not {record2.record_key()!r}")
         return record2
-    raise ValueError(f"unknown record type {kind!r} (call, idempotency)")
+    if kind == "instance":
+        instance, incarnation, at = doc.get("instance"), doc.get("incarnation"), doc.get("at")
+        if not (isinstance(instance, str) and instance and isinstance(incarnation, str)
+                and isinstance(at, int) and not isinstance(at, bool)):
+            raise ValueError("an instance record needs instance, incarnation and at")
+        beat = InstanceBeat(instance, incarnation, at)
+        if key != beat.record_key():
+            raise ValueError(f"its key {key!r} is not {beat.record_key()!r}")
+        return beat
+    raise ValueError(f"unknown record type {kind!r} (call, idempotency, instance)")
 
 
 def _call_of(doc: dict[str, Any]) -> CallRecord:
@@ -214,6 +248,7 @@ class CallsView(TopicView):
         super().__init__(settings, "calls")
         self.calls: dict[str, CallRecord] = {}
         self.keys: dict[tuple[str, str], KeyRecord] = {}
+        self.instances: dict[str, InstanceBeat] = {}  # each instance's latest heartbeat
         self.skipped = 0  # records that did not decode
         # Told every call record applied (the gateway's calls learn of a remote cancel by it).
         self.listeners: list[Callable[[CallRecord], None]] = []
@@ -228,6 +263,12 @@ class CallsView(TopicView):
             return False
         if isinstance(record, KeyRecord):
             return self._apply_key(record)
+        if isinstance(record, InstanceBeat):
+            known_beat = self.instances.get(record.instance)
+            if known_beat is not None and known_beat.at >= record.at:
+                return False
+            self.instances[record.instance] = record
+            return True
         current = self.calls.get(record.run_id)
         if current is not None and record.rev != current.rev + 1:
             return False  # a lost race (or a re-read): the partition's first n+1 stands
@@ -254,6 +295,12 @@ class CallsView(TopicView):
 
     def call(self, run_id: str) -> CallRecord | None:
         return self.calls.get(run_id)
+
+    def heard_of(self, record: CallRecord) -> int:
+        """When the call's gateway was last heard of (epoch ms): its instance's latest heartbeat,
+        or the record's own time if later."""
+        beat = self.instances.get(record.instance)
+        return max(record.updated_at, beat.at if beat is not None else 0)
 
     def key(self, tenant: str, key: str) -> KeyRecord | None:
         """The key's record; a pending one whose gateway died answering it counts as none."""

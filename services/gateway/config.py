@@ -36,6 +36,8 @@ the environment for what it sets, explicit CLI options win over both. A file loo
                                               # process with this id takes up its background
                                               # calls (default $MODELEVENTS_GATEWAY_INSTANCE,
                                               # else the host name; services/gateway/handover.py)
+    call_lease_s: 60                          # an instance silent this long: other replicas
+                                              # take up its calls
     follower_buffer_events: 256               # GET /v1/runs/{id}/events: events of a followed run
                                               # kept for followers that join late …
     follower_queue_events: 1024               # … events one follower may have queued, not sent …
@@ -229,6 +231,9 @@ class GatewayConfig(BaseModel):
     # Who this replica is in the calls records: unique among the live gateways, the same after a
     # restart (a StatefulSet's pod name), so that the next process with it takes up its calls.
     instance_id: str = Field(default_factory=lambda: _default_instance())
+    # A gateway instance not heard of for this long (its heartbeat on the calls topic) has its
+    # calls in flight taken up by another replica (services/gateway/handover.py).
+    call_lease_s: float = Field(60.0, gt=0)
     # Connections to the providers (all calls share one pool).
     max_provider_connections: int = Field(200, ge=1)
     # Followers of GET /v1/runs/{id}/events (services/gateway/followers.py): the events of a

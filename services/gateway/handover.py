@@ -9,26 +9,36 @@
 - :func:`cancel_elsewhere` cancels a background call another replica polls: the provider object
   id is the record's, the provider's answer is published as a poll frame, and the record turns
   ``cancel_requested``, which makes the polling replica poll at once.
-- :func:`take_up_own_calls` runs once at a gateway's start: the calls its instance id had in
-  flight before it stopped (a SIGKILL, a crash, a deploy) are taken up.
+- :func:`keep_calls` runs while the gateway runs: its instance's heartbeat on the calls topic
+  every third of the lease (``call_lease_s``, default 60 s), and :func:`take_up_calls`.
 
-**Who polls a call — the rule.** A call is polled by the process its record names, and only one
-process takes a call up: the next process *with the same instance id* (``instance_id`` in the
-gateway config, default ``$MODELEVENTS_GATEWAY_INSTANCE``, else the host name — a StatefulSet's
-pod name is stable over restarts and unique among live pods). It writes the record's next
-version naming a new call tag and its own incarnation (a random id of each process start), then
-polls the provider object to its end as a read-back (``POST /reconcile`` does the same), so the
-run completes with no client request. A background call not yet naming its object, or a stream
-that is not a background job, cannot be taken up: its record is ended with a note (the run says
-where it stopped; ``/reconcile`` reads an object back once the run names one). No lease lets
-another instance take a call on its own: a replica that is gone for good (scaled down) has its
-calls taken over explicitly, ``POST /v1/runs/{id}/reconcile?take_over=true`` on any replica.
+**Who polls a call — the rule.** A call is polled by the process its record names. Another
+process takes it up only when the record's process is gone, and only one does:
 
-**If the previous owner is still alive** (two processes started with one instance id, a
-partitioned old process, an explicit take-over): the record no longer names its call, so it
-stops before its next poll (one poll already under way may still be answered and published — a
-poll frame of its own call tag, which the run's adapters fold like any poll; the run ends once).
-Its last writes to the record lose (they are versions of a record that moved on).
+1. *a process with the same instance id* (``instance_id`` in the gateway config, default
+   ``$MODELEVENTS_GATEWAY_INSTANCE``, else the host name; unique among the live gateways) takes
+   up, at its start, every call an earlier process of that id left in flight (a SIGKILL, a
+   crash, a deploy: a stopping gateway leaves its background calls in flight for this);
+2. *any replica* takes up the calls of an instance not heard of for the lease (no heartbeat and
+   no record written for ``call_lease_s``: a replica scaled down, a pod replaced under another
+   name).
+
+Taking a call up writes the record's next version naming a new call tag and the taker's
+instance and incarnation (a random id of each process start); of two replicas trying at once
+the partition's order picks one, the other gets a 409 and leaves it. The taker polls the
+provider object to its end as a read-back (``POST /reconcile`` does the same), so the run
+completes with no client request. A background call not yet naming its object, or a stream that
+is not a background job, cannot be taken up: its record is ended with a note (the run says where
+it stopped; ``/reconcile`` reads an object back once the run names one, and
+``/reconcile?take_over=true`` takes a call over at once, without waiting for the lease).
+
+**If the previous owner is still alive** (two processes started with one instance id, one cut
+off from Kafka for longer than the lease, an explicit take-over): the record no longer names its
+call, so it stops before its next poll once it has read that. One poll already under way may
+still be answered and published — a poll frame of its own call tag, which the run's adapters
+fold like any poll; the run ends once. A process cut off from Kafka cannot read the record, so
+it polls on until Kafka is back (none of those polls can be published: the frames the run gets
+are the taker's); its writes to the record lose (they are versions of a record that moved on).
 """
 
 from __future__ import annotations
@@ -43,11 +53,17 @@ from fastapi import HTTPException
 from modelevents.adapters.registry import API_FACTS
 from modelevents.adapters.requests import Endpoint, WireRequest
 from modelevents.services.errors import KafkaUnavailable
-from modelevents.services.gateway.calls import CANCEL_REQUESTED, ENDED, CallRecord, now_ms
+from modelevents.services.gateway.calls import (
+    CANCEL_REQUESTED,
+    ENDED,
+    CallRecord,
+    InstanceBeat,
+    now_ms,
+)
 from modelevents.services.gateway.runner import CallOutcome, CallRunner, CallTiming, ProviderCall
 from modelevents.services.gateway.state import Gateway
 
-__all__ = ["begin_call", "carry_out", "cancel_elsewhere", "take_up_own_calls", "take_up",
+__all__ = ["begin_call", "carry_out", "cancel_elsewhere", "keep_calls", "take_up_calls", "take_up",
            "read_back_runner", "update_call", "READ_BACK_APIS"]
 
 log = logging.getLogger("modelevents.gateway.handover")
@@ -226,21 +242,48 @@ async def take_up(gateway: Gateway, record: CallRecord, why: str) -> CallRunner 
     return runner
 
 
-async def take_up_own_calls(gateway: Gateway) -> int:
-    """At the start: take up the calls this instance id had in flight (module docstring); how
-    many. Waits for the calls view to have read the topic."""
+async def keep_calls(gateway: Gateway) -> None:
+    """While the gateway runs (a task of the app's lifespan): once the calls view has read the
+    topic, and then every third of the lease, this instance's heartbeat and
+    :func:`take_up_calls`."""
     view = gateway.calls
     await view.caught_up.wait()
+    while True:
+        beat = InstanceBeat(gateway.instance, gateway.incarnation, now_ms())
+        try:
+            await gateway.publish_call(beat.record_key(), beat.encode())
+        except Exception as exc:
+            log.warning("the heartbeat of instance %s was not written: %s", gateway.instance, exc)
+        await take_up_calls(gateway)
+        await asyncio.sleep(gateway.config.call_lease_s / 3)
+
+
+async def take_up_calls(gateway: Gateway) -> int:
+    """Take up the calls in flight that an earlier process of this instance id left, and those
+    of instances not heard of for the lease (module docstring); how many."""
+    view = gateway.calls
+    lease_ms = gateway.config.call_lease_s * 1000
     taken = 0
     for record in list(view.calls.values()):
-        if (record.instance != gateway.instance or record.incarnation == gateway.incarnation
-                or not record.in_flight):
+        if not record.in_flight or record.incarnation == gateway.incarnation:
+            continue
+        if record.instance == gateway.instance:
+            why = "its gateway restarted"
+        elif now_ms() - view.heard_of(record) > lease_ms:
+            why = (f"its gateway instance {record.instance!r} was not heard of for "
+                   f"{gateway.config.call_lease_s:g} s")
+        else:
             continue
         try:
-            if await take_up(gateway, record, "its gateway restarted") is not None:
+            if await take_up(gateway, record, why) is not None:
                 taken += 1
+        except HTTPException as exc:
+            if exc.status_code != 409:
+                log.error("run %s: call %s not taken up: %s", record.run_id, record.call,
+                          exc.detail)
+            # 409: another replica took it up first
         except Exception as exc:  # one call that cannot be taken up does not stop the others
             log.error("run %s: call %s not taken up: %s", record.run_id, record.call, exc)
     if taken:
-        log.info("took up %d call(s) of instance %s", taken, gateway.instance)
+        log.info("took up %d call(s)", taken)
     return taken

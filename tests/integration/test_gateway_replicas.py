@@ -34,7 +34,7 @@ import yaml
 
 from modelevents.services.cli.commands import tail as tail_command
 from modelevents.services.cli.commands.demo import manifest_with_scenarios
-from modelevents.services.gateway.calls import CallRecord
+from modelevents.services.gateway.calls import CallRecord, now_ms
 from modelevents.services.gateway.capabilities import load_manifest
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.simulator.server import SimulatorHandle
@@ -293,6 +293,28 @@ def test_a_previous_owner_still_alive_stops_polling_once_its_call_is_taken_up(re
     one_end(new, run_id)
 
 
+def test_the_calls_of_a_replica_silent_for_the_lease_are_taken_up_by_another(replica, sim):
+    # A replica gone for good (its pod replaced under another name): no process of its instance
+    # id comes back, and another replica takes its call up once the lease passed.
+    gone = replica("gw-gone-for-good")
+    taker = replica("gw-taker", call_lease_s=2.0)
+    run_id = new_run_id()
+    started = gone.post("/v1/runs", json=neutral(
+        "openai", "openai-responses", "sim:openai-responses/background-8-polls",
+        background=True, run_id=run_id))
+    assert started.status_code == 202, started.text
+    wait_for("the object id in the taker's calls record",
+             lambda: (taker.run(run_id)["call_record"] or {}).get("object_id"), (gone, taker))
+    gone.kill()
+    wait_for("the run completed", status_is(taker, run_id, "completed"), (taker,))
+    record = wait_for("the record ended", lambda: (r := taker.run(run_id)["call_record"])
+                      and r["state"] == "ended" and r, (taker,))
+    assert record["instance"] == "gw-taker" and record["call"] != started.json()["call"]
+    assert "was not heard of for 2 s" in taker.log()
+    assert len(requests_to(sim, "POST")) == 1
+    one_end(taker, run_id)
+
+
 # --- bad records -----------------------------------------------------------------------------
 
 
@@ -301,12 +323,13 @@ def test_a_calls_record_that_does_not_decode_is_logged_and_skipped(start_gateway
     run_id = new_run_id()
     gone = CallRecord(run_id=run_id, tenant="default", rev=1, call="c0-0badc0de",
                       instance="gw-gone", incarnation="i-gone", provider="openai",
-                      api="openai-responses", model="gpt-5", background=True, stream=False)
+                      api="openai-responses", model="gpt-5", background=True, stream=False,
+                      updated_at=now_ms())
     run(produce_raw(settings, "calls", run_id.encode(), b"{not json"))
     run(produce_raw(settings, "calls", b"run_other", gone.encode()))  # its key is not its run
     run(produce_raw(settings, "calls", run_id.encode(), gone.encode()))
     with caplog.at_level(logging.WARNING, "modelevents.gateway.calls"):
-        gateway = start_gateway()
+        gateway = start_gateway(call_lease_s=600.0)  # gw-gone is not silent for long enough
         body = {**neutral("openai", "openai-chat", "sim:openai-chat/text"), "run_id": run_id}
         answer = httpx.post(f"{gateway.url}/v1/runs", json=body, timeout=30)
     # The record after the bad ones counts: its call is in flight on another instance.

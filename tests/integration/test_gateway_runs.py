@@ -729,7 +729,7 @@ def test_a_run_left_in_progress_by_a_stopped_gateway_is_reconciled_by_another(st
     wait_run(first, run_id, lambda b: b["state"] and b["state"]["provider_object_ids"],
              "the run's object id on runs")
     first.stop()
-    second = start_gateway()
+    second = start_gateway(call_lease_s=600.0)  # the first not silent long enough to take over
     body = wait_run(second, run_id, lambda b: b["state"] is not None, "the run on runs")
     assert body["calls"] == [] and body["state"]["status"] in ("queued", "in_progress")
     refused = httpx.post(f"{second.url}/v1/runs/{run_id}/reconcile", timeout=30)

@@ -19,6 +19,7 @@ from modelevents.services.gateway.calls import (
     PENDING_TTL_MS,
     CallRecord,
     CallsView,
+    InstanceBeat,
     KeyRecord,
     decode_record,
 )
@@ -44,12 +45,13 @@ def key(state: str = "pending", nonce: str = "n1", at: int = 1_000, **changes) -
     return dataclasses.replace(KeyRecord("acme", "k/1", "d1", state, nonce, at), **changes)
 
 
-def feed(view: CallsView, *records: CallRecord | KeyRecord | tuple[bytes, bytes]) -> list[bool]:
+def feed(view: CallsView, *records: CallRecord | KeyRecord | InstanceBeat | tuple[bytes, bytes]
+         ) -> list[bool]:
     out = []
     for offset, record in enumerate(records):
         if isinstance(record, CallRecord):
             out.append(view.apply(Consumed(record.key(), record.encode(), offset=offset)))
-        elif isinstance(record, KeyRecord):
+        elif isinstance(record, (KeyRecord, InstanceBeat)):
             out.append(view.apply(Consumed(record.record_key(), record.encode(), offset=offset)))
         else:
             out.append(view.apply(Consumed(*record, offset=offset)))
@@ -145,3 +147,14 @@ def test_a_released_key_is_free_and_a_stale_pending_one_holds_nothing(view):
     # Another request's release does not free it.
     assert feed(view, key("released", nonce="n1", at=99_999_999)) == [False]
     assert view.key("acme", "k/1") is None  # stale by now (its own time is long past)
+
+
+def test_an_instances_latest_heartbeat_says_when_its_calls_were_heard_of(view):
+    beat = InstanceBeat("gw-0", "i1", 5_000)
+    assert decode_record(beat.record_key(), beat.encode()) == beat
+    with pytest.raises(ValueError, match="is not b'instance/gw-0'"):
+        decode_record(b"instance/gw-1", beat.encode())
+    assert feed(view, beat, InstanceBeat("gw-0", "i1", 4_000)) == [True, False]
+    assert view.heard_of(call(updated_at=1)) == 5_000
+    assert view.heard_of(call(updated_at=9_000)) == 9_000  # the record is later than the beat
+    assert view.heard_of(call(instance="gw-9", updated_at=7)) == 7  # never heard of otherwise
