@@ -2,8 +2,8 @@
 
 What one gateway process used to keep in memory — the answer to an ``Idempotency-Key``, the
 call of a run in flight, the provider object a background call polls — is kept here, so that any
-replica answers the same and a restarted gateway takes up the calls it was polling
-(``services/gateway/handover.py``). Two kinds of record, JSON values (the topic is the gateway's
+replica answers the same and the calls a stopped gateway was polling are taken up
+(``services/gateway/handover.py``). Three kinds of record, JSON values (the topic is the gateway's
 own, read by nothing else):
 
 **The run's call** — key the run id (so it lands on the run's partition), the latest call::

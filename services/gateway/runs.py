@@ -36,8 +36,9 @@ one is answered again by another, a call in flight on one is a 409 on the others
 to any reaches the provider (by the object the record names; the polling gateway then polls at
 once), and ``GET /v1/runs/{id}`` shows the record as ``call_record``. A gateway that restarts —
 SIGKILL, crash or deploy — takes up the background calls its instance id was polling, with no
-client request (``handover.py`` says the rule, and what happens when the previous process is
-still alive).
+client request, and the calls of an instance silent for ``call_lease_s`` are taken up by another
+replica (``handover.py`` says the rule, and what happens when the previous process is still
+alive).
 
 A run whose outcome is unknown — the polling timed out, a stream was cut, its gateway is gone for
 good — is reconciled before anything is retried: ``/reconcile`` polls its provider object (OpenAI
