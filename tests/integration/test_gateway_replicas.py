@@ -215,14 +215,18 @@ def test_two_replicas_racing_send_one_call(replica, sim):
         runs = list(pool.map(lambda r: r.post("/v1/runs", json=body), (a, b)))
         keys = list(pool.map(lambda r: r.post("/v1/runs", json=keyed, headers=key), (a, b)))
     assert sorted(r.status_code for r in runs) == [202, 409], [r.text for r in runs]
-    assert len([r for r in requests_to(sim, "POST") if r["api"] == "openai-responses"]) == 1
     assert 202 in [r.status_code for r in keys], [r.text for r in keys]
     for answer in keys:  # the other: the same answer again, or "being answered" (retry)
         assert answer.status_code == 202 or answer.json()["code"] == "idempotency_key_pending"
+    # The 202 comes before the call is sent: count the provider's requests once they are over.
+    keyed_run = next(r for r in keys if r.status_code == 202).json()["run_id"]
+    wait_for("the keyed call's end",
+             lambda: (a.run(keyed_run)["call_record"] or {}).get("state") == "ended", (a, b))
     assert len([r for r in requests_to(sim, "POST") if r["api"] == "openai-chat"]) == 1
     winner = next(r for r in runs if r.status_code == 202)
     wait_for("the object id in the record",
              lambda: (a.run(run_id)["call_record"] or {}).get("object_id"), (a, b))
+    assert len([r for r in requests_to(sim, "POST") if r["api"] == "openai-responses"]) == 1
     assert a.run(run_id)["call_record"]["call"] == winner.json()["call"]
     assert b.run(run_id)["call_record"]["call"] == winner.json()["call"]
     assert (a if a.run(run_id)["calls"] else b).post(f"/v1/runs/{run_id}/cancel").status_code \
