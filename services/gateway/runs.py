@@ -370,6 +370,8 @@ async def cancel_run(run_id: str, request: Request) -> JSONResponse:
         raise HTTPException(409, detail=f"call {call.call_tag} already ended: the provider says "
                                         f"{runner.outcome.status!r}")
     answer = await _cancelled(run_id, call, runner.cancel())
+    if isinstance(answer, JSONResponse):
+        return answer
     if answer is None:
         raise HTTPException(409, detail="the provider object is not known yet; try again in a "
                                         "moment")
@@ -388,6 +390,8 @@ async def _cancel_elsewhere(gateway: Gateway, request: Request, run_id: str,
     if not record.in_flight:
         raise HTTPException(409, detail=f"call {record.call} already ended")
     answer = await _cancelled(run_id, None, handover.cancel_elsewhere(gateway, record))
+    if isinstance(answer, JSONResponse):
+        return answer
     if answer is None:
         raise HTTPException(409, detail="the provider object is not known yet; try again in a "
                                         "moment")
@@ -395,9 +399,10 @@ async def _cancel_elsewhere(gateway: Gateway, request: Request, run_id: str,
 
 
 async def _cancelled(run_id: str, call: ProviderCall | None,
-                     asked: Awaitable[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """The provider's answer to a cancel; 502 when it refused, 503 when its answer could not be
-    written to Kafka."""
+                     asked: Awaitable[dict[str, Any] | None]
+                     ) -> dict[str, Any] | JSONResponse | None:
+    """The provider's answer to a cancel (None: its object is not known yet); 502 when it
+    refused; the 503 to answer when its answer could not be written to Kafka."""
     try:
         return await asked
     except FollowUpFailed as exc:
@@ -407,10 +412,9 @@ async def _cancelled(run_id: str, call: ProviderCall | None,
     except Exception as exc:
         log.warning("run %s: cancel asked, its answer not published: %s", run_id, exc,
                     extra=call.log_fields if call is not None else {"run_id": run_id})
-        raise HTTPException(503, detail=(
-            f"the provider was asked to cancel, but its answer could not be written to Kafka "
-            f"({exc}); the run's next poll shows the outcome"),
-            headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+        return _error(503, f"the provider was asked to cancel, but its answer could not be "
+                           f"written to Kafka ({exc}); the run's next poll shows the outcome",
+                      "kafka_unavailable", {"Retry-After": str(RETRY_AFTER_S)})
 
 
 def _cancel_answer(run_id: str, call_tag: str, answer: dict[str, Any]) -> JSONResponse:

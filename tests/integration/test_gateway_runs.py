@@ -123,6 +123,12 @@ def start_gateway(settings: PipelineSettings, sim: SimulatorHandle
         values.update(overrides)
         served = serve_in_thread(create_app(GatewayConfig(**values), manifest=manifest))
         started.append(served)
+        # Used once ready, as a load balancer would: before, a GET of a run may be a 503
+        # "still reading" (test_gateway_lifespan.py tests that).
+        deadline = time.monotonic() + SETTLE_S
+        while httpx.get(f"{served.url}/readyz", timeout=30).status_code != 200:
+            assert time.monotonic() < deadline, "the gateway did not get ready"
+            time.sleep(0.05)
         return served
 
     yield start
