@@ -248,18 +248,21 @@ async def keep_calls(gateway: Gateway) -> None:
     :func:`take_up_calls`."""
     view = gateway.calls
     await view.caught_up.wait()
+    at_start = True
     while True:
         beat = InstanceBeat(gateway.instance, gateway.incarnation, now_ms())
         try:
             await gateway.publish_call(beat.record_key(), beat.encode())
         except Exception as exc:
             log.warning("the heartbeat of instance %s was not written: %s", gateway.instance, exc)
-        await take_up_calls(gateway)
+        await take_up_calls(gateway, at_start=at_start)
+        at_start = False
         await asyncio.sleep(gateway.config.call_lease_s / 3)
 
 
-async def take_up_calls(gateway: Gateway) -> int:
-    """Take up the calls in flight that an earlier process of this instance id left, and those
+async def take_up_calls(gateway: Gateway, *, at_start: bool = False) -> int:
+    """Take up the calls in flight that an earlier process of this instance id left (``at_start``
+    only: later, another process of this id is a live twin, whose calls stay its own), and those
     of instances not heard of for the lease (module docstring); how many."""
     view = gateway.calls
     lease_ms = gateway.config.call_lease_s * 1000
@@ -268,6 +271,8 @@ async def take_up_calls(gateway: Gateway) -> int:
         if not record.in_flight or record.incarnation == gateway.incarnation:
             continue
         if record.instance == gateway.instance:
+            if not at_start:
+                continue
             why = "its gateway restarted"
         elif now_ms() - view.heard_of(record) > lease_ms:
             why = (f"its gateway instance {record.instance!r} was not heard of for "

@@ -270,7 +270,9 @@ def test_a_stopped_replicas_background_call_is_taken_up_by_its_next_process(repl
 def test_a_previous_owner_still_alive_stops_polling_once_its_call_is_taken_up(replica, sim):
     # Two processes with one instance id (a misconfiguration, or an old process cut off): the
     # newer one takes the call up, the older stops before its next poll.
-    old = replica("gw-twin")
+    # A short lease: the old one's loop looks at the calls many times while the test goes on,
+    # and must never take the call back (its twin is alive: it heartbeats as the same instance).
+    old = replica("gw-twin", call_lease_s=1.5)
     run_id = new_run_id()
     started = old.post("/v1/runs", json=neutral(
         "openai", "openai-responses", "sim:openai-responses/background-long", background=True,
@@ -278,7 +280,7 @@ def test_a_previous_owner_still_alive_stops_polling_once_its_call_is_taken_up(re
     assert started.status_code == 202, started.text
     wait_for("the object id in the calls record",
              lambda: (old.run(run_id)["call_record"] or {}).get("object_id"), (old,))
-    new = replica("gw-twin")
+    new = replica("gw-twin", call_lease_s=1.5)
     stopped = wait_for("the old process stopping", lambda: (c := old.run(run_id)["calls"])
                        and not c[-1]["in_flight"] and c[-1], (old, new))
     assert "another gateway process took the call up" in stopped["notes"][-1]
@@ -295,6 +297,8 @@ def test_a_previous_owner_still_alive_stops_polling_once_its_call_is_taken_up(re
     assert new.post(f"/v1/runs/{run_id}/cancel").status_code == 202
     wait_for("the run cancelled", status_is(new, run_id, "cancelled"), (old, new))
     one_end(new, run_id)
+    assert "taken up" in new.log() and "taken up" not in old.log()
+    assert old.run(run_id)["call_record"]["call"] == taken["call"]
 
 
 def test_the_calls_of_a_replica_silent_for_the_lease_are_taken_up_by_another(replica, sim):
