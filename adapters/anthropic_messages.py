@@ -329,7 +329,7 @@ class AnthropicMessagesAdapter(Adapter):
         # Every message is a provider call; the second and later ones of a run (after tool
         # results or a continuation) resume it, and the run machine banks the previous call's
         # usage on this event (services/run_machine.py).
-        self.emit("run.started", RunStarted(status="in_progress", provider_object_id=message_id))
+        self.emit("run.started", RunStarted("in_progress", message_id))
         self.emit("message.started", Message(self._messages, "assistant", message_id))
         self._messages += 1
         return True
@@ -357,7 +357,7 @@ class AnthropicMessagesAdapter(Adapter):
         awaiting = STOP_AWAITING.get(raw) if raw is not None else None
         outcome = STOP_REASONS.get(raw) if raw is not None else None
         if awaiting is not None:
-            self.emit("run.awaiting", RunAwaiting(reason=awaiting, raw_reason=raw))
+            self.emit("run.awaiting", RunAwaiting(awaiting, raw))
         elif outcome is None:
             # No stop reason, or one this revision does not know: the message ended, but whether
             # the run succeeded is unknown — fail safe, never "completed".
@@ -602,7 +602,7 @@ class AnthropicMessagesAdapter(Adapter):
     def _end_thinking(self, block: _Block) -> None:
         self.emit("reasoning.done", Reasoning(
             block.index, 0, self._reasoning_form(), block.parts.text(), self._message_id,
-            signature=block.signature, valid_for=self.valid_for()))
+            block.signature, None, self.valid_for()))  # signature, no encrypted_content
         self.elide_last(block.parts, "text", "reasoning.delta")
 
     def _start_redacted_thinking(self, index: int, block_doc: dict[str, Any]) -> None:
@@ -743,7 +743,7 @@ class AnthropicMessagesAdapter(Adapter):
         target = (block_doc.get("to") or {}).get("model")
         if target:
             self.model = target
-        self.emit("run.status", RunStatus(status="in_progress", raw_status="fallback"))
+        self.emit("run.status", RunStatus("in_progress", "fallback"))
         self._blocks[index] = _Block("done", index)
 
     # --- small helpers ----------------------------------------------------------------------------

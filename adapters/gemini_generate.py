@@ -305,7 +305,7 @@ class GeminiGenerateAdapter(Adapter):
         # Every provider call of the run opens with run.started (the base's contract).
         self._response_open = True
         self._response_id = response_id
-        self.emit("run.started", RunStarted(status="in_progress", provider_object_id=response_id))
+        self.emit("run.started", RunStarted("in_progress", response_id))
 
     def _terminate(self) -> None:
         self._terminal = True
@@ -319,7 +319,7 @@ class GeminiGenerateAdapter(Adapter):
         status, reason, _ = FINISH_REASONS.get(raw, UNMAPPED_FINISH) if raw else UNMAPPED_FINISH
         if status == "completed" and first.calls:
             # No TOOL_CALLS reason exists: a function-call turn ends STOP (B2, B3).
-            self.emit("run.awaiting", RunAwaiting(reason="tool_results", raw_reason=raw))
+            self.emit("run.awaiting", RunAwaiting("tool_results", raw))
         else:
             self.emit("run.finished", RunFinished(status, reason, raw))
 
@@ -346,11 +346,13 @@ class GeminiGenerateAdapter(Adapter):
             return  # Vertex partial-args chunks carry only {trafficType} (B2 usageMetadata)
         thoughts = usage.get("thoughtsTokenCount")
         self.emit("usage", Usage(
-            input_tokens=(prompt or 0) + (usage.get("toolUsePromptTokenCount") or 0),
-            output_tokens=(usage.get("candidatesTokenCount") or 0) + (thoughts or 0),
-            cache_read_tokens=usage.get("cachedContentTokenCount"),
-            reasoning_tokens=thoughts,
-            total_tokens=total))
+            (prompt or 0) + (usage.get("toolUsePromptTokenCount") or 0),  # input_tokens
+            (usage.get("candidatesTokenCount") or 0) + (thoughts or 0),  # output_tokens
+            usage.get("cachedContentTokenCount"),  # cache_read_tokens
+            None,  # cache_write_tokens
+            thoughts,  # reasoning_tokens
+            total,  # total_tokens
+            {}))  # server_tool_units
 
     def _on_error(self, error: Any) -> None:
         # An HTTP error body, or an error chunk after partial content on HTTP 200 (B1).
@@ -470,7 +472,7 @@ class GeminiGenerateAdapter(Adapter):
         elif kind == _THOUGHT:
             self.emit("reasoning.done", Reasoning(
                 cand.block, 0, "summary", cand.parts.text(), cand.item_id,
-                signature=cand.signature, valid_for=self.valid_for()))
+                cand.signature, None, self.valid_for()))  # signature, no encrypted_content
             self.elide_last(cand.parts, "text", "reasoning.delta")
         else:
             self._end_call(cand)
@@ -504,7 +506,7 @@ class GeminiGenerateAdapter(Adapter):
         # call (Gemini 3 rejects a replayed call whose signature moved; B3).
         self.emit("reasoning.done", Reasoning(
             self._next_output() if output_index is None else output_index, 0, "redacted", "",
-            item_id or cand.item_id, signature=signature, valid_for=self.valid_for()))
+            item_id or cand.item_id, signature, None, self.valid_for()))
 
     def _on_text_part(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
         text = part["text"]

@@ -390,9 +390,8 @@ class GeminiInteractionsAdapter(Adapter):
         self._model_from(interaction)
         status = interaction.get("status")
         self._status = status
-        self.emit("run.started", RunStarted(
-            status="queued" if status == "queued" else "in_progress",
-            provider_object_id=self._iid or None))
+        self.emit("run.started", RunStarted("queued" if status == "queued" else "in_progress",
+                                            self._iid or None))
 
     def _model_from(self, interaction: dict[str, Any]) -> None:
         model = interaction.get("model") or interaction.get("agent")
@@ -432,8 +431,7 @@ class GeminiInteractionsAdapter(Adapter):
         self._status = status
         if status in LIVE_STATUSES:
             # "idle" (python-genai 3.x) is a running interaction waiting on nothing of ours.
-            self.emit("run.status", RunStatus(status=RUN_STATUS.get(status, "in_progress"),
-                                              raw_status=status))
+            self.emit("run.status", RunStatus(RUN_STATUS.get(status, "in_progress"), status))
         # A terminal status outside interaction.completed announces the end; the end itself
         # (usage, outcome) comes with interaction.completed.
 
@@ -448,7 +446,7 @@ class GeminiInteractionsAdapter(Adapter):
             # A function-call turn that reports `completed` still waits for the results.
             awaiting = "tool_results"
         if awaiting is not None:
-            self.emit("run.awaiting", RunAwaiting(reason=awaiting, raw_reason=status))
+            self.emit("run.awaiting", RunAwaiting(awaiting, status))
             return
         finished = STATUS_FINISHED.get(status) if known else None
         if finished is None:
@@ -470,14 +468,13 @@ class GeminiInteractionsAdapter(Adapter):
             if isinstance(count, dict) and count.get("type") and type(count.get("count")) is int:
                 units[count["type"]] = count["count"]
         self.emit("usage", Usage(
-            input_tokens=None if inputs is None and tool_use is None
-            else (inputs or 0) + (tool_use or 0),
-            output_tokens=None if output is None and thought is None
-            else (output or 0) + (thought or 0),
-            cache_read_tokens=usage.get("total_cached_tokens"),
-            reasoning_tokens=thought,
-            total_tokens=usage.get("total_tokens"),
-            server_tool_units=units))
+            None if inputs is None and tool_use is None else (inputs or 0) + (tool_use or 0),
+            None if output is None and thought is None else (output or 0) + (thought or 0),
+            usage.get("total_cached_tokens"),  # cache_read_tokens
+            None,  # cache_write_tokens
+            thought,  # reasoning_tokens
+            usage.get("total_tokens"),
+            units))
 
     # --- steps (legacy: content blocks) -----------------------------------------------------------
 
@@ -676,7 +673,7 @@ class GeminiInteractionsAdapter(Adapter):
         text = step.text.text() if step.text else ""
         self.emit("reasoning.done", Reasoning(
             step.index, 0, "summary" if step.text else "redacted", text, self._iid or None,
-            signature=step.signature, valid_for=self.valid_for()))
+            step.signature, None, self.valid_for()))  # no encrypted_content
         if step.text:
             self.elide_last(step.text, "text", "reasoning.delta")
 
@@ -686,8 +683,7 @@ class GeminiInteractionsAdapter(Adapter):
         # reasoning record tied to the call id. Recorded streams send "" (nothing to keep).
         if signature:
             self.emit("reasoning.done", Reasoning(
-                step.index, 0, "redacted", "", item_id, signature=signature,
-                valid_for=self.valid_for()))
+                step.index, 0, "redacted", "", item_id, signature, None, self.valid_for()))
 
     # function calls (client-executed)
 

@@ -554,8 +554,7 @@ class OpenAIResponsesAdapter(Adapter):
         if status in LIVE_STATUSES:
             if call.status != status:
                 call.status = status
-                self.emit("run.status", RunStatus(status=LIVE_STATUSES[status],
-                                                  raw_status=status))
+                self.emit("run.status", RunStatus(LIVE_STATUSES[status], status))
         elif status not in TERMINAL_STATUSES:
             self.unknown(f"response.status:{status}", detail=_str(response.get("id")))
         output = response.get("output")
@@ -599,7 +598,7 @@ class OpenAIResponsesAdapter(Adapter):
             call.text_format = text["format"]
         # Also the next provider call of the same run (after tool results, an approval, ...):
         # the run machine banks the previous call's usage on it.
-        self.emit("run.started", RunStarted(status=live, provider_object_id=_str(rid)))
+        self.emit("run.started", RunStarted(live, _str(rid)))
         return call
 
     def _sync_output(self, output: list[Any], terminal: bool) -> None:
@@ -650,16 +649,14 @@ class OpenAIResponsesAdapter(Adapter):
         elif status == "completed":
             # A response that ends asking for something is not the end of the run (DESIGN).
             if call.approvals:
-                self.emit("run.awaiting", RunAwaiting(reason="approval",
-                                                      raw_reason="mcp_approval_request"))
+                self.emit("run.awaiting", RunAwaiting("approval", "mcp_approval_request"))
                 return
             if call.awaits_tools:
-                self.emit("run.awaiting", RunAwaiting(reason="tool_results",
-                                                      raw_reason="completed"))
+                self.emit("run.awaiting", RunAwaiting("tool_results", "completed"))
                 return
             if call.refused:
                 reason = "refusal"
-        self.emit("run.finished", RunFinished(status=final_status, reason=reason, raw_reason=raw))
+        self.emit("run.finished", RunFinished(final_status, reason, raw))
 
     def _usage(self, usage: dict[str, Any], call: _Call) -> None:
         # §7: cached ⊂ input and reasoning ⊂ output; total = input + output. Per response.
@@ -667,14 +664,14 @@ class OpenAIResponsesAdapter(Adapter):
         outputs = usage.get("output_tokens_details")
         inputs = inputs if isinstance(inputs, dict) else {}
         outputs = outputs if isinstance(outputs, dict) else {}
-        self.emit("usage", Usage(
-            input_tokens=_int(usage.get("input_tokens")),
-            output_tokens=_int(usage.get("output_tokens")),
-            cache_read_tokens=_int(inputs.get("cached_tokens")),
-            cache_write_tokens=_int(inputs.get("cache_write_tokens")),
-            reasoning_tokens=_int(outputs.get("reasoning_tokens")),
-            total_tokens=_int(usage.get("total_tokens")),
-            server_tool_units=dict(call.tool_units)))
+        self.emit("usage", Usage(  # the fields in their order (positional: see base.emit)
+            _int(usage.get("input_tokens")),
+            _int(usage.get("output_tokens")),
+            _int(inputs.get("cached_tokens")),  # cache_read_tokens
+            _int(inputs.get("cache_write_tokens")),
+            _int(outputs.get("reasoning_tokens")),
+            _int(usage.get("total_tokens")),
+            dict(call.tool_units)))  # server_tool_units
 
     # --- errors -----------------------------------------------------------------------------
 
@@ -785,9 +782,8 @@ class OpenAIResponsesAdapter(Adapter):
         if state.type is None:
             state.type = "message"  # a stream resumed after the item was added
         item = item or {}
-        self.emit("message.started", Message(
-            output_index=state.index, role="assistant", item_id=state.id,
-            phase=_str(item.get("phase"))))
+        self.emit("message.started", Message(state.index, "assistant", state.id,
+                                             _str(item.get("phase"))))
 
     def _sync_message(self, state: _Item, item: dict[str, Any], final: bool) -> None:
         if not state.announced:
@@ -808,9 +804,8 @@ class OpenAIResponsesAdapter(Adapter):
             self.emit("structured.done", Structured(
                 output_index=state.index, json=payload, valid=json_valid(payload),
                 schema_name=_str(text_format.get("name"))))
-        self.emit("message.finished", Message(
-            output_index=state.index, role="assistant", item_id=state.id,
-            phase=_str(item.get("phase"))))
+        self.emit("message.finished", Message(state.index, "assistant", state.id,
+                                              _str(item.get("phase"))))
 
     def _sync_content_part(self, state: _Item, content_index: int, part: dict[str, Any],
                            final: bool) -> None:

@@ -15,7 +15,9 @@ bytes, exactly what a provider sends), measures frames per second of:
 
 Each figure is the best of --rounds rounds, all in this process; in every round each path runs
 for at least --seconds, the paths taking turns, so that load on a shared machine falls on all of
-them alike and the ratios compare like with like. Prints a Markdown table (the one in README.md).
+them alike and the ratios compare like with like. Prints a Markdown table (the one in README.md),
+then the CPU time per frame of (d), (a) and (b) — the best round's process time, which does not
+count time the machine's other tenants took, so it moves less than the rates from hour to hour.
 """
 
 from __future__ import annotations
@@ -197,19 +199,21 @@ def sdk(api: str):
 
 def frames_per_second(paths: dict[str, Callable[[list[bytes]], None] | None],
                       streams: list[bytes], frames: int, seconds: float,
-                      rounds: int) -> dict[str, float]:
-    """Best frames/s of each path over ``rounds`` rounds of at least ``seconds`` each.
+                      rounds: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Best frames/s of each path over ``rounds`` rounds of at least ``seconds`` each, and its
+    best CPU time per frame in µs (process time, one core).
 
     The paths take turns round by round (floor, ours, ours+Avro, SDK, floor, ...) rather than
     one path's rounds back to back: on a shared machine load comes and goes over seconds, and
     interleaving puts every path through the same spells, so the ratios stay comparable.
     A path that is None (an SDK that could not parse the corpus) reads NaN."""
     best = {name: 0.0 if fn is not None else float("nan") for name, fn in paths.items()}
+    cpu = {name: float("inf") if fn is not None else float("nan") for name, fn in paths.items()}
     for _ in range(rounds):
         for name, fn in paths.items():
             if fn is None:
                 continue
-            count, start = 0, time.perf_counter()
+            count, start, cpu_start = 0, time.perf_counter(), time.process_time()
             while True:
                 fn(streams)
                 count += 1
@@ -217,7 +221,8 @@ def frames_per_second(paths: dict[str, Callable[[list[bytes]], None] | None],
                 if elapsed >= seconds:
                     break
             best[name] = max(best[name], count * frames / elapsed)
-    return best
+            cpu[name] = min(cpu[name], (time.process_time() - cpu_start) / (count * frames) * 1e6)
+    return best, cpu
 
 
 def sdk_or_none(api: str) -> Callable[[list[bytes]], None] | None:
@@ -244,17 +249,18 @@ def main() -> int:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as the issue asks
     corpus = load_corpus(args.corpus)
-    rows = []
+    rows, cpu_rows = [], []
     for api in ADAPTERS:
         if args.api and api not in args.api or api not in corpus.streams:
             continue
         streams, frames = corpus.streams[api], corpus.frames[api]
         print(f"measuring {api}: {len(streams)} streams, {frames} frames ...", file=sys.stderr)
-        best = frames_per_second(
+        best, cpu = frames_per_second(
             {"d": floor, "a": ours(api, False), "b": ours(api, True),
              "c": sdk_or_none(api)}, streams, frames, args.seconds, args.rounds)
         d, a, b, c = best["d"], best["a"], best["b"], best["c"]
         rows.append((api, len(streams), frames, d, a, b, c))
+        cpu_rows.append((api, cpu["d"], cpu["a"], cpu["b"]))
     print("| API | streams | frames | (d) floor f/s | (a) ours f/s | (a)/(d) | (b) ours+Avro f/s "
           "| (c) SDK f/s | (a)/(c) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -267,6 +273,10 @@ def main() -> int:
         d, a, b, c = (total / sum(r[2] / r[i] for r in rows) for i in (3, 4, 5, 6))
         print(f"| **all** | {sum(r[1] for r in rows)} | {total} | {d:,.0f} | {a:,.0f} | "
               f"{a / d:.0%} | {b:,.0f} | {c:,.0f} | {a / c:.1f}× |")
+    print("\n| API | (d) CPU µs/frame | (a) CPU µs/frame | (d)/(a) by CPU | (b) CPU µs/frame |")
+    print("|---|---:|---:|---:|---:|")
+    for api, d, a, b in cpu_rows:
+        print(f"| {api} | {d:.2f} | {a:.2f} | {d / a:.0%} | {b:.2f} |")
     return 0
 
 

@@ -1,13 +1,16 @@
 """The audit archive's throughput against a real broker, one run, each figure beside a baseline
 measured in the same run:
 
-    .venv/bin/python bench/audit.py [--events 200000] [--port 19890] [--rounds 3]
+    .venv/bin/python bench/audit.py [--events 200000] [--port 19890] [--rounds 3] [--before REF]
 
   archive   `audit run`'s loop (archive_topics, in this process: consume with a group, write
             blocks, fsync, manifests, checkpoints, commits) over an events topic, to its end
   baseline  a raw aiokafka consumer (same group semantics, no processing) reading the same topic
   verify    verify_archive over the archive just written (chain, records decoded, runs)
   baseline  a plain sha256 over the same files' bytes (read + hash)
+  --before  also verify each round's archive with the code of git revision REF and with this
+            tree's, each in a child process of its own (their order alternating by round), so
+            a change is measured against its predecessor on the same archive, in the same run
 
 Rates are events per second of wall time and per CPU second of this process (the broker runs in
 its own); the best of ``--rounds``. The events are the project's own fixtures normalized under
@@ -20,6 +23,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +43,25 @@ from modelevents.services.kafka import topics
 from modelevents.services.kafka.clients import make_consumer, start_client, start_producer
 from modelevents.services.kafka.settings import PipelineSettings
 
-FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+# A child that verifies one archive and prints its events and times: with a tree, the
+# modelevents of that tree (the editable install's import hooks taken out of the way).
+VERIFY_CHILD = r"""
+import json, pathlib, sys, time
+tree, root = sys.argv[1], sys.argv[2]
+if tree:
+    sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in repr(f)]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if "__editable__" not in repr(h)]
+    sys.path_importer_cache.clear()
+    sys.path.insert(0, tree)
+from modelevents.consumers import audit_verify
+assert not tree or audit_verify.__file__.startswith(tree), audit_verify.__file__
+wall, cpu = time.perf_counter(), time.process_time()
+report = audit_verify.verify_archive(pathlib.Path(root))
+print(json.dumps({"events": report.events, "ok": report.ok,
+                  "wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}))
+"""
 
 
 def events_log(count: int) -> list[tuple[str, bytes]]:
@@ -107,17 +130,39 @@ def sha_files(root: Path) -> int:
     return total
 
 
+def tree_at(ref: str, into: Path) -> Path:
+    """The packages of git revision ``ref`` under ``into``/modelevents (importable from ``into``)."""
+    package = into / "modelevents"
+    package.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "schemas", "adapters",
+                              "services", "consumers"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(package)], input=archive, check=True)
+    return into
+
+
+def verify_in_child(tree: Path | None, root: Path) -> tuple[int, float, float]:
+    """(events, wall s, CPU s) of verify_archive in a child process (``tree``: that code)."""
+    done = subprocess.run([sys.executable, "-c", VERIFY_CHILD, str(tree or ""), str(root)],
+                          capture_output=True, text=True, check=True)
+    out = json.loads(done.stdout)
+    assert out["ok"], f"verify ({tree or 'this tree'}) failed on {root}"
+    return out["events"], out["wall"], out["cpu"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--port", type=int, default=19890)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--codec", default="deflate", choices=("deflate", "null"))
+    parser.add_argument("--before", metavar="REF",
+                        help="verify with git revision REF's code too, beside this tree's")
     args = parser.parse_args()
 
     with (bench_broker(args.port, "audit") as bootstrap,
           tempfile.TemporaryDirectory(prefix="bench-audit-") as tmp):
         work = Path(tmp)
+        before = tree_at(args.before, work / "before") if args.before else None
         tag = uuid.uuid4().hex[:8]
         settings = replace(PipelineSettings(bootstrap_servers=bootstrap),
                            topic_prefix=f"bench-audit-{tag}.")
@@ -149,6 +194,12 @@ def main() -> int:
             best("verify", wall, cpu)
             size, wall, cpu = measure(lambda root=root: sha_files(root))
             best("sha256", wall, cpu)
+            if before is not None:
+                trees = [("verify-before", before), ("verify-now", None)]
+                for label, tree in trees if round_ % 2 == 0 else trees[::-1]:
+                    events, wall, cpu = verify_in_child(tree, root)
+                    assert events == len(log), (label, events)
+                    best(label, wall, cpu)
             print(f"round {round_ + 1}: " + ", ".join(f"{k} {len(log) / v[0]:,.0f}/s"
                                                        for k, v in rows.items()), file=sys.stderr)
         n = len(log)
@@ -165,11 +216,18 @@ def main() -> int:
                 ("raw", "baseline: raw aiokafka read of the topic", None),
                 ("archive", "`audit run` (consume, blocks, fsync, manifests, commits)", "raw"),
                 ("sha256", "baseline: plain sha256 over the archive's bytes", None),
-                ("verify", "`audit verify` (chain, records, runs)", "sha256")):
+                ("verify", "`audit verify` (chain, records, runs)", "sha256"),
+                *((("verify-before", f"`audit verify` of {args.before}, a child process", None),
+                   ("verify-now", "`audit verify` of this tree, a child process",
+                    "verify-before")) if before is not None else ())):
             wall_rate, cpu_rate = rate(label)
             share = wall_rate / rate(base)[0] if base else 0.0
             ratio = (f"{share:.0%}" if share >= 0.1 else f"{share:.2%}") if base else "—"
             print(f"| {text} | {wall_rate:,.0f} | {cpu_rate:,.0f} | {ratio} |")
+        if before is not None:
+            (now_wall, now_cpu), (then_wall, then_cpu) = rate("verify-now"), rate("verify-before")
+            print(f"\nverify, this tree against {args.before}: ×{now_wall / then_wall:.2f} wall, "
+                  f"×{now_cpu / then_cpu:.2f} per CPU second")
         print("\nTargets: archived ≥ 50,000 events/s, verified ≥ 100,000 events/s (per core).")
         asyncio.run(topics.delete_topics(settings))
     return 0

@@ -5,20 +5,24 @@ their manifest are exported; run ``audit verify`` first to know whether anything
 
 jsonl — one object per record, exact: ``topic``, ``partition``, ``offset``, ``timestamp``
 (Kafka log time, epoch ms), ``key`` and ``value`` (the Kafka value verbatim, Avro single-object
-encoding) as standard base64 (RFC 4648, with padding), ``type`` (``event`` | ``frame``) and
-``record``: the decoded record, bytes fields (``envelope.body``, ``body``, ``data``) as base64,
-the payload as ``{"type": "<PayloadRecord>", …fields}``; numbers are JSON integers and
-shortest-round-trip doubles, so nothing is lost.
+encoding) as standard base64 (RFC 4648, with padding), ``type`` (``event`` | ``frame`` |
+``input`` | ``input_piece`` | ``receipt``) and ``record``: the decoded record, bytes fields
+(``envelope.body``, ``body``, ``data``) as base64, the payload as
+``{"type": "<PayloadRecord>", …fields}``; numbers are JSON integers and shortest-round-trip
+doubles, so nothing is lost.
 
 parquet (``pip install modelevents[audit]``) — one row per record: the same coordinates,
 ``key``/``value`` as binary, ``type``, ``tenant``, ``run_id``, ``seq``, ``kind``, ``event_id``,
 ``frame_id``, ``provider``, ``api``, ``model``, ``received_at``, and ``record`` as the JSON
-text of the jsonl ``record``.
+text of the jsonl ``record``. The tool receipts are a table of their own, in a file beside it
+(:func:`receipts_path`: ``a.parquet`` → ``a.receipts.parquet``): the coordinates and one column
+per ToolReceipt field.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +41,7 @@ from modelevents.consumers.audit_format import (
     read_manifest,
 )
 from modelevents.consumers.errors import AuditError
+from modelevents.consumers.tools.receipts import ToolReceipt, decode_receipt, is_receipt
 from modelevents.schemas import codec
 from modelevents.schemas.events import ModelEvent, payload_dict
 from modelevents.schemas.run_input import decode as decode_run_input
@@ -100,6 +105,8 @@ def _decoded(rec: RawRecord) -> tuple[str, Any]:
         return "input", decode_run_input(rec.value)
     if is_piece(rec.value):  # a piece of one too large for a record (run_input_pieces.py)
         return "input_piece", decode_piece(rec.value)  # type: ignore[arg-type]
+    if is_receipt(rec.value):  # the tool executor's (consumers/tools/receipts.py)
+        return "receipt", decode_receipt(rec.value)  # type: ignore[arg-type]
     obj = codec.decode(rec.value) if rec.value is not None else None
     kind = "event" if isinstance(obj, ModelEvent) else "frame" if obj is not None else "none"
     return kind, obj
@@ -118,47 +125,86 @@ def export_jsonl(root: Path, out: TextIO) -> int:
     return count
 
 
+def receipts_path(path: Path) -> Path:
+    """Where ``export_parquet`` writes the receipts table beside ``path``."""
+    return path.with_name(f"{path.stem}.receipts{path.suffix or '.parquet'}")
+
+
+_COORDINATES = [("topic", "string"), ("partition", "int32"), ("offset", "int64"),
+                ("timestamp", "int64"), ("key", "binary"), ("value", "binary")]
+_RECORDS = [*_COORDINATES, ("type", "string"), ("tenant", "string"), ("run_id", "string"),
+            ("seq", "int64"), ("kind", "string"), ("event_id", "string"), ("frame_id", "string"),
+            ("provider", "string"), ("api", "string"), ("model", "string"),
+            ("received_at", "int64"), ("record", "string")]
+_ARROW_TYPES = {int: "int64", str: "string", bool: "bool_", float: "float64"}
+# One column per ToolReceipt field, typed by its annotation ("int | None" is an int64 column).
+_RECEIPTS = [*_COORDINATES, *(
+    (f.name, "int32" if f.name == "attempt" else next(
+        arrow for py, arrow in _ARROW_TYPES.items() if py.__name__ in str(f.type).split(" | ")))
+    for f in dataclasses.fields(ToolReceipt))]
+
+
+class _Table:
+    """Rows into one Parquet file, a row group every ``rows_per_group`` rows."""
+
+    def __init__(self, pa: Any, pq: Any, path: Path, columns: list[tuple[str, str]],
+                 rows_per_group: int) -> None:
+        self.pa = pa
+        self.schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in columns])
+        self.writer = pq.ParquetWriter(str(path), self.schema)
+        self.columns: dict[str, list[Any]] = {name: [] for name in self.schema.names}
+        self.rows_per_group = rows_per_group
+        self.rows = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        for name, values in self.columns.items():
+            values.append(row.get(name))
+        self.rows += 1
+        if len(self.columns["topic"]) >= self.rows_per_group:
+            self.flush()
+
+    def flush(self) -> None:
+        self.writer.write_table(self.pa.table(self.columns, schema=self.schema))
+        for values in self.columns.values():
+            values.clear()
+
+    def close(self) -> None:
+        if self.columns["topic"] or self.rows == 0:
+            self.flush()
+        self.writer.close()
+
+
 def export_parquet(root: Path, path: Path, rows_per_group: int = 50_000) -> int:
+    """Every record into ``path``, the receipts into :func:`receipts_path` of it; the number of
+    records written (receipts included)."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise AuditError("Parquet export needs pyarrow: pip install modelevents[audit]") from None
-    schema = pa.schema([
-        ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-        ("timestamp", pa.int64()), ("key", pa.binary()), ("value", pa.binary()),
-        ("type", pa.string()), ("tenant", pa.string()), ("run_id", pa.string()),
-        ("seq", pa.int64()), ("kind", pa.string()), ("event_id", pa.string()),
-        ("frame_id", pa.string()), ("provider", pa.string()), ("api", pa.string()),
-        ("model", pa.string()), ("received_at", pa.int64()), ("record", pa.string())])
-    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
-    count = 0
-    with pq.ParquetWriter(str(path), schema) as writer:
-        def flush() -> None:
-            writer.write_table(pa.table(columns, schema=schema))
-            for values in columns.values():
-                values.clear()
-
+    records = _Table(pa, pq, path, _RECORDS, rows_per_group)
+    receipts = _Table(pa, pq, receipts_path(path), _RECEIPTS, rows_per_group)
+    try:
         for rec in archived_records(root):
             kind, obj = _decoded(rec)
+            where = {"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+                     "timestamp": rec.timestamp, "key": rec.key, "value": rec.value}
+            if isinstance(obj, ToolReceipt):
+                receipts.add({**where, **dataclasses.asdict(obj)})
+                continue
             is_event = isinstance(obj, ModelEvent)
-            row = {"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
-                   "timestamp": rec.timestamp, "key": rec.key, "value": rec.value,
-                   "type": kind, "tenant": getattr(obj, "tenant", None),
-                   "run_id": obj.run_id if is_event else getattr(obj, "run_key", None),
-                   "seq": obj.seq if is_event else None,
-                   "kind": obj.kind if is_event else None,
-                   "event_id": obj.event_id if is_event else None,
-                   "frame_id": obj.source.frame_id if is_event else getattr(obj, "frame_id", None),
-                   "provider": getattr(obj, "provider", None), "api": getattr(obj, "api", None),
-                   "model": obj.model if is_event else None,
-                   "received_at": getattr(obj, "received_at", None),
-                   "record": None if obj is None else orjson.dumps(record_view(obj)).decode()}
-            for name, value in row.items():
-                columns[name].append(value)
-            count += 1
-            if len(columns["topic"]) >= rows_per_group:
-                flush()
-        if columns["topic"] or count == 0:
-            flush()
-    return count
+            records.add({
+                **where, "type": kind, "tenant": getattr(obj, "tenant", None),
+                "run_id": obj.run_id if is_event else getattr(obj, "run_key", None),
+                "seq": obj.seq if is_event else None,
+                "kind": obj.kind if is_event else None,
+                "event_id": obj.event_id if is_event else None,
+                "frame_id": obj.source.frame_id if is_event else getattr(obj, "frame_id", None),
+                "provider": getattr(obj, "provider", None), "api": getattr(obj, "api", None),
+                "model": obj.model if is_event else None,
+                "received_at": getattr(obj, "received_at", None),
+                "record": None if obj is None else orjson.dumps(record_view(obj)).decode()})
+    finally:
+        records.close()
+        receipts.close()
+    return records.rows + receipts.rows

@@ -10,7 +10,8 @@ An archive is a directory (``docs/audit.md`` is the user's guide)::
 
 Each record of a container file is an :data:`AUDIT_RECORD` — where it was on Kafka (topic,
 partition, offset, log timestamp, key) and the Kafka value verbatim (Avro single-object
-encoding of a ModelEvent, a ProviderFrame or a run's input packet, RunInput). Block ``n`` of the archive (all files, in the order
+encoding of a ModelEvent, a ProviderFrame, a run's input packet, RunInput, or a tool
+executor's ToolReceipt). Block ``n`` of the archive (all files, in the order
 they were written) has ``hash_n = sha256(hash_{n-1} || block bytes)`` where the block bytes are
 the block exactly as it lies in the file (record count, size, data, sync marker) and
 ``hash_{-1}`` is 32 zero bytes. The manifest beside each file is JSON lines: a header, one line
@@ -35,6 +36,7 @@ from urllib.parse import quote, unquote
 from fastavro import parse_schema
 from fastavro.schema import to_parsing_canonical_form
 
+from modelevents.consumers.tools.receipts import decode_receipt, is_receipt
 from modelevents.schemas import codec
 from modelevents.schemas.run_input import is_run_input
 from modelevents.schemas.run_input_pieces import is_piece
@@ -424,12 +426,18 @@ def _string(data: bytes, pos: int) -> tuple[str, int]:
 
 
 def tenant_of_value(value: bytes | None) -> str | None:
-    """The tenant of a ModelEvent, ProviderFrame or RunInput value, read from its first fields
-    without decoding the rest (records of the current schemas); None when it cannot be told so."""
+    """The tenant of a ModelEvent, ProviderFrame, RunInput or ToolReceipt value, read from its
+    first fields without decoding the rest (records of the current schemas); None when it cannot
+    be told so."""
     if value is None or len(value) < 10 or value[:2] != codec.MAGIC:
         return None
     if is_run_input(value) or is_piece(value):  # an input packet, or a piece of one
         return tenant_of_input(value)
+    if is_receipt(value):  # the tool executor's (consumers/tools/receipts.py); few and small
+        try:
+            return decode_receipt(value).tenant
+        except Exception:  # fastavro raises bare exceptions of many types on corrupt bodies
+            return None
     event_fp, frame_fp = _current_fps()
     fp = value[2:10]
     try:

@@ -23,17 +23,25 @@ Checks (``docs/audit.md``):
 * **envelopes** — every event carries its verbatim provider envelope (non-empty body, over its
   pieces), except what the end of input emits (``source.frame_id`` ending ``#close``: no frame,
   no bytes — ``adapters/base.py``).
-* **frames** (archives with ``--with-frames``) — the frame every event names is archived.
+* **frames** (archives with ``--with-frames``) — the frame every event names is archived
+  (except the executor's and the approvals' events, transport ``executor``: they have none).
 * **input** — every run started through the gateway has its input packet, and each packet's
   fingerprint is its request's; a run fed or forwarded without one is listed, a note
   (``audit_inputs.py``).
+* **receipts** (archives of the ``receipts`` topic) — every ``tool.result`` the tool executor
+  wrote has its final receipt, which says what the result says, and every receipt of a finished
+  attempt names an archived ``tool.call`` of its run; tool calls without any receipt (answered
+  by the application) are listed, a note (``audit_receipts.py``).
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,27 +63,33 @@ from modelevents.consumers.audit_format import (
     tenant_of_dir,
 )
 from modelevents.consumers.audit_inputs import check_input_packets, take_input_packet
+from modelevents.consumers.audit_receipts import check_receipts, take_receipt
 from modelevents.consumers.audit_writer import CHECKPOINTS, read_checkpoints
 from modelevents.schemas import codec
 from modelevents.schemas.avro_projection import compile_projection, named_records
 from modelevents.schemas.errors import CorruptRecord
+from modelevents.services.run_logic.executor_events import TRANSPORT as EXECUTOR
 
 EVENT = "modelevents.ModelEvent"
 FRAME = "modelevents.ProviderFrame"
 CLOSE_SUFFIX = "#close"
 NO_FRAMES = "(no frames)"
 _MAX_LISTED = 20  # seq ranges listed per run
-# What verify reads of a ModelEvent (the rest is skipped): the payload's branch, and the
-# provider object id of a run.started (frames of a run can be keyed by it).
+# What verify reads of a ModelEvent (the rest is skipped): the payload's branch, the provider
+# object id of a run.started (frames of a run can be keyed by it), and the payload of a tool.call
+# or tool.result (what the receipts check compares with the receipts: audit_receipts.py).
 RECORD_FIELDS = {"topic": True, "partition": True, "offset": True, "value": True}
 EVENT_FIELDS = {"run_id": True, "tenant": True, "kind": True, "seq": True,
-                "source": {"frame_id": True}, "envelope": {"body": "length"},
-                "payload": {"$branch": {"modelevents.RunStarted": True}}, "piece": True}
+                "source": {"frame_id": True, "transport": True}, "envelope": {"body": "length"},
+                "payload": {"$branch": {"modelevents.RunStarted": True,
+                                        "modelevents.ToolCall": True,
+                                        "modelevents.ToolResult": True}}, "piece": True}
+TOOL_KINDS = frozenset({"tool.call", "tool.result"})
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    check: str  # files | chain | records | runs | envelopes | frames | input
+    check: str  # files | chain | records | runs | envelopes | frames | input | receipts
     where: str  # file and block, or run id (and seq)
     message: str
 
@@ -100,6 +114,7 @@ class Report:
     terminal_runs: int = 0
     head: str | None = None
     input_packets: dict[str, list[Any]] = field(default_factory=dict)  # run id → packets
+    receipts: dict[str, list[Any]] = field(default_factory=dict)  # run id → ToolReceipts
 
     @property
     def ok(self) -> bool:
@@ -114,7 +129,8 @@ class Report:
     def summary(self) -> dict[str, Any]:
         return {"ok": self.ok, "archive": str(self.root), "files": self.files,
                 "blocks": self.blocks, "records": self.records, "events": self.events,
-                "frames": self.frames, "runs": self.runs, "terminal_runs": self.terminal_runs,
+                "frames": self.frames, "receipts": sum(map(len, self.receipts.values())),
+                "runs": self.runs, "terminal_runs": self.terminal_runs,
                 "problems": len(self.problems), "notes": len(self.notes), "head": self.head}
 
 
@@ -141,9 +157,11 @@ class _Event:
     value: bytes
     kind: str
     frame_id: str
+    transport: str
     body_len: int
     piece: tuple[int, int] | None
     object_id: str | None
+    tool: Any  # a tool.call's or tool.result's payload ((name, dict) or a dataclass), else None
 
 
 class _Readers:
@@ -195,15 +213,16 @@ class _Readers:
         return type(obj).__name__, obj
 
 
-def _event_fields(name: str, rec: Any) -> tuple[str, str, str, int, str, int, Any, Any]:
-    """run_id, tenant, kind, seq, frame_id, envelope body length, piece, payload."""
+def _event_fields(name: str, rec: Any) -> tuple[str, str, str, int, str, str, int, Any, Any]:
+    """run_id, tenant, kind, seq, frame_id, transport, envelope body length, piece, payload."""
     if isinstance(rec, dict):
         piece = rec.get("piece")
-        return (rec["run_id"], rec["tenant"], rec["kind"], rec["seq"], rec["source"]["frame_id"],
-                len(rec["envelope"]["body"]),
+        source = rec["source"]
+        return (rec["run_id"], rec["tenant"], rec["kind"], rec["seq"], source["frame_id"],
+                source["transport"], len(rec["envelope"]["body"]),
                 None if piece is None else (piece["index"], piece["count"]), rec["payload"])
     piece = rec.piece
-    return (rec.run_id, rec.tenant, rec.kind, rec.seq, rec.source.frame_id,
+    return (rec.run_id, rec.tenant, rec.kind, rec.seq, rec.source.frame_id, rec.source.transport,
             len(rec.envelope.body), None if piece is None else (piece.index, piece.count),
             rec.payload)
 
@@ -221,11 +240,32 @@ def _where(topic: str, partition: int, offset: int) -> str:
     return f"{topic}:{partition}@{offset}"
 
 
+@contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """Verify keeps a small record of every event until the run checks (hundreds of thousands
+    of objects, none in a reference cycle: dicts of lists of tuples and slotted records). The
+    cycle collector, triggered by those allocations, walked them again and again for nothing —
+    ~35% of verify's time (docs/performance.md); reference counting frees all of it anyway."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def verify_archive(root: Path) -> Report:
-    root = Path(root)
+    """Every check of the module docstring over the archive at ``root``."""
+    with _without_cycle_collection():
+        return _verify(Path(root))
+
+
+def _verify(root: Path) -> Report:
     report = Report(root)
     described = root / "archive.json"
     frames_archived = False
+    receipts_archived = False
     if not described.exists():
         report.fail("files", str(root), "no archive.json: not an audit archive, or it was removed")
     else:
@@ -234,6 +274,7 @@ def verify_archive(root: Path) -> Report:
             if info.get("format") != FORMAT:
                 report.fail("files", "archive.json", f"format {info.get('format')!r}, not {FORMAT}")
             frames_archived = bool(info.get("frames_topic"))
+            receipts_archived = bool(info.get("receipts_topic"))
         except ValueError as exc:
             report.fail("files", "archive.json", f"not JSON ({exc})")
     avros, manifests = archive_files(root)
@@ -281,6 +322,7 @@ def verify_archive(root: Path) -> Report:
     _check_chain(report, root, chain_entries, verified_hashes)
     _check_runs(report, events, tenants, frames_archived, frames, frame_keys)
     check_input_packets(report, events)
+    check_receipts(report, events, tenants, receipts_archived)
     return report
 
 
@@ -376,18 +418,21 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
                 fast = project(value, 10) if value[:10] in event_heads else None
                 if fast is not None:
                     name = EVENT
-                    run_id, rec_tenant, kind, seq, frame_id, body_len, payload, piece = fast
+                    (run_id, rec_tenant, kind, seq, frame_id, transport, body_len, payload,
+                     piece) = fast
                     if piece is not None:
                         piece = (piece["index"], piece["count"])
                 else:
                     name, obj = readers.read(value)
                     if name in (EVENT, "ModelEvent"):
-                        run_id, rec_tenant, kind, seq, frame_id, body_len, piece, payload = \
-                            _event_fields(name, obj)
+                        (run_id, rec_tenant, kind, seq, frame_id, transport, body_len, piece,
+                         payload) = _event_fields(name, obj)
             except Exception as exc:
-                # Not the events' contract: an input packet (audit_inputs.py) is taken here, off
-                # the events' path.
-                if take_input_packet(report, value, _where(topic, partition, offset), tenant):
+                # Not the events' contract: an input packet (audit_inputs.py) or a tool receipt
+                # (audit_receipts.py) is taken here, off the events' path.
+                where = _where(topic, partition, offset)
+                if (take_input_packet(report, value, where, tenant)
+                        or take_receipt(report, value, where, tenant)):
                     continue
                 report.fail("records", f"{rel} block {m_index}",
                             f"{_where(topic, partition, offset)} cannot be decoded: {exc}")
@@ -401,8 +446,9 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
                                 f"{tenant!r}")
                 tenants.setdefault(run_id, rec_tenant)
                 events[run_id][seq].append(_Event(
-                    value, kind, frame_id, body_len, piece,
-                    _object_id(payload) if kind == "run.started" else None))
+                    value, kind, frame_id, transport, body_len, piece,
+                    _object_id(payload) if kind == "run.started" else None,
+                    payload if kind in TOOL_KINDS else None))
             elif name in (FRAME, "ProviderFrame"):
                 report.frames += 1
                 if isinstance(obj, dict):
@@ -585,7 +631,10 @@ def _check_runs(report: Report, events: dict[str, dict[int, list[_Event]]],
             if not closing and body_len == 0:
                 report.fail("envelopes", f"run {run_id} seq {seq}",
                             f"{event.kind} carries no provider envelope")
-            if frames_archived and not event.frame_id.startswith(NO_FRAMES):
+            # The events the executor and the gateway's approvals write to ingest (transport
+            # EXECUTOR) come from no provider frame.
+            if (frames_archived and not event.frame_id.startswith(NO_FRAMES)
+                    and event.transport != EXECUTOR):
                 frame_id = event.frame_id.removesuffix(CLOSE_SUFFIX)
                 if (tenant, run_id, frame_id) not in frames and not (
                         frame_keys.get((tenant, frame_id), set()) & object_ids):

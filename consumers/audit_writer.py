@@ -1,5 +1,5 @@
-"""``modelevents audit run``: consume ``events``, the runs' input packets (``run-inputs``) and
-optionally ``frames`` into the audit archive.
+"""``modelevents audit run``: consume ``events``, the runs' input packets (``run-inputs``), the
+tool executor's ``receipts`` (unless left out) and optionally ``frames`` into the audit archive.
 
     writer = AuditWriter(Path("archive"), codec="deflate")   # locks DIR, recovers a crash
     writer.add(topic, partition, offset, timestamp, key, value)
@@ -120,6 +120,7 @@ class _OpenFile:
     events: int = 0
     frames: int = 0
     inputs: int = 0
+    receipts: int = 0
     # The redaction policies (fingerprint → name) the block's input packets were written under.
     input_policies: dict[str, str] = field(default_factory=dict)
 
@@ -156,7 +157,11 @@ class AuditWriter:
             os.close(self._lock_fd)
             raise AuditError(f"another `modelevents audit run` is writing {self.root} "
                              "(one writer per archive directory)") from None
-        self._describe(source or {})
+        try:
+            self._describe(source or {})
+        except AuditError:
+            os.close(self._lock_fd)  # refused: the directory is left as it was, unlocked
+            raise
         self.recovery = self._recover()
         checkpoints, _ = read_checkpoints(self.root)
         last = checkpoints[-1] if checkpoints else None
@@ -172,6 +177,7 @@ class AuditWriter:
         self._hours: dict[int, str] = {}
         self._frame_topics = {(source or {}).get("frames_topic")}
         self._input_topics = {(source or {}).get("inputs_topic")}
+        self._receipt_topics = {(source or {}).get("receipts_topic")} - {None}
         self.buffered = 0
         self.buffered_bytes = 0
         self.archived = 0
@@ -195,10 +201,12 @@ class AuditWriter:
                 raise AuditError(f"{self.root} was written under redaction policy "
                                  f"{existing.get('redaction')}, not {self.redaction}; a policy "
                                  "change starts a new archive directory")
-            for key in ("events_topic", "frames_topic", "group"):
+            for key in ("events_topic", "frames_topic", "receipts_topic", "group"):
                 if key in source and existing.get(key) != source[key]:
                     raise AuditError(f"{self.root} archives {key} {existing.get(key)!r}, not "
-                                     f"{source[key]!r}; use another --out directory")
+                                     f"{source[key]!r}; use another --out directory"
+                                     + (" (or the options it was made with: --with-frames, "
+                                        "--no-receipts)" if key != "group" else ""))
             return
         if any(self.root.glob("tenant=*")):
             raise AuditError(f"{self.root} has archive files but no archive.json")
@@ -327,6 +335,8 @@ class AuditWriter:
         elif topic in self._input_topics:
             out.inputs += 1
             _note_policy(out, value)
+        elif topic in self._receipt_topics:
+            out.receipts += 1
         else:
             out.events += 1
         self._pending_positions[name] = offset + 1
@@ -375,6 +385,7 @@ class AuditWriter:
             "type": "block", "block": out.blocks, "chain_index": self.chain_index,
             "start": out.size, "length": len(block), "records": len(out.records),
             "events": out.events, "frames": out.frames, "inputs": out.inputs,
+            "receipts": out.receipts,
             "input_redaction": dict(sorted(out.input_policies.items())), "sha256": digest,
             "prev": self.head.hex(), "hash": new_head.hex(),
             "offsets": {k: {"first": v[0], "last": v[1], "count": v[2]}
@@ -389,7 +400,7 @@ class AuditWriter:
         out.pending_bytes = 0
         out.spans = {}
         out.schemas = set()
-        out.events = out.frames = out.inputs = 0
+        out.events = out.frames = out.inputs = out.receipts = 0
         out.input_policies = {}
 
     def checkpoint(self) -> dict[str, int] | None:
@@ -507,20 +518,24 @@ class _ArchiveRun:
 
 
 async def archive_topics(settings: PipelineSettings, root: Path, *, group: str,
-                         with_frames: bool = False, codec: str = "deflate",
+                         with_frames: bool = False, with_receipts: bool = True,
+                         codec: str = "deflate",
                          until_end: bool = False, idle_exit: float | None = None,
                          checkpoint_records: int = 20000, checkpoint_seconds: float = 1.0,
                          block_records: int = BLOCK_RECORDS, redaction: dict | None = None,
                          stop: asyncio.Event | None = None,
                          progress: Progress = _quiet) -> RunResult:
-    """Consume ``events`` and ``run-inputs`` (and ``frames``) with consumer group ``group`` into
-    the archive at
+    """Consume ``events``, ``run-inputs`` and ``receipts`` (unless ``with_receipts`` is false;
+    and ``frames`` with ``with_frames``) with consumer group ``group`` into the archive at
     ``root`` until ``stop`` is set (SIGTERM/SIGINT in the CLI), the topics' ends as of the start
     are archived (``until_end``), or nothing arrived for ``idle_exit`` seconds."""
-    topics = [settings.topic("events"), settings.topic("run-inputs")]
-    topics += [settings.topic("frames")] if with_frames else []
-    source = {"events_topic": topics[0], "frames_topic": topics[2] if with_frames else None,
-              "inputs_topic": topics[1], "group": group}
+    frames_topic = settings.topic("frames") if with_frames else None
+    receipts_topic = settings.topic("receipts") if with_receipts else None
+    source = {"events_topic": settings.topic("events"), "frames_topic": frames_topic,
+              "inputs_topic": settings.topic("run-inputs"), "receipts_topic": receipts_topic,
+              "group": group}
+    topics = [t for t in (source["events_topic"], source["inputs_topic"], receipts_topic,
+                          frames_topic) if t is not None]
     writer = AuditWriter(root, codec=codec, redaction=redaction, source=source,
                          block_records=block_records, progress=progress)
     consumer = make_consumer(settings, group_id=group, from_beginning=True,

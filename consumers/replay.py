@@ -192,7 +192,8 @@ def _archived_events(archive: Path, run_id: str | None,
 
     by_run: dict[str, list[ModelEvent]] = {}
     for rec in archived_records(Path(archive)):
-        if rec.topic.endswith(("frames", "run-inputs")):  # not events (input packets: audit_inputs)
+        # Not events: frames, input packets (audit_inputs.py), tool receipts (audit_receipts.py).
+        if rec.topic.endswith(("frames", "run-inputs", "receipts")):
             continue
         try:
             event = codec.decode(rec.value) if rec.value is not None else None

@@ -56,6 +56,9 @@ def _zigzag_varint(n: int) -> bytes:
 _SMALL = [_zigzag_varint(n) for n in range(16384)]
 # Small negatives (a ModelEvent's ``seq`` is -1 until the sequencer assigns it): -n → _NEGATIVE[n].
 _NEGATIVE = [_zigzag_varint(-n) for n in range(64)]
+# Int and long fields: -64 … 16383 from one table, n → _INTS[n + 64], so the seq of every event an
+# adapter emits (-1) costs no call of _encode_long.
+_INTS = [_zigzag_varint(n) for n in range(-64, 0)] + _SMALL
 
 
 def _encode_long(n: int) -> bytes:
@@ -229,7 +232,7 @@ class _Compiler:
             out.append(f"{pad}{n} = len({expr})")
             return [f"_SMALL[{n}] if {n} < 16384 else _encode_long({n})", expr]
         if kind in ("int", "long"):
-            return [f"_SMALL[{expr}] if 0 <= {expr} < 16384 else _encode_long({expr})"]
+            return [f"_INTS[{expr} + 64] if -64 <= {expr} < 16384 else _encode_long({expr})"]
         if kind == "boolean":
             return [f"b'\\x01' if {expr} else b'\\x00'"]
         if kind == "double":
@@ -320,7 +323,8 @@ def _build(schema: dict[str, Any], named: dict[str, dict[str, Any]] | None, cach
     else:
         source += f"\n\ndef write(obj, buf):\n    buf += {entry}(obj)\n"
         entry = "write"
-    namespace: dict[str, Any] = {"_long": _long, "_SMALL": _SMALL, "_encode_long": _encode_long,
+    namespace: dict[str, Any] = {"_long": _long, "_SMALL": _SMALL, "_INTS": _INTS,
+                                 "_encode_long": _encode_long,
                                  "_PACK_DOUBLE": _PACK_DOUBLE, "_HEADER": header,
                                  "_STRINGS": _STRINGS, "_OPTIONAL_STRINGS": _OPTIONAL_STRINGS,
                                  "_cache_string": _cache_string,

@@ -30,7 +30,8 @@ import fastavro
 from modelevents.schemas.codec import AVRO_DIR, MAGIC, fingerprint_of
 from modelevents.schemas.errors import SchemaError
 
-__all__ = ["ToolReceipt", "encode_receipt", "decode_receipt", "SCHEMA_PATH", "now_ms"]
+__all__ = ["ToolReceipt", "encode_receipt", "decode_receipt", "is_receipt", "SCHEMA_PATH",
+           "now_ms"]
 
 SCHEMA_PATH: Path = AVRO_DIR / "tools" / "tool_receipt.avsc"
 
@@ -76,6 +77,11 @@ def encode_receipt(receipt: ToolReceipt) -> bytes:
     out.write(header)
     fastavro.schemaless_writer(out, parsed, asdict(receipt))
     return out.getvalue()
+
+
+def is_receipt(data: bytes | None) -> bool:
+    """Whether ``data`` starts as a ToolReceipt of this schema does (magic and fingerprint)."""
+    return data is not None and data[:10] == _parsed()[1]
 
 
 def decode_receipt(data: bytes) -> ToolReceipt:

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Awaitable
-from typing import TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from modelevents.schemas.errors import ConfigError
 from modelevents.services.kafka import security
 from modelevents.services.kafka.settings import PipelineSettings
+
+if TYPE_CHECKING:  # the tree (pydantic, the gateway's models) loads when a command runs
+    from modelevents.services.settings.loader import Resolved
+    from modelevents.services.settings.tree import Settings
 
 T = TypeVar("T")
 
@@ -23,11 +27,18 @@ ENV_HELP = ("environment: KAFKA_BOOTSTRAP_SERVERS (default: the local broker, 12
             "MODELEVENTS_PARTITIONS (default 4), MODELEVENTS_TENANT, MODELEVENTS_REPLICATION_FACTOR "
             "(replicas of the topics created, default 1), MODELEVENTS_MIN_INSYNC_REPLICAS (default "
             "the factor - 1, at least 1); TLS and SASL for every client: "
-            + security.ENV_HELP + ".")
+            + security.ENV_HELP + "; MODELEVENTS_CONFIG (the default of --config). A secret "
+            "NAME may be given as NAME_FILE, a file holding it. Precedence: defaults < config "
+            "file < environment < options (docs/operations.md \"Configuration\").")
 
 
 def add_kafka_options(parser: argparse.ArgumentParser, *, partitions: bool = False) -> None:
-    """--bootstrap-servers and --prefix (and --partitions where topics are created or checked)."""
+    """--config, --bootstrap-servers and --prefix (and --partitions where topics are created or
+    checked)."""
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="the config file, YAML or TOML (.toml): the gateway's settings at "
+                             "the top, kafka:, worker: and tools: sections (default: "
+                             "$MODELEVENTS_CONFIG; the environment and the options win over it)")
     group = parser.add_argument_group("Kafka")
     group.add_argument("--bootstrap-servers", metavar="HOST:PORT", default=None,
                        help="Kafka bootstrap address (default: $KAFKA_BOOTSTRAP_SERVERS or the "
@@ -40,18 +51,29 @@ def add_kafka_options(parser: argparse.ArgumentParser, *, partitions: bool = Fal
                                 "must equal what the Faust worker runs with")
 
 
+def load_from_args(args: argparse.Namespace,
+                   options: dict[str, tuple[Any, str]] | None = None) -> Resolved[Settings]:
+    """The settings tree for a command: its --config file, the environment, its Kafka options
+    and ``options`` (``{"worker.state_dir": (args.workdir, "--workdir")}``)."""
+    from modelevents.services.settings.tree import load_settings
+
+    if getattr(args, "partitions", None) is not None and args.partitions < 1:
+        raise ConfigError(f"--partitions {args.partitions}: a topic needs at least 1 partition")
+    cli: dict[str, tuple[Any, str]] = {
+        "kafka.bootstrap_servers": (getattr(args, "bootstrap_servers", None) or None,
+                                    "--bootstrap-servers"),
+        "kafka.topic_prefix": (getattr(args, "prefix", None), "--prefix"),
+        "kafka.partitions": (getattr(args, "partitions", None), "--partitions"),
+        **(options or {})}
+    return load_settings(getattr(args, "config", None), cli=cli)
+
+
 def settings_from_args(args: argparse.Namespace, **extra: object) -> PipelineSettings:
-    """PipelineSettings from the environment, overridden by the options the user gave."""
-    overrides: dict[str, object] = {k: v for k, v in extra.items() if v is not None}
-    if getattr(args, "bootstrap_servers", None):
-        overrides["bootstrap_servers"] = args.bootstrap_servers
-    if getattr(args, "prefix", None) is not None:
-        overrides["topic_prefix"] = args.prefix
-    if getattr(args, "partitions", None) is not None:
-        if args.partitions < 1:
-            raise ConfigError(f"--partitions {args.partitions}: a topic needs at least 1 partition")
-        overrides["partitions"] = args.partitions
-    return dataclasses.replace(PipelineSettings(), **overrides)  # type: ignore[arg-type]
+    """The Kafka settings of a command: the tree's kafka section, ``extra`` (kafka keys, e.g.
+    ``app_id=args.app_id``; None: not given) the command's own options over it."""
+    options = {f"kafka.{key}": (value, f"--{key.replace('_', '-')}")
+               for key, value in extra.items()}
+    return load_from_args(args, options).settings.kafka.pipeline()
 
 
 def positive_float(text: str) -> float:

@@ -13,6 +13,7 @@ import sys
 import modelevents.schemas
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.services import logs
+from modelevents.services.settings.problems import ConfigProblems
 
 # Each module exposes register(subparsers); the order here is the order in --help.
 COMMAND_MODULES = (
@@ -55,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         logs.configure(args.log_format)
         return args.run(args) or 0
+    except ConfigProblems as exc:  # an invalid configuration: every problem, one line each
+        for problem in exc.problems:
+            logs.report(f"modelevents: error: {problem}")
+        return 2
     except ModelEventsError as exc:
         logs.report(f"modelevents: error: {exc}")
         return 2

@@ -1,7 +1,10 @@
 """GatewayConfig: where the gateway listens, which Kafka it writes to, and the providers' secrets.
 
-Loaded from a YAML or TOML file (``--config FILE``) and/or the environment; the file wins over
-the environment for what it sets, explicit CLI options win over both. A file looks like::
+The ``gateway`` part of the settings tree (services/settings/tree.py): defaults, then a YAML or
+TOML file (``--config FILE`` or ``$MODELEVENTS_CONFIG``), then the environment, then explicit
+CLI options — each wins over the ones before it for what it sets. A file looks like (the
+gateway's keys at the top; ``kafka:`` is the Kafka section of services/kafka/config.py, TLS and
+SASL included)::
 
     host: 127.0.0.1
     port: 8080
@@ -49,6 +52,14 @@ the environment for what it sets, explicit CLI options win over both. A file loo
       name: default                           # (services/gateway/redaction.py; the secrets
       fields: [api_key, authorization, ...]   # above are always cut)
       patterns: {email: '...', openai_key: 'sk-...'}
+    kafka:                                    # or the KAFKA_* / MODELEVENTS_* variables
+      bootstrap_servers: broker-1:9093
+      security_protocol: SASL_SSL
+      sasl_mechanism: SCRAM-SHA-512
+      sasl_username: gateway
+      sasl_password: ...                      # better: KAFKA_SASL_PASSWORD_FILE
+      ssl_cafile: /etc/kafka/ca.pem
+      replication_factor: 3
 
 Providers are named as in their URLs and SDKs (``openai``, ``anthropic``, ``gemini``); runs name
 Gemini's provider ``google`` (as events do), which finds the ``gemini`` entry. Runs started by
@@ -59,8 +70,11 @@ only: Anthropic sends none) use ``webhook_secrets``, and ``api_key`` for the fet
 Environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_WEBHOOK_SECRET`` (the SDK's names),
 ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``, and ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``),
 ``GEMINI_BASE_URL``, ``GEMINI_WEBHOOK_SECRET``; a ``*_WEBHOOK_SECRET`` may hold several secrets
-separated by commas or spaces, and they are the default tenant's. Kafka comes from
-:class:`PipelineSettings` (``KAFKA_BOOTSTRAP_SERVERS`` …).
+separated by commas or spaces, and they are the default tenant's; ``MODELEVENTS_API_TOKEN`` the
+default tenant's bearer tokens. Every secret may instead be given as ``NAME_FILE``, the path of
+a file holding it (a mounted Docker or Kubernetes secret; its trailing newline is dropped):
+``OPENAI_API_KEY_FILE=/run/secrets/openai`` … Setting both ``NAME`` and ``NAME_FILE`` is an
+error. Kafka comes from the ``kafka`` section (``KAFKA_BOOTSTRAP_SERVERS`` …).
 
 Credentials are :class:`pydantic.SecretStr`: they print as ``**********`` in reprs, logs and
 errors, and only the verifier and the fetch read their values.
@@ -72,13 +86,11 @@ import base64
 import os
 import re
 import socket
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from modelevents.adapters.registry import API_FACTS
 from modelevents.schemas.errors import ConfigError, InvalidId
@@ -87,9 +99,10 @@ from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.services.gateway.redaction import RedactionConfig
 from modelevents.services.gateway.webhook_limits import WEBHOOK_BODY_FIT
 from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.settings.sources import EnvVar
 
-__all__ = ["GatewayConfig", "ProviderConfig", "PROVIDERS", "WEBHOOK_PROVIDERS", "load_config",
-           "secret_key"]
+__all__ = ["GATEWAY_ENV", "GatewayConfig", "ProviderConfig", "PROVIDERS", "WEBHOOK_PROVIDERS",
+           "gateway_defaults", "load_config", "secret_key"]
 
 # The providers the gateway talks to, with the environment variables and default base URL of
 # each; ``secret`` only where the provider sends webhooks (both sign with Standard Webhooks).
@@ -103,6 +116,22 @@ PROVIDERS: dict[str, dict[str, Any]] = {
                "default_base_url": "https://generativelanguage.googleapis.com"},
 }
 WEBHOOK_PROVIDERS = tuple(name for name, entry in PROVIDERS.items() if entry["secret"])
+
+# The gateway's variables and where they go in the tree (a secret may be NAME_FILE instead).
+GATEWAY_ENV: tuple[EnvVar, ...] = (
+    *(var for name, entry in PROVIDERS.items() for var in (
+        EnvVar(entry["api_key"], ("gateway", "providers", name, "api_key"), secret=True),
+        EnvVar((entry["base_url"],), ("gateway", "providers", name, "base_url")),
+        *((EnvVar((entry["secret"],), ("gateway", "providers", name, "webhook_secrets"),
+                  secret=True, form="tenant_list"),) if entry["secret"] else ()))),
+    EnvVar(("MODELEVENTS_API_TOKEN",), ("gateway", "api_tokens"), secret=True, form="tenant_list"),
+)
+
+
+def gateway_defaults() -> dict[str, Any]:
+    """The defaults layer of the gateway: every provider at its own base URL."""
+    return {"providers": {name: {"base_url": entry["default_base_url"]}
+                          for name, entry in PROVIDERS.items()}}
 _DEFAULT_BASE_URLS = frozenset(entry["default_base_url"] for entry in PROVIDERS.values())
 # Provider names of events and the capability manifest that differ from the config's (the APIs'
 # facts name both).
@@ -189,7 +218,8 @@ class GatewayConfig(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
-    kafka: PipelineSettings = Field(default_factory=PipelineSettings)
+    # The tree's kafka section (services/settings/tree.py sets it; not a key of the gateway's).
+    kafka: PipelineSettings = Field(default_factory=PipelineSettings, exclude=True)
     default_tenant: str = "default"
     webhook_tolerance_s: int = Field(300, ge=1)
     # Bodies, per route (services/gateway/app.py refuses one over its limit with 413 before
@@ -302,79 +332,18 @@ class GatewayConfig(BaseModel):
                 if (entry := self.provider(name)) is not None and entry.takes_runs}
 
 
-def _split_secrets(raw: str) -> list[str]:
-    return [s for s in re.split(r"[,\s]+", raw) if s]
-
-
-def _from_env(env: Mapping[str, str], default_tenant: str) -> dict[str, dict[str, Any]]:
-    providers: dict[str, dict[str, Any]] = {}
-    for name, names in PROVIDERS.items():
-        entry: dict[str, Any] = {"base_url": env.get(names["base_url"]) or names["default_base_url"]}
-        key = next((env[k] for k in names["api_key"] if env.get(k)), None)
-        if key:
-            entry["api_key"] = key
-        secrets = _split_secrets(env.get(names["secret"], "")) if names["secret"] else []
-        if secrets:
-            entry["webhook_secrets"] = {default_tenant: secrets}
-        providers[name] = entry
-    return providers
-
-
-def _read_file(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the gateway config {path}: {exc.strerror or exc}") from exc
-    try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path} is not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: "
-                          f"{exc}") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the config must be a mapping of settings, not {type(data).__name__}")
-    return data
-
-
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None,
                 kafka: PipelineSettings | None = None, **overrides: Any) -> GatewayConfig:
-    """The gateway's config: environment, then the file (YAML, or TOML by its suffix), then
-    ``overrides`` (CLI options; None values are ignored). Raises ConfigError saying what to fix."""
-    env = os.environ if env is None else env
-    data: dict[str, Any] = {}
-    file_data = _read_file(Path(path)) if path is not None else {}
-    tenant = overrides.get("default_tenant") or file_data.get("default_tenant") or "default"
-    data["providers"] = _from_env(env, tenant)
-    if env.get("MODELEVENTS_API_TOKEN"):
-        data["api_tokens"] = {tenant: _split_secrets(env["MODELEVENTS_API_TOKEN"])}
-    data = _merge(data, file_data)
-    data = _merge(data, {k: v for k, v in overrides.items() if v is not None})
+    """The gateway's part of the settings tree: defaults < the file (YAML, or TOML by its
+    suffix) < the environment < ``overrides`` (CLI options; None values are ignored), with
+    ``kafka`` instead of the tree's Kafka settings if given. Raises ConfigProblems (one line
+    per problem)."""
+    from modelevents.services.settings.tree import load_settings
+
+    cli = {f"gateway.{key}": (value, f"--{key.replace('_', '-')}")
+           for key, value in overrides.items()}
+    config = load_settings(path, env=env, cli=cli).settings.gateway
     if kafka is not None:
-        data["kafka"] = kafka
-    elif isinstance(data.get("kafka"), Mapping):
-        try:
-            data["kafka"] = PipelineSettings(**data["kafka"])
-        except TypeError as exc:
-            raise ConfigError(f"kafka settings: {exc}; the keys are bootstrap_servers, "
-                              "topic_prefix, partitions, replication_factor, "
-                              "min_insync_replicas, app_id, tenant (TLS and SASL: the "
-                              "KAFKA_SECURITY_PROTOCOL, KAFKA_SASL_* and KAFKA_SSL_* "
-                              "variables)") from None
-    try:
-        return GatewayConfig.model_validate(data)
-    except ValidationError as exc:
-        where = f" in {path}" if path is not None else ""
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}"
-                             for e in exc.errors())
-        raise ConfigError(f"invalid gateway config{where}: {problems}") from None
+        config.kafka = kafka
+    return config
+

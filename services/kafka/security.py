@@ -8,14 +8,18 @@ topic administration and the Faust worker all connect the same way::
     KAFKA_SASL_MECHANISM        PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512 (SASL_* protocols only)
     KAFKA_SASL_USERNAME         the SASL user
     KAFKA_SASL_PASSWORD         its password, or KAFKA_SASL_PASSWORD_FILE: a file holding it
-                                (a mounted secret; the variable wins over the file)
+                                (a mounted secret; setting both is an error)
     KAFKA_SSL_CAFILE            PEM CA bundle the brokers' certificates are checked against
                                 (default: the system's CAs)
     KAFKA_SSL_CERTFILE          PEM client certificate (mutual TLS), with KAFKA_SSL_KEYFILE
-    KAFKA_SSL_KEYFILE           its PEM private key (unencrypted)
+    KAFKA_SSL_KEYFILE           its PEM private key
+    KAFKA_SSL_PASSWORD          the key file's password, if it is encrypted (or
+                                KAFKA_SSL_PASSWORD_FILE)
+
+The same settings can come from a config file's ``kafka:`` section (services/kafka/config.py).
 
 Contradictory or incomplete settings fail when the value is made — at the start of a command,
-before any connection — with one line per problem naming the variable. The password is never
+before any connection — with one line per problem naming the variable. The passwords are never
 part of a repr, a log line or an error message.
 """
 
@@ -28,8 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelevents.schemas.errors import ConfigError
+from modelevents.services.settings.sources import EnvVar, env_layer
 
-__all__ = ["KafkaSecurity", "PROTOCOLS", "SASL_MECHANISMS", "ENV_HELP"]
+__all__ = ["KafkaSecurity", "PROTOCOLS", "SASL_MECHANISMS", "ENV_HELP", "SECURITY_ENV"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -37,29 +42,20 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 ENV_HELP = ("KAFKA_SECURITY_PROTOCOL (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL), "
             "KAFKA_SASL_MECHANISM (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), KAFKA_SASL_USERNAME, "
             "KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE, KAFKA_SSL_CAFILE, "
-            "KAFKA_SSL_CERTFILE and KAFKA_SSL_KEYFILE (PEM)")
+            "KAFKA_SSL_CERTFILE and KAFKA_SSL_KEYFILE (PEM), KAFKA_SSL_PASSWORD or "
+            "KAFKA_SSL_PASSWORD_FILE (an encrypted key's)")
 
-
-def _env(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name, "").strip()
-    return value or None
-
-
-def _password(env: Mapping[str, str]) -> str | None:
-    given = env.get("KAFKA_SASL_PASSWORD", "")
-    if given:
-        return given
-    path = _env(env, "KAFKA_SASL_PASSWORD_FILE")
-    if path is None:
-        return None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            # A secret mounted from Kubernetes or written by `echo` ends with a newline that is
-            # not part of the password.
-            return fh.read().rstrip("\r\n")
-    except OSError as exc:
-        raise ConfigError(f"KAFKA_SASL_PASSWORD_FILE={path}: cannot read it "
-                          f"({exc.strerror or type(exc).__name__})") from None
+# KafkaSecurity's fields and their variables; the secrets may be given as NAME_FILE.
+SECURITY_ENV: tuple[EnvVar, ...] = (
+    EnvVar(("KAFKA_SECURITY_PROTOCOL",), ("protocol",)),
+    EnvVar(("KAFKA_SASL_MECHANISM",), ("sasl_mechanism",)),
+    EnvVar(("KAFKA_SASL_USERNAME",), ("sasl_username",)),
+    EnvVar(("KAFKA_SASL_PASSWORD",), ("sasl_password",), secret=True),
+    EnvVar(("KAFKA_SSL_CAFILE",), ("ssl_cafile",)),
+    EnvVar(("KAFKA_SSL_CERTFILE",), ("ssl_certfile",)),
+    EnvVar(("KAFKA_SSL_KEYFILE",), ("ssl_keyfile",)),
+    EnvVar(("KAFKA_SSL_PASSWORD",), ("ssl_password",), secret=True),
+)
 
 
 @dataclass(frozen=True)
@@ -77,19 +73,16 @@ class KafkaSecurity:
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
+    ssl_password: str | None = field(default=None, repr=False)
     # Built (and so checked) once, from the files above.
     _context: ssl.SSLContext | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> KafkaSecurity:
-        env = os.environ if env is None else env
-        return cls(protocol=_env(env, "KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT",
-                   sasl_mechanism=_env(env, "KAFKA_SASL_MECHANISM"),
-                   sasl_username=_env(env, "KAFKA_SASL_USERNAME"),
-                   sasl_password=_password(env),
-                   ssl_cafile=_env(env, "KAFKA_SSL_CAFILE"),
-                   ssl_certfile=_env(env, "KAFKA_SSL_CERTFILE"),
-                   ssl_keyfile=_env(env, "KAFKA_SSL_KEYFILE"))
+        layer = env_layer(os.environ if env is None else env, SECURITY_ENV)
+        if layer.problems:
+            raise ConfigError("\n".join(layer.problems))
+        return cls(**layer.values)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "protocol", self.protocol.strip().upper())
@@ -101,7 +94,8 @@ class KafkaSecurity:
                 object.__setattr__(self, "_context", self._make_context())
             except (ssl.SSLError, OSError, ValueError) as exc:
                 problems.append(f"KAFKA_SSL_*: the TLS files cannot be loaded ({exc}); they must "
-                                f"be PEM files, the key unencrypted and matching the certificate")
+                                f"be PEM files, the key matching the certificate (and "
+                                f"KAFKA_SSL_PASSWORD its password if it is encrypted)")
         if problems:
             raise ConfigError("invalid Kafka security settings:\n" + "\n".join(problems))
 
@@ -135,6 +129,8 @@ class KafkaSecurity:
                  "KAFKA_SSL_KEYFILE": self.ssl_keyfile}
         if not self.uses_tls:
             given = [name for name, value in files.items() if value]
+            if self.ssl_password:
+                given.append("KAFKA_SSL_PASSWORD")
             if given:
                 problems.append(f"{', '.join(given)} set but KAFKA_SECURITY_PROTOCOL="
                                 f"{self.protocol} does not use TLS: use SSL or SASL_SSL")
@@ -142,6 +138,8 @@ class KafkaSecurity:
         for name, path in files.items():
             if path is not None and not os.path.isfile(path):
                 problems.append(f"{name}={path}: no such file")
+        if self.ssl_password and not self.ssl_keyfile:
+            problems.append("KAFKA_SSL_PASSWORD set without KAFKA_SSL_KEYFILE (the key it opens)")
         if self.ssl_keyfile and not self.ssl_certfile:
             problems.append("KAFKA_SSL_KEYFILE set without KAFKA_SSL_CERTFILE (the client "
                             "certificate it belongs to)")
@@ -159,7 +157,9 @@ class KafkaSecurity:
         # Verify the brokers' certificates and host names: against the given CA or the system's.
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.ssl_cafile)
         if self.ssl_certfile:
-            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+            # Never None: OpenSSL would then ask for an encrypted key's password on the terminal.
+            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile,
+                                    self.ssl_password or (lambda: ""))
         return context
 
     def ssl_context(self) -> ssl.SSLContext | None:

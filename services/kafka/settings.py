@@ -3,8 +3,10 @@
 The topics are :data:`TOPICS`; ``run-owners`` is the gateway's (which tenant owns each run id,
 kept for ever), the others the pipeline's.
 
-Every value has a default that works with the project's own local broker and can be set from the
-environment (for the worker, the CLI and the tests alike):
+Every value has a default that works with the project's own local broker and can be set in the
+``kafka:`` section of the config file (``$MODELEVENTS_CONFIG``) or, over it, from the
+environment (for the worker, the CLI and the tests alike) — services/kafka/config.py lists the
+keys and their variables:
 
     KAFKA_BOOTSTRAP_SERVERS     an existing cluster; unset → the local broker (services/local/kafka_broker.py)
     MODELEVENTS_TOPIC_PREFIX    default "modelevents."
@@ -19,17 +21,21 @@ environment (for the worker, the CLI and the tests alike):
                                 default replication factor - 1 (at least 1), at most the factor
 
 and the TLS / SASL settings of every client (``KAFKA_SECURITY_PROTOCOL`` …), whose names and
-checks are services/kafka/security.py's.
+checks are services/kafka/security.py's. ``PipelineSettings()`` resolves them all at once (an
+invalid value: ConfigProblems, one line per problem).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelevents.schemas.errors import ConfigError
 from modelevents.services.kafka.security import KafkaSecurity
+
+if TYPE_CHECKING:  # pydantic loads on the first PipelineSettings(), not with this module
+    from modelevents.services.kafka.config import KafkaConfig
 
 # The topics of DESIGN.md "Topics": name → whether the topic is compacted.
 TOPICS: dict[str, bool] = {
@@ -53,56 +59,55 @@ TOPICS: dict[str, bool] = {
 }
 
 
-def _int_env(name: str, default: int) -> int:
-    value = _optional_int_env(name)
-    return default if value is None else value
-
-
-def _optional_int_env(name: str) -> int | None:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a whole number") from None
-    if value < 1:
-        raise ConfigError(f"{name}={raw!r} must be at least 1")
-    return value
-
-
 # Where Kafka is when nothing says: the project's own local broker (services/local/kafka_broker.py
 # starts it, reading these same names), so that a pipeline and `modelevents kafka start` agree.
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
 ENV_LOCAL_PORT = "MODELEVENTS_KAFKA_PORT"
 LOCAL_HOST = "127.0.0.1"
 LOCAL_PORT = 9092
-
-
-def _default_bootstrap() -> str:
-    external = os.environ.get(ENV_BOOTSTRAP, "").strip()
-    if external:
-        return external
-    return f"{LOCAL_HOST}:{_int_env(ENV_LOCAL_PORT, LOCAL_PORT)}"
-
-
 ENV_REPLICATION_FACTOR = "MODELEVENTS_REPLICATION_FACTOR"
 ENV_MIN_INSYNC_REPLICAS = "MODELEVENTS_MIN_INSYNC_REPLICAS"
+
+_cache: dict[tuple[Any, ...], tuple[KafkaConfig, PipelineSettings]] = {}
+
+
+def _environment() -> tuple[KafkaConfig, PipelineSettings]:
+    # Resolved again only when one of the variables changed (tests change them, services not).
+    from modelevents.services.kafka import config
+
+    snapshot = tuple(map(os.environ.get, config.WATCHED))
+    if (found := _cache.get(snapshot)) is None:
+        kafka = config.resolve_kafka()
+        found = (kafka, kafka.pipeline())
+        _cache.clear()  # only the latest
+        _cache[snapshot] = found
+    return found
+
+
+def environment_kafka() -> KafkaConfig:
+    """The kafka section as the environment (and ``$MODELEVENTS_CONFIG``) give it now."""
+    return _environment()[0]
+
+
+def _env_default(name: str) -> Any:
+    return getattr(_environment()[1], name)
 
 
 @dataclass(frozen=True)
 class PipelineSettings:
-    bootstrap_servers: str = field(default_factory=_default_bootstrap)
-    topic_prefix: str = field(
-        default_factory=lambda: os.environ.get("MODELEVENTS_TOPIC_PREFIX", "modelevents."))
-    partitions: int = field(default_factory=lambda: _int_env("MODELEVENTS_PARTITIONS", 4))
-    replication_factor: int = field(default_factory=lambda: _int_env(ENV_REPLICATION_FACTOR, 1))
+    """What every Kafka client of the pipeline is built with; each value not given is the
+    configuration's (:func:`environment_kafka`)."""
+
+    bootstrap_servers: str = field(default_factory=lambda: _env_default("bootstrap_servers"))
+    topic_prefix: str = field(default_factory=lambda: _env_default("topic_prefix"))
+    partitions: int = field(default_factory=lambda: _env_default("partitions"))
+    replication_factor: int = field(default_factory=lambda: _env_default("replication_factor"))
     # None: the default that follows the replication factor (see min_insync).
     min_insync_replicas: int | None = field(
-        default_factory=lambda: _optional_int_env(ENV_MIN_INSYNC_REPLICAS))
-    app_id: str = field(default_factory=lambda: os.environ.get("MODELEVENTS_APP_ID", "modelevents"))
-    tenant: str = field(default_factory=lambda: os.environ.get("MODELEVENTS_TENANT", "default"))
-    security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
+        default_factory=lambda: _env_default("min_insync_replicas"))
+    app_id: str = field(default_factory=lambda: _env_default("app_id"))
+    tenant: str = field(default_factory=lambda: _env_default("tenant"))
+    security: KafkaSecurity = field(default_factory=lambda: _env_default("security"))
 
     def __post_init__(self) -> None:
         if self.replication_factor < 1:

@@ -160,7 +160,8 @@ async def _describe(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, T
 async def durability_warnings(settings: PipelineSettings) -> list[str]:
     """One line for each existing pipeline topic with fewer replicas or a lower
     min.insync.replicas than the settings ask for. Not an error: topics that exist are kept as
-    they are (their replication is changed with Kafka's own tools), and a worker runs on them."""
+    they are by create (``topics check`` lists every difference, ``topics apply`` fixes them:
+    services/kafka/topic_drift.py), and a worker runs on them."""
     warnings = []
     for name, info in (await describe_topics(settings)).items():
         if info is None:
@@ -169,13 +170,13 @@ async def durability_warnings(settings: PipelineSettings) -> list[str]:
             warnings.append(
                 f"topic {name} has {info.replicas} replica(s), fewer than "
                 f"MODELEVENTS_REPLICATION_FACTOR={settings.replication_factor}; existing topics "
-                f"are kept as they are: add replicas with kafka-reassign-partitions.sh")
+                f"are kept as they are by create: `modelevents topics apply` prints the "
+                f"kafka-reassign-partitions.sh steps that add the replicas")
         if info.min_insync < settings.min_insync:
             warnings.append(
                 f"topic {name} has min.insync.replicas={info.min_insync}, below the "
                 f"{settings.min_insync} the settings ask for (MODELEVENTS_MIN_INSYNC_REPLICAS); "
-                f"raise it with kafka-configs.sh --alter --add-config "
-                f"min.insync.replicas={settings.min_insync}")
+                f"`modelevents topics apply` raises it (once the topic has that many replicas)")
     return warnings
 
 

@@ -42,6 +42,7 @@ from modelevents.services.processor.table_values import (
     UnreadableState,
     expiries,
     pack_alias,
+    run_status,
     unpack_alias,
     unpack_run,
 )
@@ -89,7 +90,10 @@ class Processor:
         self.app = app
         self.settings = settings
         self.tuning = tuning
-        self.stats = Stats()
+        self.stats = Stats(settings.partitions)
+        # Rebalances seen (revocations): a count of recovered runs started before one is stale.
+        self.rebalances = 0
+        self.runs_to_count = False  # a rebalance completed: count the runs recovered
         self.orders: list[PartitionOrder] = []
         self.log_starts = LogStarts(settings)
         names = settings.topic_names
@@ -128,9 +132,11 @@ class Processor:
         app.agent(app.topic(self.aliases_topic, schema=raw), name="aliases")(self._aliases_agent)
         app.on_partitions_assigned.connect(self._on_partitions_assigned)
         app.on_partitions_revoked.connect(self._on_partitions_revoked)
+        app.on_rebalance_complete.connect(self._on_rebalance_complete)
         app.timer(PartitionOrder.STALL_CHECK_S)(_guarded(self._check_stalled))
         app.timer(RecoveryWatch.CHECK_S)(_guarded(RecoveryWatch(app).check))
         app.timer(tuning.sweep_every)(_guarded(self._release_expired))
+        app.timer(RecoveryWatch.CHECK_S)(_guarded(self._count_recovered_runs))
         if tuning.stats_interval:
             app.timer(tuning.stats_interval)(_guarded(self._log_stats))
 
@@ -289,6 +295,9 @@ class Processor:
             outbox.add(self.runs_topic, key, codec.encode(sequence.state))
         self._write(outbox, writes)
         self.working.computed(changed)
+        for key, work in changed.items():
+            if work.sequence is not None:
+                self.stats.runs.put(key, work.sequence.state.status)
         return Computed(outbox, writes, [], list(changed), self._pending, self._completed)
 
     def _pack(self, key: bytes, work: RunWork, outbox: Outbox, published: set[bytes]) -> bytes:
@@ -656,6 +665,8 @@ class Processor:
             # in flight is never one that is here to be released.)
             if whole <= now:
                 writes.append((table, key, None))
+                if table is self.run_table:
+                    self.stats.runs.drop(key)
             else:  # a live run idle for the retention period keeps its numbering only
                 try:
                     work = unpack_run(value)
@@ -666,6 +677,35 @@ class Processor:
                 writes.append((table, key, work.pack(retention)))
             table.store_written(key, writes[-1][2])
         return writes
+
+    async def _count_recovered_runs(self) -> None:
+        """After a rebalance completed: count the runs of the owned partitions that the table
+        holds and the count has not yet (recovered from the changelog), and drop the counted
+        runs of partitions this worker no longer owns (services/processor/run_gauge.py)."""
+        if not self.runs_to_count:
+            return
+        self.runs_to_count = False
+        rebalances = self.rebalances
+        owned = {tp.partition for tp in self.app.consumer.assignment()
+                 if tp.topic == self.frames_topic}
+        runs = self.stats.runs
+        runs.keep_only(owned)
+        keys = [key for key in list(self.run_table.keys())
+                if key not in runs.state and runs.partition_of(key) in owned]
+        for start in range(0, len(keys), _SWEEP_YIELD_EVERY):
+            for key in keys[start:start + _SWEEP_YIELD_EVERY]:
+                value = self.run_table.lookup(key)
+                if value is None or key in runs.state:
+                    continue  # released, or counted by a batch since the list was made
+                try:
+                    status = run_status(value)
+                except UnreadableState:
+                    continue  # its records are dead-lettered (see _readable); not counted
+                if status is not None:
+                    runs.put(key, status)
+            await asyncio.sleep(0)  # a long table is counted between batches, not instead
+            if self.rebalances != rebalances:
+                return  # revoked meanwhile: the next completed rebalance counts again
 
     async def _check_stalled(self) -> None:
         lag: dict[tuple[str, int], int] = {}
@@ -688,6 +728,17 @@ class Processor:
         for lane in (self.run_lane, self.alias_lane):
             await lane.drain()
         self.rebalanced = True
+        # Their runs leave this worker's count now; their next owner counts them once recovered.
+        self.rebalances += 1
+        self.runs_to_count = False
+        gone = {tp.partition for tp in revoked if tp.topic == self.frames_topic}
+        self.stats.runs.keep_only(set(range(self.settings.partitions)) - gone)
+
+    async def _on_rebalance_complete(self, _sender: Any = None, /, *_args: Any,
+                                     **_kwargs: Any) -> None:
+        # Sent by Faust once the tables of the partitions assigned are recovered; the count is
+        # made by the timer (_count_recovered_runs), not here, so the streams resume at once.
+        self.runs_to_count = True
 
     async def _on_partitions_assigned(self, _sender: Any, assigned: Iterable[Any] = (), /,
                                       *_args: Any, **_kwargs: Any) -> None:

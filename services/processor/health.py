@@ -20,7 +20,9 @@ Both answer a small JSON object: ``{"status": "ok" | "starting" | "recovering" |
                   by provider and API; candidate events; ingest records; events sequenced, by
                   provider, API and kind; duplicates dropped; dead letters, by stage and error
                   type; runs that entered each state; batches), the consumer lag of each input
-                  partition it holds — read from the processor's own counters at scrape time,
+                  partition it holds, the runs it owns by their latest state (the gauge
+                  ``modelevents_worker_runs{state}``: services/processor/run_gauge.py) — read
+                  from the processor's own counters at scrape time,
                   so scraping costs the pipeline nothing — and the process's CPU, memory and
                   file descriptors (prometheus-client's process collector).
 
@@ -182,6 +184,14 @@ class _StatsCollector:
         for (topic, partition), value in stats.lag.copy().items():
             lag.add_metric((topic, str(partition)), value)
         yield lag
+        runs = GaugeMetricFamily(
+            "modelevents_worker_runs",
+            "Runs whose latest state is this state, among the runs this worker owns (those on "
+            "its assigned partitions whose state it holds); sum by (state) over the workers of "
+            "an app id for the cluster's count", labels=("state",))
+        for state, value in stats.runs.gauge():
+            runs.add_metric((state,), value)
+        yield runs
 
 
 class _Server(ThreadingHTTPServer):

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from modelevents.services.processor.run_gauge import RunsByState
+
 
 class Stats:
-    def __init__(self) -> None:
+    def __init__(self, partitions: int = 1) -> None:
         self.frames = self.candidates = self.ingested = self.events = self.dead = self.skipped = 0
         self.batches = 0  # of the run agent
         self.reported = (0, 0, 0, 0, 0)
@@ -20,6 +22,7 @@ class Stats:
         self.events_by: Counter[tuple[str, str, str]] = Counter()  # (provider, api, kind)
         self.dead_by: Counter[tuple[str, str]] = Counter()  # (stage, error_type)
         self.states_entered: Counter[str] = Counter()  # RunState.status a run moved into
+        self.runs = RunsByState(partitions)  # the runs this worker owns, by latest state
         # (topic, partition) -> records on the log not processed yet, from the partition
         # checks (faust_workarounds.PartitionOrder); replaced whole, never updated in place.
         self.lag: dict[tuple[str, int], int] = {}

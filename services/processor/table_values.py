@@ -50,7 +50,7 @@ from modelevents.services.run_logic.normalizer import RunNormalizer
 from modelevents.services.run_logic.sequencer import RunSequence
 
 __all__ = ["FORMAT", "RunWork", "UnreadableState", "expiries", "pack_alias", "unpack_alias",
-           "unpack_run"]
+           "unpack_run", "run_status"]
 
 FORMAT = 1
 _EXPIRY = struct.Struct("<dd")
@@ -110,6 +110,19 @@ def unpack_run(value: bytes | None) -> RunWork | None:
     work = RunWork(sequence=None if sequence is None else _checked_sequence(sequence))
     _restore_adapters(work, lambda: doc.get("normalizer"))
     return work
+
+
+def run_status(value: bytes) -> str | None:
+    """The RunState status a run's table value holds (None: no numbering yet), without
+    rebuilding its adapters. Raises UnreadableState."""
+    doc = _document(value)
+    if doc is None:  # an earlier version's pickle: read as the worker reads it
+        work = unpack_run(value)
+        sequence = None if work is None else work.sequence
+    else:
+        tree = doc.get("sequence")
+        sequence = None if tree is None else _checked_sequence(tree)
+    return None if sequence is None else sequence.state.status
 
 
 def _restore_adapters(work: RunWork, tree: Callable[[], Any]) -> None:

@@ -18,11 +18,15 @@ import orjson
 
 from modelevents.schemas.events import Approval, Envelope, EventSource, ModelEvent, ToolResult
 from modelevents.schemas.events import Payload as EventPayload
+from modelevents.schemas.vocabulary import Transport
 
 __all__ = ["tool_result_event", "approval_event", "approval_resolution", "executor_event",
-           "ADAPTER", "RunOf", "GRANTED", "DENIED"]
+           "ADAPTER", "TRANSPORT", "RunOf", "GRANTED", "DENIED"]
 
 ADAPTER = "modelevents-tool-executor/1"
+# The transport of every event built here: they come from no provider frame (audit verify's
+# frames check passes over them; consumers/audit_verify.py).
+TRANSPORT: Transport = "executor"
 # Approval.decision of an approval.resolved: exactly one of these (the executor runs the call on
 # GRANTED and refuses it on anything else).
 GRANTED, DENIED = "granted", "denied"
@@ -49,7 +53,7 @@ def executor_event(call: ModelEvent | RunOf, kind: str, key: str, payload: Event
     event_id = _event_id(call.run_id, kind, key)
     return ModelEvent(event_id=event_id, run_id=call.run_id, tenant=call.tenant,
                       provider=call.provider, api=call.api, model=call.model, kind=kind,
-                      source=EventSource(frame_id=event_id, index=0, transport="executor"),
+                      source=EventSource(frame_id=event_id, index=0, transport=TRANSPORT),
                       received_at=received_at, adapter=ADAPTER,
                       envelope=Envelope(content_type=content_type, body=envelope),
                       payload=payload)

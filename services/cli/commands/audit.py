@@ -30,20 +30,20 @@ EXIT_PROBLEMS = 1
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "audit", help="an append-only, SHA-256-chained archive of events, input packets (and "
-                      "frames); verify and export it",
-        description="`run` consumes the events and run-inputs topics (and frames) with a "
-                    "consumer group into "
+        "audit", help="an append-only, SHA-256-chained archive of events, input packets, tool "
+                      "receipts (and frames); verify and export it",
+        description="`run` consumes the events, run-inputs and receipts topics (and frames) "
+                    "with a consumer group into "
                     "Avro object container files under DIR, partitioned by tenant and hour, "
                     "every block chained by SHA-256 to the one before it, a manifest beside "
-                    "every file; `verify` proves the chain, each run's completeness and "
-                    "envelopes; `export` writes the archive as JSON lines or Parquet. "
+                    "every file; `verify` proves the chain, each run's completeness, envelopes, "
+                    "input packets and tool receipts; `export` writes the archive as JSON lines or Parquet. "
                     "docs/audit.md describes the format.",
         epilog="Exit status: 0 done / verified, 1 verify found problems, 2 error. " + ENV_HELP)
     sub = parser.add_subparsers(dest="audit_command", metavar="ACTION", required=True)
 
     p = sub.add_parser(
-        "run", help="archive events (and frames) until stopped",
+        "run", help="archive events, input packets, receipts (and frames) until stopped",
         description="Consume with a consumer group and append to the archive. Offsets are "
                     "committed only after the blocks, their manifest lines and a checkpoint "
                     "line are fsynced. After a crash, what was written past the last checkpoint "
@@ -52,6 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "Runs until SIGTERM/SIGINT, --until-end or --idle-exit.")
     p.add_argument("--out", required=True, metavar="DIR", help="the archive directory")
     p.add_argument("--with-frames", action="store_true", help="archive the frames topic too")
+    p.add_argument("--no-receipts", dest="with_receipts", action="store_false",
+                   help="leave out the tool executor's receipts topic (archived by default; "
+                        "verify then cannot prove the executor's tool results)")
     p.add_argument("--group", default=None,
                    help="consumer group (default: <app id>-audit, e.g. modelevents-audit)")
     p.add_argument("--codec", choices=CODECS, default="deflate",
@@ -69,12 +72,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run_archive)
 
     p = sub.add_parser(
-        "verify", help="prove the archive's chain, runs, envelopes and frames",
+        "verify", help="prove the archive's chain, runs, envelopes, frames, input packets and "
+                       "tool receipts",
         description="Check every block against its manifest and the chain across files, every "
                     "record, and per run: seq contiguous from 0, terminal runs whole, envelopes "
                     "present (close events excepted), a frame for every event when frames are "
-                    "archived. One line per problem (FAIL) and per note; runs without an input "
-                    "packet are listed as notes (no input packet is produced yet).",
+                    "archived, an input packet for every run the gateway started, a receipt "
+                    "for every tool result the executor wrote and a tool call for every "
+                    "receipt. One line per problem (FAIL) and per note; runs fed without an "
+                    "input packet and tool calls the application answered itself are notes.",
         epilog="Exit status: 0 everything holds, 1 a problem was found, 2 error.")
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -86,7 +92,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Every record of every block that matches its manifest, in archive order. "
                     "jsonl is exact: key and value (the Kafka value verbatim) and every bytes "
                     "field of the decoded record in base64; parquet needs pyarrow "
-                    "(pip install modelevents[audit]).")
+                    "(pip install modelevents[audit]) and writes the tool receipts as a table "
+                    "of their own beside FILE (a.parquet: a.receipts.parquet).")
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--format", choices=audit_export.FORMATS, default="jsonl")
     p.add_argument("--output", "-o", metavar="FILE",
@@ -107,12 +114,15 @@ def run_archive(args: argparse.Namespace) -> int:
         audit_writer.install_stop_signals(stop)
         return await audit_writer.archive_topics(
             settings, Path(args.out), group=group, with_frames=args.with_frames,
+            with_receipts=args.with_receipts,
             codec=args.codec, until_end=args.until_end, idle_exit=args.idle_exit,
             block_records=args.block_records, checkpoint_seconds=args.checkpoint_seconds,
             stop=stop, progress=_say)
 
-    _say(f"archiving {settings.topic('events')}"
-         + (f" and {settings.topic('frames')}" if args.with_frames else "")
+    topics = [settings.topic("events"), settings.topic("run-inputs")]
+    topics += [settings.topic("receipts")] if args.with_receipts else []
+    topics += [settings.topic("frames")] if args.with_frames else []
+    _say(f"archiving {', '.join(topics)}"
          + f" into {args.out} (group {group})")
     result = run_async(go())
     _say(f"stopped: {result.records:,} records archived in {result.checkpoints} checkpoints"
@@ -140,7 +150,8 @@ def run_verify(args: argparse.Namespace) -> int:
         s = summary
         print(f"verify: {'OK' if report.ok else 'FAILED'} — {s['files']} files, {s['blocks']} "
               f"blocks, {s['events']} events, {s['frames']} frames, {s['runs']} runs "
-              f"({s['terminal_runs']} terminal), {s['input_packets']} input packets; "
+              f"({s['terminal_runs']} terminal), {s['input_packets']} input packets, "
+              f"{s['receipts']} receipts; "
               f"{s['problems']} problems, {s['notes']} notes"
               + (f"; head {s['head']}" if s["head"] else ""))
     return EXIT_OK if report.ok else EXIT_PROBLEMS
@@ -152,6 +163,7 @@ def run_export(args: argparse.Namespace) -> int:
         if not args.output:
             raise audit_export.AuditError("--format parquet needs --output FILE")
         count = audit_export.export_parquet(root, Path(args.output))
+        _say(f"tool receipts in {audit_export.receipts_path(Path(args.output))}")
     elif args.output:
         with open(args.output, "w") as out:
             count = audit_export.export_jsonl(root, out)

@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
-from pathlib import Path
 
 from modelevents.services import logs
 from modelevents.services.cli.kafka_options import (
     ENV_HELP,
     add_kafka_options,
+    load_from_args,
     run_async,
-    settings_from_args,
 )
 
 log = logging.getLogger("modelevents.gateway")
@@ -43,7 +42,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=ENV_HELP + " Providers: OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_WEBHOOK_SECRET, "
                           "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, GEMINI_API_KEY (or "
                           "GOOGLE_API_KEY), GEMINI_BASE_URL, GEMINI_WEBHOOK_SECRET (several "
-                          "secrets: separate with commas).")
+                          "secrets: separate with commas), MODELEVENTS_API_TOKEN; each key, "
+                          "secret or token also as NAME_FILE. The config file (--config) sets "
+                          "provider base URLs and keys, webhook secrets per tenant, limits, the "
+                          "capability manifest, polling (services/gateway/config.py, "
+                          "docs/operations.md); followers of /v1/runs/{id}/events: "
+                          "follower_buffer_events (events of a followed run kept for late "
+                          "joiners, default 256), follower_queue_events (events one follower "
+                          "may have queued and not sent, default 1024), follower_patience_s (how "
+                          "long followers may send nothing while one's queue is full before "
+                          "that one's stream ends and it resumes with Last-Event-ID, default 2). "
+                          "Exit status 2: an invalid configuration (one line per problem).")
     add_gateway_options(p)
     p.set_defaults(run=run)
 
@@ -52,28 +61,19 @@ def add_gateway_options(p: argparse.ArgumentParser) -> None:
     """The options of the gateway (``modelevents ui`` serves the same gateway)."""
     p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port to listen on (default 8080)")
-    p.add_argument("--config", type=Path, default=None, metavar="FILE",
-                   help="gateway config, YAML or TOML (.toml): provider base URLs and keys, "
-                        "webhook secrets per tenant, limits, the capability manifest, polling; "
-                        "see services/gateway/config.py. Followers of /v1/runs/{id}/events: "
-                        "follower_buffer_events (events of a followed run kept for late "
-                        "joiners, default 256), follower_queue_events (events one follower may "
-                        "have queued and not sent, default 1024), follower_patience_s (how long "
-                        "followers may send nothing while one's queue is full before that one's "
-                        "stream ends and it resumes with Last-Event-ID, default 2)")
     add_kafka_options(p, partitions=True)
     p.add_argument("--loglevel", choices=LOG_LEVELS, default="info", help="log level (default info)")
 
 
-def build_config(args: argparse.Namespace):
-    """The GatewayConfig the options, the config file and the environment give."""
-    from modelevents.services.gateway.config import load_config
+def gateway_options(args: argparse.Namespace) -> dict[str, tuple[object, str]]:
+    """The gateway's own options as settings of the tree (`config show` has none of them)."""
+    return {"gateway.host": (getattr(args, "host", None), "--host"),
+            "gateway.port": (getattr(args, "port", None), "--port")}
 
-    given = args.bootstrap_servers or args.prefix is not None or args.partitions is not None
-    kafka = settings_from_args(args) if given else None
-    # `config show` has no --host/--port: the file's or the defaults then.
-    return load_config(args.config, kafka=kafka, host=getattr(args, "host", None),
-                       port=getattr(args, "port", None))
+
+def build_config(args: argparse.Namespace):
+    """The GatewayConfig the options, the environment and the config file give."""
+    return load_from_args(args, gateway_options(args)).settings.gateway
 
 
 def run(args: argparse.Namespace) -> int:

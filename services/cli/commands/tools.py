@@ -10,14 +10,14 @@ from modelevents.consumers.tools.executor import Executor
 from modelevents.consumers.tools.metrics import serve_metrics
 from modelevents.consumers.tools.policy import Policy
 from modelevents.consumers.tools.registry import load_registry
+from modelevents.schemas.errors import ConfigError
 from modelevents.services.cli.kafka_options import (
     ENV_HELP,
     add_kafka_options,
+    load_from_args,
     run_async,
-    settings_from_args,
 )
-
-EXAMPLE_TOOLS = "modelevents.consumers.tools.sqlite_tools"
+from modelevents.services.settings.sources import EXAMPLE_TOOLS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,16 +35,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "retry. Provider-hosted tools are never executed. Stops on Ctrl-C.",
         epilog=ENV_HELP + " Exit status: 0 stopped, 2 error (Kafka unreachable, topics missing, "
                           "a registry or policy that cannot be loaded).")
-    p.add_argument("--tools", default=EXAMPLE_TOOLS, metavar="MODULE",
+    p.add_argument("--tools", default=None, metavar="MODULE",
                    help="dotted path of a module defining `registry` (a ToolRegistry) or "
                         f"`make_registry(**options)` (default: {EXAMPLE_TOOLS}, the SQLite "
                         "examples get_weather and add_note)")
     p.add_argument("--db", type=Path, default=None, metavar="PATH",
                    help="passed to make_registry as db= (the SQLite examples' database)")
-    p.add_argument("--policy", type=Path, required=True, metavar="FILE",
+    p.add_argument("--policy", type=Path, default=None, metavar="FILE",
                    help="the policy (YAML or JSON): tenants, allowed tools, object scopes, "
-                        "budgets, approvals, auto-continue (consumers/tools/policy.py)")
-    p.add_argument("--group", default="modelevents-tools",
+                        "budgets, approvals, auto-continue (consumers/tools/policy.py); "
+                        "required, here or as tools.policy in the config file")
+    p.add_argument("--group", default=None,
                    help="consumer group (default modelevents-tools)")
     p.add_argument("--gateway", metavar="URL", default=None,
                    help="the gateway that continues runs (POST /v1/runs), e.g. "
@@ -60,14 +61,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_run)
 
 
+def tools_options(args: argparse.Namespace) -> dict[str, tuple[object, str]]:
+    """The executor's options as settings of the tree."""
+    return {"tools.policy": (args.policy, "--policy"), "tools.module": (args.tools, "--tools"),
+            "tools.db": (args.db, "--db"), "tools.group": (args.group, "--group"),
+            "tools.gateway_url": (args.gateway, "--gateway"),
+            "tools.tenants": (args.tenant, "--tenant"),
+            "tools.metrics_port": (args.metrics_port, "--metrics-port")}
+
+
 def _run(args: argparse.Namespace) -> int:
+    resolved = load_from_args(args, tools_options(args))
+    config = resolved.settings.tools
+    if config.policy is None:
+        raise ConfigError("tools run needs a policy: --policy FILE, or tools.policy in the "
+                          "config file")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    options = {"db": args.db} if args.db is not None else {}
-    executor = Executor(load_registry(args.tools, **options), Policy.from_file(args.policy),
-                        settings_from_args(args), group=args.group, gateway_url=args.gateway,
-                        tenant=args.tenant)
-    if args.metrics_port is not None:
-        server = serve_metrics(executor, args.metrics_port)
+    options = {"db": config.db} if config.db is not None else {}
+    executor = Executor(load_registry(config.module, **options), Policy.from_file(config.policy),
+                        resolved.settings.kafka.pipeline(), group=config.group,
+                        gateway_url=config.gateway_url, tenant=config.tenants)
+    if config.metrics_port is not None:
+        server = serve_metrics(executor, config.metrics_port)
         logging.getLogger("modelevents.tools").info(
             "metrics on http://0.0.0.0:%d/metrics", server.server_port)
     try:

@@ -21,10 +21,10 @@ from modelevents.services import logs
 from modelevents.services.cli.kafka_options import (
     ENV_HELP,
     add_kafka_options,
+    load_from_args,
     positive_float,
     positive_int,
     run_async,
-    settings_from_args,
 )
 from modelevents.services.kafka import topics
 from modelevents.services.processor.health import HealthServer, WorkerHealth
@@ -76,8 +76,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="log level (default info)")
     health = p.add_argument_group("health endpoint (for probes; services/processor/health.py)")
     health.add_argument("--health-port", type=positive_int, default=None, metavar="PORT",
-                        help="serve GET /healthz (alive) and GET /readyz (joined the group, "
-                             "tables recovered) on this port (default: no endpoint)")
+                        help="serve GET /healthz (alive), GET /readyz (joined the group, "
+                             "tables recovered) and GET /metrics (Prometheus: counters, consumer "
+                             "lag, modelevents_worker_runs{state}: the runs it owns by state) on "
+                             "this port (default: no endpoint)")
     health.add_argument("--health-host", default="0.0.0.0", metavar="ADDRESS",
                         help="address of the health endpoint (default 0.0.0.0)")
     p.set_defaults(run=run)
@@ -85,50 +87,41 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def default_workdir() -> Path:
-    if state_dir := os.environ.get("MODELEVENTS_STATE_DIR"):
-        return Path(state_dir)
-    root = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(root) / "modelevents" / "worker"
+    """The worker's state directory without --workdir: the configuration's (worker.state_dir,
+    MODELEVENTS_STATE_DIR), else $XDG_STATE_HOME/modelevents/worker."""
+    from modelevents.services.settings.tree import load_settings
+
+    return load_settings().settings.worker.workdir
 
 
-def retention_setting(args: argparse.Namespace) -> float | None:
-    if args.retention is not None:
-        return args.retention
-    raw = os.environ.get("MODELEVENTS_RUN_RETENTION")
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"MODELEVENTS_RUN_RETENTION={raw!r} is not a number of seconds") from None
-    if value <= 0:
-        raise ConfigError(f"MODELEVENTS_RUN_RETENTION={raw!r} must be greater than 0")
-    return value
+def worker_options(args: argparse.Namespace) -> dict[str, tuple[object, str]]:
+    """The worker's options as settings of the tree."""
+    return {"kafka.app_id": (args.app_id, "--app-id"),
+            "worker.state_dir": (args.workdir, "--workdir"),
+            "worker.run_retention_s": (args.retention, "--retention"),
+            "worker.batch_size": (args.batch_size, "--batch-size"),
+            "worker.stream_buffer": (args.stream_buffer, "--stream-buffer"),
+            "worker.session_timeout_s": (args.session_timeout, "--session-timeout")}
 
 
 def run(args: argparse.Namespace) -> int:
+    resolved = load_from_args(args, worker_options(args))  # an invalid one stops us here
+    settings, config = resolved.settings.kafka.pipeline(), resolved.settings.worker
     # Faust is imported here, not at module level: `modelevents --help` and the other commands
     # should not pay for it.
     import faust
 
     from modelevents.services import processor
 
-    settings = settings_from_args(args, app_id=args.app_id)
     tuning = processor.ProcessorTuning()
-    overrides: dict[str, object] = {}
-    if (retention := retention_setting(args)) is not None:
-        overrides["retention"] = retention
-    if args.batch_size is not None:
-        overrides["batch_size"] = args.batch_size
-    if args.stream_buffer is not None:
-        overrides["stream_buffer"] = args.stream_buffer
-    if args.session_timeout is not None:
-        overrides["session_timeout"] = args.session_timeout
+    given = {"retention": config.run_retention_s, "batch_size": config.batch_size,
+             "stream_buffer": config.stream_buffer, "session_timeout": config.session_timeout_s}
+    overrides = {name: value for name, value in given.items() if value is not None}
     try:
         tuning = dataclasses.replace(tuning, **overrides)  # type: ignore[arg-type]
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    workdir = args.workdir or default_workdir()
+    workdir = config.workdir
     try:
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

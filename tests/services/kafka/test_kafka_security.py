@@ -92,7 +92,7 @@ def test_a_file_that_is_not_pem_is_refused_at_start(tmp_path: Path):
     assert line.startswith("KAFKA_SSL_*: the TLS files cannot be loaded")
 
 
-def test_password_file_is_read_without_its_newline_and_the_variable_wins(tmp_path: Path):
+def test_password_file_is_read_without_its_newline_and_not_beside_the_variable(tmp_path: Path):
     secret = tmp_path / "password"
     secret.write_text(PASSWORD + "\n")
     env = {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
@@ -100,7 +100,9 @@ def test_password_file_is_read_without_its_newline_and_the_variable_wins(tmp_pat
     assert KafkaSecurity.from_env(env).client_options() == {
         "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
         "sasl_plain_username": "alice", "sasl_plain_password": PASSWORD}
-    assert KafkaSecurity.from_env({**env, "KAFKA_SASL_PASSWORD": "other"}).sasl_password == "other"
+    with pytest.raises(ConfigError, match=r"^KAFKA_SASL_PASSWORD and KAFKA_SASL_PASSWORD_FILE "
+                                          r"are both set"):
+        KafkaSecurity.from_env({**env, "KAFKA_SASL_PASSWORD": "other"})
     with pytest.raises(ConfigError, match=r"^KAFKA_SASL_PASSWORD_FILE=.*/gone: cannot read it"):
         KafkaSecurity.from_env({**env, "KAFKA_SASL_PASSWORD_FILE": str(tmp_path / "gone")})
 
@@ -137,6 +139,28 @@ def test_tls_context_is_built_from_the_files(tls: TLSFiles):
     assert [dict(entry[0] for entry in ca["subject"])["commonName"]
             for ca in context.get_ca_certs()] == [tls.ca_name]
     assert security.client_options() == {"security_protocol": "SSL", "ssl_context": context}
+
+
+def test_an_encrypted_key_opens_with_its_password_from_a_file(tls: TLSFiles, tmp_path: Path):
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(tls.client_key.read_bytes(), password=None)
+    locked = tmp_path / "client-locked.key"
+    locked.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(PASSWORD.encode())))
+    password = tmp_path / "key-password"
+    password.write_text(PASSWORD + "\n")
+    env = {"KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CAFILE": str(tls.ca),
+           "KAFKA_SSL_CERTFILE": str(tls.client_cert), "KAFKA_SSL_KEYFILE": str(locked)}
+    security = KafkaSecurity.from_env({**env, "KAFKA_SSL_PASSWORD_FILE": str(password)})
+    assert isinstance(security.ssl_context(), ssl.SSLContext)
+    assert PASSWORD not in repr(security)
+    # Without its password (or with a wrong one) the key does not load: refused at start.
+    for given in ({}, {"KAFKA_SSL_PASSWORD": "wrong"}):
+        [line] = problems({**env, **given})
+        assert line.startswith("KAFKA_SSL_*: the TLS files cannot be loaded")
+        assert PASSWORD not in line
 
 
 def test_a_key_that_does_not_match_the_certificate_is_refused(tls: TLSFiles):

@@ -21,6 +21,7 @@ from modelevents.services.processor.table_values import (
     UnreadableState,
     expiries,
     pack_alias,
+    run_status,
     unpack_alias,
     unpack_run,
 )
@@ -185,3 +186,14 @@ def test_a_class_an_earlier_version_had_and_this_one_does_not_drops_the_adapters
     upgraded = unpack_run(gone)
     assert upgraded.normalizer is None and "OpenAIChatAdaptez" in upgraded.dropped
     assert upgraded.sequence.state == unpack_run(legacy).sequence.state
+
+
+def test_run_status_reads_the_state_without_the_adapters_of_this_and_the_previous_version() -> None:
+    for work in (run_work(frames_fed=3), run_work()):
+        assert run_status(work.pack(retention=60)) == work.sequence.state.status
+    assert run_status(RunWork(RunNormalizer("run-1")).pack(retention=60)) is None  # no events yet
+    for api in sorted(LEGACY_HALVES):
+        value = (LEGACY / f"legacy-run-{api}.bin").read_bytes()
+        assert run_status(value) == unpack_run(value).sequence.state.status
+    with pytest.raises(UnreadableState):
+        run_status(b"\0" * 16 + b'{"format": 99}')

@@ -1,0 +1,127 @@
+"""The settings tree every command reads: ``kafka``, ``gateway``, ``worker``, ``tools``.
+
+One model per concern — :class:`~modelevents.services.kafka.config.KafkaConfig`,
+:class:`~modelevents.services.gateway.config.GatewayConfig`, :class:`WorkerConfig`,
+:class:`ToolsConfig` — composed into :class:`Settings`, resolved by :func:`load_settings` from
+defaults < the config file (``--config`` or ``$MODELEVENTS_CONFIG``) < the environment < the
+command's options. The gateway, the worker, the tool executor, the UI and the commands that
+read or write topics (audit, replay, feed, tail, topics, otel) all go through it, and
+``modelevents config show`` prints it with every value's origin.
+
+The worker's and the tool executor's sections, in the file::
+
+    worker:
+      state_dir: /var/lib/modelevents     # MODELEVENTS_STATE_DIR; --workdir
+      run_retention_s: 3600               # MODELEVENTS_RUN_RETENTION; --retention
+      batch_size: 1000                    # --batch-size
+      stream_buffer: 16384                # --stream-buffer
+      session_timeout_s: 30               # --session-timeout
+    tools:
+      policy: policy.yaml                 # --policy (required by `tools run`, here or there)
+      module: modelevents.consumers.tools.sqlite_tools   # --tools
+      db: notes.db                        # --db
+      group: modelevents-tools            # --group
+      gateway_url: http://127.0.0.1:8080  # --gateway
+      metrics_port: 9464                  # --metrics-port
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from modelevents.services.gateway.config import GATEWAY_ENV, GatewayConfig, gateway_defaults
+from modelevents.services.kafka.config import KAFKA_ENV, KafkaConfig, security_problems
+from modelevents.services.kafka.security import KafkaSecurity
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.settings.loader import LayeredSettings, Resolved, resolve
+from modelevents.services.settings.sources import EXAMPLE_TOOLS, EnvVar
+
+__all__ = ["ENV", "Settings", "ToolsConfig", "WorkerConfig", "load_settings"]
+
+
+class WorkerConfig(BaseModel):
+    """``modelevents worker``: its state directory and its processing (services/processor)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # None: $XDG_STATE_HOME/modelevents/worker (~/.local/state/modelevents/worker).
+    state_dir: Path | None = None
+    run_retention_s: float = Field(3600.0, gt=0)
+    batch_size: int | None = Field(None, ge=1)
+    stream_buffer: int | None = Field(None, ge=2)
+    session_timeout_s: float | None = Field(None, ge=6)
+
+    @property
+    def workdir(self) -> Path:
+        if self.state_dir is not None:
+            return self.state_dir
+        root = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        return Path(root) / "modelevents" / "worker"
+
+
+class ToolsConfig(BaseModel):
+    """``modelevents tools run``: which tools, under which policy (consumers/tools)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: Path | None = None
+    module: str = EXAMPLE_TOOLS
+    db: Path | None = None
+    group: str = "modelevents-tools"
+    gateway_url: str | None = None
+    tenants: list[str] | None = None
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+
+
+# The environment of the whole tree.
+ENV: tuple[EnvVar, ...] = (
+    *KAFKA_ENV, *GATEWAY_ENV,
+    EnvVar(("MODELEVENTS_STATE_DIR",), ("worker", "state_dir")),
+    EnvVar(("MODELEVENTS_RUN_RETENTION",), ("worker", "run_retention_s")),
+)
+
+# A stand-in for the gateway's Kafka settings while the tree is validated (it must not read the
+# environment itself); replaced by the tree's own kafka section once that is valid.
+_PLACEHOLDER = PipelineSettings(bootstrap_servers="", topic_prefix="", partitions=1,
+                                replication_factor=1, min_insync_replicas=None, app_id="",
+                                tenant="", security=KafkaSecurity())
+
+
+class Settings(LayeredSettings):
+    """The whole configuration; ``gateway.kafka`` is the ``kafka`` section's PipelineSettings."""
+
+    kafka: KafkaConfig = Field(default_factory=lambda: KafkaConfig.model_validate({}))
+    gateway: GatewayConfig = Field(
+        default_factory=lambda: GatewayConfig.model_validate({"kafka": _PLACEHOLDER}))
+    worker: WorkerConfig = Field(default_factory=lambda: WorkerConfig.model_validate({}))
+    tools: ToolsConfig = Field(default_factory=lambda: ToolsConfig.model_validate({}))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gateway_kafka(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and isinstance(data.get("gateway"), Mapping):
+            data = {**data, "gateway": {**data["gateway"], "kafka": _PLACEHOLDER}}
+        return data
+
+    @classmethod
+    def cross_checks(cls, values: Mapping[str, Any]) -> list[str]:
+        return security_problems(values.get("kafka"))
+
+    @model_validator(mode="after")
+    def _share_kafka(self) -> Settings:
+        self.gateway.kafka = self.kafka.pipeline()
+        return self
+
+
+def load_settings(config: Path | str | None = None, *, env: Mapping[str, str] | None = None,
+                  cli: Mapping[str, tuple[Any, str]] | None = None) -> Resolved[Settings]:
+    """The tree from defaults < ``config`` (else ``$MODELEVENTS_CONFIG``) < ``env`` (default
+    the process's) < ``cli`` (``{"gateway.port": (9000, "--port")}``, None: not given).
+    Raises ConfigProblems with every problem, one line each."""
+    return resolve(Settings, config=config, env=env, tables=ENV, cli=cli,
+                   defaults={"gateway": gateway_defaults()})
