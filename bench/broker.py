@@ -8,14 +8,18 @@ stopped and its data removed when the bench ends.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from modelevents.services.kafka import topics
+from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.local import kafka_broker
 
 
@@ -39,3 +43,14 @@ def bench_broker(port: int, name: str) -> Iterator[str]:
         if started.started:
             kafka_broker.stop(kafka)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def bench_topics(port: int, name: str) -> Iterator[PipelineSettings]:
+    """Settings on the bench's broker (:func:`bench_broker`) with a fresh topic prefix, the
+    pipeline's topics created."""
+    with bench_broker(port, name) as bootstrap:
+        settings = PipelineSettings(bootstrap_servers=bootstrap,
+                                    topic_prefix=f"bench{uuid.uuid4().hex[:6]}.")
+        asyncio.run(topics.ensure_topics(settings))
+        yield settings

@@ -17,8 +17,10 @@ assets, every error an RFC 9457 problem, ``problems.py``).
 The app's lifespan starts what every request shares through ``app.state.gateway``
 (``services/gateway/state.py``): one idempotent Kafka producer (acks=all), the fetcher, the HTTP
 client to the providers, the capability manifest, the calls in flight, the views of the
-``run-owners`` and ``runs`` topics (read from their start: ``/readyz`` is 503 until they have
-read what the topics held) and the shared readers of followed runs; it stops them on shutdown,
+``run-owners``, ``runs`` and ``calls`` topics (read from their start: ``/readyz`` is 503 until
+they have read what the topics held) and the shared readers of followed runs, and takes up the
+background calls its instance id was polling before it stopped, or an instance silent for the
+lease was (``handover.py``); it stops them on shutdown,
 closing their Kafka consumers (calls in flight are cancelled: their frames so far are on Kafka,
 and the run's state says where it stopped). A :class:`KafkaUnavailable` raised
 while a request waits for Kafka becomes 503 with ``Retry-After``: the sender retries, and nothing
@@ -52,6 +54,7 @@ from modelevents.services.gateway import (
     event_frames,
     forwarded,
     forwarded_input,
+    handover,
     health,
     run_list,
     runs,
@@ -59,6 +62,7 @@ from modelevents.services.gateway import (
     webhooks,
 )
 from modelevents.services.gateway.auth import CHALLENGE, token_tenant
+from modelevents.services.gateway.calls import CallsView, new_incarnation
 from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, load_manifest
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.deliveries import Deliveries
@@ -123,15 +127,24 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
         # them) and the shared readers of followed runs.
         gateway.owners = RunOwners(config.kafka)
         gateway.run_states = RunStates(config.kafka)
+        # The calls records the replicas share (services/gateway/calls.py, handover.py).
+        gateway.calls = CallsView(config.kafka)
+        gateway.incarnation = new_incarnation()
+        gateway.calls.listeners.append(lambda record: handover.nudge_on_cancel(gateway, record))
         gateway.followers = RunFollowers(
             config.kafka, buffer_events=config.follower_buffer_events,
             max_pending=config.follower_queue_events, patience_s=config.follower_patience_s)
         for view in gateway.views:
             await view.start()
         app.state.gateway = gateway
+        # This instance's heartbeat; the background calls it was polling before it stopped, and
+        # those of instances silent for the lease, taken up.
+        taking_up = asyncio.create_task(handover.keep_calls(gateway), name="keep calls")
         try:
             yield
         finally:
+            taking_up.cancel()
+            await asyncio.gather(taking_up, return_exceptions=True)
             await gateway.runs.close()
             await gateway.followers.close()  # each reader's consumer closed
             for view in gateway.views:

@@ -35,6 +35,12 @@ SASL included)::
     poll_max_s: 10.0                          # … up to this …
     terminal_timeout_s: 600                   # … until the provider says the run is terminal
     max_calls_in_flight: 1000                 # beyond: POST /v1/runs answers 429
+    instance_id: gw-0                         # this replica in the calls records; the next
+                                              # process with this id takes up its background
+                                              # calls (default $MODELEVENTS_GATEWAY_INSTANCE,
+                                              # else the host name; services/gateway/handover.py)
+    call_lease_s: 60                          # an instance silent this long: other replicas
+                                              # take up its calls
     follower_buffer_events: 256               # GET /v1/runs/{id}/events: events of a followed run
                                               # kept for followers that join late …
     follower_queue_events: 1024               # … events one follower may have queued, not sent …
@@ -77,7 +83,9 @@ errors, and only the verifier and the fetch read their values.
 from __future__ import annotations
 
 import base64
+import os
 import re
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -137,6 +145,12 @@ def _check_tenant(tenant: str) -> str:
         return check_id(tenant, "tenant")
     except InvalidId as exc:
         raise ValueError(str(exc)) from None
+
+
+def _default_instance() -> str:
+    # A host name may hold characters an id may not (a Windows one): those become "-".
+    name = os.environ.get("MODELEVENTS_GATEWAY_INSTANCE") or socket.gethostname() or "gateway"
+    return re.sub(r"[^A-Za-z0-9._:-]", "-", name)[:200]
 
 
 def secret_key(secret: str) -> bytes:
@@ -244,6 +258,12 @@ class GatewayConfig(BaseModel):
     local_runs: int = Field(10_000, ge=1)
     # Provider calls in flight at once; beyond, POST /v1/runs answers 429 (Retry-After).
     max_calls_in_flight: int = Field(1000, ge=1)
+    # Who this replica is in the calls records: unique among the live gateways, the same after a
+    # restart (a StatefulSet's pod name), so that the next process with it takes up its calls.
+    instance_id: str = Field(default_factory=lambda: _default_instance())
+    # A gateway instance not heard of for this long (its heartbeat on the calls topic) has its
+    # calls in flight taken up by another replica (services/gateway/handover.py).
+    call_lease_s: float = Field(60.0, gt=0)
     # Connections to the providers (all calls share one pool).
     max_provider_connections: int = Field(200, ge=1)
     # Followers of GET /v1/runs/{id}/events (services/gateway/followers.py): the events of a
@@ -273,6 +293,14 @@ class GatewayConfig(BaseModel):
     @classmethod
     def _tenant_is_an_id(cls, value: str) -> str:
         return _check_tenant(value)
+
+    @field_validator("instance_id")
+    @classmethod
+    def _instance_is_an_id(cls, value: str) -> str:
+        try:
+            return check_id(value, "instance_id")
+        except InvalidId as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("providers")
     @classmethod

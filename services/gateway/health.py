@@ -62,7 +62,8 @@ async def readiness(gateway: Gateway, views_wait: float = READY_VIEWS_WAIT_S,
         if not await view.wait_until(view.caught_up.is_set, views_wait):
             return 503, {"status": "not ready",
                          "reason": f"the gateway is still reading {view.topic} from its start "
-                                   "(who owns each run id, the runs' states); retry shortly"}
+                                   "(who owns each run id, the runs' states, their calls); "
+                                   "retry shortly"}
     return status, body
 
 

@@ -162,6 +162,10 @@ class CallRunner:
         self._follow_ups = asyncio.Lock()  # one poll or cancel at a time, answers in order
         # Told the provider object id once the call learns it (LocalRuns routes webhooks by it).
         self.on_object_id: Callable[[str], None] | None = None
+        self.object_known = asyncio.Event()  # the calls record is told (handover.py)
+        # Asked before each poll: False once another gateway process took the call up (its
+        # calls record names another call), and the polling stops.
+        self.still_ours: Callable[[], bool] = lambda: True
 
     # --- what the gateway calls -----------------------------------------------------------
 
@@ -216,6 +220,10 @@ class CallRunner:
         except orjson.JSONDecodeError:
             return {}
         return answer if isinstance(answer, dict) else {}
+
+    def look_again(self) -> None:
+        """A polled call polls now (a cancel another gateway process sent)."""
+        self._cancel_requested.set()
 
     @property
     def cursor(self) -> str | None:
@@ -355,6 +363,10 @@ class CallRunner:
                 delay = self.timing.poll_initial  # after a cancel, look soon
             except TimeoutError:
                 delay = min(self.timing.poll_max, delay * 2)
+            if not self.still_ours():
+                self.outcome.notes.append("another gateway process took the call up; this one "
+                                          "stopped polling it")
+                return
             try:
                 await self._poll_once()
                 failures = 0
@@ -417,6 +429,7 @@ class CallRunner:
 
     def _learned_object_id(self, object_id: str) -> None:
         self.outcome.object_id = object_id
+        self.object_known.set()
         if self.on_object_id is not None:
             self.on_object_id(object_id)
 

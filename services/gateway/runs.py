@@ -6,6 +6,7 @@
     GET  /v1/runs/{id}/messages    the whole transcript: the input packet's, then the model's
     POST /v1/runs/{id}/cancel      ask the provider to cancel a background call
     POST /v1/runs/{id}/reconcile   read a live run's provider object back until it ends
+                                   (?take_over=true: a call another gateway instance left)
 
 The request is checked against the capability manifest before anything is sent (422 naming,
 per candidate target, what it lacks), and Kafka must be ready (503 otherwise: output it could
@@ -14,7 +15,8 @@ target chosen (``adapters/requests``); its input packet — the neutral request,
 fingerprint, the target — is written to ``run-inputs`` and acknowledged before the call is sent
 (``input_packets.py``; 503 with nothing sent when Kafka does not take it), and the call is
 carried out by
-:class:`~modelevents.services.gateway.runner.CallRunner` in the background. The answer does not
+:class:`~modelevents.services.gateway.runner.CallRunner` in the background, its ``calls``
+record kept current by ``handover.carry_out``. The answer does not
 wait for the provider: the run id comes back at once, and everything the provider sends is on
 ``frames`` and, normalized, on ``events`` and ``runs``.
 
@@ -24,13 +26,25 @@ results, on the same provider or another. Only one call of a run is in flight at
 and a run that ended (completed, incomplete, failed, cancelled) takes no more calls (409: a new
 turn is a new run). A client that retries a POST sends the same ``Idempotency-Key``: the first
 answer is given again (header ``Idempotent-Replayed: true``) and nothing is sent twice; the same
-key with another body is a 422. Keys are remembered by this gateway process (the latest
-``local_runs``): behind a load balancer, route a key to one process.
+key with another body is a 422 (``idempotency.py``).
 
-A run whose outcome is unknown — its gateway restarted while polling it, the polling timed out,
-a stream was cut — is reconciled before anything is retried: ``/reconcile`` polls its provider
-object (OpenAI Responses, Interactions) with the same backoff and terminal timeout, and the run
-ends as the provider says.
+**Replicas.** What those rules need is on Kafka, not in a process: the compacted ``calls`` topic
+holds every run's latest call (which gateway instance has it in flight, its provider object,
+``in_flight`` / ``cancel_requested`` / ``ended``) and every key's answer (``calls.py``). So any
+number of gateways behind a load balancer answer as one, with no affinity: a key answered by
+one is answered again by another, a call in flight on one is a 409 on the others, a cancel sent
+to any reaches the provider (by the object the record names; the polling gateway then polls at
+once), and ``GET /v1/runs/{id}`` shows the record as ``call_record``. A gateway that restarts —
+SIGKILL, crash or deploy — takes up the background calls its instance id was polling, with no
+client request, and the calls of an instance silent for ``call_lease_s`` are taken up by another
+replica (``handover.py`` says the rule, and what happens when the previous process is still
+alive).
+
+A run whose outcome is unknown — the polling timed out, a stream was cut, its gateway is gone for
+good — is reconciled before anything is retried: ``/reconcile`` polls its provider object (OpenAI
+Responses, Interactions) with the same backoff and terminal timeout, and the run ends as the
+provider says. A call another gateway instance has in flight is refused (409: two gateways never
+poll one call) unless ``?take_over=true`` (that instance is not coming back).
 
 A run id belongs to one tenant (``owners.py``): the first request naming it (or the gateway,
 making one up) claims it on ``run-owners`` before anything is sent to a provider, and a request
@@ -53,8 +67,7 @@ import asyncio
 import hashlib
 import logging
 import uuid
-from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,8 +77,8 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from modelevents.adapters.errors import RenderError
-from modelevents.adapters.registry import API_FACTS
-from modelevents.adapters.requests import Endpoint, WireRequest, build
+from modelevents.adapters.registry import api_facts
+from modelevents.adapters.requests import build
 from modelevents.schemas.errors import InvalidId
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.ids import check_id, new_call_tag
@@ -73,14 +86,16 @@ from modelevents.schemas.run_input import RunInput
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES, RunState
 from modelevents.schemas.transcript import NeutralRequest, messages_from_events
 from modelevents.services.errors import CapabilityRejected, FollowUpFailed
+from modelevents.services.gateway import handover, idempotency
 from modelevents.services.gateway.auth import caller_tenant, may_see
+from modelevents.services.gateway.calls import ENDED, CallRecord, KeyRecord
 from modelevents.services.gateway.followers import json_default, sse_event
 from modelevents.services.gateway.health import readiness
 from modelevents.services.gateway.input_packets import InputPackets, latest_packet, packet_summary
 from modelevents.services.gateway.problems import problem_response
 from modelevents.services.gateway.router import route
 from modelevents.services.gateway.run_views import run_history
-from modelevents.services.gateway.runner import CallRunner, CallTiming, ProviderCall
+from modelevents.services.gateway.runner import CallRunner, ProviderCall
 from modelevents.services.gateway.state import RETRY_AFTER_S, Gateway, gateway_of
 
 __all__ = ["router", "LocalRuns", "known_run"]
@@ -91,8 +106,6 @@ router = APIRouter(tags=["runs"])
 
 MAX_IDEMPOTENCY_KEY = 255
 MAX_CORRELATION_ID = 255
-# The APIs whose provider objects a GET reads back (their ApiFacts' follow_up.get).
-READ_BACK_APIS = frozenset(api for api, facts in API_FACTS.items() if facts.follow_up.get)
 
 
 def _error(status: int, message: str, code: str | None = None, headers: dict[str, str] | None
@@ -124,23 +137,25 @@ async def start_run(neutral: NeutralRequest, request: Request,
             check_id(neutral.run_id)
         except InvalidId as exc:
             return _error(422, str(exc), "invalid_id")
-    runs = gateway.runs
+    claim = None
     if idempotency_key is not None:
         digest = hashlib.sha256(neutral.model_dump_json().encode()).hexdigest()
-        earlier = runs.answer_for((tenant, idempotency_key), digest)
-        if earlier is not None:
+        earlier = await idempotency.answer_or_claim(gateway, tenant, idempotency_key, digest)
+        if isinstance(earlier, Response):
             return earlier
+        claim = earlier
+    answered = False
     try:
-        return await _start(gateway, neutral, tenant,
-                            (tenant, idempotency_key) if idempotency_key else None,
-                            x_correlation_id)
+        answer = await _start(gateway, neutral, tenant, claim, x_correlation_id)
+        answered = answer.status_code == 202
+        return answer
     finally:
-        if idempotency_key is not None:
-            runs.forget_pending((tenant, idempotency_key))
+        if claim is not None and not answered:
+            await idempotency.release(gateway, claim)
 
 
 async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
-                 key: tuple[str, str] | None, correlation_id: str | None = None) -> Response:
+                 claim: KeyRecord | None, correlation_id: str | None = None) -> Response:
     config = gateway.config
     try:
         target = route(neutral, gateway.manifest,
@@ -177,24 +192,31 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
         run_id=run_id, tenant=tenant, wire=wire, call_tag=gateway.runs.next_tag(run_id),
         stream=neutral.streams, background=neutral.background, base_url=provider.base_url,
         api_key=provider.api_key.get_secret_value() if provider.api_key else None)
-    # The input packet first, acknowledged (KafkaUnavailable → 503 with nothing sent): a call
-    # the gateway makes always has its packet.
-    packet = gateway.packets.packet(
-        neutral, run_id=run_id, tenant=tenant, call=call.call_tag, provider=target.provider,
-        api=target.api, model=target.model, correlation_id=correlation_id)
-    await gateway.publish_input(packet)
-    runner = CallRunner(call, gateway.http, gateway.publish_all, _timing(gateway))
+    # The run's call in flight on every replica (409 while another one is), then the input
+    # packet and the key's answer, each acknowledged (KafkaUnavailable → 503 with nothing
+    # sent): a call the gateway makes always has its packet, and a retry never sends it again.
+    await handover.begin_call(gateway, call)
+    links = {"state": f"/v1/runs/{run_id}", "events": f"/v1/runs/{run_id}/events",
+             "messages": f"/v1/runs/{run_id}/messages", "cancel": f"/v1/runs/{run_id}/cancel"}
+    try:
+        packet = gateway.packets.packet(
+            neutral, run_id=run_id, tenant=tenant, call=call.call_tag, provider=target.provider,
+            api=target.api, model=target.model, correlation_id=correlation_id)
+        await gateway.publish_input(packet)
+        answer = {"run_id": run_id, "call": call.call_tag, "provider": target.provider,
+                  "api": target.api, "model": target.model, "background": neutral.background,
+                  "stream": neutral.streams, "preferred_met": list(target.preferred_met),
+                  "input_fingerprint": packet.fingerprint, "links": links}
+        if claim is not None:
+            await idempotency.remember(gateway, claim, answer)
+    except BaseException as exc:
+        await handover.update_call(gateway, run_id, call.call_tag, state=ENDED,
+                                   note=f"not sent: {exc}")
+        raise
+    runner = CallRunner(call, gateway.http, gateway.publish_all, handover.timing(gateway))
     gateway.runs.start(runner, _run_and_record(gateway, runner, packet))
     log.info("run %s call %s → %s/%s/%s%s", run_id, call.call_tag, target.provider, target.api,
              target.model, " (background)" if neutral.background else "", extra=call.log_fields)
-    links = {"state": f"/v1/runs/{run_id}", "events": f"/v1/runs/{run_id}/events",
-             "messages": f"/v1/runs/{run_id}/messages", "cancel": f"/v1/runs/{run_id}/cancel"}
-    answer = {"run_id": run_id, "call": call.call_tag, "provider": target.provider,
-              "api": target.api, "model": target.model, "background": neutral.background,
-              "stream": neutral.streams, "preferred_met": list(target.preferred_met),
-              "input_fingerprint": packet.fingerprint, "links": links}
-    if key is not None:
-        gateway.runs.remember(key, answer)
     return JSONResponse(answer, status_code=202, headers={"Location": links["state"]})
 
 
@@ -202,7 +224,7 @@ async def _run_and_record(gateway: Gateway, runner: CallRunner, packet: RunInput
     """Carry out the call, then write its packet again with what the call learned (best effort:
     the packet of revision 0 stands when Kafka does not take it)."""
     try:
-        await runner.run()
+        await handover.carry_out(gateway, runner, runner.run())
     finally:
         try:
             await gateway.publish_input(InputPackets.after_call(
@@ -218,10 +240,15 @@ async def _run_and_record(gateway: Gateway, runner: CallRunner, packet: RunInput
 async def get_run(run_id: str, request: Request) -> dict[str, Any]:
     """``state``: the latest RunState on the ``runs`` topic (null until the processor wrote one);
     ``calls``: the provider calls this gateway process made for the run, newest last (another
-    gateway process of a deployment knows its own)."""
+    gateway process of a deployment knows its own); ``call_record``: the run's latest call as
+    every replica knows it (the ``calls`` topic: its gateway instance, provider object,
+    ``in_flight`` / ``cancel_requested`` / ``ended``), null for a run no gateway called."""
     gateway = gateway_of(request)
-    state, _owner = known_run(request, run_id)
-    return {"run_id": run_id, "state": _jsonable(state), "calls": gateway.runs.describe(run_id)}
+    state, owner = known_run(request, run_id)
+    record = gateway.calls.call(run_id)
+    return {"run_id": run_id, "state": _jsonable(state), "calls": gateway.runs.describe(run_id),
+            "call_record": record.describe() if record is not None and record.tenant == owner
+            else None}
 
 
 @router.get(
@@ -318,17 +345,23 @@ def _from_call(events: list[ModelEvent], call: str) -> list[ModelEvent]:
 
 @router.post("/v1/runs/{run_id}/cancel", status_code=202,
              summary="Ask the provider to cancel the run's background call",
-             responses={404: {"description": "no call of this run here"},
+             responses={404: {"description": "no call of this run on any gateway"},
                         409: {"description": "not a background call, its provider object is "
                                              "not known yet, or it ended already"},
                         502: {"description": "the provider refused or could not be reached"}})
 async def cancel_run(run_id: str, request: Request) -> JSONResponse:
-    """The run ends ``cancelled`` only when the provider confirms it: watch ``events``."""
+    """The run ends ``cancelled`` only when the provider confirms it: watch ``events``. A call
+    another replica polls is cancelled by the provider object its calls record names; that
+    replica polls at once."""
     gateway = gateway_of(request)
     _check_path_id(run_id)
     runner = gateway.runs.latest(run_id)
-    if runner is None or not may_see(request, runner.call.tenant):
-        raise HTTPException(404, detail=f"run {run_id!r} has no call made by this gateway")
+    record = gateway.calls.call(run_id)
+    if runner is None or (record is not None and record.call != runner.call.call_tag
+                          and handover.in_flight_elsewhere(gateway, record)):
+        return await _cancel_elsewhere(gateway, request, run_id, record)
+    if not may_see(request, runner.call.tenant):
+        raise HTTPException(404, detail=f"run {run_id!r} has no call made by a gateway")
     call = runner.call
     if not runner.cancellable:
         raise HTTPException(409, detail=f"{call.api} call {call.call_tag} is not a background "
@@ -336,22 +369,56 @@ async def cancel_run(run_id: str, request: Request) -> JSONResponse:
     if runner.outcome.completed:
         raise HTTPException(409, detail=f"call {call.call_tag} already ended: the provider says "
                                         f"{runner.outcome.status!r}")
-    try:
-        answer = await runner.cancel()
-    except FollowUpFailed as exc:
-        raise HTTPException(502, detail=str(exc)) from None
-    except Exception as exc:
-        log.warning("run %s: cancel asked, its answer not published: %s", run_id, exc,
-                    extra=call.log_fields)
-        return _error(503, f"the provider was asked to cancel, but its answer could not be "
-                           f"written to Kafka ({exc}); the run's next poll shows the outcome",
-                      "kafka_unavailable", {"Retry-After": str(RETRY_AFTER_S)})
+    answer = await _cancelled(run_id, call, runner.cancel())
+    if isinstance(answer, JSONResponse):
+        return answer
     if answer is None:
         raise HTTPException(409, detail="the provider object is not known yet; try again in a "
                                         "moment")
     if not gateway.runs.busy(run_id) and not runner.outcome.completed:
         gateway.runs.settle(runner)  # the call's polling had ended: follow the cancel to its end
-    return JSONResponse({"run_id": run_id, "call": call.call_tag, "requested": True,
+    return _cancel_answer(run_id, call.call_tag, answer)
+
+
+async def _cancel_elsewhere(gateway: Gateway, request: Request, run_id: str,
+                            record: CallRecord | None) -> JSONResponse:
+    if record is None or not may_see(request, record.tenant):
+        raise HTTPException(404, detail=f"run {run_id!r} has no call made by a gateway")
+    if not record.background or api_facts(record.api).follow_up.cancel is None:
+        raise HTTPException(409, detail=f"{record.api} call {record.call} is not a background "
+                                        "call; only background calls can be cancelled")
+    if not record.in_flight:
+        raise HTTPException(409, detail=f"call {record.call} already ended")
+    answer = await _cancelled(run_id, None, handover.cancel_elsewhere(gateway, record))
+    if isinstance(answer, JSONResponse):
+        return answer
+    if answer is None:
+        raise HTTPException(409, detail="the provider object is not known yet; try again in a "
+                                        "moment")
+    return _cancel_answer(run_id, record.call, answer)
+
+
+async def _cancelled(run_id: str, call: ProviderCall | None,
+                     asked: Awaitable[dict[str, Any] | None]
+                     ) -> dict[str, Any] | JSONResponse | None:
+    """The provider's answer to a cancel (None: its object is not known yet); 502 when it
+    refused; the 503 to answer when its answer could not be written to Kafka."""
+    try:
+        return await asked
+    except FollowUpFailed as exc:
+        raise HTTPException(502, detail=str(exc)) from None
+    except HTTPException:
+        raise
+    except Exception as exc:
+        log.warning("run %s: cancel asked, its answer not published: %s", run_id, exc,
+                    extra=call.log_fields if call is not None else {"run_id": run_id})
+        return _error(503, f"the provider was asked to cancel, but its answer could not be "
+                           f"written to Kafka ({exc}); the run's next poll shows the outcome",
+                      "kafka_unavailable", {"Retry-After": str(RETRY_AFTER_S)})
+
+
+def _cancel_answer(run_id: str, call_tag: str, answer: dict[str, Any]) -> JSONResponse:
+    return JSONResponse({"run_id": run_id, "call": call_tag, "requested": True,
                          "provider_status": answer.get("status"),
                          "note": "the run ends cancelled when the provider confirms it"},
                         status_code=202)
@@ -360,13 +427,19 @@ async def cancel_run(run_id: str, request: Request) -> JSONResponse:
 @router.post("/v1/runs/{run_id}/reconcile", status_code=202,
              summary="Read the run's provider object back until the provider says it ended",
              responses={404: {"description": "no such run"},
-                        409: {"description": "the run ended, a call of it is in flight here, or "
-                                             "its API has no object to read back"},
+                        409: {"description": "the run ended, a call of it is in flight on a "
+                                             "gateway (without take_over), or its API has no "
+                                             "object to read back"},
                         422: {"description": "the run's provider is not configured here"}})
-async def reconcile_run(run_id: str, request: Request) -> JSONResponse:
+async def reconcile_run(run_id: str, request: Request,
+                        take_over: bool = Query(False, description=(
+                            "take the run's call in flight on another gateway instance over "
+                            "(that instance is gone for good): it stops polling if it is alive"))
+                        ) -> JSONResponse:
     """For a run left in progress (the gateway restarted while polling it, the polling timed out,
     a stream was cut): the provider's object — the last one the run's events named — is polled
-    to its end and published, so the run ends as the provider says."""
+    to its end and published, so the run ends as the provider says. A call another gateway
+    polls is refused (409: two gateways never poll one call) unless ``take_over``."""
     gateway = gateway_of(request)
     state, _owner = known_run(request, run_id)
     if state is None:
@@ -375,26 +448,28 @@ async def reconcile_run(run_id: str, request: Request) -> JSONResponse:
     if state.status in TERMINAL_RUN_STATES:
         raise HTTPException(409, detail=f"run {run_id!r} ended {state.status}; nothing to "
                                         "reconcile")
-    if state.api not in READ_BACK_APIS or not state.provider_object_ids:
+    if state.api not in handover.READ_BACK_APIS or not state.provider_object_ids:
         raise HTTPException(409, detail=f"run {run_id!r} ({state.api}) names no provider object "
                                         "that can be read back (only OpenAI Responses and Gemini "
                                         "Interactions objects can)")
-    provider = gateway.config.provider(state.provider or "")
-    if provider is None or not provider.takes_runs:
-        raise HTTPException(422, detail=f"provider {state.provider!r} is not configured on this "
-                                        "gateway")
+    current = gateway.calls.call(run_id)
+    in_flight = handover.in_flight_elsewhere(gateway, current)
+    if in_flight and not take_over:
+        raise handover.conflict(current)  # type: ignore[arg-type]
     object_id = state.provider_object_ids[-1]
-    call = ProviderCall(
-        run_id=run_id, tenant=state.tenant, call_tag=gateway.runs.next_tag(run_id),
-        wire=WireRequest(state.api, state.provider or "", state.model or "", Endpoint("GET", ""),
-                         {}),
-        stream=False, background=True, base_url=provider.base_url,
-        api_key=provider.api_key.get_secret_value() if provider.api_key else None)
-    runner = CallRunner(call, gateway.http, gateway.publish_all, _timing(gateway))
-    runner.outcome.object_id = object_id
-    gateway.runs.start(runner, runner.settle())
-    log.info("run %s: reconciling %s %s", run_id, state.api, object_id, extra=call.log_fields)
-    return JSONResponse({"run_id": run_id, "call": call.call_tag, "provider_object_id": object_id,
+    record = CallRecord(run_id=run_id, tenant=state.tenant, rev=0, call="", instance="",
+                        incarnation="", provider=state.provider or "", api=state.api,
+                        model=state.model or "", background=True, stream=False,
+                        object_id=object_id)
+    runner = handover.read_back_runner(gateway, record, gateway.runs.next_tag(run_id))
+    await handover.begin_call(gateway, runner.call, object_id=object_id,
+                              supersede=current.call if in_flight and current else None,
+                              note="reconcile" + (" (taken over)" if in_flight else ""))
+    gateway.runs.start(runner, handover.carry_out(gateway, runner, runner.settle()))
+    log.info("run %s: reconciling %s %s", run_id, state.api, object_id,
+             extra=runner.call.log_fields)
+    return JSONResponse({"run_id": run_id, "call": runner.call.call_tag,
+                         "provider_object_id": object_id,
                          "note": "the run ends as the provider says; watch its events"},
                         status_code=202, headers={"Location": f"/v1/runs/{run_id}"})
 
@@ -458,13 +533,6 @@ async def _event_stream(gateway: Gateway, run_id: str, owner: str, after: int,
             yield sse_event(event)
 
 
-def _timing(gateway: Gateway) -> CallTiming:
-    config = gateway.config
-    return CallTiming(poll_initial=config.poll_initial_s, poll_max=config.poll_max_s,
-                      terminal_timeout=config.terminal_timeout_s, attempts=config.call_attempts,
-                      backoff=config.call_backoff_s)
-
-
 def _jsonable(value: Any) -> Any:
     return None if value is None else orjson.loads(orjson.dumps(value, default=json_default))
 
@@ -475,51 +543,15 @@ class _RunCalls:
     task: asyncio.Task[Any] | None = None  # the call in flight (or the settling after a cancel)
 
 
-_PENDING = object()  # an idempotent request being answered right now
-
-
 class LocalRuns:
-    """The calls this gateway process made, per run, and the answers to idempotent requests
-    (bounded: beyond ``keep``, the runs whose calls ended longest ago are forgotten — their state
-    stays on ``runs`` — and the oldest idempotency keys)."""
+    """The calls this gateway process made, per run (bounded: beyond ``keep``, the runs whose
+    calls ended longest ago are forgotten — their state and their calls record stay on Kafka)."""
 
     def __init__(self, keep: int = 10_000) -> None:
         self.keep = keep
         self._runs: dict[str, _RunCalls] = {}
-        self._answers: OrderedDict[tuple[str, str], Any] = OrderedDict()
         # Provider object id → the run whose call it is (the calls of the runs kept above).
         self._objects: dict[str, str] = {}
-
-    # --- idempotency --------------------------------------------------------------------------
-
-    def answer_for(self, key: tuple[str, str], digest: str) -> Response | None:
-        """The first answer to a request with this key again, a refusal, or None (go on: the
-        key is now pending)."""
-        known = self._answers.get(key)
-        if known is None:
-            self._answers[key] = (digest, _PENDING)
-            return None
-        first_digest, answer = known
-        if first_digest != digest:
-            return _error(422, f"Idempotency-Key {key[1]!r} was used for another request body; "
-                               "use a new key for a new request", "idempotency_key_reused")
-        if answer is _PENDING:
-            return _error(409, f"a request with Idempotency-Key {key[1]!r} is being answered; "
-                               "retry in a moment", "idempotency_key_pending",
-                          {"Retry-After": "1"})
-        return JSONResponse(answer, status_code=202, headers={
-            "Location": answer["links"]["state"], "Idempotent-Replayed": "true"})
-
-    def remember(self, key: tuple[str, str], answer: dict[str, Any]) -> None:
-        self._answers[key] = (self._answers[key][0], answer)
-        while len(self._answers) > self.keep:
-            self._answers.popitem(last=False)
-
-    def forget_pending(self, key: tuple[str, str]) -> None:
-        """A request that got no 202 leaves nothing: its retry is a new attempt."""
-        known = self._answers.get(key)
-        if known is not None and known[1] is _PENDING:
-            del self._answers[key]
 
     # --- calls --------------------------------------------------------------------------------
 

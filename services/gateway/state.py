@@ -1,8 +1,10 @@
 """What the gateway's routes share while it runs: its config, the Kafka producer, the recently
 acknowledged webhook deliveries, the fetcher, and for runs the capability manifest, the HTTP
 client to the providers, the calls in flight, the view of run states, the owners of run ids
-(:meth:`Gateway.owner_of`, :meth:`Gateway.claim_run`: services/gateway/owners.py) and the
-followers of runs' events (services/gateway/followers.py).
+(:meth:`Gateway.owner_of`, :meth:`Gateway.claim_run`: services/gateway/owners.py), the calls
+records every replica shares (:attr:`Gateway.calls`: services/gateway/calls.py; this process is
+``instance`` / ``incarnation`` in them) and the followers of runs' events
+(services/gateway/followers.py).
 
 One :class:`Gateway` lives in ``app.state.gateway`` from the app's startup to its shutdown
 (``services/gateway/app.py``); routes reach it with :func:`gateway_of`. Publishing goes through
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     import httpx
     from aiokafka import AIOKafkaProducer
 
+    from modelevents.services.gateway.calls import CallsView
     from modelevents.services.gateway.capabilities import Manifest
     from modelevents.services.gateway.deliveries import Deliveries
     from modelevents.services.gateway.fetch import Fetcher
@@ -97,6 +100,8 @@ class Gateway:
     runs: LocalRuns = field(init=False)
     run_states: RunStates = field(init=False)
     owners: RunOwners = field(init=False)
+    calls: CallsView = field(init=False)
+    incarnation: str = field(init=False)  # this process among those of its instance id
     followers: RunFollowers = field(init=False)
     packets: InputPackets = field(init=False)
     acked: AckedDeliveries = field(init=False)
@@ -132,6 +137,11 @@ class Gateway:
     def settings(self) -> PipelineSettings:
         return self.config.kafka
 
+    @property
+    def instance(self) -> str:
+        """The instance id the calls records name (services/gateway/handover.py)."""
+        return self.config.instance_id
+
     # --- run ids and their owners (services/gateway/owners.py) --------------------------------
 
     def owner_of(self, run_id: str) -> str | None:
@@ -147,7 +157,7 @@ class Gateway:
     @property
     def views(self) -> tuple[TopicView, ...]:
         """The views of whole topics the gateway keeps (started by the app's lifespan)."""
-        return (self.owners, self.run_states)
+        return (self.owners, self.run_states, self.calls)
 
     def views_caught_up(self) -> bool:
         """Whether an owner not found is really nobody's (the views read their topics to the
@@ -185,6 +195,12 @@ class Gateway:
         topic = self.settings.topic("run-owners")
         return await self._bounded(self.producer.send_and_wait(
             topic, key=run_key_bytes(run_id), value=value))
+
+    async def publish_call(self, key: bytes, value: bytes) -> Any:
+        """Write one calls record (services/gateway/calls.py) and wait for its
+        acknowledgement; RecordMetadata."""
+        return await self._bounded(self.producer.send_and_wait(
+            self.settings.topic("calls"), key=key, value=value))
 
     async def publish_input(self, packet: RunInput) -> Any:
         """Write one input packet (``run-inputs``, key run_id; one too large for a record as its

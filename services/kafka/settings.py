@@ -50,6 +50,9 @@ TOPICS: dict[str, bool] = {
     # Input packets of runs (RunInput, key run_id; services/gateway/input_packets.py): the
     # latest packet of each run.
     "run-inputs": True,
+    # The gateway's calls (JSON; services/gateway/calls.py): per run its latest call (key run_id)
+    # and the idempotency keys' answers, shared by the replicas and kept over restarts.
+    "calls": True,
     # ToolReceipts of the tool executor (consumers/tools/receipts.py, key run_id): every attempt
     # of every application tool call; what a restarted executor dedupes and reconciles against.
     "receipts": False,

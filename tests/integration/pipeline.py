@@ -138,15 +138,18 @@ def kafka_args(settings: PipelineSettings) -> list[str]:
 
 
 def start_gateway_process(settings: PipelineSettings, port: int, log_path: Path,
-                          *options: str, ready_within: float = 90.0) -> subprocess.Popen:
-    """``modelevents [OPTIONS] gateway`` as a user starts it, in a session of its own (stop it
-    with ``os.killpg``), its stderr in ``log_path``; returned once ``/readyz`` answers 200."""
+                          *options: str, ready_within: float = 90.0,
+                          config: Path | None = None) -> subprocess.Popen:
+    """``modelevents [OPTIONS] gateway [--config CONFIG]`` as a user starts it, in a session of
+    its own (stop it with ``os.killpg``), its stderr in ``log_path``; returned once ``/readyz``
+    answers 200."""
     import httpx
 
     with log_path.open("wb") as log:
         gateway = subprocess.Popen(
             [sys.executable, "-m", "modelevents.services.cli", *options, "gateway",
-             "--port", str(port), *kafka_args(settings), "--partitions", str(settings.partitions)],
+             "--port", str(port), *kafka_args(settings), "--partitions", str(settings.partitions),
+             *(["--config", str(config)] if config is not None else [])],
             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     deadline = time.monotonic() + ready_within

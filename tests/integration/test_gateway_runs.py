@@ -108,6 +108,9 @@ def start_gateway(settings: PipelineSettings, sim: SimulatorHandle
 
     def start(**overrides: Any) -> ServedApp:
         values: dict[str, Any] = dict(
+            # Each gateway a replica of its own (the same instance id would take up the
+            # background calls an earlier one left in flight: test_gateway_replicas.py).
+            instance_id=f"gw-{secrets.token_hex(4)}",
             kafka=settings, ack_timeout_s=5.0, poll_initial_s=0.05, poll_max_s=0.2,
             call_backoff_s=0.05, fetch_backoff_s=0.05,
             providers={
@@ -120,6 +123,12 @@ def start_gateway(settings: PipelineSettings, sim: SimulatorHandle
         values.update(overrides)
         served = serve_in_thread(create_app(GatewayConfig(**values), manifest=manifest))
         started.append(served)
+        # Used once ready, as a load balancer would: before, a GET of a run may be a 503
+        # "still reading" (test_gateway_lifespan.py tests that).
+        deadline = time.monotonic() + SETTLE_S
+        while httpx.get(f"{served.url}/readyz", timeout=30).status_code != 200:
+            assert time.monotonic() < deadline, "the gateway did not get ready"
+            time.sleep(0.05)
         return served
 
     yield start
@@ -715,8 +724,10 @@ def test_api_tokens_bind_each_caller_to_its_tenant(start_gateway, sim):
 
 def test_a_run_left_in_progress_by_a_stopped_gateway_is_reconciled_by_another(start_gateway,
                                                                              sim):
-    # The first gateway stops while it polls a background run (a deploy); the second one knows
-    # the run from the runs topic only, and reads its provider object back to the end.
+    # The first gateway stops while it polls a background run (scaled down: its instance id
+    # does not come back); the second one knows the run from the runs topic only, and — the
+    # calls record still naming the first one's call, which it left in flight — takes the call
+    # over explicitly and reads its provider object back to the end.
     first = start_gateway(poll_initial_s=0.3, poll_max_s=0.3)
     started = start_run(first, neutral("openai", "openai-responses",
                                        "sim:openai-responses/background-8-polls", background=True))
@@ -724,10 +735,13 @@ def test_a_run_left_in_progress_by_a_stopped_gateway_is_reconciled_by_another(st
     wait_run(first, run_id, lambda b: b["state"] and b["state"]["provider_object_ids"],
              "the run's object id on runs")
     first.stop()
-    second = start_gateway()
+    second = start_gateway(call_lease_s=600.0)  # the first not silent long enough to take over
     body = wait_run(second, run_id, lambda b: b["state"] is not None, "the run on runs")
     assert body["calls"] == [] and body["state"]["status"] in ("queued", "in_progress")
-    answer = httpx.post(f"{second.url}/v1/runs/{run_id}/reconcile", timeout=30)
+    refused = httpx.post(f"{second.url}/v1/runs/{run_id}/reconcile", timeout=30)
+    assert refused.status_code == 409 and "in flight on gateway instance" in refused.text
+    answer = httpx.post(f"{second.url}/v1/runs/{run_id}/reconcile", params={"take_over": "true"},
+                        timeout=30)
     assert answer.status_code == 202, answer.text
     assert answer.json()["provider_object_id"] == body["state"]["provider_object_ids"][-1]
     wait_run(second, run_id, settled("completed"), "completed")

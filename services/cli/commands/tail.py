@@ -29,6 +29,7 @@ from modelevents.services.cli.kafka_options import (
     run_async,
     settings_from_args,
 )
+from modelevents.services.gateway.calls import decode_record
 from modelevents.services.gateway.owners import claim_document
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
@@ -45,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tail",
         help="print the records of a pipeline topic (events, runs, dlq, frames, ingest, run-owners, "
-             "run-inputs, receipts) as JSON lines",
+             "run-inputs, receipts, calls) as JSON lines",
         description="Read a pipeline topic and print one JSON object per record: a ModelEvent as "
                     "`modelevents normalize` prints it (kind, seq, payload fields, run_id, "
                     "event_id, frame_id, ...), a RunState with all its fields, a DeadLetter with "
@@ -53,7 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "(base64 in body_base64 when it is not UTF-8), a run-id claim on run-owners "
                     "as the JSON object the gateway wrote (v, run_id, tenant, claimed_at), an input packet on "
                     "run-inputs with all its fields (one cut into pieces once, at its last "
-                    "piece, with _pieces; a piece before it as {\"piece\": ...}). Stops "
+                    "piece, with _pieces; a piece before it as {\"piece\": ...}), a gateway's "
+                    "calls record (a run's latest call, or an Idempotency-Key's answer) as the "
+                    "JSON object it wrote. Stops "
                     "after --timeout seconds without a record, or with --until-terminal when the "
                     "run's terminal state is reached.",
         epilog=ENV_HELP + f" Exit status: 0 ok, {EXIT_NOT_TERMINAL} --until-terminal timed out "
@@ -128,6 +131,16 @@ def claim_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
     return doc, None
 
 
+def calls_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
+    """A ``calls`` record: the JSON object the gateway wrote (services/gateway/calls.py), or why
+    it is not one (the gateways skip it)."""
+    try:
+        decode_record(rec.key, rec.raw)
+    except ValueError as exc:
+        return {}, f"not a calls record: {exc}; the gateways skip it"
+    return orjson.loads(rec.raw or b""), None
+
+
 def input_projection(assembler: PacketAssembler, rec: clients.Record
                      ) -> tuple[dict[str, Any], str | None]:
     """A ``run-inputs`` record: its packet (RunInput) with all its fields — a packet cut into
@@ -187,6 +200,7 @@ async def tail(settings: PipelineSettings, topic: str, out: BinaryIO, *, run_id:
     keys = ((lambda key: is_packet_key(key, run_id)) if inputs is not None and run_id is not None
             else None)
     receipts = full == settings.topic("receipts")
+    calls = full == settings.topic("calls")
     async for rec in clients.read_records(settings, topic, run_id=run_id, timeout=idle,
                                            until=until, from_beginning=from_beginning, keys=keys):
         if rec is None:
@@ -197,6 +211,8 @@ async def tail(settings: PipelineSettings, topic: str, out: BinaryIO, *, run_id:
             line, error = input_projection(inputs, rec)
         elif receipts:
             line, error = receipt_projection(rec)
+        elif calls:
+            line, error = calls_projection(rec)
         elif rec.error is not None:
             line, error = {}, rec.error
         else:
