@@ -1,7 +1,9 @@
 """Pipeline settings: where Kafka is, what the topics are called, how many partitions they have.
 
-The topics are :data:`TOPICS`; ``run-owners`` is the gateway's (which tenant owns each run id,
-kept for ever), the others the pipeline's.
+The topics are :data:`TOPICS`: the pipeline's (``frames``, ``ingest``, ``events``, ``runs``,
+``dlq``), the gateway's (``run-owners``: which tenant owns each run id, kept for ever;
+``run-inputs``: the runs' input packets; ``calls``: the calls the replicas share) and the tool
+executor's ``receipts``.
 
 Every value has a default that works with the project's own local broker and can be set in the
 ``kafka:`` section of the config file (``$MODELEVENTS_CONFIG``) or, over it, from the

@@ -4,9 +4,9 @@
                        19400 + 10 * worker index (controller on port + 1), state in a temp dir;
                        yields its bootstrap string; stops it at the end of the session.
     pipeline_settings  function: PipelineSettings on that broker with a fresh topic prefix and
-                       Faust app id, its six topics created (frames, ingest, events, runs, dlq
-                       and the gateway's run-owners: services/settings.TOPICS); they are
-                       deleted afterwards.
+                       Faust app id, every topic of services/kafka/settings.TOPICS created
+                       (the pipeline's, the gateway's run-owners, run-inputs and calls, the
+                       executor's receipts); they are deleted afterwards.
     make_settings      function: a factory for more such settings in one test
                        (``make_settings(partitions=2, create_topics=False)``).
     settings           function: such settings with the pipeline tests' partition count
