@@ -10,7 +10,7 @@
   (``owners.py``) and the shared readers of followed runs (``followers.py``), are its peers: the
   app's lifespan starts and stops all three (``app.py``), and readiness waits for the views
   (``health.py``).
-- :func:`run_events` / :func:`run_history` (``event_reads.py``, re-exported here) read one run's
+- :func:`live_run_events` / :func:`run_history` (``event_reads.py``, re-exported here) read one run's
   events of one tenant from ``events``, each ``seq`` once, in order.
 
 All of this only reads: the one write of the read side is a claim (``owners.py``), made through
@@ -24,12 +24,12 @@ from collections.abc import Callable
 from typing import Any
 
 from modelevents.schemas.run_state import RunState
-from modelevents.services.gateway.event_reads import IDLE_TICK_S, run_events, run_history
+from modelevents.services.gateway.event_reads import IDLE_TICK_S, live_run_events, run_history
 from modelevents.services.gateway.topic_view import TopicView
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 
-__all__ = ["RunStates", "run_events", "run_history", "IDLE_TICK_S"]
+__all__ = ["RunStates", "live_run_events", "run_history", "IDLE_TICK_S"]
 
 log = logging.getLogger(__name__)
 
