@@ -41,15 +41,20 @@ class RunStates(TopicView):
         super().__init__(settings, "runs")
         self.states: dict[str, RunState] = {}
         self.object_runs: dict[str, str] = {}  # provider object id → the run that announced it
+        # Told (before, after) of every state read: the live run lists (run_list.py).
+        self.watchers: set[Callable[[RunState | None, RunState], None]] = set()
 
     def apply(self, message: Any) -> bool:
         record = clients.decode_record(message)
         if not isinstance(record.value, RunState):
             return False
         state = record.value
+        before = self.states.get(state.run_id)
         self.states[state.run_id] = state
         for object_id in state.provider_object_ids:
             self.object_runs.setdefault(object_id, state.run_id)
+        for watcher in list(self.watchers):
+            watcher(before, state)
         return True
 
     def get(self, run_id: str) -> RunState | None:

@@ -124,6 +124,8 @@ def test_a_recorded_run_appears_in_the_list_and_completes_on_screen(settings, si
                                                                      start_gateway, page):
     gateway = start_gateway()
     recording = "openai-responses/tool-loop-two-responses.sse"
+    lists: list[str] = []
+    page.on("request", lambda r: lists.append(r.url) if "/v1/runs?" in r.url else None)
     page.goto(f"{gateway.url}/ui")
     started = start_run(gateway, neutral("openai", "openai-responses",
                                          "sim:openai-responses/tool-loop-two-responses"))
@@ -131,11 +133,12 @@ def test_a_recorded_run_appears_in_the_list_and_completes_on_screen(settings, si
     expected = run_state_of(offline(recording, run_id))
     assert expected.status == "completed"
 
-    # The list shows it (polled live: the page was open before the run started).
+    # The list shows it (pushed: the page was open before the run started, and asked once).
     row = page.locator(f'#runs-body tr[data-run-id="{run_id}"]')
     expect(row).to_be_visible()
     expect(row).to_contain_text("openai / openai-responses")
     expect(row.locator(".badge")).to_have_text("completed")
+    assert len(lists) == 1 and "watch=true" in lists[0], lists
     usage = expected.usage
     assert usage is not None
     expect(row).to_contain_text(f"{usage.input_tokens} / {usage.output_tokens} / "

@@ -4,7 +4,7 @@
 
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "modelevents.token";
-const LIST_POLL_MS = 1000;
+const LIST_RETRY_MS = 1000;
 const EVENT_LOG_ROWS = 200;
 const WAITING_TEXT = {
   tool_results: "Waiting for tool results: the model asked for a tool the application runs.",
@@ -84,7 +84,6 @@ function showList() {
   let stopped = false;
   let extra = []; // rows of older pages asked for with "Older runs"
   let nextCursor = null;
-  let lastBody = "";
   let selected = 0;
 
   function query(cursor) {
@@ -124,29 +123,63 @@ function showList() {
     $("providers").replaceChildren(...providers.map((p) => el("option", { value: p })));
   }
 
-  async function refresh() {
-    try {
-      const page = await apiJson("/v1/runs?" + query());
-      const text = JSON.stringify(page);
-      if (text !== lastBody) {
-        lastBody = text;
-        if (!extra.length) nextCursor = page.next_cursor;
-        const rows = page.runs.concat(extra.filter((r) => !page.runs.some((p) => p.run_id === r.run_id)));
-        render(rows);
-        $("more").hidden = !nextCursor;
-        $("list-status").textContent = rows.length
-          ? `${rows.length} run${rows.length === 1 ? "" : "s"}${page.complete ? "" : " (still reading the runs topic)"}`
-          : "No runs to show" + (token ? " for this token." : ".");
-      }
-    } catch (error) {
-      $("list-status").textContent = `Could not list runs: ${error.message}`;
-    }
+  // The list is pushed: GET /v1/runs?watch=true sends the first page, then every change of a
+  // run these filters show (services/gateway/run_list.py).
+  const live = new Map(); // run id → row, of the first page and the changes since
+  let complete = true;
+  let controller = null;
+
+  function show() {
+    const sortKey = (r) => [r.started_at || r.updated_at || 0, r.run_id];
+    const newestFirst = (a, b) => {
+      const [x, y] = [sortKey(a), sortKey(b)];
+      return y[0] - x[0] || (y[1] > x[1] ? 1 : y[1] < x[1] ? -1 : 0);
+    };
+    const rows = [...live.values()].sort(newestFirst)
+      .concat(extra.filter((r) => !live.has(r.run_id)));
+    render(rows);
+    $("more").hidden = !nextCursor;
+    $("list-status").textContent = rows.length
+      ? `${rows.length} run${rows.length === 1 ? "" : "s"}${complete ? "" : " (still reading the runs topic)"}`
+      : "No runs to show" + (token ? " for this token." : ".");
   }
 
-  async function loop() {
-    while (!stopped) {
-      await refresh();
-      await sleep(LIST_POLL_MS);
+  function onChange({ kind, data }) {
+    if (!data) return;
+    const body = JSON.parse(data);
+    if (kind === "page") {
+      live.clear();
+      for (const row of body.runs) live.set(row.run_id, row);
+      complete = body.complete;
+      if (!extra.length) nextCursor = body.next_cursor;
+    } else if (kind === "run") {
+      live.set(body.run_id, body);
+      extra = extra.filter((r) => r.run_id !== body.run_id);
+    } else if (kind === "gone") {
+      live.delete(body.run_id);
+      extra = extra.filter((r) => r.run_id !== body.run_id);
+    } else return;
+    show();
+  }
+
+  async function refresh() {
+    if (controller) controller.abort();
+    const mine = controller = new AbortController();
+    while (!stopped && controller === mine) {
+      try {
+        const response = await api("/v1/runs?" + query() + "&watch=true", { signal: mine.signal });
+        if (!response.ok) {
+          let message = response.statusText;
+          try { message = (await response.json()).error || message; } catch (e) { /* not JSON */ }
+          $("list-status").textContent = `Could not list runs: ${response.status} ${message}`;
+        } else {
+          await readSse(response.body.getReader(), onChange);
+        }
+      } catch (error) {
+        if (mine.signal.aborted) return;
+        $("list-status").textContent = `Could not list runs: ${error.message}; trying again…`;
+      }
+      await sleep(LIST_RETRY_MS); // the stream ended (a gateway restart, fell behind): again
     }
   }
 
@@ -155,12 +188,11 @@ function showList() {
     const page = await apiJson("/v1/runs?" + query(nextCursor));
     extra = extra.concat(page.runs);
     nextCursor = page.next_cursor;
-    lastBody = "";
-    await refresh();
+    show();
   }
 
   function onFilter() {
-    extra = []; lastBody = ""; selected = 0;
+    extra = []; selected = 0;
     const search = query();
     history.replaceState(null, "", "#/" + (search.toString() ? "?" + search : ""));
     refresh();
@@ -188,9 +220,10 @@ function showList() {
   form.addEventListener("submit", (e) => { e.preventDefault(); onFilter(); });
   $("more").onclick = more;
   document.addEventListener("keydown", onKey);
-  loop();
+  refresh();
   return { kind: "list", stop() {
     stopped = true;
+    if (controller) controller.abort();
     form.removeEventListener("input", onFilter);
     document.removeEventListener("keydown", onKey);
   } };
