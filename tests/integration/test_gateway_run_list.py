@@ -29,7 +29,7 @@ from modelevents.services.local import feeder
 from modelevents.services.local.asgi_thread import ServedApp
 from modelevents.services.run_logic.executor_events import RunOf, approval_event
 from modelevents.services.run_logic.run_machine import run_state_of
-from tests.integration.pipeline import feed, run
+from tests.integration.pipeline import feed, kafka_args, run
 from tests.integration.test_gateway_runs import (  # noqa: F401  (fixtures)
     settings,
     sim,
@@ -305,3 +305,21 @@ def test_a_watcher_lists_only_its_tokens_tenant(settings, start_gateway):
         watch.close()
     assert {body["run_id"] for kind, body in watch.events if kind == "run"} == {f"{tag}-b"}
     assert listing(gateway, "beta-token", expect=403, tenant="acme", watch="true")
+
+
+def test_a_run_fed_without_the_gateway_lasts_as_long_as_its_feed(settings, start_gateway):
+    """``modelevents feed`` stamps each frame when it sends it, as the gateway stamps a frame it
+    receives: the run's events carry those times, and the list's duration is the feed's (it
+    was 0 ms, every frame stamped alike)."""
+    gateway = start_gateway()
+    run_id = f"fd{uuid.uuid4().hex[:8]}"
+    fed = subprocess.run([sys.executable, "-m", "modelevents.services.cli", "feed",
+                          str(FIXTURES / RECORDINGS[1]), "--run-id", run_id, "--rate", "20",
+                          *kafka_args(settings)], capture_output=True, timeout=SETTLE_S)
+    assert fed.returncode == 0, fed.stderr
+    [row] = wait_listed(gateway, lambda rows: bool(rows) and rows[0]["finished_at"] is not None,
+                        "the fed run's end", q=run_id)
+    # Paced at 20 frames/s, the last frame went at least (frames − 1) / 20 s after the first.
+    frames = len(feeder.frames_for_file(FIXTURES / RECORDINGS[1]).frames)
+    assert row["duration_ms"] == row["finished_at"] - row["started_at"]
+    assert row["duration_ms"] >= (frames - 1) * 1000 // 20 - 1
