@@ -6,8 +6,9 @@ Starts a broker of its own, the topics and the gateway (bench/ui_stack.py; no wo
 writes what a worker would — each run's RunState on ``runs`` and its ModelEvents on ``events``).
 Debian's headless Chromium opens one page per run (``/ui#/runs/<id>``, 1280×800), each following
 its run over SSE as an operator's would — each page in a browser context of its own, as
-separate operators: one browser profile keeps at most 6 HTTP/1.1 connections to one host, and
-every open run view holds one.
+separate operators (each profile's pages share one stream of their runs, ``GET /v1/events``,
+through a SharedWorker); ``--one-browser`` opens them as tabs of one profile instead, all 20
+runs on one connection.
 
 1. **Latency.** Text deltas are written to ``events`` at ``--rate`` events/s in all, round-robin
    over ``--runs`` open runs, for ``--seconds``. For each event: the time just before it is
@@ -205,15 +206,18 @@ def wait_pages(pages: list, want: int, what: str, timeout: float = 600) -> None:
 def latency(stack: Stack, browser, args: argparse.Namespace) -> dict[str, float]:
     run_ids = [f"lat-{uuid.uuid4().hex[:8]}-{n}" for n in range(args.runs)]
     open_runs(stack, run_ids)
-    # A browser context per page: one context (a browser profile) holds at most 6 HTTP/1.1
-    # connections to the gateway, and each open run view keeps one (its SSE stream).
+    # A browser context per page, as separate operators (the same as before issue #15's shared
+    # stream, when a profile's sixth open run view waited for a connection), or one for all.
     contexts, pages = [], []
     for run_id in run_ids:
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
-        context.add_init_script(RENDERED_HOOK)
+        if args.one_browser and contexts:
+            context = contexts[0]  # every page a tab of one profile: one shared stream
+        else:
+            context = browser.new_context(viewport={"width": 1280, "height": 800})
+            context.add_init_script(RENDERED_HOOK)
+            contexts.append(context)
         page = context.new_page()
         page.goto(f"{stack.url}/ui#/runs/{run_id}")
-        contexts.append(context)
         pages.append(page)
     wait_pages(pages, len(run_ids), "every run's first event")
     arrived: dict[tuple[str, int], float] = {}
@@ -314,6 +318,9 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=10_000, help="events of the memory run")
     parser.add_argument("--port", type=int, default=19960, help="port of the bench's broker")
     parser.add_argument("--gateway-port", type=int, default=19970)
+    parser.add_argument("--one-browser", action="store_true",
+                        help="open the run views as tabs of one browser profile (their events "
+                             "on one shared stream) rather than one profile each")
     parser.add_argument("--trace", action="store_true",
                         help="run the gateway traced (bench/traced_gateway.py) and print where "
                              "an event's time goes: Kafka, the gateway, the browser")
