@@ -6,8 +6,9 @@ Starts a broker of its own, the topics and the gateway (bench/ui_stack.py; no wo
 writes what a worker would — each run's RunState on ``runs`` and its ModelEvents on ``events``).
 Debian's headless Chromium opens one page per run (``/ui#/runs/<id>``, 1280×800), each following
 its run over SSE as an operator's would — each page in a browser context of its own, as
-separate operators: one browser profile keeps at most 6 HTTP/1.1 connections to one host, and
-every open run view holds one.
+separate operators (each profile's pages share one stream of their runs, ``GET /v1/events``,
+through a SharedWorker); ``--one-browser`` opens them as tabs of one profile instead, all 20
+runs on one connection.
 
 1. **Latency.** Text deltas are written to ``events`` at ``--rate`` events/s in all, round-robin
    over ``--runs`` open runs, for ``--seconds``. For each event: the time just before it is
@@ -22,7 +23,10 @@ every open run view holds one.
    ``Performance.getMetrics``) are read with the run view empty (baseline), after a tenth of
    the events, and after all of them; ratios against the baseline.
 
-A table is printed (markdown). Both clocks are this machine's wall clock.
+A table is printed (markdown). Both clocks are this machine's wall clock. With ``--trace`` the
+gateway runs through bench/traced_gateway.py and the table gains where an event's time goes:
+produced → decoded by the gateway's tail of ``events`` → its SSE bytes handed to the server →
+in the page's DOM.
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ import asyncio
 import os
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 
 from proc_stats import cpu_seconds
 from ui_stack import Stack, chromium, run_off_loop, say, write_records
@@ -200,15 +206,18 @@ def wait_pages(pages: list, want: int, what: str, timeout: float = 600) -> None:
 def latency(stack: Stack, browser, args: argparse.Namespace) -> dict[str, float]:
     run_ids = [f"lat-{uuid.uuid4().hex[:8]}-{n}" for n in range(args.runs)]
     open_runs(stack, run_ids)
-    # A browser context per page: one context (a browser profile) holds at most 6 HTTP/1.1
-    # connections to the gateway, and each open run view keeps one (its SSE stream).
+    # A browser context per page, as separate operators (the same as before issue #15's shared
+    # stream, when a profile's sixth open run view waited for a connection), or one for all.
     contexts, pages = [], []
     for run_id in run_ids:
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
-        context.add_init_script(RENDERED_HOOK)
+        if args.one_browser and contexts:
+            context = contexts[0]  # every page a tab of one profile: one shared stream
+        else:
+            context = browser.new_context(viewport={"width": 1280, "height": 800})
+            context.add_init_script(RENDERED_HOOK)
+            contexts.append(context)
         page = context.new_page()
         page.goto(f"{stack.url}/ui#/runs/{run_id}")
-        contexts.append(context)
         pages.append(page)
     wait_pages(pages, len(run_ids), "every run's first event")
     arrived: dict[tuple[str, int], float] = {}
@@ -237,6 +246,7 @@ def latency(stack: Stack, browser, args: argparse.Namespace) -> dict[str, float]
             shown[(run_id, seq)] = at
     for context in contexts:
         context.close()
+    stages = stage_times(stack.trace, sent, shown) if stack.trace is not None else {}
     page_ms = [shown[key] - at for key, at in sent.items() if key in shown]
     floor_ms = [arrived[key] - at for key, at in sent.items() if key in arrived]
     kafka_ms = [direct[key] - at for key, at in sent.items() if key in direct] or [float("nan")]
@@ -244,7 +254,29 @@ def latency(stack: Stack, browser, args: argparse.Namespace) -> dict[str, float]
             "page_p50": percentile(page_ms, 0.5), "page_p99": percentile(page_ms, 0.99),
             "page_max": max(page_ms), "floor_p50": percentile(floor_ms, 0.5),
             "floor_p99": percentile(floor_ms, 0.99), "page_mean": statistics.fmean(page_ms),
-            "gateway_cpu": gateway_cpu, "machine_busy": machine, "kafka_p50": percentile(kafka_ms, 0.5), "kafka_p99": percentile(kafka_ms, 0.99)}
+            "gateway_cpu": gateway_cpu, "machine_busy": machine,
+            "kafka_p50": percentile(kafka_ms, 0.5), "kafka_p99": percentile(kafka_ms, 0.99),
+            "stages": stages}
+
+
+def stage_times(trace, sent: dict[tuple[str, int], float], shown: dict[tuple[str, int], float]
+                ) -> dict[str, list[float]]:
+    """From bench/traced_gateway.py's lines: each event's time from being produced to the
+    gateway's tail decoding it, from there to its SSE bytes handed to the server (the last of
+    its followers: the page's and the Python client's), and from there to the page's DOM."""
+    got: dict[tuple[str, int], float] = {}
+    written: dict[tuple[str, int], float] = {}
+    for line in open(trace):
+        stage, run_id, seq, at = line.split()
+        key = (run_id, int(seq))
+        if stage == "got":
+            got.setdefault(key, float(at))
+        else:
+            written[key] = max(written.get(key, 0.0), float(at))
+    keys = [k for k in sent if k in got and k in written and k in shown]
+    return {"produced → the gateway's tail decoded it": [got[k] - sent[k] for k in keys],
+            "→ its SSE bytes handed to the server": [written[k] - got[k] for k in keys],
+            "→ in the page's DOM": [shown[k] - written[k] for k in keys]}
 
 
 def metrics(cdp) -> dict[str, float]:
@@ -286,11 +318,19 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=10_000, help="events of the memory run")
     parser.add_argument("--port", type=int, default=19960, help="port of the bench's broker")
     parser.add_argument("--gateway-port", type=int, default=19970)
+    parser.add_argument("--one-browser", action="store_true",
+                        help="open the run views as tabs of one browser profile (their events "
+                             "on one shared stream) rather than one profile each")
+    parser.add_argument("--trace", action="store_true",
+                        help="run the gateway traced (bench/traced_gateway.py) and print where "
+                             "an event's time goes: Kafka, the gateway, the browser")
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
 
-    stack = Stack(args.port, args.gateway_port, worker=False)
+    trace = Path(tempfile.mkdtemp(prefix="modelevents-bench-ui-trace-")) / "trace.txt"
+    stack = Stack(args.port, args.gateway_port, worker=False,
+                  trace=trace if args.trace else None)
     try:
         with sync_playwright() as playwright:
             browser = chromium(playwright)
@@ -319,6 +359,12 @@ def main() -> int:
     print(f"| the whole machine's CPU busy meanwhile | {lat['machine_busy']:.0%} | | |")
     print(f"| page ÷ baseline | {lat['page_p50'] / max(lat['floor_p50'], 1):.2f}× | "
           f"{lat['page_p99'] / max(lat['floor_p99'], 1):.2f}× | |")
+    if lat["stages"]:
+        print("\nWhere the time goes (--trace; each stage's own p50 / p99 — p99s do not add up):\n")
+        print("| stage | p50 | p99 |\n|---|---:|---:|")
+        for name, values in lat["stages"].items():
+            print(f"| {name} | {percentile(values, 0.5):.0f} ms | "
+                  f"{percentile(values, 0.99):.0f} ms |")
     base = mem["empty run view"]
     print(f"\nMemory: one page following one run (text {mem['text']['chars']:,} characters at "
           "the end); JS heap after a forced GC, DOM nodes.\n")

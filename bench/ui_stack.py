@@ -32,12 +32,19 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "modelevents.services.cli", *args]
 
 
+def traced_cli(*args: str) -> list[str]:
+    return [sys.executable, str(Path(__file__).with_name("traced_gateway.py")), *args]
+
+
 class Stack:
-    def __init__(self, broker_port: int, gateway_port: int, worker: bool) -> None:
+    def __init__(self, broker_port: int, gateway_port: int, worker: bool,
+                 trace: Path | None = None) -> None:
+        """``trace``: run the gateway through bench/traced_gateway.py, writing to this file."""
         from modelevents.services.kafka import topics
         from modelevents.services.kafka.settings import PipelineSettings
         from modelevents.services.local import kafka_broker
 
+        self.trace = trace
         self.workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-ui-"))
         self.kafka = kafka_broker.KafkaSettings(port=broker_port,
                                                 state_root=self.workdir / "kafka", heap="512m")
@@ -54,13 +61,18 @@ class Stack:
             asyncio.run(topics.ensure_topics(self.settings))
             self.log = (self.workdir / "processes.log").open("wb")
             env = dict(os.environ, PYTHONUNBUFFERED="1")
+            gateway_cli = cli
+            if trace is not None:
+                env["MODELEVENTS_BENCH_TRACE"] = str(trace)
+                gateway_cli = traced_cli
             if worker:
                 self.processes.append(subprocess.Popen(
                     cli("worker", *kafka_args, "--app-id", prefix, "--workdir",
                         str(self.workdir / "worker")),
                     stdout=self.log, stderr=subprocess.STDOUT, env=env))
             self.gateway = subprocess.Popen(
-                cli("gateway", "--port", str(gateway_port), *kafka_args, "--loglevel", "warning"),
+                gateway_cli("gateway", "--port", str(gateway_port), *kafka_args,
+                            "--loglevel", "warning"),
                 stdout=self.log, stderr=subprocess.STDOUT, env=env)
             self.processes.append(self.gateway)
             wait_ready(gateway_port, self.gateway, timeout=120.0)

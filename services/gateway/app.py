@@ -7,6 +7,7 @@
     forwarded_input.py  POST /v1/runs/{run_id}/input     (the input packet of such a run)
     run_list.py   GET /v1/runs                           (the runs the caller may see, paged)
     event_frames.py  GET /v1/runs/{run_id}/events/{seq}  (one event and its raw frame)
+    event_streams.py GET /v1/events?run=…&run=…          (several runs' events on one SSE stream)
     approvals.py  POST /v1/runs/{run_id}/approvals/{id}  (grant/deny → approval.resolved)
     ui.py         GET /ui                                (the operator's page, static files)
 
@@ -52,6 +53,7 @@ from modelevents.services.errors import Unauthorized
 from modelevents.services.gateway import (
     approvals,
     event_frames,
+    event_streams,
     forwarded,
     forwarded_input,
     handover,
@@ -83,7 +85,8 @@ __all__ = ["create_app", "ROUTERS"]
 log = logging.getLogger("modelevents.gateway")
 
 # One router per concern; the order is the order of /docs.
-ROUTERS = (health.router, run_list.router, runs.router, event_frames.router, approvals.router,
+ROUTERS = (health.router, run_list.router, runs.router, event_streams.router, event_frames.router,
+           approvals.router,
            webhooks.router, forwarded.router, forwarded_input.router, ui.router)
 
 _DESCRIPTION = """\

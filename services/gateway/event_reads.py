@@ -1,10 +1,11 @@
 """One run's ModelEvents read from ``events``, each ``seq`` once, in order, of one tenant only.
 
-- :func:`run_events` streams them (only the partition the run's key maps to), after a given
-  ``seq`` (``Last-Event-ID``), until the run finished or the caller stops reading;
-  :func:`run_history` the same, up to what the topic holds now. Both read the run's partition
-  from its start: cost grows with the partition, not the run (fine for the gateway's interactive
-  use; bulk readers use ``replay``; followers of one run share one such reader: followers.py).
+- :func:`run_history` reads them up to what the topic holds now (only the partition the run's
+  key maps to, from its start: cost grows with the partition, not the run — fine for the
+  gateway's interactive use; bulk readers use ``replay``); :func:`live_run_events` reads that
+  and then goes on with what the gateway's one tail of ``events`` (events_tail.py) reads, until
+  the run finished or the caller stops reading (followers of one run share one such reader:
+  followers.py).
 - Every record is authorized, not only the request: only events of ``tenant`` (the run id's
   owner, ``owners.py``) are passed on. A key can hold events of another tenant — a run that
   expired and was started afresh by someone else before run ids had owners, or any writer that
@@ -18,28 +19,42 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 
 from modelevents.schemas.events import ModelEvent
+from modelevents.services.gateway.events_tail import EventsTail
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 
-__all__ = ["run_events", "run_history", "in_seq_order", "IDLE_TICK_S"]
+__all__ = ["live_run_events", "run_history", "in_seq_order", "IDLE_TICK_S"]
 
-# How long run_events waits for the next event of a run before it reports that it is still
+# How long live_run_events waits for the next event of a run before it reports that it is still
 # waiting (the SSE route sends a comment as a keep-alive); reading goes on after that.
 IDLE_TICK_S = 15.0
 
 
-async def run_events(settings: PipelineSettings, run_id: str, tenant: str | None, *,
-                     after_seq: int = -1, stop_at_finish: bool = True,
-                     idle_tick: float = IDLE_TICK_S) -> AsyncIterator[ModelEvent | None]:
-    """The run's events of ``tenant`` (None: any, for tools) with ``seq > after_seq`` in order,
-    each once; ``None`` every ``idle_tick`` s while nothing arrives (a keep-alive tick). Ends
-    after ``run.finished`` when ``stop_at_finish``; otherwise when the caller stops iterating."""
-    records = clients.read_records(settings, "events", run_id=run_id, timeout=float("inf"),
-                                    idle_tick=idle_tick)
-    async for event in in_seq_order(records, after_seq, tenant):
-        yield event
-        if stop_at_finish and event is not None and event.kind == "run.finished":
-            return
+async def live_run_events(tail: EventsTail, settings: PipelineSettings, run_id: str,
+                          tenant: str | None, *, idle_tick: float = IDLE_TICK_S,
+                          ) -> AsyncIterator[ModelEvent | None]:
+    """The run's events of ``tenant`` (None: any) in order, each once, until ``run.finished``
+    (or the caller stops iterating); ``None`` every ``idle_tick`` s while nothing arrives (a
+    keep-alive tick). What ``events`` holds is read from the run's partition; what comes after
+    from the gateway's one tail of ``events`` (events_tail.py), subscribed to first, so that
+    nothing falls between the two (the overlap is dropped by seq)."""
+    subscription = await tail.subscribe(run_id)
+    try:
+        history = clients.read_records(settings, "events", run_id=run_id, timeout=30.0,
+                                       to_end=True)
+
+        async def records() -> AsyncIterator[clients.Record | None]:
+            async for record in history:
+                yield record
+            async for record in subscription.records(idle_tick):
+                yield record
+
+        async for event in in_seq_order(records(), -1, tenant):
+            yield event
+            if event is not None and event.kind == "run.finished":
+                return
+    finally:
+        subscription.close()
 
 
 async def run_history(settings: PipelineSettings, run_id: str, tenant: str | None, *,

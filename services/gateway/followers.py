@@ -1,7 +1,8 @@
 """Followers of a run's events (``GET /v1/runs/{id}/events``) share one reader of the run.
 
-One Kafka consumer per followed run, whatever the number of its followers: a
-:class:`_Reader` reads the run's events of its owner (``event_reads.run_events``), encodes each
+One reader per followed run, whatever the number of its followers, and one Kafka consumer for
+all of them (the gateway's tail of ``events``, events_tail.py): a :class:`_Reader` reads the
+run's events of its owner (``event_reads.live_run_events``), encodes each
 as SSE once, keeps the last :attr:`RunFollowers.buffer_events` of them for followers that join
 late, and hands each to every follower's bounded queue (:attr:`RunFollowers.max_pending` events
 it has not sent yet). When a queue is full the reader waits for it to have room, as long as
@@ -13,13 +14,15 @@ cleanly; the client reconnects with ``Last-Event-ID`` (EventSource does) and goe
 (So during a backlog the shared reader goes at the pace of its slowest follower that still
 reads; a live run writes far slower than any client reads, and only stalled clients are
 dropped.) So memory is one reader and a bounded buffer per followed run plus a bounded queue of
-shared items per follower, and it is given back when they leave: the reader stops (its consumer
-closed) with the last follower of its run, or after ``run.finished``.
+shared items per follower, and it is given back when they leave: the reader stops (its
+subscription to the tail closed) with the last follower of its run, or after ``run.finished``;
+the tail's consumer stops a few seconds after the last reader.
 
 A follower that asks for events older than the reader's buffer (``Last-Event-ID`` far back,
 joining a long run late) catches up on a read of its own up to what the buffer covers, then
 joins the shared reader. Before (issue #11 §3) every follower had its own consumer reading the
-run's partition: 200 followers took the gateway from 70 to 762 MB RSS (bench/followers.py).
+run's partition: 200 followers took the gateway from 70 to 762 MB RSS (bench/followers.py);
+before issue #15 every followed run had one.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from dataclasses import dataclass
 import orjson
 
 from modelevents.schemas.events import ModelEvent
-from modelevents.services.gateway.event_reads import IDLE_TICK_S, run_events, run_history
+from modelevents.services.gateway.event_reads import IDLE_TICK_S, live_run_events, run_history
+from modelevents.services.gateway.events_tail import EventsTail
 from modelevents.services.kafka.settings import PipelineSettings
 
 __all__ = ["RunFollowers", "sse_event", "json_default", "KEEP_ALIVE", "LAGGED"]
@@ -159,8 +163,8 @@ class _Reader:
 
     async def _read(self) -> None:
         try:
-            async for event in run_events(self.hub.settings, self.run_id, self.tenant,
-                                          idle_tick=self.hub.idle_tick):
+            async for event in live_run_events(self.hub.tail, self.hub.settings, self.run_id,
+                                               self.tenant, idle_tick=self.hub.idle_tick):
                 if event is None:
                     for follower in self.followers:
                         follower.ping()
@@ -207,11 +211,12 @@ class RunFollowers:
         self.max_pending = max(max_pending, buffer_events)  # a joiner gets the whole buffer
         self.patience_s = patience_s
         self.idle_tick = idle_tick
+        self.tail = EventsTail(settings)
         self._readers: dict[tuple[str, str], _Reader] = {}
 
     @property
     def readers(self) -> int:
-        """Runs followed right now (one Kafka consumer each)."""
+        """Runs followed right now (all read from the one tail of ``events``)."""
         return len(self._readers)
 
     def followers_of(self, run_id: str, tenant: str) -> int:
@@ -259,3 +264,4 @@ class RunFollowers:
         for reader in readers:
             self.drop(reader, cancel=True)
         await asyncio.gather(*(r.task for r in readers), return_exceptions=True)
+        await self.tail.close()

@@ -10,7 +10,7 @@
   (``owners.py``) and the shared readers of followed runs (``followers.py``), are its peers: the
   app's lifespan starts and stops all three (``app.py``), and readiness waits for the views
   (``health.py``).
-- :func:`run_events` / :func:`run_history` (``event_reads.py``, re-exported here) read one run's
+- :func:`live_run_events` / :func:`run_history` (``event_reads.py``, re-exported here) read one run's
   events of one tenant from ``events``, each ``seq`` once, in order.
 
 All of this only reads: the one write of the read side is a claim (``owners.py``), made through
@@ -24,12 +24,12 @@ from collections.abc import Callable
 from typing import Any
 
 from modelevents.schemas.run_state import RunState
-from modelevents.services.gateway.event_reads import IDLE_TICK_S, run_events, run_history
+from modelevents.services.gateway.event_reads import IDLE_TICK_S, live_run_events, run_history
 from modelevents.services.gateway.topic_view import TopicView
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 
-__all__ = ["RunStates", "run_events", "run_history", "IDLE_TICK_S"]
+__all__ = ["RunStates", "live_run_events", "run_history", "IDLE_TICK_S"]
 
 log = logging.getLogger(__name__)
 
@@ -41,15 +41,20 @@ class RunStates(TopicView):
         super().__init__(settings, "runs")
         self.states: dict[str, RunState] = {}
         self.object_runs: dict[str, str] = {}  # provider object id → the run that announced it
+        # Told (before, after) of every state read: the live run lists (run_list.py).
+        self.watchers: set[Callable[[RunState | None, RunState], None]] = set()
 
     def apply(self, message: Any) -> bool:
         record = clients.decode_record(message)
         if not isinstance(record.value, RunState):
             return False
         state = record.value
+        before = self.states.get(state.run_id)
         self.states[state.run_id] = state
         for object_id in state.provider_object_ids:
             self.object_runs.setdefault(object_id, state.run_id)
+        for watcher in list(self.watchers):
+            watcher(before, state)
         return True
 
     def get(self, run_id: str) -> RunState | None:

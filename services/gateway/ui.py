@@ -3,12 +3,15 @@ in the package (``services/gateway/static/``) — no build step, nothing from a 
 offline and behind any firewall.
 
     GET /ui                 the page (a run list, and one run live: ``#/runs/<run id>``)
-    GET /ui/{asset}         its script and style sheet
+    GET /ui/{asset}         its scripts (the page's, the SSE reader, the tabs' shared stream
+                            worker) and style sheet
 
 The page only calls the gateway's own API: ``GET /v1/runs`` (the list, polled every second
-while it is shown), ``GET /v1/runs/{id}`` (the run's state), ``GET /v1/runs/{id}/events`` (the
-run's events as SSE, read with ``fetch`` so that it can send the bearer token, and resumed with
-``Last-Event-ID`` after a cut), ``GET /v1/runs/{id}/events/{seq}`` (an event's raw frame) and
+while it is shown), ``GET /v1/runs/{id}`` (the run's state), ``GET /v1/events?run=…`` (the events of
+the runs open in all of the browser's tabs on one SSE connection, read by a SharedWorker — a
+browser keeps at most 6 connections to one host — with ``fetch`` so that it can send the bearer
+token, and resumed after each run's last seq after a cut; a browser without SharedWorker reads
+``GET /v1/runs/{id}/events`` per run view, resumed with ``Last-Event-ID``), ``GET /v1/runs/{id}/events/{seq}`` (an event's raw frame) and
 ``POST /v1/runs/{id}/approvals/{approval_id}`` (Grant / Deny). A token typed into the page is
 kept in the browser's session storage and sent as ``Authorization: Bearer``; the gateway decides
 what it shows, as for any API client. Every answer carries a Content-Security-Policy that allows
@@ -29,7 +32,7 @@ router = APIRouter(tags=["ui"])
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
           ".css": "text/css; charset=utf-8"}
 # Only the files shipped; nothing else can be asked for by name.
-ASSETS = ("index.html", "app.js", "app.css")
+ASSETS = ("index.html", "app.js", "sse.js", "stream-worker.js", "app.css")
 _HEADERS = {
     "content-security-policy": ("default-src 'self'; img-src 'self' data:; "
                                 "style-src 'self'; script-src 'self'; frame-ancestors 'none'"),

@@ -70,6 +70,8 @@ __all__ = [
     "make_consumer",
     "make_admin",
     "start_client",
+    "assign_partitions",
+    "LIVE_FETCH_MAX_WAIT_MS",
     "run_key_bytes",
     "partition_for_key",
     "RunKeyPartitioner",
@@ -87,6 +89,14 @@ __all__ = [
 # single record.
 PRODUCER_LINGER_MS = 5
 PRODUCER_BATCH_BYTES = 256 * 1024
+
+# The fetch wait of a live reader of several partitions (the gateway's tail of ``events``,
+# ``read_records`` of a whole topic). aiokafka leaves a partition whose fetched records still
+# wait to be taken out of its next fetch, and the broker holds a fetch up to fetch_max_wait_ms
+# (default 500) while its partitions have nothing new: on a busy machine, where the records
+# wait a moment, a partition's next records waited for that fetch, up to half a second (the
+# p99 of issue #15's Kafka reader). The cost of a short wait: ten empty fetches a second idle.
+LIVE_FETCH_MAX_WAIT_MS = 100
 
 _HOW_TO_START = (
     "start the project's local broker with `modelevents kafka start` (its port is "
@@ -304,6 +314,24 @@ def make_consumer(settings: PipelineSettings, *topics: str, group_id: str | None
     return AIOKafkaConsumer(*(topic_name(settings, t) for t in topics), **options)
 
 
+async def assign_partitions(consumer: AIOKafkaConsumer, settings: PipelineSettings, topic: str,
+                            *, key: bytes | None = None) -> list[TopicPartition]:
+    """Assign ``consumer`` (started, no group) every partition of ``topic`` (logical or full
+    name), or only the one ``key`` maps to; the partitions assigned. ConfigError when the topic
+    does not exist."""
+    full = topic_name(settings, topic)
+    # consumer.topics() would drop the partition map; read the cluster metadata it fetched.
+    cluster = await consumer._client.fetch_all_metadata()
+    partitions = cluster.partitions_for_topic(full)
+    if not partitions:
+        raise _unknown_topic(settings, full)
+    if key is not None:
+        partitions = {partition_for_key(key, len(partitions))}
+    assigned = [TopicPartition(full, p) for p in sorted(partitions)]
+    consumer.assign(assigned)
+    return assigned
+
+
 def _unknown_topic(settings: PipelineSettings, topic: str) -> ConfigError:
     return ConfigError(
         f"topic {topic} does not exist on {settings.bootstrap_servers} (broker auto-create is off); "
@@ -420,20 +448,14 @@ async def read_records(settings: PipelineSettings, topic: str, *, run_id: str | 
     Raises :class:`KafkaUnavailable` when the broker cannot be reached and ConfigError when the
     topic does not exist.
     """
-    full = topic_name(settings, topic)
     wanted = run_key_bytes(run_id) if run_id is not None else None
-    consumer = make_consumer(settings, from_beginning=from_beginning)
+    # Reading every partition, a short fetch wait (LIVE_FETCH_MAX_WAIT_MS says why).
+    tuning: dict[str, Any] = {} if wanted is not None else {
+        "fetch_max_wait_ms": LIVE_FETCH_MAX_WAIT_MS}
+    consumer = make_consumer(settings, from_beginning=from_beginning, **tuning)
     await start_client(consumer, settings)
     try:
-        # consumer.topics() would drop the partition map; read the cluster metadata it fetched.
-        cluster = await consumer._client.fetch_all_metadata()
-        partitions = cluster.partitions_for_topic(full)
-        if not partitions:
-            raise _unknown_topic(settings, full)
-        if wanted is not None:
-            partitions = {partition_for_key(wanted, len(partitions))}
-        assigned = [TopicPartition(full, p) for p in sorted(partitions)]
-        consumer.assign(assigned)
+        assigned = await assign_partitions(consumer, settings, topic, key=wanted)
         if from_beginning:
             await consumer.seek_to_beginning(*assigned)
         else:

@@ -181,9 +181,13 @@ async def feed_frames(producer: AIOKafkaProducer, settings: PipelineSettings,
                       frames: Sequence[ProviderFrame], duplicate: float = 0.0,
                       rate: float | None = None, seed: int = 0,
                       progress: Callable[[FeedStats], None] | None = None,
-                      progress_every: float = 1.0) -> FeedStats:
+                      progress_every: float = 1.0, stamp: bool = False) -> FeedStats:
     """Publish ``frames`` on the frames topic (keyed by run key), in order, and wait for the acks.
 
+    ``stamp``: set each frame's ``received_at`` to the time it is first sent (a copy sent again
+    keeps it), as the gateway stamps a frame when it receives it — the run's events then carry
+    the times of their frames, and its state's start, end and duration are the feed's (with one
+    stamp for all, a fed run lasted 0 ms);
     ``duplicate``: probability that a frame is sent twice (see :func:`duplicate_plan`; markers
     are never duplicated, and no copy is sent after its stream's marker);
     ``rate``: records per second, duplicates included (None: as fast as the producer goes);
@@ -204,6 +208,8 @@ async def feed_frames(producer: AIOKafkaProducer, settings: PipelineSettings,
             delay = start + n / rate - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
+        if stamp and index not in seen:
+            frames[index].received_at = _now_ms()
         pending.append(await send_frame(producer, settings, frames[index]))
         stats.sent += 1
         if index in seen:

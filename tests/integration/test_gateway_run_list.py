@@ -11,22 +11,25 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from modelevents.adapters.registry import normalize_file
+from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.schemas.events import Approval, ModelEvent
 from modelevents.services.local import feeder
 from modelevents.services.local.asgi_thread import ServedApp
 from modelevents.services.run_logic.executor_events import RunOf, approval_event
 from modelevents.services.run_logic.run_machine import run_state_of
-from tests.integration.pipeline import feed, run
+from tests.integration.pipeline import feed, kafka_args, run
 from tests.integration.test_gateway_runs import (  # noqa: F401  (fixtures)
     settings,
     sim,
@@ -224,3 +227,99 @@ def test_the_page_is_served_from_the_package_with_a_self_only_policy(settings,
     nobody = subprocess.run([sys.executable, "-m", "modelevents.services.cli", "ui",
                              "--gateway", "http://127.0.0.1:9"], capture_output=True, timeout=60)
     assert nobody.returncode == 2 and b"no gateway answers" in nobody.stderr
+
+
+class ListWatch:
+    """``GET /v1/runs?watch=true`` read in a thread: (event, data) of each change as it comes."""
+
+    def __init__(self, gateway: ServedApp, token: str | None = None, **params: Any) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._response = httpx.Client(timeout=SETTLE_S).send(
+            httpx.Request("GET", f"{gateway.url}/v1/runs", params={**params, "watch": "true"},
+                          headers=headers), stream=True)
+        assert self._response.status_code == 200, self._response.read()
+        decoder = SSEDecoder(strict=True)
+
+        def read() -> None:
+            try:
+                for chunk in self._response.iter_raw():
+                    self.events.extend((m.event, orjson.loads(m.data))
+                                       for m in decoder.feed(chunk) if m.data)
+            except httpx.HTTPError:
+                pass  # closed by the test
+
+        self._thread = threading.Thread(target=read, daemon=True)
+        self._thread.start()
+
+    def wait(self, what: str, done: Callable[[list[tuple[str, dict[str, Any]]]], bool]) -> None:
+        deadline = time.monotonic() + SETTLE_S
+        while not done(self.events):
+            assert time.monotonic() < deadline, f"{what} did not come: {self.events}"
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        self._response.close()
+
+
+def test_the_list_is_pushed_to_a_watcher_filtered_by_tenant_and_status(settings, start_gateway):
+    gateway = start_gateway()
+    tag = f"lw{uuid.uuid4().hex[:8]}"
+    mine, theirs = f"{tag}-acme", f"{tag}-other"
+    live = ListWatch(gateway, q=tag, tenant="acme", status="in_progress")
+    everything = ListWatch(gateway, q=tag, tenant="acme")
+    try:
+        live.wait("the first page", lambda events: events[:1] == [
+            ("page", {"runs": [], "next_cursor": None, "complete": True})])
+        fed = feeder.frames_for_file(FIXTURES / RECORDINGS[0], run_id=mine, tenant="acme",
+                                     received_at=int(time.time() * 1000))
+        frames = with_end_markers(fed.frames)
+        run(feed(settings, frames[:2]))  # started, not finished: in progress
+        feed_recording(settings, RECORDINGS[0], theirs, tenant="beta")
+        live.wait("the run in progress", lambda events: any(
+            kind == "run" and body["run_id"] == mine for kind, body in events))
+        run(feed(settings, frames[2:]))  # completed: it leaves the in-progress list
+        live.wait("its leaving", lambda events: ("gone", {"run_id": mine}) in events)
+        everything.wait("its completion", lambda events: any(
+            kind == "run" and body["status"] == "completed" for kind, body in events))
+        wait_listed(gateway, lambda rows: len(rows) == 1, "the other tenant's run", q=theirs)
+    finally:
+        live.close()
+        everything.close()
+    shown = {body["run_id"] for kind, body in live.events + everything.events if kind == "run"}
+    assert shown == {mine}  # another tenant's run, never
+    assert "not a run status" in listing(gateway, expect=422, status="done", watch="true")["error"]
+
+
+def test_a_watcher_lists_only_its_tokens_tenant(settings, start_gateway):
+    gateway = start_gateway(api_tokens={"acme": ["acme-token"], "beta": ["beta-token"]})
+    tag = f"lt{uuid.uuid4().hex[:8]}"
+    watch = ListWatch(gateway, token="beta-token", q=tag)
+    try:
+        feed_recording(settings, RECORDINGS[0], f"{tag}-a", tenant="acme")
+        feed_recording(settings, RECORDINGS[0], f"{tag}-b", tenant="beta")
+        watch.wait("beta's run", lambda events: any(
+            kind == "run" and body["run_id"] == f"{tag}-b" for kind, body in events))
+        wait_listed(gateway, lambda rows: len(rows) == 1, "acme's run", "acme-token", q=tag)
+    finally:
+        watch.close()
+    assert {body["run_id"] for kind, body in watch.events if kind == "run"} == {f"{tag}-b"}
+    assert listing(gateway, "beta-token", expect=403, tenant="acme", watch="true")
+
+
+def test_a_run_fed_without_the_gateway_lasts_as_long_as_its_feed(settings, start_gateway):
+    """``modelevents feed`` stamps each frame when it sends it, as the gateway stamps a frame it
+    receives: the run's events carry those times, and the list's duration is the feed's (it
+    was 0 ms, every frame stamped alike)."""
+    gateway = start_gateway()
+    run_id = f"fd{uuid.uuid4().hex[:8]}"
+    fed = subprocess.run([sys.executable, "-m", "modelevents.services.cli", "feed",
+                          str(FIXTURES / RECORDINGS[1]), "--run-id", run_id, "--rate", "20",
+                          *kafka_args(settings)], capture_output=True, timeout=SETTLE_S)
+    assert fed.returncode == 0, fed.stderr
+    [row] = wait_listed(gateway, lambda rows: bool(rows) and rows[0]["finished_at"] is not None,
+                        "the fed run's end", q=run_id)
+    # Paced at 20 frames/s, the last frame went at least (frames − 1) / 20 s after the first.
+    frames = len(feeder.frames_for_file(FIXTURES / RECORDINGS[1]).frames)
+    assert row["duration_ms"] == row["finished_at"] - row["started_at"]
+    assert row["duration_ms"] >= (frames - 1) * 1000 // 20 - 1

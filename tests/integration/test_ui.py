@@ -52,6 +52,9 @@ from tests.paths import FIXTURES
 pytestmark = pytest.mark.kafka
 
 GUARD_MS = 90_000  # a hang guard for what the page is waited for, not a timing assertion
+# Every expect waits as long (Playwright's default, 5 s, is short for a machine other test runs
+# share: the list showed a run's state a moment later than that).
+expect.set_options(timeout=GUARD_MS)
 
 
 def off_loop(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -121,6 +124,8 @@ def test_a_recorded_run_appears_in_the_list_and_completes_on_screen(settings, si
                                                                      start_gateway, page):
     gateway = start_gateway()
     recording = "openai-responses/tool-loop-two-responses.sse"
+    lists: list[str] = []
+    page.on("request", lambda r: lists.append(r.url) if "/v1/runs?" in r.url else None)
     page.goto(f"{gateway.url}/ui")
     started = start_run(gateway, neutral("openai", "openai-responses",
                                          "sim:openai-responses/tool-loop-two-responses"))
@@ -128,11 +133,12 @@ def test_a_recorded_run_appears_in_the_list_and_completes_on_screen(settings, si
     expected = run_state_of(offline(recording, run_id))
     assert expected.status == "completed"
 
-    # The list shows it (polled live: the page was open before the run started).
+    # The list shows it (pushed: the page was open before the run started, and asked once).
     row = page.locator(f'#runs-body tr[data-run-id="{run_id}"]')
     expect(row).to_be_visible()
     expect(row).to_contain_text("openai / openai-responses")
     expect(row.locator(".badge")).to_have_text("completed")
+    assert len(lists) == 1 and "watch=true" in lists[0], lists
     usage = expected.usage
     assert usage is not None
     expect(row).to_contain_text(f"{usage.input_tokens} / {usage.output_tokens} / "
@@ -234,6 +240,49 @@ def test_a_paused_run_shows_waiting_then_continues(settings, start_gateway, page
     expect(page.locator(f'#runs-body tr[data-run-id="{run_id}"]')).to_be_visible()
     page.select_option("#f-status", "failed")
     expect(page.locator("#runs-body tr")).to_have_count(0)
+
+
+def test_twenty_runs_open_in_one_browser_are_all_live(browser, settings, start_gateway):
+    """A browser keeps at most 6 HTTP/1.1 connections to one host: with a stream per run view,
+    the seventh tab would not even load. The tabs share one stream of their runs (a
+    SharedWorker reading GET /v1/events), so twenty tabs of one browser profile follow their
+    runs live, up to the end."""
+    gateway = start_gateway()
+    recording = "anthropic-messages/pause-turn-then-continuation.sse"
+    runs = [f"ui-many-{uuid.uuid4().hex[:8]}-{n}" for n in range(20)]
+    frames = {run_id: recording_frames(recording, run_id) for run_id in runs}
+    first_stop = next(i for i, f in enumerate(frames[runs[0]])
+                      if f.sse_event == "content_block_stop")
+    feed_frames(settings, [f for run_id in runs for f in frames[run_id][:first_stop]])
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    one_run_streams: list[str] = []
+    context.on("request", lambda r: one_run_streams.append(r.url)
+               if re.search(r"/v1/runs/[^/]+/events$", r.url) else None)
+    errors: list[str] = []
+    try:
+        pages = []
+        for run_id in runs:
+            opened = context.new_page()
+            opened.set_default_timeout(GUARD_MS)
+            opened.on("pageerror", lambda exc: errors.append(str(exc)))
+            opened.goto(f"{gateway.url}/ui#/runs/{run_id}")
+            pages.append(opened)
+        for opened in pages:  # every tab live at once, its run not over
+            expect(opened.locator(".item.text").first).to_contain_text("Let me search.")
+            expect(opened.locator("#terminal")).to_be_hidden()
+        feed_frames(settings, [f for run_id in runs for f in frames[run_id][first_stop:]])
+        for run_id, opened in zip(runs, pages, strict=True):
+            expect(opened.locator("#run-id")).to_have_text(run_id)
+            expect(opened.locator("#terminal")).to_have_attribute("data-status", "completed")
+            expect(opened.locator(".item.text.done").last).to_contain_text(
+                "High tide is at 06:12.")
+        # A tab closed: the others go on (the shared stream drops only its run).
+        pages[0].close()
+        expect(pages[1].locator("#terminal")).to_have_attribute("data-status", "completed")
+    finally:
+        context.close()
+    assert not errors, f"the pages raised: {errors}"
+    assert not one_run_streams, "run views read streams of their own"
 
 
 # --- approvals --------------------------------------------------------------------------------

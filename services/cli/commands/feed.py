@@ -46,7 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "ProviderFrames exactly as the gateway publishes them — API and provider "
                     "detected and stamped, keyed by the run key, deterministic frame ids, the same "
                     "run id as `modelevents normalize` — and publish them on the frames topic "
-                    "with an idempotent producer (acks=all). Optionally duplicate frames (the same "
+                    "with an idempotent producer (acks=all), each frame stamped with the time it is "
+                    "sent as its received_at (the gateway stamps a frame when it receives it; "
+                    "the run's times and duration come from these). Optionally duplicate frames "
+                    "(the same "
                     "frame sent again, as a retried delivery) and pace the sends. Progress goes "
                     "to stderr; a summary (frames, duplicates, run id) to stdout at the end. The "
                     "whole input is read and checked against the input limits before the first "
@@ -100,7 +103,8 @@ async def _feed(settings: PipelineSettings, fed: feeder.FeedInput, args: argpars
     try:
         frames = with_end_markers(fed.frames) if args.end_of_input else fed.frames
         return await feeder.feed_frames(producer, settings, frames, duplicate=args.duplicate,
-                                        rate=args.rate, seed=args.seed, progress=_progress)
+                                        rate=args.rate, seed=args.seed, progress=_progress,
+                                        stamp=True)
     finally:
         await producer.stop()
 

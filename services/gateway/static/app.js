@@ -4,7 +4,7 @@
 
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "modelevents.token";
-const LIST_POLL_MS = 1000;
+const LIST_RETRY_MS = 1000;
 const EVENT_LOG_ROWS = 200;
 const WAITING_TEXT = {
   tool_results: "Waiting for tool results: the model asked for a tool the application runs.",
@@ -84,7 +84,6 @@ function showList() {
   let stopped = false;
   let extra = []; // rows of older pages asked for with "Older runs"
   let nextCursor = null;
-  let lastBody = "";
   let selected = 0;
 
   function query(cursor) {
@@ -124,29 +123,63 @@ function showList() {
     $("providers").replaceChildren(...providers.map((p) => el("option", { value: p })));
   }
 
-  async function refresh() {
-    try {
-      const page = await apiJson("/v1/runs?" + query());
-      const text = JSON.stringify(page);
-      if (text !== lastBody) {
-        lastBody = text;
-        if (!extra.length) nextCursor = page.next_cursor;
-        const rows = page.runs.concat(extra.filter((r) => !page.runs.some((p) => p.run_id === r.run_id)));
-        render(rows);
-        $("more").hidden = !nextCursor;
-        $("list-status").textContent = rows.length
-          ? `${rows.length} run${rows.length === 1 ? "" : "s"}${page.complete ? "" : " (still reading the runs topic)"}`
-          : "No runs to show" + (token ? " for this token." : ".");
-      }
-    } catch (error) {
-      $("list-status").textContent = `Could not list runs: ${error.message}`;
-    }
+  // The list is pushed: GET /v1/runs?watch=true sends the first page, then every change of a
+  // run these filters show (services/gateway/run_list.py).
+  const live = new Map(); // run id → row, of the first page and the changes since
+  let complete = true;
+  let controller = null;
+
+  function show() {
+    const sortKey = (r) => [r.started_at || r.updated_at || 0, r.run_id];
+    const newestFirst = (a, b) => {
+      const [x, y] = [sortKey(a), sortKey(b)];
+      return y[0] - x[0] || (y[1] > x[1] ? 1 : y[1] < x[1] ? -1 : 0);
+    };
+    const rows = [...live.values()].sort(newestFirst)
+      .concat(extra.filter((r) => !live.has(r.run_id)));
+    render(rows);
+    $("more").hidden = !nextCursor;
+    $("list-status").textContent = rows.length
+      ? `${rows.length} run${rows.length === 1 ? "" : "s"}${complete ? "" : " (still reading the runs topic)"}`
+      : "No runs to show" + (token ? " for this token." : ".");
   }
 
-  async function loop() {
-    while (!stopped) {
-      await refresh();
-      await sleep(LIST_POLL_MS);
+  function onChange({ kind, data }) {
+    if (!data) return;
+    const body = JSON.parse(data);
+    if (kind === "page") {
+      live.clear();
+      for (const row of body.runs) live.set(row.run_id, row);
+      complete = body.complete;
+      if (!extra.length) nextCursor = body.next_cursor;
+    } else if (kind === "run") {
+      live.set(body.run_id, body);
+      extra = extra.filter((r) => r.run_id !== body.run_id);
+    } else if (kind === "gone") {
+      live.delete(body.run_id);
+      extra = extra.filter((r) => r.run_id !== body.run_id);
+    } else return;
+    show();
+  }
+
+  async function refresh() {
+    if (controller) controller.abort();
+    const mine = controller = new AbortController();
+    while (!stopped && controller === mine) {
+      try {
+        const response = await api("/v1/runs?" + query() + "&watch=true", { signal: mine.signal });
+        if (!response.ok) {
+          let message = response.statusText;
+          try { message = (await response.json()).error || message; } catch (e) { /* not JSON */ }
+          $("list-status").textContent = `Could not list runs: ${response.status} ${message}`;
+        } else {
+          await readSse(response.body.getReader(), onChange);
+        }
+      } catch (error) {
+        if (mine.signal.aborted) return;
+        $("list-status").textContent = `Could not list runs: ${error.message}; trying again…`;
+      }
+      await sleep(LIST_RETRY_MS); // the stream ended (a gateway restart, fell behind): again
     }
   }
 
@@ -155,12 +188,11 @@ function showList() {
     const page = await apiJson("/v1/runs?" + query(nextCursor));
     extra = extra.concat(page.runs);
     nextCursor = page.next_cursor;
-    lastBody = "";
-    await refresh();
+    show();
   }
 
   function onFilter() {
-    extra = []; lastBody = ""; selected = 0;
+    extra = []; selected = 0;
     const search = query();
     history.replaceState(null, "", "#/" + (search.toString() ? "?" + search : ""));
     refresh();
@@ -188,9 +220,10 @@ function showList() {
   form.addEventListener("submit", (e) => { e.preventDefault(); onFilter(); });
   $("more").onclick = more;
   document.addEventListener("keydown", onKey);
-  loop();
+  refresh();
   return { kind: "list", stop() {
     stopped = true;
+    if (controller) controller.abort();
     form.removeEventListener("input", onFilter);
     document.removeEventListener("keydown", onKey);
   } };
@@ -232,6 +265,7 @@ class RunView {
 
   stop() {
     this.stopped = true;
+    if (this.leave) this.leave();
     this.controller.abort();
     clearTimeout(this.stateTimer);
     document.removeEventListener("keydown", this.onKey);
@@ -239,6 +273,11 @@ class RunView {
 
   async start() {
     this.loadState();
+    const shared = sharedStreams();
+    if (shared) {
+      this.leave = shared.follow(this.runId, this.lastSeq, (message) => this.onShared(message));
+      return;
+    }
     while (!this.stopped) {
       const headers = {};
       if (this.lastSeq >= 0) headers["Last-Event-ID"] = String(this.lastSeq);
@@ -263,7 +302,9 @@ class RunView {
       }
       $("stream-status").textContent = this.finished ? "" : "Live: following the run's events.";
       try {
-        await this.read(response.body.getReader());
+        await readSse(response.body.getReader(), ({ id, kind, data }) => {
+          if (id !== null && data) this.onEvent(Number(id), kind, data);
+        });
       } catch (error) {
         if (this.stopped) return;
       }
@@ -274,41 +315,25 @@ class RunView {
     }
   }
 
+  // What the tabs' shared stream (stream-worker.js) says about this run.
+  onShared(message) {
+    if (this.stopped) return;
+    if (message.type === "event") this.onEvent(message.seq, message.kind, message.data);
+    else if (message.type === "end") {
+      if (message.reason === "finished") this.streamEnded();
+      else $("stream-status").textContent = `Events: ${message.status} ${message.error}`;
+    } else if (message.type === "status") {
+      $("stream-status").textContent = message.text === "live"
+        ? (this.finished ? "" : "Live: following the run's events.") : message.text;
+    } else if (message.type === "refused") $("stream-status").textContent = message.text;
+  }
+
   streamEnded() {
     $("stream-status").textContent = "The run ended; every event is shown.";
     this.loadState();
   }
 
-  async read(reader) {
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
-        const block = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + (buffer[cut] === "\r" ? 4 : 2));
-        this.onBlock(block);
-      }
-    }
-  }
-
-  onBlock(block) {
-    let id = null, kind = "message", data = "";
-    for (const line of block.split(/\r?\n/)) {
-      if (!line || line.startsWith(":")) continue;
-      const colon = line.indexOf(":");
-      const field = colon < 0 ? line : line.slice(0, colon);
-      let value = colon < 0 ? "" : line.slice(colon + 1);
-      if (value.startsWith(" ")) value = value.slice(1);
-      if (field === "id") id = value;
-      else if (field === "event") kind = value;
-      else if (field === "data") data += (data ? "\n" : "") + value;
-    }
-    if (id === null || !data) return;
-    const seq = Number(id);
+  onEvent(seq, kind, data) {
     if (seq <= this.lastSeq) return; // seen before a resume
     this.lastSeq = seq;
     const event = JSON.parse(data);
@@ -712,6 +737,44 @@ async function openRaw(runId, seq) {
   $("raw-body").focus();
 }
 
+// --- one connection for the run views of all tabs ----------------------------------------------
+
+// The tabs of this browser share one stream of their runs' events through a SharedWorker
+// (stream-worker.js): a browser keeps at most 6 HTTP/1.1 connections to one host, and a stream
+// per open run view would hold one each. Without SharedWorker, each run view reads its own.
+let shared = null;
+function sharedStreams() {
+  if (shared) return shared;
+  if (!window.SharedWorker) return null;
+  // One worker per token: what it reads is what that token may see.
+  let tag = 0;
+  for (const c of token) tag = (tag * 31 + c.charCodeAt(0)) >>> 0;
+  const worker = new SharedWorker("/ui/stream-worker.js", { name: `modelevents-streams-${tag}` });
+  const tabId = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+  const listeners = new Map(); // run id → the run view's handler
+  worker.port.onmessage = ({ data: message }) => {
+    const listener = listeners.get(message.runId);
+    if (listener) listener(message);
+  };
+  worker.port.start();
+  // Held while this tab is open (the worker learns of a tab that closed without saying so).
+  const ready = new Promise((resolve) => {
+    if (!navigator.locks) { resolve(); return; }
+    navigator.locks.request(`modelevents-tab-${tabId}`, () => { resolve(); return new Promise(() => {}); });
+  }).then(() => worker.port.postMessage({ type: "hello", tabId, token }));
+  const send = (message) => ready.then(() => worker.port.postMessage(message));
+  window.addEventListener("pagehide", () => worker.port.postMessage({ type: "bye" }));
+  shared = {
+    follow(runId, after, listener) {
+      listeners.set(runId, listener);
+      send({ type: "follow", runId, after });
+      return () => { listeners.delete(runId); send({ type: "leave", runId }); };
+    },
+    close() { send({ type: "bye" }); },
+  };
+  return shared;
+}
+
 // --- routing -----------------------------------------------------------------------------------
 
 function route() {
@@ -738,6 +801,9 @@ function init() {
     event.preventDefault();
     token = $("token").value.trim();
     if (token) sessionStorage.setItem(TOKEN_KEY, token); else sessionStorage.removeItem(TOKEN_KEY);
+    if (current) current.stop();
+    current = null;
+    if (shared) { shared.close(); shared = null; } // the next one reads as the new token
     $("whoami").textContent = token ? "token set" : "no token";
     route();
   });
