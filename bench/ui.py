@@ -5,10 +5,12 @@
 Starts a broker of its own, the topics and the gateway (bench/ui_stack.py; no worker: the bench
 writes what a worker would — each run's RunState on ``runs`` and its ModelEvents on ``events``).
 Debian's headless Chromium opens one page per run (``/ui#/runs/<id>``, 1280×800), each following
-its run over SSE as an operator's would — each page in a browser context of its own, as
-separate operators (each profile's pages share one stream of their runs, ``GET /v1/events``,
-through a SharedWorker); ``--one-browser`` opens them as tabs of one profile instead, all 20
-runs on one connection.
+its run over SSE as an operator's would: the pages are tabs of one browser profile, one
+operator with 20 runs open, whose tabs share one stream of their runs (``GET /v1/events``,
+through a SharedWorker). ``--profiles`` opens each page in a browser context of its own
+instead, as separate operators (each profile then has its own stream and worker) — the
+bench's setup before the shared stream, when a profile's seventh run view waited for one of
+the browser's six connections.
 
 1. **Latency.** Text deltas are written to ``events`` at ``--rate`` events/s in all, round-robin
    over ``--runs`` open runs, for ``--seconds``. For each event: the time just before it is
@@ -210,7 +212,7 @@ def latency(stack: Stack, browser, args: argparse.Namespace) -> dict[str, float]
     # stream, when a profile's sixth open run view waited for a connection), or one for all.
     contexts, pages = [], []
     for run_id in run_ids:
-        if args.one_browser and contexts:
+        if not args.profiles and contexts:
             context = contexts[0]  # every page a tab of one profile: one shared stream
         else:
             context = browser.new_context(viewport={"width": 1280, "height": 800})
@@ -318,9 +320,10 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=10_000, help="events of the memory run")
     parser.add_argument("--port", type=int, default=19960, help="port of the bench's broker")
     parser.add_argument("--gateway-port", type=int, default=19970)
-    parser.add_argument("--one-browser", action="store_true",
-                        help="open the run views as tabs of one browser profile (their events "
-                             "on one shared stream) rather than one profile each")
+    parser.add_argument("--profiles", action="store_true",
+                        help="open each run view in a browser profile of its own, as separate "
+                             "operators (the bench's default before the shared stream), rather "
+                             "than as tabs of one operator's browser")
     parser.add_argument("--trace", action="store_true",
                         help="run the gateway traced (bench/traced_gateway.py) and print where "
                              "an event's time goes: Kafka, the gateway, the browser")
