@@ -337,7 +337,14 @@ class CallsView(TopicView):
         known = self.keys.get((tenant, key))
         if known is None:  # released at once by its writer: ours did not count either
             return None
-        return known, known.nonce == mine.nonce
+        if known.nonce != mine.nonce:
+            # Ours lost, but compaction keeps a key's last record — ours, a claim that never
+            # counted: write the winner's again, so that a gateway starting after compaction
+            # still finds the key answered (or held) and sends nothing twice.
+            again = await publish(known.record_key(), known.encode())
+            await self.wait_read(again.partition, again.offset, timeout)
+            return known, False
+        return known, True
 
     @staticmethod
     def answered(claim: KeyRecord, answer: dict[str, Any]) -> KeyRecord:

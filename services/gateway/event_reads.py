@@ -40,7 +40,9 @@ async def live_run_events(tail: EventsTail, settings: PipelineSettings, run_id: 
     nothing falls between the two (the overlap is dropped by seq)."""
     subscription = await tail.subscribe(run_id)
     try:
-        history = clients.read_records(settings, "events", run_id=run_id, timeout=30.0,
+        # No idle timeout: it counts only this run's records, and a history cut short on a
+        # big partition would hold every later event back for the seqs it never read.
+        history = clients.read_records(settings, "events", run_id=run_id, timeout=float("inf"),
                                        to_end=True)
 
         async def records() -> AsyncIterator[clients.Record | None]:
@@ -61,7 +63,8 @@ async def run_history(settings: PipelineSettings, run_id: str, tenant: str | Non
                       after_seq: int = -1) -> AsyncGenerator[ModelEvent, None]:
     """The run's events of ``tenant`` with ``seq > after_seq`` that ``events`` holds now, in
     order, each once."""
-    records = clients.read_records(settings, "events", run_id=run_id, timeout=30.0, to_end=True)
+    records = clients.read_records(settings, "events", run_id=run_id, timeout=float("inf"),
+                                   to_end=True)  # to the end as it was: never cut short
     async for event in in_seq_order(records, after_seq, tenant):
         if event is not None:
             yield event

@@ -255,7 +255,13 @@ async def keep_calls(gateway: Gateway) -> None:
             await gateway.publish_call(beat.record_key(), beat.encode())
         except Exception as exc:
             log.warning("the heartbeat of instance %s was not written: %s", gateway.instance, exc)
-        await take_up_calls(gateway, at_start=at_start)
+        try:
+            await take_up_calls(gateway, at_start=at_start)
+        except Exception:
+            # Never end the loop: without this task's heartbeat other replicas would take up
+            # this process's calls while it still polls them.
+            log.exception("taking up calls in flight failed; trying again in %g s",
+                          gateway.config.call_lease_s / 3)
         at_start = False
         await asyncio.sleep(gateway.config.call_lease_s / 3)
 

@@ -9,12 +9,14 @@ pending → answered, or released when the request got no 202), per tenant.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from fastapi.responses import JSONResponse, Response
 
 from modelevents.services.errors import KafkaUnavailable
-from modelevents.services.gateway.calls import PENDING, CallsView, KeyRecord
+from modelevents.services.gateway.calls import ANSWERED, PENDING, CallsView, KeyRecord
 from modelevents.services.gateway.problems import problem_response
 from modelevents.services.gateway.state import Gateway
 
@@ -57,9 +59,30 @@ async def remember(gateway: Gateway, claim: KeyRecord, answer: dict[str, Any]) -
     """The key's answer, for ever, written before the call is sent (KafkaUnavailable: the
     caller's 503, with nothing sent)."""
     record = CallsView.answered(claim, answer)
-    written = await gateway.publish_call(record.record_key(), record.encode())
+    try:
+        written = await gateway.publish_call(record.record_key(), record.encode())
+    except KafkaUnavailable:
+        # The ack was lost, but the record may be on the log: then the key is answered for
+        # ever, and answering 503 without sending would leave every retry a 202 for a call
+        # never made. Wait for the view to show it; only a key still unanswered is a 503. (A
+        # record that reaches the log later still is that case: its run's call record says
+        # "not sent", and reconcile reports it.)
+        if await _read_back(gateway, record):
+            return
+        raise
     # Read back, so that a retry reaching this process at once finds the answer, not a claim.
     await gateway.calls.wait_read(written.partition, written.offset, gateway.config.ack_timeout_s)
+
+
+async def _read_back(gateway: Gateway, record: KeyRecord) -> bool:
+    deadline = time.monotonic() + gateway.config.ack_timeout_s
+    while True:
+        known = gateway.calls.key(record.tenant, record.key)
+        if known is not None and known.nonce == record.nonce and known.state == ANSWERED:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
 
 
 async def release(gateway: Gateway, claim: KeyRecord) -> None:

@@ -158,3 +158,37 @@ def test_an_instances_latest_heartbeat_says_when_its_calls_were_heard_of(view):
     assert view.heard_of(call(updated_at=1)) == 5_000
     assert view.heard_of(call(updated_at=9_000)) == 9_000  # the record is later than the beat
     assert view.heard_of(call(instance="gw-9", updated_at=7)) == 7  # never heard of otherwise
+
+
+def test_a_claim_that_lost_writes_the_winners_record_again_for_compaction(view):
+    """A replica whose view lagged claims a key already answered: its claim reaches the log
+    after the answer. Compaction keeps a key's last record, so the loser writes the winner's
+    again — a gateway that reads the compacted topic later must still find the key answered."""
+    import asyncio
+
+    answer = {"run_id": "run_a", "links": {"state": "/v1/runs/run_a"}}
+    assert feed(view, key(nonce="n1"), key("answered", nonce="n1", at=1_002, answer=answer))
+    log: list[tuple[bytes, bytes]] = []
+
+    @dataclass
+    class Written:
+        partition: int
+        offset: int
+
+    async def publish(record_key: bytes, value: bytes) -> Written:  # the broker, then the read
+        offset = 10 + len(log)
+        log.append((record_key, value))
+        view.apply(Consumed(record_key, value, offset=offset))
+        view.read_to[0] = offset + 1
+        return Written(0, offset)
+
+    claim = asyncio.run(view.claim_key("acme", "k/1", "d1", publish, timeout=1.0))
+    assert claim is not None
+    known, ours = claim
+    assert not ours and known.state == "answered" and known.answer == answer
+    # What compaction keeps — the key's last record — is the answer, read alone by a new view.
+    last_key, last_value = log[-1]
+    fresh = CallsView(PipelineSettings(bootstrap_servers="127.0.0.1:1"))
+    fresh.apply(Consumed(last_key, last_value))
+    kept = fresh.key("acme", "k/1")
+    assert kept is not None and kept.state == "answered" and kept.answer == answer
