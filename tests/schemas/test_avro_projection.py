@@ -114,14 +114,17 @@ def test_verify_projection_of_real_events():
     for path in ONE_PER_API:
         for event in normalize_file(path).events:
             value = codec.encode(event)
-            run_id, tenant, kind, seq, frame_id, body_len, payload, piece = read(value, 10)
-            assert (run_id, tenant, kind, seq, frame_id, body_len) == (
+            (run_id, tenant, kind, seq, frame_id, transport, body_len, payload,
+             piece) = read(value, 10)
+            assert (run_id, tenant, kind, seq, frame_id, transport, body_len) == (
                 event.run_id, event.tenant, event.kind, event.seq, event.source.frame_id,
-                len(event.envelope.body))
+                event.source.transport, len(event.envelope.body))
             name, record = payload
             assert name.rsplit(".", 1)[-1] == type(event.payload).__name__
             if kind == "run.started":
                 assert record["provider_object_id"] == event.payload.provider_object_id
+            elif name.endswith((".ToolCall", ".ToolResult")):  # the receipts check reads them
+                assert record["tool_call_id"] == event.payload.tool_call_id
             else:
                 assert record is None
             assert piece is None
