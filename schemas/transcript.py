@@ -457,9 +457,11 @@ def messages_from_events(events: Iterable[ModelEvent]) -> list[Message]:
                                                  model=event.model))
         elif kind == "run.awaiting" or (kind == "run.finished" and isinstance(payload, RunFinished)
                                         and payload.status in _KEPT_FINISH):
-            flush_results()
+            # The call's message first, then its results: the executor runs a tool as soon as
+            # its call is on ``events``, so a result can be numbered before the call's end.
             if call:
                 messages.append(Message(role="assistant", parts=call))
+            flush_results()
             call = None
         elif kind == "run.finished":
             call = None

@@ -204,3 +204,27 @@ def test_messages_from_events_continue_as_a_valid_request():
                   user("Thanks")]
     request = NeutralRequest.model_validate(body(transcript))
     assert request.transcript[-2].parts[0].text == "It is 4 °C in Oslo."
+
+
+def test_results_numbered_before_their_call_ends_follow_its_assistant_message():
+    """The executor runs a tool as soon as its ``tool.call`` is on ``events``: its result can be
+    numbered before the provider call's own end (``run.awaiting``). The transcript must still
+    put the call's assistant message first — a tool_result before its tool_call is a request
+    no provider takes (found by tests/integration/test_tools.py on a loaded machine)."""
+    from modelevents.services.run_logic.executor_events import tool_result_event
+
+    events = normalize_bytes(
+        (FIXTURES / "openai-responses/tool-call-parallel.sse").read_bytes()).events
+    calls = [e for e in events if e.kind == "tool.call"]
+    assert len(calls) >= 2
+    after = max(events.index(c) for c in calls) + 1
+    assert "run.awaiting" in [e.kind for e in events[after:]]  # the call ends after its calls
+    results = [tool_result_event(c, c.payload.tool_name, c.payload.tool_call_id, "14 C", False,
+                                 b"{}", "application/json", 0) for c in calls]
+    early = events[:after] + results + events[after:]
+    assert messages_from_events(early) == messages_from_events(events + results)
+    assistant, tool = messages_from_events(early)
+    assert assistant.role == "assistant" and tool.role == "tool"
+    assert [p.tool_call_id for p in tool.parts] == [c.payload.tool_call_id for c in calls]
+    NeutralRequest.model_validate(body([user("Weather?"), assistant.model_dump(),
+                                        tool.model_dump()]))
