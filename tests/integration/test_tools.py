@@ -255,9 +255,14 @@ def test_a_recorded_tool_run_is_executed_under_policy_and_continued_to_completio
     assert body["state"]["open_tool_calls"] == [] and not body["state"]["needs_reconciliation"]
     kinds = [e.kind for e in events_of(settings, run_id, lambda es: any(
         e.kind == "run.finished" for e in es), "run.finished")]
-    # waiting_for_tool → executed → continued → completed, in that order on events.
-    assert kinds.index("run.awaiting") < kinds.index("tool.result") < \
-        [i for i, k in enumerate(kinds) if k == "run.started"][1] < kinds.index("run.finished")
+    # Called → executed → continued → completed, in that order on events. The executor runs a
+    # tool as soon as its call is on events, so a result may come before the call's own
+    # run.awaiting; the run is continued only once it waits with every result in.
+    calls_at = [i for i, k in enumerate(kinds) if k == "tool.call"]
+    results_at = [i for i, k in enumerate(kinds) if k == "tool.result"]
+    second = [i for i, k in enumerate(kinds) if k == "run.started"][1]
+    assert len(calls_at) == len(results_at) == 2 and min(calls_at) < min(results_at)
+    assert max(kinds.index("run.awaiting"), max(results_at)) < second < kinds.index("run.finished")
     results = results_of(settings, run_id, 2)
     outputs = {call_id: orjson.loads(e.payload.output) for call_id, e in results.items()}
     assert sorted(o["city"] for o in outputs.values()) == ["Paris", "Rome"]
