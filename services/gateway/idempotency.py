@@ -9,8 +9,6 @@ pending → answered, or released when the request got no 202), per tenant.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from fastapi.responses import JSONResponse, Response
@@ -75,14 +73,10 @@ async def remember(gateway: Gateway, claim: KeyRecord, answer: dict[str, Any]) -
 
 
 async def _read_back(gateway: Gateway, record: KeyRecord) -> bool:
-    deadline = time.monotonic() + gateway.config.ack_timeout_s
-    while True:
+    def answered() -> bool:
         known = gateway.calls.key(record.tenant, record.key)
-        if known is not None and known.nonce == record.nonce and known.state == ANSWERED:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        await asyncio.sleep(0.05)
+        return known is not None and known.nonce == record.nonce and known.state == ANSWERED
+    return await gateway.calls.wait_until(answered, gateway.config.ack_timeout_s)
 
 
 async def release(gateway: Gateway, claim: KeyRecord) -> None:
