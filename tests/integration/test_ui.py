@@ -285,6 +285,49 @@ def test_twenty_runs_open_in_one_browser_are_all_live(browser, settings, start_g
     assert not one_run_streams, "run views read streams of their own"
 
 
+def test_without_shared_worker_a_run_view_reads_its_own_stream_live(browser, settings,
+                                                                    start_gateway):
+    """A browser without SharedWorker (Chrome on Android, older Safari): the run view reads
+    GET /v1/runs/{id}/events itself, and its events still arrive live, up to the end."""
+    gateway = start_gateway()
+    recording = "anthropic-messages/pause-turn-then-continuation.sse"
+    run_id = f"ui-noworker-{uuid.uuid4().hex[:8]}"
+    frames = recording_frames(recording, run_id)
+    first_stop = next(i for i, f in enumerate(frames) if f.sse_event == "content_block_stop")
+    second_start = [i for i, f in enumerate(frames) if f.sse_event == "message_start"][1]
+    feed_frames(settings, frames[:first_stop])  # the run exists before its view opens
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.add_init_script("delete window.SharedWorker;")
+    asked: list[str] = []
+    context.on("request", lambda r: asked.append(r.url))
+    errors: list[str] = []
+    try:
+        opened = context.new_page()
+        opened.set_default_timeout(GUARD_MS)
+        opened.on("pageerror", lambda exc: errors.append(str(exc)))
+        open_run_from_list(opened, gateway, run_id)
+        assert opened.evaluate("typeof window.SharedWorker") == "undefined"
+        text = opened.locator(".item.text").first
+        expect(text).to_contain_text("Let me search.")
+        expect(text).to_have_class(re.compile(r"\bstreaming\b"))
+        expect(opened.locator("#stream-status")).to_have_text("Live: following the run's events.")
+        expect(opened.locator("#terminal")).to_be_hidden()
+        # What the provider says next arrives while the view is open: live, not on a reload.
+        feed_frames(settings, frames[first_stop:second_start])
+        expect(opened.locator("#waiting")).to_have_attribute("data-reason", "continuation")
+        feed_frames(settings, frames[second_start:])
+        expect(opened.locator("#terminal")).to_have_attribute("data-status", "completed")
+        expect(opened.locator(".item.text.done").last).to_contain_text("High tide is at 06:12.")
+        expect(opened.locator("#stream-status")).to_have_text(
+            "The run ended; every event is shown.")
+    finally:
+        context.close()
+    assert not errors, f"the page raised: {errors}"
+    own = f"{gateway.url}/v1/runs/{run_id}/events"
+    assert own in asked, "the run view did not read its own stream"
+    assert not any(url.endswith("/ui/stream-worker.js") for url in asked), asked
+
+
 # --- approvals --------------------------------------------------------------------------------
 
 
