@@ -233,40 +233,12 @@ class GeminiGenerateAdapter(Adapter):
         # A member missing or mistyped raises: the base's guard reports it (unexpected_shape).
         if type(doc) is not dict:
             self._not_an_object(doc)
-        elif "error" in doc:
+            return
+        if "error" in doc:
             self._on_error(doc["error"])
-        else:
-            self._on_response(doc)
-
-    def _not_an_object(self, doc: Any) -> None:
-        if type(doc) is list:
-            # The whole streamed array as one body (framing "json"): one response per element,
-            # each under the guard of its own, so one bad element does not lose the others.
-            for element in doc:
-                if type(element) is dict:
-                    try:
-                        self.handle(element)
-                    except Exception as exc:
-                        self._guard_caught(exc)
-                else:
-                    self.malformed(
-                        f"array element is JSON {type(element).__name__}, not an object")
-        else:
-            self.malformed(f"body is JSON {type(doc).__name__}, not an object")
-
-    def finish(self) -> None:
-        # Input ended. Blocks still open were cut by the transport: a partial streamed call must
-        # never become an executable tool.call, so nothing is flushed; the base reports
-        # stream_truncated when no finishReason came.
-        for cand in self._cands.values():
-            cand.kind = None
-            cand.call = None
-        if not self.stream_complete:
-            self._emit_usage()  # the last snapshot the provider sent before the cut
-
-    # --- the response ----------------------------------------------------------------------------
-
-    def _on_response(self, doc: dict[str, Any]) -> None:
+            return
+        # What remains is a GenerateContentResponse: every chunk of a stream, translated here
+        # inline (a call less per frame, docs/performance.md).
         candidates = doc.get("candidates")
         if candidates is None and not any(key in doc for key in RESPONSE_KEYS):
             self.unknown("response:" + ",".join(sorted(doc)),
@@ -300,6 +272,34 @@ class GeminiGenerateAdapter(Adapter):
                 self._terminate()
         elif self._terminal and usage is not None:
             self._emit_usage()  # a late chunk of a finished response corrects its usage
+
+    def _not_an_object(self, doc: Any) -> None:
+        if type(doc) is list:
+            # The whole streamed array as one body (framing "json"): one response per element,
+            # each under the guard of its own, so one bad element does not lose the others.
+            for element in doc:
+                if type(element) is dict:
+                    try:
+                        self.handle(element)
+                    except Exception as exc:
+                        self._guard_caught(exc)
+                else:
+                    self.malformed(
+                        f"array element is JSON {type(element).__name__}, not an object")
+        else:
+            self.malformed(f"body is JSON {type(doc).__name__}, not an object")
+
+    def finish(self) -> None:
+        # Input ended. Blocks still open were cut by the transport: a partial streamed call must
+        # never become an executable tool.call, so nothing is flushed; the base reports
+        # stream_truncated when no finishReason came.
+        for cand in self._cands.values():
+            cand.kind = None
+            cand.call = None
+        if not self.stream_complete:
+            self._emit_usage()  # the last snapshot the provider sent before the cut
+
+    # --- the response ----------------------------------------------------------------------------
 
     def _open_response(self, response_id: str | None) -> None:
         # Every provider call of the run opens with run.started (the base's contract).
