@@ -480,6 +480,13 @@ class GeminiGenerateAdapter(Adapter):
     # --- parts -----------------------------------------------------------------------------------
 
     def _on_part(self, cand: _Candidate, part: dict[str, Any]) -> None:
+        if len(part) == 1:
+            # One member and no signature (every Vertex argument fragment): its handler, if any.
+            for key in part:
+                handler = _ON_PART.get(key)
+                if handler is not None:
+                    handler(self, cand, part)
+                    return
         handler = None
         stranger = None
         for key in part:
