@@ -548,40 +548,33 @@ class GeminiGenerateAdapter(Adapter):
         more = call.get("willContinue") is True
         if name is None:
             # A Vertex argument fragment, or the terminal {} (B3), of the open streamed call.
-            open_call = cand.call if cand.kind == _CALL else None
-            if open_call is None:
+            streamed = cand.call if cand.kind == _CALL else None
+            if streamed is None:
                 if call.get("partialArgs") or call.get("args"):
                     self.protocol_violation(
                         "functionCall fragment without a name and no streamed call open; "
                         "ignored")
                 return (None, None)
-            self._feed_call(cand, open_call, call)
-            if not more:
-                self._close_block(cand)
-            return (open_call.index, open_call.call_id)
-        self._close_block(cand)  # a name starts a new call, even without the terminal {}
-        # Gemini API calls have no id (B3): derive one that replays and retries reproduce.
-        call_id = call.get("id") or stable_id(self.run_id, self._response_id, cand.index,
-                                              cand.calls, name)
-        cand.calls += 1
-        cand.names[name] = call_id
-        args = call.get("args")
-        index = self._next_output()
-        self.emit("tool.call.started", ToolCall(index, name, call_id, "", cand.item_id))
-        if more or call.get("partialArgs"):
+        else:
+            self._close_block(cand)  # a name starts a new call, even without the terminal {}
+            # Gemini API calls have no id (B3): derive one that replays and retries reproduce.
+            call_id = call.get("id") or stable_id(self.run_id, self._response_id, cand.index,
+                                                  cand.calls, name)
+            cand.calls += 1
+            cand.names[name] = call_id
+            args = call.get("args")
+            index = self._next_output()
+            self.emit("tool.call.started", ToolCall(index, name, call_id, "", cand.item_id))
+            if not (more or call.get("partialArgs")):
+                self.emit_tool_call(index, name, call_id,
+                                    None if args is None else json_text(args), cand.item_id)
+                return (index, call_id)
             streamed = _Call(name, call_id, index,
                              StreamedArguments(args if type(args) is dict else None))
             cand.kind, cand.block, cand.call = _CALL, index, streamed
-            self._feed_call(cand, streamed, call)
-            if not more:
-                self._close_block(cand)
-        else:
-            self.emit_tool_call(index, name, call_id, None if args is None else json_text(args),
-                                cand.item_id)
-        return (index, call_id)
-
-    def _feed_call(self, cand: _Candidate, call: _Call, doc: dict[str, Any]) -> None:
-        for arg in doc.get("partialArgs") or ():
+        # The streamed call's partial arguments in this part (here, not in a helper: most
+        # Vertex frames are one fragment).
+        for arg in call.get("partialArgs") or ():
             if "stringValue" in arg:  # the common case, ahead of partial_value's search
                 value = arg["stringValue"]
             else:
@@ -590,19 +583,22 @@ class GeminiGenerateAdapter(Adapter):
                     continue
             path = arg.get("jsonPath")
             segments = parse_json_path(path) if type(path) is str else None
-            fragment = None if segments is None else call.args.put(
+            fragment = None if segments is None else streamed.args.put(
                 segments, value, arg.get("willContinue") is True)
             if fragment is None:
-                call.valid = False
+                streamed.valid = False
                 self.emit("error", Error(
                     error_type="malformed_tool_arguments", retryable=False,
-                    message=f"partial argument {json_text(arg)} of call {call.name} "
-                            f"({call.call_id}) cannot be placed in the arguments built so far "
-                            f"(frame {self.frame.frame_id}); tool.call reports "
+                    message=f"partial argument {json_text(arg)} of call {streamed.name} "
+                            f"({streamed.call_id}) cannot be placed in the arguments built so "
+                            f"far (frame {self.frame.frame_id}); tool.call reports "
                             f"arguments_valid=false"))
             elif fragment:
-                self.emit("tool.call.delta", ToolCall(call.index, call.name, call.call_id,
-                                                      fragment, cand.item_id))
+                self.emit("tool.call.delta", ToolCall(streamed.index, streamed.name,
+                                                      streamed.call_id, fragment, cand.item_id))
+        if not more:
+            self._close_block(cand)
+        return (streamed.index, streamed.call_id)
 
     def _end_call(self, cand: _Candidate) -> None:
         call, cand.call = cand.call, None
