@@ -292,7 +292,7 @@ class AnthropicMessagesAdapter(Adapter):
         except _SHAPE_ERRORS as exc:
             self._lacks_field(event_type, exc)
 
-    def _lacks_field(self, event_type: str, exc: Exception) -> None:
+    def _lacks_field(self, event_type: Any, exc: Exception) -> None:
         # A frame of a known type without the fields the protocol promises: report, go on.
         self.malformed(f"{event_type} lacks or mistypes a required field ({exc!r})")
 
