@@ -84,7 +84,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from itertools import islice
-from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Generic, Literal, TypedDict, TypeGuard, TypeVar, Unpack, overload
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
@@ -256,6 +256,13 @@ class Stats:
 # An item read and not processed yet: (value, its partition, the offset of its first record —
 # a joined event's first piece). Queued in the order read, handed out in that order.
 _Pending = tuple[Any, TopicPartition | None, int]
+# What a handler returned that is to be awaited, and its item (None: a batch, held in _held).
+_Awaiting = tuple[Awaitable[object], _Pending | None]
+
+
+def _awaitable(result: object) -> TypeGuard[Awaitable[object]]:
+    """What a handler returned is to be awaited (a coroutine function's coroutine, a future)."""
+    return asyncio.iscoroutine(result) or isinstance(result, asyncio.Future)
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -328,7 +335,8 @@ class Subscription(Generic[T]):
         # is handed out is built just before, and let go just after (a whole batch of queued
         # events outlived a garbage collection or more, and the collector walked them all).
         self._batches: deque[tuple[TopicPartition, Iterator[_Pending]]] = deque()
-        self._last: _Pending | None = None
+        self._last: _Pending | None = None  # the item handed out, not processed yet
+        self._held: list[_Pending] = []  # the batch handed out (consume(batch=True)), the same
         self._seq: dict[str, int] = {}  # run id → highest seq passed on
         self._states: dict[str, RunState] = {}  # run id → last RunState yielded
         self._open_pieces: dict[str, list[tuple[ModelEvent, int]]] = {}
@@ -432,6 +440,8 @@ class Subscription(Generic[T]):
             self._batches = deque(b for b in self._batches if b[0] not in tps)
         if self._last is not None and self._last[1] in tps:
             self._last = None  # its partition is gone: the next owner gets it again
+        if self._held:
+            self._held = [p for p in self._held if p[1] not in tps]
         for run_id, tp in list(self._open_tp.items()):
             if tp in tps:
                 del self._open_tp[run_id]
@@ -449,6 +459,7 @@ class Subscription(Generic[T]):
         self._closed = True
         if last_processed:
             self._last = None
+            self._held = []
         consumer = self._consumer
         if consumer is None:
             return
@@ -532,39 +543,115 @@ class Subscription(Generic[T]):
             self.close_sync()
             raise StopIteration from None
 
-    async def consume(self, handler: Callable[[T], Awaitable[object] | object]) -> None:
+    async def consume(self, handler: Callable[[Any], Awaitable[object] | object], *,
+                      batch: bool = False) -> None:
         """Call ``handler`` (a function or a coroutine function) on every item until the
         subscription ends (``idle_timeout``, a followed run's end) or the handler raises. An item
         is committed only after its handler returned; the exception of a handler propagates after
         what was processed before it has been committed, and its item is left to the next
-        consumer of the group."""
+        consumer of the group.
+
+        With ``batch=True`` the handler gets a list of items at a time instead — the events of
+        one partition's fetch (up to a few thousand, in seq order per run as ever), or the run
+        states read — and the whole list counts as processed when it returns: one that raises
+        leaves every item of its list to the next consumer of the group. An UndecodableEvent
+        let out of a batch handler is raised (the rest of the list cannot be told processed).
+
+        Between fetches nothing is awaited per item: a plain function runs over what was read in
+        one loop (a coroutine's result is awaited where it is returned)."""
         self._last = None
+        hand = self._hand_batch if batch else self._hand_items
         try:
-            while True:
-                item = self._ready() or await self._next()
-                if item is None:
-                    break
-                self._last = item  # not processed until the handler returns
-                try:
-                    result = handler(item[0])
-                    if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-                        await result
-                except UndecodableEvent as exc:
-                    if exc.event is not item[0] or self._raise_undecodable:
-                        raise
-                    # Its body does not decode: skipped as the records that do not decode at
-                    # all are (counted, logged, committed past), not handed on again.
-                    self.stats.undecodable += 1
-                    log.warning("skipping an event whose handler could not read it: %s", exc)
-                self._last = None
+            while await self._fill():
+                pending = hand(handler)
+                while pending is not None:  # a handler gave an awaitable: its item waits on it
+                    await self._settle(pending)
+                    pending = hand(handler)
         finally:
             await self.close(last_processed=False)
 
-    def consume_sync(self, handler: Callable[[T], object]) -> None:
+    def _hand_items(self, handler: Callable[[Any], object]) -> _Awaiting | None:
+        """Call ``handler`` on every item read and not handed out yet, in a plain loop; stop at
+        the first awaitable it returns (its item is then the one not processed yet)."""
+        queue, batches = self._queue, self._batches
+        handed = 0
+        try:
+            while True:
+                if queue:
+                    examined: Iterator[_Pending] = iter((queue.popleft(),))
+                elif batches:
+                    examined = batches[0][1]
+                else:
+                    return None
+                for item in examined:
+                    handed += 1
+                    try:
+                        result = handler(item[0])
+                    except UndecodableEvent as exc:
+                        self._skip_undecodable(item, exc)
+                        continue
+                    except BaseException:
+                        self._last = item  # not processed: the next consumer gets it again
+                        raise
+                    if result is not None and _awaitable(result):
+                        self._last = item
+                        return result, item
+                if batches and batches[0][1] is examined:
+                    batches.popleft()  # all examined
+        finally:
+            self.stats.yielded += handed
+
+    def _hand_batch(self, handler: Callable[[Any], object]) -> _Awaiting | None:
+        """Call ``handler`` on the next list of items read: the run states queued, else the
+        events of the next fetched partition batch (skipping one that gave none)."""
+        while True:
+            if self._queue:
+                self._held = list(self._queue)
+                self._queue.clear()
+            elif self._batches:
+                # Extended in place: when examining raises (on_undecodable="raise"), what was
+                # examined before stays held, not committed.
+                self._held = []
+                self._held.extend(self._batches.popleft()[1])
+                if not self._held:
+                    continue
+            else:
+                return None
+            items = [p[0] for p in self._held]
+            self.stats.yielded += len(items)
+            result = handler(items)  # raising, its items stay held: not committed
+            if result is not None and _awaitable(result):
+                return result, None
+            self._held = []
+
+    async def _settle(self, pending: _Awaiting) -> None:
+        """Await what a handler returned for ``pending``'s item (or batch), then count it
+        processed."""
+        result, item = pending
+        try:
+            await result
+        except UndecodableEvent as exc:
+            if item is None:
+                raise
+            self._skip_undecodable(item, exc)
+        self._last = None
+        self._held = []
+
+    def _skip_undecodable(self, item: _Pending, exc: UndecodableEvent) -> None:
+        """A handler could not read ``item``'s event: skipped as the records that do not decode
+        at all are (counted, logged, committed past), not handed on again — or, with
+        ``on_undecodable="raise"`` or when it is another event's, raised (not committed)."""
+        if exc.event is not item[0] or self._raise_undecodable:
+            self._last = item
+            raise exc
+        self.stats.undecodable += 1
+        log.warning("skipping an event whose handler could not read it: %s", exc)
+
+    def consume_sync(self, handler: Callable[[Any], object], *, batch: bool = False) -> None:
         """:meth:`consume` for a plain function, outside an event loop."""
         loop = self._sync_loop()
         try:
-            loop.run_until_complete(self.consume(handler))
+            loop.run_until_complete(self.consume(handler, batch=batch))
         finally:
             self.close_sync()
 
@@ -586,7 +673,7 @@ class Subscription(Generic[T]):
         lowest: dict[TopicPartition | None, int] = {}
         get = lowest.get
         pending = [self._last] if self._last is not None else []
-        for _, tp, offset in (*pending, *self._queue):
+        for _, tp, offset in (*pending, *self._held, *self._queue):
             if offset < get(tp, offset + 1):
                 lowest[tp] = offset
         for run_id, held in self._open_pieces.items():
@@ -636,14 +723,23 @@ class Subscription(Generic[T]):
         return None
 
     async def _next(self) -> _Pending | None:
+        """The next item; None at the end."""
         while True:
             item = self._ready()
             if item is not None:
                 return item
+            if not await self._fill():
+                return None
+
+    async def _fill(self) -> bool:
+        """Read until something is to be examined (True), or the subscription ends (False)."""
+        while True:
+            if self._queue or self._batches:
+                return True
             if self._follow is not None and self._follow_finished():
-                return None
+                return False
             if self._closed:
-                return None
+                return False
             if not self._started:
                 await self._start()
             consumer = self._consumer
@@ -653,7 +749,7 @@ class Subscription(Generic[T]):
                 await self._commit()
             if self.idle_timeout is not None and now - self._last_record >= (
                     self.idle_timeout if self._assignment else max(self.idle_timeout, _JOIN_S)):
-                return None
+                return False
             if self._follow_deadline is not None and now >= self._follow_deadline:
                 raise TimeoutError(f"run {self._follow} did not reach a terminal state in time "
                                    f"(last seq seen {self._seq.get(self._follow or '', -1)})")
@@ -745,7 +841,7 @@ class Subscription(Generic[T]):
                     self._undecodable(tp, offset, SchemaError(
                         f"corrupt modelevents.ModelEvent record ({len(data)} bytes): {exc}"))
                     continue
-                _, run_id, tenant, provider, _, _, kind, seq, piece, _ = header
+                _, run_id, tenant, provider, _, _, kind, seq, piece, _, _ = header
             else:  # another record or an earlier schema version: decoded whole
                 value = self._decoded(tp, msg)
                 if value is None:

@@ -282,14 +282,14 @@ def compile_projection(schema: dict[str, Any], named: dict[str, dict[str, Any]],
     dataclass, a wanted union of them gives the object itself.
 
     With ``prefix=True`` only the fields up to the last wanted one are read: what follows is
-    neither walked nor checked (no end check, no position). ``pad`` Nones end the tuple (a
-    prefix reader that gives the shape of a fuller one)."""
+    neither walked nor checked (no end check; with ``to_end=False`` the tuple ends with the
+    position after that field, where a reader of the rest can go on). ``pad`` Nones follow the
+    values (a reader that gives the shape of a fuller one)."""
     compiler = _Projector(dict(named), dict(types or {}))
     body: list[str] = []
     if prefix:
         last = max(i for i, f in enumerate(schema["fields"]) if wanted.get(f["name"]))
         schema = {**schema, "fields": schema["fields"][:last + 1]}
-        to_end = True
     values = compiler.project(schema, wanted, body, 2)
     values += ["None"] * pad
     functions = sorted(compiler.functions.items(), key=lambda item: item[0].startswith("_"))

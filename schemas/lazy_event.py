@@ -55,10 +55,13 @@ DEFERRED_FIELDS = ("source", "received_at", "adapter", "envelope", "payload")
 # How a record with neither piece nor elided ends: both unions' null branch.
 NEITHER = b"\x00\x00"
 
-Header = tuple[str, str, str, str, str, str | None, str, int, Piece | None, Elided | None]
+# The HEADER_FIELDS, then where the deferred fields begin (None: read them from the start).
+Header = tuple[str, str, str, str, str, str | None, str, int, Piece | None, Elided | None,
+               int | None]
 Reader = Callable[[bytes, int], Header]
 _header: list[tuple[bytes, Reader, Reader]] = []
-# The deferred fields, as their dataclasses, then piece and elided, from a current record.
+# The deferred fields, as their dataclasses, then piece and elided, from a current record: the
+# first from the record's start (every field walked), the second from where ``source`` begins.
 _body: list[Callable[[bytes, int], tuple[Any, ...]]] = []
 
 
@@ -67,22 +70,28 @@ def header_reader() -> tuple[bytes, Reader, Reader]:
     begins with (magic and fingerprint; a record that begins otherwise — another record, an
     earlier schema version — is for ``codec.decode``), and its header projections:
     ``common(data, 10)`` for a record that ends with :data:`NEITHER`, ``whole(data, 10)`` for
-    the others. Both give the :data:`HEADER_FIELDS` in wire order."""
+    the others. Both give the :data:`HEADER_FIELDS` in wire order, then where the deferred
+    fields begin (``common``: the body is read on from there; ``whole``: None)."""
     if not _header:
         schema_set = codec.schemas()
         name = f"{codec.NAMESPACE}.ModelEvent"
         schema = schema_set.current[name]
         named = named_records(schema)
         wanted = dict.fromkeys(HEADER_FIELDS, True)
-        _body.append(compile_projection(
-            schema, named, dict.fromkeys((*DEFERRED_FIELDS, "piece", "elided"), True),
-            types=codec.EVENT_TYPES))
+        body = dict.fromkeys((*DEFERRED_FIELDS, "piece", "elided"), True)
+        _body.append(compile_projection(schema, named, body, types=codec.EVENT_TYPES))
+        # A common record's header fields were all read, every string decoded: the rest of it
+        # is read from where they end, not walked again.
+        first = [f["name"] for f in schema["fields"]].index(DEFERRED_FIELDS[0])
+        _body.append(compile_projection({**schema, "fields": schema["fields"][first:]}, named,
+                                        body, types=codec.EVENT_TYPES))
         # Tenant, provider, api, model and kind: a few values, the same on most events.
         repeated = dict.fromkeys(("tenant", "provider", "api", "model", "kind"), "memo")
         common = compile_projection(schema, named, {**dict.fromkeys(HEADER_FIELDS[:8], True),
-                                                    **repeated}, prefix=True, pad=2)
+                                                    **repeated}, prefix=True, to_end=False,
+                                    pad=2)
         whole = compile_projection(schema, named, wanted,
-                                   types={"Piece": Piece, "Elided": Elided})
+                                   types={"Piece": Piece, "Elided": Elided}, pad=1)
         _header.append((codec.MAGIC + schema_set.current_fingerprint[name], common, whole))
     return _header[0]
 
@@ -93,8 +102,9 @@ class LazyModelEvent(ModelEvent):
     ``_record`` is what the Kafka client handed out (``value``, ``topic``, ``partition``,
     ``offset``); it is let go once the fields are decoded."""
 
-    __slots__ = ("_record",)
+    __slots__ = ("_record", "_at")
     _record: Any  # the Kafka client's record, None once decoded
+    _at: int | None  # where the deferred fields begin in its value; None: walk it from the start
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Built whole (dataclasses.replace builds one so): nothing left to decode.
@@ -105,7 +115,8 @@ class LazyModelEvent(ModelEvent):
         record = self._record
         data = record.value
         try:
-            values = _body[0](data, 10)
+            at = self._at
+            values = _body[0](data, 10) if at is None else _body[1](data, at)
             payload, piece, elided = values[4:]
             expected = KIND_PAYLOAD.get(self.kind)
             if expected is not None and type(payload) is not expected:
@@ -172,5 +183,5 @@ def lazy_event(record: Any, header: Header) -> LazyModelEvent:
     event = _new(LazyModelEvent)
     event._record = record
     (event.event_id, event.run_id, event.tenant, event.provider, event.api, event.model,
-     event.kind, event.seq, event.piece, event.elided) = header
+     event.kind, event.seq, event.piece, event.elided, event._at) = header
     return event
