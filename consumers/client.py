@@ -641,9 +641,15 @@ class Subscription(Generic[T]):
         """A handler could not read ``item``'s event: skipped as the records that do not decode
         at all are (counted, logged, committed past), not handed on again — or, with
         ``on_undecodable="raise"`` or when it is another event's, raised (not committed)."""
-        if exc.event is not item[0] or self._raise_undecodable:
+        event: ModelEvent = item[0]
+        if exc.event is not event or self._raise_undecodable:
             self._last = item
             raise exc
+        # Its seq is not taken as seen: a good copy of it read next (the pipeline's redelivery)
+        # is handed on, not dropped as a duplicate of what was skipped. (Once a later seq of the
+        # run was handed on, a copy read after it is out of order, dropped as before.)
+        if self._seq.get(event.run_id) == event.seq:
+            self._seq[event.run_id] = event.seq - 1
         self.stats.undecodable += 1
         log.warning("skipping an event whose handler could not read it: %s", exc)
 
@@ -830,13 +836,16 @@ class Subscription(Generic[T]):
         # Without the rebuilder (which must see every delta) kinds filter before anything else.
         kinds_first = kinds if rebuilder is None else None
         current, common, whole = header_reader()
+        lazy = rebuilder is None  # else every event is decoded whole
+        last_run = None  # the run whose high-water mark was moved to the LRU's end last
         for msg in messages:
             data = msg.value
             offset = msg.offset
             event: ModelEvent | None = None
             if type(data) is bytes and data.startswith(current):
                 try:
-                    header = (common if data.endswith(NEITHER) else whole)(data, 10)
+                    # Ends with NEITHER, 00 00 (indexing is cheaper than endswith; it is 10+ long)
+                    header = (whole if data[-1] or data[-2] else common)(data, 10)
                 except CorruptRecord as exc:
                     self._undecodable(tp, offset, SchemaError(
                         f"corrupt modelevents.ModelEvent record ({len(data)} bytes): {exc}"))
@@ -857,18 +866,22 @@ class Subscription(Generic[T]):
                             or (run_ids is not None and run_id not in run_ids)):
                 stats.filtered += 1
                 continue
-            previous = seqs.pop(run_id, -1)
-            if seq <= previous:
-                seqs[run_id] = previous
-                stats.duplicates += 1
-                continue
-            seqs[run_id] = seq
-            if len(seqs) > max_runs:
-                self._evict(seqs)
+            if run_id == last_run and seq > seqs.get(run_id, -1):
+                seqs[run_id] = seq  # the run touched last: already the most recent (LRU)
+            else:
+                previous = seqs.pop(run_id, -1)
+                if seq <= previous:
+                    seqs[run_id] = previous
+                    stats.duplicates += 1
+                    continue
+                seqs[run_id] = seq
+                last_run = run_id
+                if len(seqs) > max_runs:
+                    self._evict(seqs)
             if kinds_first is not None and kind not in kinds_first:
                 stats.filtered += 1
                 continue
-            if event is None and rebuilder is None and (piece is None or not join):
+            if event is None and lazy and (piece is None or not join):
                 fetched[tp] = offset + 1
                 yield lazy_event(msg, header), tp, offset  # the common case
                 continue
