@@ -10,14 +10,17 @@ run, committed only after the caller processed them.
 Entry points (all re-exported from :mod:`modelevents.consumers`):
 
 * :func:`subscribe` — a :class:`Subscription` of ``events`` (ModelEvents), ``runs`` (RunStates) or
-  both; an async iterator (``async for``) and a sync one (``for``), plus ``await sub.consume(handler)``.
+  both; an async iterator (``async for``) and a sync one (``for``), plus ``await sub.consume(handler)``
+  (one item at a time; a plain function is run over each fetch in one loop, the fastest way to
+  read) and ``await sub.consume(handler, batch=True)`` (a list of items at a time).
 * :func:`follow_run` — one run's events (and its states) until its terminal RunState.
 * :func:`rebuild_elided` / :class:`ElidedRebuilder` — the value of a done event whose field was
   elided (README "How big payloads travel"), from the run's deltas.
 * :func:`at_offset` / :func:`at_time` — explicit start positions (``start=``).
 
 **Process then commit.** An item counts as processed when the caller asks for the next one
-(``for``/``async for``), when its handler returns (:meth:`Subscription.consume`), or when the
+(``for``/``async for``), when its handler returns (:meth:`Subscription.consume`; with
+``batch=True``, when the handler of the list it came in returns), or when the
 ``with`` block it was yielded in ends without an exception. Only offsets of processed records are
 committed — every ``commit_interval`` seconds while reading, when partitions are revoked, and on
 close — and never past a record that is not processed yet (a piece of an event still being
@@ -68,8 +71,9 @@ is yielded, and reading its payload (or source, envelope, received_at, adapter) 
 :class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the record's topic,
 partition, offset and the event) — at the latest when it is touched, never a half-decoded
 value. A duplicate or a filtered-out record is dropped without that check. Under :meth:`Subscription.consume` a handler that lets it out gets the
-``on_undecodable`` treatment: skipped (counted, logged, committed past) or raised (not
-committed). In a ``for`` / ``async for`` loop it is the caller's: caught, the event counts as
+``on_undecodable`` treatment: skipped (counted, logged, committed past — its seq is not taken
+as seen, so a good copy of it read next is handed on) or raised (not committed); a batch handler
+that lets it out raises it (its list is not committed). In a ``for`` / ``async for`` loop it is the caller's: caught, the event counts as
 processed when the next is asked for; let out of the ``with`` block, it is not committed and
 the next consumer of the group gets it again. Nothing is lost either way.
 """
@@ -850,7 +854,7 @@ class Subscription(Generic[T]):
                     self._undecodable(tp, offset, SchemaError(
                         f"corrupt modelevents.ModelEvent record ({len(data)} bytes): {exc}"))
                     continue
-                _, run_id, tenant, provider, _, _, kind, seq, piece, _, _ = header
+                run_id, tenant, provider, _, _, kind, seq, piece, _, _ = header
             else:  # another record or an earlier schema version: decoded whole
                 value = self._decoded(tp, msg)
                 if value is None:
@@ -932,7 +936,7 @@ class Subscription(Generic[T]):
             try:
                 if type(data) is bytes and data.startswith(current):
                     header = (common if data.endswith(NEITHER) else whole)(data, 10)
-                    run_id, seq = header[1], header[7]
+                    run_id, seq = header[0], header[6]
                 else:
                     value = codec.decode(data) if data is not None else None
                     if value is None:

@@ -55,14 +55,16 @@ DEFERRED_FIELDS = ("source", "received_at", "adapter", "envelope", "payload")
 # How a record with neither piece nor elided ends: both unions' null branch.
 NEITHER = b"\x00\x00"
 
-# The HEADER_FIELDS, then where the deferred fields begin (None: read them from the start).
-Header = tuple[str, str, str, str, str, str | None, str, int, Piece | None, Elided | None,
-               int | None]
+# The HEADER_FIELDS but the event id, then where the deferred fields begin (None: read them from
+# the start).
+Header = tuple[str, str, str, str, str | None, str, int, Piece | None, Elided | None, int | None]
 Reader = Callable[[bytes, int], Header]
 _header: list[tuple[bytes, Reader, Reader]] = []
 # The deferred fields, as their dataclasses, then piece and elided, from a current record: the
 # first from the record's start (every field walked), the second from where ``source`` begins.
 _body: list[Callable[[bytes, int], tuple[Any, ...]]] = []
+# The event id alone (the record's first field), read when it is first asked for.
+_event_id: list[Callable[[bytes, int], tuple[Any, ...]]] = []
 
 
 def header_reader() -> tuple[bytes, Reader, Reader]:
@@ -70,14 +72,16 @@ def header_reader() -> tuple[bytes, Reader, Reader]:
     begins with (magic and fingerprint; a record that begins otherwise — another record, an
     earlier schema version — is for ``codec.decode``), and its header projections:
     ``common(data, 10)`` for a record that ends with :data:`NEITHER`, ``whole(data, 10)`` for
-    the others. Both give the :data:`HEADER_FIELDS` in wire order, then where the deferred
-    fields begin (``common``: the body is read on from there; ``whole``: None)."""
+    the others. Both give the :data:`HEADER_FIELDS` in wire order but the event id (walked,
+    read when first asked for: nothing on the way to a handler reads it), then where the
+    deferred fields begin (``common``: the body is read on from there; ``whole``: None)."""
     if not _header:
         schema_set = codec.schemas()
         name = f"{codec.NAMESPACE}.ModelEvent"
         schema = schema_set.current[name]
         named = named_records(schema)
-        wanted = dict.fromkeys(HEADER_FIELDS, True)
+        wanted = {**dict.fromkeys(HEADER_FIELDS, True), "event_id": False}
+        _event_id.append(compile_projection(schema, named, {"event_id": True}, prefix=True))
         body = dict.fromkeys((*DEFERRED_FIELDS, "piece", "elided"), True)
         _body.append(compile_projection(schema, named, body, types=codec.EVENT_TYPES))
         # A common record's header fields were all read, every string decoded: the rest of it
@@ -85,11 +89,13 @@ def header_reader() -> tuple[bytes, Reader, Reader]:
         first = [f["name"] for f in schema["fields"]].index(DEFERRED_FIELDS[0])
         _body.append(compile_projection({**schema, "fields": schema["fields"][first:]}, named,
                                         body, types=codec.EVENT_TYPES))
-        # Tenant, provider, api, model and kind: a few values, the same on most events.
-        repeated = dict.fromkeys(("tenant", "provider", "api", "model", "kind"), "memo")
+        # Run id to model: the same as the event before's for most events (a run's events
+        # come together on its partition); the kind: one of a few.
+        repeated = {**dict.fromkeys(("run_id", "tenant", "provider", "api", "model"), "last"),
+                    "kind": "memo"}
         common = compile_projection(schema, named, {**dict.fromkeys(HEADER_FIELDS[:8], True),
-                                                    **repeated}, prefix=True, to_end=False,
-                                    pad=2)
+                                                    "event_id": False, **repeated},
+                                    prefix=True, to_end=False, pad=2)
         whole = compile_projection(schema, named, wanted,
                                    types={"Piece": Piece, "Elided": Elided}, pad=1)
         _header.append((codec.MAGIC + schema_set.current_fingerprint[name], common, whole))
@@ -125,15 +131,34 @@ class LazyModelEvent(ModelEvent):
             if (piece is not None or elided is not None) and data.endswith(NEITHER):
                 raise CorruptRecord(f"a piece {piece} or elided {elided} against the contract")
         except CorruptRecord as exc:
-            where = (f"{record.topic}[{record.partition}]@{record.offset}"
-                     if hasattr(record, "offset") else "the record")
             raise UndecodableEvent(
-                f"{where}: corrupt {codec.NAMESPACE}.ModelEvent record ({len(data)} bytes) "
+                f"{_where(record)}: corrupt {codec.NAMESPACE}.ModelEvent record ({len(data)} bytes) "
                 f"past its header (event {self.event_id} of run {self.run_id}, seq {self.seq}): "
                 f"{exc}", self) from exc
         for (_, slot), value in zip(_DEFERRED_SLOTS, values):
             slot.__set__(self, value)
+        self._event_id()  # the record is let go: the event id is read from it first
         self._record = None
+
+    def _event_id(self) -> str:
+        """The event id: set, or read from the record (and kept)."""
+        value: str = _EVENT_ID_SLOT.__get__(self)
+        if value is not _UNREAD:
+            return value
+        record = self._record
+        try:
+            data = record.value
+            n = data[10]
+            if n < 128 and not n & 1:  # a one-byte length, an id under 64 bytes (the header
+                value = data[11:11 + (n >> 1)].decode()  # step checked it is within the record)
+            else:
+                value = _event_id[0](data, 10)[0]
+        except (CorruptRecord, UnicodeDecodeError) as exc:
+            raise UndecodableEvent(
+                f"{_where(record)}: corrupt {codec.NAMESPACE}.ModelEvent record: its event id "
+                f"does not decode (run {self.run_id}, seq {self.seq}): {exc}", self) from exc
+        _EVENT_ID_SLOT.__set__(self, value)
+        return value
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ModelEvent):
@@ -153,7 +178,16 @@ class LazyModelEvent(ModelEvent):
         return (ModelEvent, tuple(getattr(self, f) for f in _FIELDS))
 
 
+def _where(record: Any) -> str:
+    return (f"{record.topic}[{record.partition}]@{record.offset}" if hasattr(record, "offset")
+            else "the record")
+
+
 _FIELDS = tuple(ModelEvent.__dataclass_fields__)
+_EVENT_ID_SLOT = ModelEvent.__dict__["event_id"]
+# In the event id's slot until it is read (a slot not set would raise AttributeError: costlier
+# to catch than this is to compare).
+_UNREAD: Any = object()
 # ModelEvent's own slot descriptors, where the deferred values are kept.
 _DEFERRED_SLOTS = tuple((name, ModelEvent.__dict__[name]) for name in DEFERRED_FIELDS)
 
@@ -174,14 +208,19 @@ def _deferred(name: str, slot: Any) -> property:
 
 for _name, _slot in _DEFERRED_SLOTS:
     setattr(LazyModelEvent, _name, _deferred(_name, _slot))
+# (setattr: a property over a slot of the base class is what mypy's slots check refuses.)
+setattr(LazyModelEvent, "event_id", property(  # noqa: B010
+    LazyModelEvent._event_id, _EVENT_ID_SLOT.__set__, doc="ModelEvent.event_id, read on first use"))
 
 _new = object.__new__
+_set_event_id = _EVENT_ID_SLOT.__set__
 
 
 def lazy_event(record: Any, header: Header) -> LazyModelEvent:
     """A LazyModelEvent of the ``header`` the :func:`header_reader` read from ``record.value``."""
     event = _new(LazyModelEvent)
     event._record = record
-    (event.event_id, event.run_id, event.tenant, event.provider, event.api, event.model,
-     event.kind, event.seq, event.piece, event.elided, event._at) = header
+    _set_event_id(event, _UNREAD)
+    (event.run_id, event.tenant, event.provider, event.api, event.model, event.kind, event.seq,
+     event.piece, event.elided, event._at) = header
     return event
