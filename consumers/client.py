@@ -612,21 +612,36 @@ class Subscription(Generic[T]):
             if self._queue:
                 self._held = list(self._queue)
                 self._queue.clear()
+                items = [p[0] for p in self._held]
             elif self._batches:
-                # Extended in place: when examining raises (on_undecodable="raise"), what was
-                # examined before stays held, not committed.
-                self._held = []
-                self._held.extend(self._batches.popleft()[1])
-                if not self._held:
+                tp, examined = self._batches.popleft()
+                items = self._examined(tp, examined)
+                if not items:
                     continue
             else:
                 return None
-            items = [p[0] for p in self._held]
             self.stats.yielded += len(items)
             result = handler(items)  # raising, its items stay held: not committed
             if result is not None and _awaitable(result):
                 return result, None
             self._held = []
+
+    def _examined(self, tp: TopicPartition, examined: Iterator[_Pending]) -> list[Any]:
+        """The events of a fetched partition batch as one list, held (``_held``: one entry, at
+        the lowest offset they came from) until their handler returns. The events alone are
+        kept, not an item per event: a list of a few thousand outlives garbage collections, and
+        each one walks what it holds."""
+        events: list[Any] = []
+        append = events.append
+        lowest: int | None = None
+        try:
+            for event, _, first in examined:
+                append(event)
+                if lowest is None or first < lowest:
+                    lowest = first
+        finally:  # examining raised (on_undecodable="raise"): what it gave stays uncommitted
+            self._held = [] if lowest is None else [(events, tp, lowest)]
+        return events
 
     async def _settle(self, pending: _Awaiting) -> None:
         """Await what a handler returned for ``pending``'s item (or batch), then count it
