@@ -122,8 +122,8 @@ class LazyModelEvent(ModelEvent):
         data = record.value
         try:
             at = self._at
-            values = _body[0](data, 10) if at is None else _body[1](data, at)
-            payload, piece, elided = values[4:]
+            source, received_at, adapter, envelope, payload, piece, elided = (
+                _body[0](data, 10) if at is None else _body[1](data, at))
             expected = KIND_PAYLOAD.get(self.kind)
             if expected is not None and type(payload) is not expected:
                 raise CorruptRecord(f"kind {self.kind} carries a {type(payload).__name__} "
@@ -135,8 +135,11 @@ class LazyModelEvent(ModelEvent):
                 f"{_where(record)}: corrupt {codec.NAMESPACE}.ModelEvent record ({len(data)} bytes) "
                 f"past its header (event {self.event_id} of run {self.run_id}, seq {self.seq}): "
                 f"{exc}", self) from exc
-        for (_, slot), value in zip(_DEFERRED_SLOTS, values):
-            slot.__set__(self, value)
+        _set_source(self, source)
+        _set_received_at(self, received_at)
+        _set_adapter(self, adapter)
+        _set_envelope(self, envelope)
+        _set_payload(self, payload)
         self._event_id()  # the record is let go: the event id is read from it first
         self._record = None
 
@@ -190,6 +193,8 @@ _EVENT_ID_SLOT = ModelEvent.__dict__["event_id"]
 _UNREAD: Any = object()
 # ModelEvent's own slot descriptors, where the deferred values are kept.
 _DEFERRED_SLOTS = tuple((name, ModelEvent.__dict__[name]) for name in DEFERRED_FIELDS)
+_set_source, _set_received_at, _set_adapter, _set_envelope, _set_payload = (
+    slot.__set__ for _, slot in _DEFERRED_SLOTS)
 
 
 def _deferred(name: str, slot: Any) -> property:
