@@ -108,9 +108,12 @@ class LazyModelEvent(ModelEvent):
     ``_record`` is what the Kafka client handed out (``value``, ``topic``, ``partition``,
     ``offset``); it is let go once the fields are decoded."""
 
-    __slots__ = ("_record", "_at")
+    # ``_id``: the event id (ModelEvent's own slot for it is not used: a store into a slot of
+    # this class is cheaper than through the base class's descriptor), _UNREAD until read.
+    __slots__ = ("_record", "_at", "_id")
     _record: Any  # the Kafka client's record, None once decoded
     _at: int | None  # where the deferred fields begin in its value; None: walk it from the start
+    _id: str
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Built whole (dataclasses.replace builds one so): nothing left to decode.
@@ -145,7 +148,7 @@ class LazyModelEvent(ModelEvent):
 
     def _event_id(self) -> str:
         """The event id: set, or read from the record (and kept)."""
-        value: str = _EVENT_ID_SLOT.__get__(self)
+        value: str = self._id
         if value is not _UNREAD:
             return value
         record = self._record
@@ -160,8 +163,11 @@ class LazyModelEvent(ModelEvent):
             raise UndecodableEvent(
                 f"{_where(record)}: corrupt {codec.NAMESPACE}.ModelEvent record: its event id "
                 f"does not decode (run {self.run_id}, seq {self.seq}): {exc}", self) from exc
-        _EVENT_ID_SLOT.__set__(self, value)
+        self._id = value
         return value
+
+    def _set_id(self, value: str) -> None:
+        self._id = value
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ModelEvent):
@@ -187,7 +193,6 @@ def _where(record: Any) -> str:
 
 
 _FIELDS = tuple(ModelEvent.__dataclass_fields__)
-_EVENT_ID_SLOT = ModelEvent.__dict__["event_id"]
 # In the event id's slot until it is read (a slot not set would raise AttributeError: costlier
 # to catch than this is to compare).
 _UNREAD: Any = object()
@@ -215,17 +220,16 @@ for _name, _slot in _DEFERRED_SLOTS:
     setattr(LazyModelEvent, _name, _deferred(_name, _slot))
 # (setattr: a property over a slot of the base class is what mypy's slots check refuses.)
 setattr(LazyModelEvent, "event_id", property(  # noqa: B010
-    LazyModelEvent._event_id, _EVENT_ID_SLOT.__set__, doc="ModelEvent.event_id, read on first use"))
+    LazyModelEvent._event_id, LazyModelEvent._set_id, doc="ModelEvent.event_id, read on first use"))
 
 _new = object.__new__
-_set_event_id = _EVENT_ID_SLOT.__set__
 
 
 def lazy_event(record: Any, header: Header) -> LazyModelEvent:
     """A LazyModelEvent of the ``header`` the :func:`header_reader` read from ``record.value``."""
     event = _new(LazyModelEvent)
     event._record = record
-    _set_event_id(event, _UNREAD)
+    event._id = _UNREAD
     (event.run_id, event.tenant, event.provider, event.api, event.model, event.kind, event.seq,
      event.piece, event.elided, event._at) = header
     return event
