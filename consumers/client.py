@@ -88,7 +88,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from itertools import islice
-from typing import Any, Generic, Literal, TypedDict, TypeGuard, TypeVar, Unpack, overload
+from typing import Any, Generic, Literal, TypedDict, TypeGuard, TypeVar, Unpack, cast, overload
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
@@ -338,7 +338,9 @@ class Subscription(Generic[T]):
         # orders and filters its records one at a time as items are asked for, so that what
         # is handed out is built just before, and let go just after (a whole batch of queued
         # events outlived a garbage collection or more, and the collector walked them all).
-        self._batches: deque[tuple[TopicPartition, Iterator[_Pending]]] = deque()
+        # With a third element True, the batch calls consume's handler itself (_events_of).
+        self._batches: deque[tuple[TopicPartition, Iterator[Any], bool]] = deque()
+        self._handler: Callable[[Any], object] | None = None  # consume's, while it runs
         self._last: _Pending | None = None  # the item handed out, not processed yet
         self._held: list[_Pending] = []  # the batch handed out (consume(batch=True)), the same
         self._seq: dict[str, int] = {}  # run id → highest seq passed on
@@ -565,6 +567,8 @@ class Subscription(Generic[T]):
         one loop (a coroutine's result is awaited where it is returned)."""
         self._last = None
         hand = self._hand_batch if batch else self._hand_items
+        if not batch:
+            self._handler = handler  # the batches read from now on call it themselves
         try:
             while await self._fill():
                 pending = hand(handler)
@@ -572,38 +576,52 @@ class Subscription(Generic[T]):
                     await self._settle(pending)
                     pending = hand(handler)
         finally:
+            self._handler = None
+            self._batches = deque(b for b in self._batches if not b[2])  # theirs: not for after
             await self.close(last_processed=False)
 
     def _hand_items(self, handler: Callable[[Any], object]) -> _Awaiting | None:
-        """Call ``handler`` on every item read and not handed out yet, in a plain loop; stop at
-        the first awaitable it returns (its item is then the one not processed yet)."""
+        """Hand ``handler`` every item read and not handed out yet; stop at the first awaitable
+        it returns (its item is then the one not processed yet). A batch of events read while
+        :meth:`consume` runs calls the handler itself, as it examines each record (a plain
+        loop: no generator step, no item built per event); run states, and events read
+        before, are handed here."""
         queue, batches = self._queue, self._batches
-        handed = 0
-        try:
-            while True:
-                if queue:
-                    examined: Iterator[_Pending] = iter((queue.popleft(),))
-                elif batches:
-                    examined = batches[0][1]
-                else:
-                    return None
+        while True:
+            if queue:
+                examined: Iterator[Any] = iter((queue.popleft(),))
+                calls = False
+            elif batches:
+                _, examined, calls = batches[0]
+            else:
+                return None
+            if calls:
+                for pending in examined:  # the handler returned an awaitable: it waits on it
+                    self._last = pending[1]
+                    return cast(_Awaiting, pending)
+            else:
                 for item in examined:
-                    handed += 1
+                    self.stats.yielded += 1
                     try:
                         result = handler(item[0])
-                    except UndecodableEvent as exc:
-                        self._skip_undecodable(item, exc)
+                    except BaseException as exc:
+                        self._unhandled(item, exc)
                         continue
-                    except BaseException:
-                        self._last = item  # not processed: the next consumer gets it again
-                        raise
                     if result is not None and _awaitable(result):
                         self._last = item
                         return result, item
-                if batches and batches[0][1] is examined:
-                    batches.popleft()  # all examined
-        finally:
-            self.stats.yielded += handed
+            if batches and batches[0][1] is examined:
+                batches.popleft()  # all examined
+
+    def _unhandled(self, item: _Pending, exc: BaseException) -> None:
+        """A handler raised ``exc`` on ``item``: an UndecodableEvent of its event is skipped
+        (:meth:`_skip_undecodable`); anything else is raised, the item not processed (the next
+        consumer of the group gets it again)."""
+        if isinstance(exc, UndecodableEvent):
+            self._skip_undecodable(item, exc)
+            return
+        self._last = item
+        raise exc
 
     def _hand_batch(self, handler: Callable[[Any], object]) -> _Awaiting | None:
         """Call ``handler`` on the next list of items read: the run states queued, else the
@@ -614,7 +632,7 @@ class Subscription(Generic[T]):
                 self._queue.clear()
                 items = [p[0] for p in self._held]
             elif self._batches:
-                tp, examined = self._batches.popleft()
+                tp, examined, _ = self._batches.popleft()
                 items = self._examined(tp, examined)
                 if not items:
                     continue
@@ -835,15 +853,21 @@ class Subscription(Generic[T]):
                     self._take_state(tp, msg.offset, value)
             self._fetched[tp] = messages[-1].offset + 1
         else:
-            self._batches.append((tp, self._events_of(tp, messages)))
+            hand = self._handler
+            self._batches.append((tp, self._events_of(tp, messages, hand), hand is not None))
 
-    def _events_of(self, tp: TopicPartition, messages: list[Any]) -> Iterator[_Pending]:
+    def _events_of(self, tp: TopicPartition, messages: list[Any],
+                   hand: Callable[[Any], object] | None = None) -> Iterator[Any]:
         """Dedupe, order and filter ``messages`` of ``events`` by their headers alone
         (``schemas/lazy_event.py``), one at a time, and yield what is kept as LazyModelEvents:
         a dropped record is never decoded. Pieces to join, and every event when elided values
         are rebuilt, are decoded whole here (what is built from their payloads must not fail
-        later). ``_fetched`` follows: what comes after the item yielded is not examined yet."""
+        later). ``_fetched`` follows: what comes after the item yielded is not examined yet.
+
+        With ``hand`` (consume's handler) each event is handed to it here instead, and only
+        what it returns to be awaited is yielded, with its item (an :data:`_Awaiting`)."""
         stats = self.stats
+        handed = 0
         tenants, providers, run_ids, kinds = (self._tenants, self._providers, self._run_ids,
                                               self._kinds)
         seqs = self._seq
@@ -857,73 +881,82 @@ class Subscription(Generic[T]):
         current, common, whole = header_reader()
         lazy = rebuilder is None  # else every event is decoded whole
         last_run = None  # the run whose high-water mark was moved to the LRU's end last
-        for msg in messages:
-            data = msg.value
-            offset = msg.offset
-            event: ModelEvent | None = None
-            if type(data) is bytes and data.startswith(current):
-                try:
-                    # Ends with NEITHER, 00 00 (indexing is cheaper than endswith; it is 10+ long)
-                    header = (whole if data[-1] or data[-2] else common)(data, 10)
-                except CorruptRecord as exc:
-                    self._undecodable(tp, offset, SchemaError(
-                        f"corrupt modelevents.ModelEvent record ({len(data)} bytes): {exc}"))
+        try:
+            for msg in messages:
+                data = msg.value
+                offset = msg.offset
+                event: ModelEvent | None = None
+                if type(data) is bytes and data.startswith(current):
+                    try:
+                        # Ends with NEITHER, 00 00 (indexing is cheaper than endswith; it is 10+ long)
+                        header = (whole if data[-1] or data[-2] else common)(data, 10)
+                    except CorruptRecord as exc:
+                        self._undecodable(tp, offset, SchemaError(
+                            f"corrupt modelevents.ModelEvent record ({len(data)} bytes): {exc}"))
+                        continue
+                    run_id, tenant, provider, _, _, kind, seq, piece, _, _ = header
+                else:  # another record or an earlier schema version: decoded whole
+                    value = self._decoded(tp, msg)
+                    if value is None:
+                        continue
+                    if type(value) is not ModelEvent:
+                        self._not_expected(tp, offset, value)
+                        continue
+                    event = value
+                    run_id, tenant, provider, kind, seq, piece = (
+                        value.run_id, value.tenant, value.provider, value.kind, value.seq, value.piece)
+                if filters and ((tenants is not None and tenant not in tenants)
+                                or (providers is not None and provider not in providers)
+                                or (run_ids is not None and run_id not in run_ids)):
+                    stats.filtered += 1
                     continue
-                run_id, tenant, provider, _, _, kind, seq, piece, _, _ = header
-            else:  # another record or an earlier schema version: decoded whole
-                value = self._decoded(tp, msg)
-                if value is None:
+                if run_id == last_run and seq > seqs.get(run_id, -1):
+                    seqs[run_id] = seq  # the run touched last: already the most recent (LRU)
+                else:
+                    previous = seqs.pop(run_id, -1)
+                    if seq <= previous:
+                        seqs[run_id] = previous
+                        stats.duplicates += 1
+                        continue
+                    seqs[run_id] = seq
+                    last_run = run_id
+                    if len(seqs) > max_runs:
+                        self._evict(seqs)
+                if kinds_first is not None and kind not in kinds_first:
+                    stats.filtered += 1
                     continue
-                if type(value) is not ModelEvent:
-                    self._not_expected(tp, offset, value)
-                    continue
-                event = value
-                run_id, tenant, provider, kind, seq, piece = (
-                    value.run_id, value.tenant, value.provider, value.kind, value.seq, value.piece)
-            if filters and ((tenants is not None and tenant not in tenants)
-                            or (providers is not None and provider not in providers)
-                            or (run_ids is not None and run_id not in run_ids)):
-                stats.filtered += 1
-                continue
-            if run_id == last_run and seq > seqs.get(run_id, -1):
-                seqs[run_id] = seq  # the run touched last: already the most recent (LRU)
-            else:
-                previous = seqs.pop(run_id, -1)
-                if seq <= previous:
-                    seqs[run_id] = previous
-                    stats.duplicates += 1
-                    continue
-                seqs[run_id] = seq
-                last_run = run_id
-                if len(seqs) > max_runs:
-                    self._evict(seqs)
-            if kinds_first is not None and kind not in kinds_first:
-                stats.filtered += 1
-                continue
-            if event is None and lazy and (piece is None or not join):
+                first = offset
+                if event is None and lazy and (piece is None or not join):
+                    event = lazy_event(msg, header)  # the common case
+                else:
+                    if event is None:
+                        event = self._decoded(tp, msg)
+                        if event is None:
+                            continue
+                    if piece is not None and join:
+                        event, first = self._join(event, offset, tp)
+                        if event is None:
+                            continue  # held until its event is whole and processed
+                    if rebuilder is not None:
+                        event = rebuilder.feed(event)
+                    if kinds is not None and kind not in kinds:
+                        stats.filtered += 1
+                        continue
                 fetched[tp] = offset + 1
-                yield lazy_event(msg, header), tp, offset  # the common case
-                continue
-            first = offset
-            if event is None:
-                event = self._decoded(tp, msg)
-                if event is None:
+                if hand is None:
+                    yield event, tp, first
                     continue
-            if piece is not None and join:
-                assert event is not None
-                event, first = self._join(event, offset, tp)
-                if event is None:
-                    continue  # held until its event is whole and processed
-            if rebuilder is not None:
-                assert event is not None
-                event = rebuilder.feed(event)
-            if kinds is not None and kind not in kinds:
-                stats.filtered += 1
-                continue
-            assert event is not None
-            fetched[tp] = offset + 1
-            yield event, tp, first
-        fetched[tp] = messages[-1].offset + 1
+                handed += 1
+                try:
+                    result = hand(event)
+                except BaseException as exc:
+                    self._unhandled((event, tp, first), exc)
+                    continue
+                if result is not None and _awaitable(result):
+                    yield result, (event, tp, first)
+            fetched[tp] = messages[-1].offset + 1
+        finally:
+            stats.yielded += handed
 
     def _decoded(self, tp: TopicPartition, msg: Any) -> Any:
         """``msg``'s value decoded whole; None when it does not decode (counted, or raised)."""
