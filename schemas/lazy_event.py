@@ -14,12 +14,18 @@ splits that cost:
   record that ends otherwise is walked whole — every length, varint, boolean, branch and the
   record's end checked — to read them. (Only a record against the contract — a piece whose count
   is 0, an elided value of size 0 whose ``from_kind`` is empty or ends in a NUL — ends in
-  ``00 00`` with either set; the body step refuses it, below.)
+  ``00 00`` with either set; the body step refuses it, below.) The run id, tenant, provider,
+  api and model are most often those of the event read before (a run's events come together
+  on its partition): when the record's bytes there are the run of bytes the previous record
+  had, its values are taken with one comparison (the projection's ``"last"`` fields); the kind
+  is one of a few (``"memo"``). The event id is walked, not read: nothing on the way to a
+  handler needs it.
 * :class:`LazyModelEvent` is a ``ModelEvent`` (a subclass: ``isinstance``, ``match``,
   ``dataclasses.fields`` / ``replace`` / ``asdict`` hold) whose header fields are set from that
-  projection and whose :data:`DEFERRED_FIELDS` — ``payload``, ``source``, ``envelope``,
-  ``received_at``, ``adapter`` — are decoded from the kept bytes, all at once, the first time
-  one of them is read. Equality compares field by field with any ModelEvent (lazy or not),
+  projection (the event id is read from the kept bytes when first asked for) and whose
+  :data:`DEFERRED_FIELDS` — ``payload``, ``source``, ``envelope``, ``received_at``,
+  ``adapter`` — are decoded from the kept bytes, all at once, the first time one of them is
+  read, from where the header ended (for a common record: its header fields were all read). Equality compares field by field with any ModelEvent (lazy or not),
   ``repr`` and pickling are a plain ModelEvent's (a pickle loads as a plain ModelEvent).
 
 A header that reads does not make the rest of the record readable: what the header step did not
@@ -29,7 +35,7 @@ fails there (cut short, a byte left over, a length or branch beyond it, bytes th
 UTF-8, a ``Usage`` payload on a ``text.delta``) raises
 :class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the record's topic,
 partition and offset, and the event) when a deferred field is first read, and again on every
-later read: nothing half-decoded is ever returned. (``codec.decode`` refuses the same records,
+later read (an event id that is not UTF-8: when it is read): nothing half-decoded is ever returned. (``codec.decode`` refuses the same records,
 but for bytes left over after one and a piece or elided against the contract, which it reads.)
 """
 
