@@ -70,12 +70,13 @@ is the record its kind carries — is checked when the rest is decoded: a record
 is yielded, and reading its payload (or source, envelope, received_at, adapter) raises
 :class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the record's topic,
 partition, offset and the event) — at the latest when it is touched, never a half-decoded
-value. A duplicate or a filtered-out record is dropped without that check. Under :meth:`Subscription.consume` a handler that lets it out gets the
-``on_undecodable`` treatment: skipped (counted, logged, committed past — its seq is not taken
-as seen, so a good copy of it read next is handed on) or raised (not committed); a batch handler
-that lets it out raises it (its list is not committed). In a ``for`` / ``async for`` loop it is the caller's: caught, the event counts as
-processed when the next is asked for; let out of the ``with`` block, it is not committed and
-the next consumer of the group gets it again. Nothing is lost either way.
+value. A duplicate or a filtered-out record is dropped without that check. Under
+:meth:`Subscription.consume` a handler that lets it out gets the ``on_undecodable`` treatment:
+skipped (counted, logged, committed past — its seq is not taken as seen, so a good copy of it
+read next is handed on) or raised (not committed); a batch handler that lets it out raises it
+(its list is not committed). In a ``for`` / ``async for`` loop it is the caller's: caught, the
+event counts as processed when the next is asked for; let out of the ``with`` block, it is not
+committed and the next consumer of the group gets it again. Nothing is lost either way.
 """
 
 from __future__ import annotations
@@ -888,7 +889,8 @@ class Subscription(Generic[T]):
                 event: ModelEvent | None = None
                 if type(data) is bytes and data.startswith(current):
                     try:
-                        # Ends with NEITHER, 00 00 (indexing is cheaper than endswith; it is 10+ long)
+                        # Ends with NEITHER, 00 00? (Indexing is cheaper than endswith; the
+                        # record is 10 bytes or more.)
                         header = (whole if data[-1] or data[-2] else common)(data, 10)
                     except CorruptRecord as exc:
                         self._undecodable(tp, offset, SchemaError(
@@ -904,7 +906,8 @@ class Subscription(Generic[T]):
                         continue
                     event = value
                     run_id, tenant, provider, kind, seq, piece = (
-                        value.run_id, value.tenant, value.provider, value.kind, value.seq, value.piece)
+                        value.run_id, value.tenant, value.provider, value.kind, value.seq,
+                        value.piece)
                 if filters and ((tenants is not None and tenant not in tenants)
                                 or (providers is not None and provider not in providers)
                                 or (run_ids is not None and run_id not in run_ids)):

@@ -141,7 +141,8 @@ class LazyModelEvent(ModelEvent):
                 raise CorruptRecord(f"a piece {piece} or elided {elided} against the contract")
         except CorruptRecord as exc:
             raise UndecodableEvent(
-                f"{_where(record)}: corrupt {codec.NAMESPACE}.ModelEvent record ({len(data)} bytes) "
+                f"{_where(record)}: corrupt {codec.NAMESPACE}.ModelEvent record "
+                f"({len(data)} bytes) "
                 f"past its header (event {self.event_id} of run {self.run_id}, seq {self.seq}): "
                 f"{exc}", self) from exc
         _set_source(self, source)
