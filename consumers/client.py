@@ -10,14 +10,17 @@ run, committed only after the caller processed them.
 Entry points (all re-exported from :mod:`modelevents.consumers`):
 
 * :func:`subscribe` — a :class:`Subscription` of ``events`` (ModelEvents), ``runs`` (RunStates) or
-  both; an async iterator (``async for``) and a sync one (``for``), plus ``await sub.consume(handler)``.
+  both; an async iterator (``async for``) and a sync one (``for``), plus ``await sub.consume(handler)``
+  (one item at a time; a plain function is run over each fetch in one loop, the fastest way to
+  read) and ``await sub.consume(handler, batch=True)`` (a list of items at a time).
 * :func:`follow_run` — one run's events (and its states) until its terminal RunState.
 * :func:`rebuild_elided` / :class:`ElidedRebuilder` — the value of a done event whose field was
   elided (README "How big payloads travel"), from the run's deltas.
 * :func:`at_offset` / :func:`at_time` — explicit start positions (``start=``).
 
 **Process then commit.** An item counts as processed when the caller asks for the next one
-(``for``/``async for``), when its handler returns (:meth:`Subscription.consume`), or when the
+(``for``/``async for``), when its handler returns (:meth:`Subscription.consume`; with
+``batch=True``, when the handler of the list it came in returns), or when the
 ``with`` block it was yielded in ends without an exception. Only offsets of processed records are
 committed — every ``commit_interval`` seconds while reading, when partitions are revoked, and on
 close — and never past a record that is not processed yet (a piece of an event still being
@@ -67,11 +70,13 @@ is the record its kind carries — is checked when the rest is decoded: a record
 is yielded, and reading its payload (or source, envelope, received_at, adapter) raises
 :class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the record's topic,
 partition, offset and the event) — at the latest when it is touched, never a half-decoded
-value. A duplicate or a filtered-out record is dropped without that check. Under :meth:`Subscription.consume` a handler that lets it out gets the
-``on_undecodable`` treatment: skipped (counted, logged, committed past) or raised (not
-committed). In a ``for`` / ``async for`` loop it is the caller's: caught, the event counts as
-processed when the next is asked for; let out of the ``with`` block, it is not committed and
-the next consumer of the group gets it again. Nothing is lost either way.
+value. A duplicate or a filtered-out record is dropped without that check. Under
+:meth:`Subscription.consume` a handler that lets it out gets the ``on_undecodable`` treatment:
+skipped (counted, logged, committed past — its seq is not taken as seen, so a good copy of it
+read next is handed on) or raised (not committed); a batch handler that lets it out raises it
+(its list is not committed). In a ``for`` / ``async for`` loop it is the caller's: caught, the
+event counts as processed when the next is asked for; let out of the ``with`` block, it is not
+committed and the next consumer of the group gets it again. Nothing is lost either way.
 """
 
 from __future__ import annotations
@@ -84,7 +89,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from itertools import islice
-from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Generic, Literal, TypedDict, TypeGuard, TypeVar, Unpack, cast, overload
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
@@ -256,6 +261,13 @@ class Stats:
 # An item read and not processed yet: (value, its partition, the offset of its first record —
 # a joined event's first piece). Queued in the order read, handed out in that order.
 _Pending = tuple[Any, TopicPartition | None, int]
+# What a handler returned that is to be awaited, and its item (None: a batch, held in _held).
+_Awaiting = tuple[Awaitable[object], _Pending | None]
+
+
+def _awaitable(result: object) -> TypeGuard[Awaitable[object]]:
+    """What a handler returned is to be awaited (a coroutine function's coroutine, a future)."""
+    return asyncio.iscoroutine(result) or isinstance(result, asyncio.Future)
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -327,8 +339,11 @@ class Subscription(Generic[T]):
         # orders and filters its records one at a time as items are asked for, so that what
         # is handed out is built just before, and let go just after (a whole batch of queued
         # events outlived a garbage collection or more, and the collector walked them all).
-        self._batches: deque[tuple[TopicPartition, Iterator[_Pending]]] = deque()
-        self._last: _Pending | None = None
+        # With a third element True, the batch calls consume's handler itself (_events_of).
+        self._batches: deque[tuple[TopicPartition, Iterator[Any], bool]] = deque()
+        self._handler: Callable[[Any], object] | None = None  # consume's, while it runs
+        self._last: _Pending | None = None  # the item handed out, not processed yet
+        self._held: list[_Pending] = []  # the batch handed out (consume(batch=True)), the same
         self._seq: dict[str, int] = {}  # run id → highest seq passed on
         self._states: dict[str, RunState] = {}  # run id → last RunState yielded
         self._open_pieces: dict[str, list[tuple[ModelEvent, int]]] = {}
@@ -432,6 +447,8 @@ class Subscription(Generic[T]):
             self._batches = deque(b for b in self._batches if b[0] not in tps)
         if self._last is not None and self._last[1] in tps:
             self._last = None  # its partition is gone: the next owner gets it again
+        if self._held:
+            self._held = [p for p in self._held if p[1] not in tps]
         for run_id, tp in list(self._open_tp.items()):
             if tp in tps:
                 del self._open_tp[run_id]
@@ -449,6 +466,7 @@ class Subscription(Generic[T]):
         self._closed = True
         if last_processed:
             self._last = None
+            self._held = []
         consumer = self._consumer
         if consumer is None:
             return
@@ -532,39 +550,152 @@ class Subscription(Generic[T]):
             self.close_sync()
             raise StopIteration from None
 
-    async def consume(self, handler: Callable[[T], Awaitable[object] | object]) -> None:
+    async def consume(self, handler: Callable[[Any], Awaitable[object] | object], *,
+                      batch: bool = False) -> None:
         """Call ``handler`` (a function or a coroutine function) on every item until the
         subscription ends (``idle_timeout``, a followed run's end) or the handler raises. An item
         is committed only after its handler returned; the exception of a handler propagates after
         what was processed before it has been committed, and its item is left to the next
-        consumer of the group."""
+        consumer of the group.
+
+        With ``batch=True`` the handler gets a list of items at a time instead — the events of
+        one partition's fetch (up to a few thousand, in seq order per run as ever), or the run
+        states read — and the whole list counts as processed when it returns: one that raises
+        leaves every item of its list to the next consumer of the group. An UndecodableEvent
+        let out of a batch handler is raised (the rest of the list cannot be told processed).
+
+        Between fetches nothing is awaited per item: a plain function runs over what was read in
+        one loop (a coroutine's result is awaited where it is returned)."""
         self._last = None
+        hand = self._hand_batch if batch else self._hand_items
+        if not batch:
+            self._handler = handler  # the batches read from now on call it themselves
         try:
-            while True:
-                item = self._ready() or await self._next()
-                if item is None:
-                    break
-                self._last = item  # not processed until the handler returns
-                try:
-                    result = handler(item[0])
-                    if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-                        await result
-                except UndecodableEvent as exc:
-                    if exc.event is not item[0] or self._raise_undecodable:
-                        raise
-                    # Its body does not decode: skipped as the records that do not decode at
-                    # all are (counted, logged, committed past), not handed on again.
-                    self.stats.undecodable += 1
-                    log.warning("skipping an event whose handler could not read it: %s", exc)
-                self._last = None
+            while await self._fill():
+                pending = hand(handler)
+                while pending is not None:  # a handler gave an awaitable: its item waits on it
+                    await self._settle(pending)
+                    pending = hand(handler)
         finally:
+            self._handler = None
+            self._batches = deque(b for b in self._batches if not b[2])  # theirs: not for after
             await self.close(last_processed=False)
 
-    def consume_sync(self, handler: Callable[[T], object]) -> None:
+    def _hand_items(self, handler: Callable[[Any], object]) -> _Awaiting | None:
+        """Hand ``handler`` every item read and not handed out yet; stop at the first awaitable
+        it returns (its item is then the one not processed yet). A batch of events read while
+        :meth:`consume` runs calls the handler itself, as it examines each record (a plain
+        loop: no generator step, no item built per event); run states, and events read
+        before, are handed here."""
+        queue, batches = self._queue, self._batches
+        while True:
+            if queue:
+                examined: Iterator[Any] = iter((queue.popleft(),))
+                calls = False
+            elif batches:
+                _, examined, calls = batches[0]
+            else:
+                return None
+            if calls:
+                for pending in examined:  # the handler returned an awaitable: it waits on it
+                    self._last = pending[1]
+                    return cast(_Awaiting, pending)
+            else:
+                for item in examined:
+                    self.stats.yielded += 1
+                    try:
+                        result = handler(item[0])
+                    except BaseException as exc:
+                        self._unhandled(item, exc)
+                        continue
+                    if result is not None and _awaitable(result):
+                        self._last = item
+                        return result, item
+            if batches and batches[0][1] is examined:
+                batches.popleft()  # all examined
+
+    def _unhandled(self, item: _Pending, exc: BaseException) -> None:
+        """A handler raised ``exc`` on ``item``: an UndecodableEvent of its event is skipped
+        (:meth:`_skip_undecodable`); anything else is raised, the item not processed (the next
+        consumer of the group gets it again)."""
+        if isinstance(exc, UndecodableEvent):
+            self._skip_undecodable(item, exc)
+            return
+        self._last = item
+        raise exc
+
+    def _hand_batch(self, handler: Callable[[Any], object]) -> _Awaiting | None:
+        """Call ``handler`` on the next list of items read: the run states queued, else the
+        events of the next fetched partition batch (skipping one that gave none)."""
+        while True:
+            if self._queue:
+                self._held = list(self._queue)
+                self._queue.clear()
+                items = [p[0] for p in self._held]
+            elif self._batches:
+                tp, examined, _ = self._batches.popleft()
+                items = self._examined(tp, examined)
+                if not items:
+                    continue
+            else:
+                return None
+            self.stats.yielded += len(items)
+            result = handler(items)  # raising, its items stay held: not committed
+            if result is not None and _awaitable(result):
+                return result, None
+            self._held = []
+
+    def _examined(self, tp: TopicPartition, examined: Iterator[_Pending]) -> list[Any]:
+        """The events of a fetched partition batch as one list, held (``_held``: one entry, at
+        the lowest offset they came from) until their handler returns. The events alone are
+        kept, not an item per event: a list of a few thousand outlives garbage collections, and
+        each one walks what it holds."""
+        events: list[Any] = []
+        append = events.append
+        lowest: int | None = None
+        try:
+            for event, _, first in examined:
+                append(event)
+                if lowest is None or first < lowest:
+                    lowest = first
+        finally:  # examining raised (on_undecodable="raise"): what it gave stays uncommitted
+            self._held = [] if lowest is None else [(events, tp, lowest)]
+        return events
+
+    async def _settle(self, pending: _Awaiting) -> None:
+        """Await what a handler returned for ``pending``'s item (or batch), then count it
+        processed."""
+        result, item = pending
+        try:
+            await result
+        except UndecodableEvent as exc:
+            if item is None:
+                raise
+            self._skip_undecodable(item, exc)
+        self._last = None
+        self._held = []
+
+    def _skip_undecodable(self, item: _Pending, exc: UndecodableEvent) -> None:
+        """A handler could not read ``item``'s event: skipped as the records that do not decode
+        at all are (counted, logged, committed past), not handed on again — or, with
+        ``on_undecodable="raise"`` or when it is another event's, raised (not committed)."""
+        event: ModelEvent = item[0]
+        if exc.event is not event or self._raise_undecodable:
+            self._last = item
+            raise exc
+        # Its seq is not taken as seen: a good copy of it read next (the pipeline's redelivery)
+        # is handed on, not dropped as a duplicate of what was skipped. (Once a later seq of the
+        # run was handed on, a copy read after it is out of order, dropped as before.)
+        if self._seq.get(event.run_id) == event.seq:
+            self._seq[event.run_id] = event.seq - 1
+        self.stats.undecodable += 1
+        log.warning("skipping an event whose handler could not read it: %s", exc)
+
+    def consume_sync(self, handler: Callable[[Any], object], *, batch: bool = False) -> None:
         """:meth:`consume` for a plain function, outside an event loop."""
         loop = self._sync_loop()
         try:
-            loop.run_until_complete(self.consume(handler))
+            loop.run_until_complete(self.consume(handler, batch=batch))
         finally:
             self.close_sync()
 
@@ -586,7 +717,7 @@ class Subscription(Generic[T]):
         lowest: dict[TopicPartition | None, int] = {}
         get = lowest.get
         pending = [self._last] if self._last is not None else []
-        for _, tp, offset in (*pending, *self._queue):
+        for _, tp, offset in (*pending, *self._held, *self._queue):
             if offset < get(tp, offset + 1):
                 lowest[tp] = offset
         for run_id, held in self._open_pieces.items():
@@ -636,14 +767,23 @@ class Subscription(Generic[T]):
         return None
 
     async def _next(self) -> _Pending | None:
+        """The next item; None at the end."""
         while True:
             item = self._ready()
             if item is not None:
                 return item
+            if not await self._fill():
+                return None
+
+    async def _fill(self) -> bool:
+        """Read until something is to be examined (True), or the subscription ends (False)."""
+        while True:
+            if self._queue or self._batches:
+                return True
             if self._follow is not None and self._follow_finished():
-                return None
+                return False
             if self._closed:
-                return None
+                return False
             if not self._started:
                 await self._start()
             consumer = self._consumer
@@ -653,7 +793,7 @@ class Subscription(Generic[T]):
                 await self._commit()
             if self.idle_timeout is not None and now - self._last_record >= (
                     self.idle_timeout if self._assignment else max(self.idle_timeout, _JOIN_S)):
-                return None
+                return False
             if self._follow_deadline is not None and now >= self._follow_deadline:
                 raise TimeoutError(f"run {self._follow} did not reach a terminal state in time "
                                    f"(last seq seen {self._seq.get(self._follow or '', -1)})")
@@ -714,15 +854,21 @@ class Subscription(Generic[T]):
                     self._take_state(tp, msg.offset, value)
             self._fetched[tp] = messages[-1].offset + 1
         else:
-            self._batches.append((tp, self._events_of(tp, messages)))
+            hand = self._handler
+            self._batches.append((tp, self._events_of(tp, messages, hand), hand is not None))
 
-    def _events_of(self, tp: TopicPartition, messages: list[Any]) -> Iterator[_Pending]:
+    def _events_of(self, tp: TopicPartition, messages: list[Any],
+                   hand: Callable[[Any], object] | None = None) -> Iterator[Any]:
         """Dedupe, order and filter ``messages`` of ``events`` by their headers alone
         (``schemas/lazy_event.py``), one at a time, and yield what is kept as LazyModelEvents:
         a dropped record is never decoded. Pieces to join, and every event when elided values
         are rebuilt, are decoded whole here (what is built from their payloads must not fail
-        later). ``_fetched`` follows: what comes after the item yielded is not examined yet."""
+        later). ``_fetched`` follows: what comes after the item yielded is not examined yet.
+
+        With ``hand`` (consume's handler) each event is handed to it here instead, and only
+        what it returns to be awaited is yielded, with its item (an :data:`_Awaiting`)."""
         stats = self.stats
+        handed = 0
         tenants, providers, run_ids, kinds = (self._tenants, self._providers, self._run_ids,
                                               self._kinds)
         seqs = self._seq
@@ -734,68 +880,86 @@ class Subscription(Generic[T]):
         # Without the rebuilder (which must see every delta) kinds filter before anything else.
         kinds_first = kinds if rebuilder is None else None
         current, common, whole = header_reader()
-        for msg in messages:
-            data = msg.value
-            offset = msg.offset
-            event: ModelEvent | None = None
-            if type(data) is bytes and data.startswith(current):
-                try:
-                    header = (common if data.endswith(NEITHER) else whole)(data, 10)
-                except CorruptRecord as exc:
-                    self._undecodable(tp, offset, SchemaError(
-                        f"corrupt modelevents.ModelEvent record ({len(data)} bytes): {exc}"))
+        lazy = rebuilder is None  # else every event is decoded whole
+        last_run = None  # the run whose high-water mark was moved to the LRU's end last
+        try:
+            for msg in messages:
+                data = msg.value
+                offset = msg.offset
+                event: ModelEvent | None = None
+                if type(data) is bytes and data.startswith(current):
+                    try:
+                        # Ends with NEITHER, 00 00? (Indexing is cheaper than endswith; the
+                        # record is 10 bytes or more.)
+                        header = (whole if data[-1] or data[-2] else common)(data, 10)
+                    except CorruptRecord as exc:
+                        self._undecodable(tp, offset, SchemaError(
+                            f"corrupt modelevents.ModelEvent record ({len(data)} bytes): {exc}"))
+                        continue
+                    run_id, tenant, provider, _, _, kind, seq, piece, _, _ = header
+                else:  # another record or an earlier schema version: decoded whole
+                    value = self._decoded(tp, msg)
+                    if value is None:
+                        continue
+                    if type(value) is not ModelEvent:
+                        self._not_expected(tp, offset, value)
+                        continue
+                    event = value
+                    run_id, tenant, provider, kind, seq, piece = (
+                        value.run_id, value.tenant, value.provider, value.kind, value.seq,
+                        value.piece)
+                if filters and ((tenants is not None and tenant not in tenants)
+                                or (providers is not None and provider not in providers)
+                                or (run_ids is not None and run_id not in run_ids)):
+                    stats.filtered += 1
                     continue
-                _, run_id, tenant, provider, _, _, kind, seq, piece, _ = header
-            else:  # another record or an earlier schema version: decoded whole
-                value = self._decoded(tp, msg)
-                if value is None:
+                if run_id == last_run and seq > seqs.get(run_id, -1):
+                    seqs[run_id] = seq  # the run touched last: already the most recent (LRU)
+                else:
+                    previous = seqs.pop(run_id, -1)
+                    if seq <= previous:
+                        seqs[run_id] = previous
+                        stats.duplicates += 1
+                        continue
+                    seqs[run_id] = seq
+                    last_run = run_id
+                    if len(seqs) > max_runs:
+                        self._evict(seqs)
+                if kinds_first is not None and kind not in kinds_first:
+                    stats.filtered += 1
                     continue
-                if type(value) is not ModelEvent:
-                    self._not_expected(tp, offset, value)
-                    continue
-                event = value
-                run_id, tenant, provider, kind, seq, piece = (
-                    value.run_id, value.tenant, value.provider, value.kind, value.seq, value.piece)
-            if filters and ((tenants is not None and tenant not in tenants)
-                            or (providers is not None and provider not in providers)
-                            or (run_ids is not None and run_id not in run_ids)):
-                stats.filtered += 1
-                continue
-            previous = seqs.pop(run_id, -1)
-            if seq <= previous:
-                seqs[run_id] = previous
-                stats.duplicates += 1
-                continue
-            seqs[run_id] = seq
-            if len(seqs) > max_runs:
-                self._evict(seqs)
-            if kinds_first is not None and kind not in kinds_first:
-                stats.filtered += 1
-                continue
-            if event is None and rebuilder is None and (piece is None or not join):
+                first = offset
+                if event is None and lazy and (piece is None or not join):
+                    event = lazy_event(msg, header)  # the common case
+                else:
+                    if event is None:
+                        event = self._decoded(tp, msg)
+                        if event is None:
+                            continue
+                    if piece is not None and join:
+                        event, first = self._join(event, offset, tp)
+                        if event is None:
+                            continue  # held until its event is whole and processed
+                    if rebuilder is not None:
+                        event = rebuilder.feed(event)
+                    if kinds is not None and kind not in kinds:
+                        stats.filtered += 1
+                        continue
                 fetched[tp] = offset + 1
-                yield lazy_event(msg, header), tp, offset  # the common case
-                continue
-            first = offset
-            if event is None:
-                event = self._decoded(tp, msg)
-                if event is None:
+                if hand is None:
+                    yield event, tp, first
                     continue
-            if piece is not None and join:
-                assert event is not None
-                event, first = self._join(event, offset, tp)
-                if event is None:
-                    continue  # held until its event is whole and processed
-            if rebuilder is not None:
-                assert event is not None
-                event = rebuilder.feed(event)
-            if kinds is not None and kind not in kinds:
-                stats.filtered += 1
-                continue
-            assert event is not None
-            fetched[tp] = offset + 1
-            yield event, tp, first
-        fetched[tp] = messages[-1].offset + 1
+                handed += 1
+                try:
+                    result = hand(event)
+                except BaseException as exc:
+                    self._unhandled((event, tp, first), exc)
+                    continue
+                if result is not None and _awaitable(result):
+                    yield result, (event, tp, first)
+            fetched[tp] = messages[-1].offset + 1
+        finally:
+            stats.yielded += handed
 
     def _decoded(self, tp: TopicPartition, msg: Any) -> Any:
         """``msg``'s value decoded whole; None when it does not decode (counted, or raised)."""
@@ -823,7 +987,7 @@ class Subscription(Generic[T]):
             try:
                 if type(data) is bytes and data.startswith(current):
                     header = (common if data.endswith(NEITHER) else whole)(data, 10)
-                    run_id, seq = header[1], header[7]
+                    run_id, seq = header[0], header[6]
                 else:
                     value = codec.decode(data) if data is not None else None
                     if value is None:

@@ -16,6 +16,11 @@ A projection maps a field name to:
   record to record (a tenant, a kind): consecutive ``"memo"`` fields are walked as one run of
   bytes, and their values looked up by those bytes (decoded once per distinct run, up to
   :data:`MEMO_SIZE` of them — then the memo starts again);
+* ``"last"`` — the field's value as ``True`` gives it, for fields that are most often the same
+  as in the record read just before (a run id, in a stream where a run's events come together):
+  consecutive ``"last"`` fields are one run of bytes; when the record's bytes there begin with
+  the run the previous record had, its values are taken without reading (one comparison),
+  else they are read and kept for the next;
 * a dict — a record field's own projection (its wanted fields are listed in place);
 * ``{"$branch": {full name: True, ...}}`` — a union of records: ``(branch full name, record)``
   with the record read for the names listed, ``(branch full name, None)`` for the others.
@@ -166,15 +171,17 @@ class _Projector(_Compiler):
             raise SchemaError(f"{schema['name']} has no field {sorted(unknown)}")
         pad = "    " * depth
         values: list[str] = []
-        group: list[dict[str, Any]] = []  # consecutive "memo" fields not read yet
+        group: list[dict[str, Any]] = []  # consecutive "memo" (or "last") fields not read yet
+        grouped = None  # which of the two
         for f in schema["fields"]:
             spec = wanted.get(f["name"])
-            if spec == "memo":
-                group.append(f)
-                continue
-            if group:
-                values += self.memoized(group, out, depth)
+            if group and spec != grouped:
+                values += self.grouped(grouped, group, out, depth)
                 group = []
+            if spec in ("memo", "last"):
+                group.append(f)
+                grouped = spec
+                continue
             if spec is None or spec is False:
                 self.skip(f["type"], out, depth)
             elif spec is True:
@@ -193,17 +200,42 @@ class _Projector(_Compiler):
             else:
                 raise SchemaError(f"{f['name']}: {spec!r} is not a projection")
         if group:
-            values += self.memoized(group, out, depth)
+            values += self.grouped(grouped, group, out, depth)
         return values
+
+    def grouped(self, spec: str | None, group: list[dict[str, Any]], out: list[str],
+                depth: int) -> list[str]:
+        return (self.memoized if spec == "memo" else self.as_last)(group, out, depth)
+
+    def immutable(self, group: list[dict[str, Any]]) -> None:
+        for f in group:  # values shared by the records that hold them: immutable ones only
+            branches = f["type"] if isinstance(f["type"], list) else [f["type"]]
+            if not all(self.resolve(b)[1] in _SCALARS for b in branches):
+                raise SchemaError(f"{f['name']}: a memo is of a string, number or boolean field")
+
+    def as_last(self, group: list[dict[str, Any]], out: list[str], depth: int) -> list[str]:
+        """``group``'s values taken from the record read before when its bytes begin with the
+        run of bytes those fields spanned there (Avro's encoding is self-delimiting: the same
+        bytes read as the same values, and end at the same place); else read, and kept."""
+        self.immutable(group)
+        pad, inner = "    " * depth, "    " * (depth + 1)
+        start, key, found = self.var(), self.var(), self.var()
+        last = f"_LAST{len(self.functions)}_{self.counter}"
+        self.functions[last] = [f"{last} = [b'', None]"]
+        out += [f"{pad}{key}, {found} = {last}",
+                f"{pad}if {found} is not None and d.startswith({key}, p):",
+                f"{inner}p += len({key})", f"{pad}else:", f"{inner}{start} = p"]
+        names = [self.value(f["type"], out, depth + 1) for f in group]
+        listed = "".join(n + ", " for n in names)
+        out += [f"{inner}{found} = ({listed})", f"{inner}{last}[:] = d[{start}:p], {found}",
+                f"{pad}{listed}= {found}"]
+        return names
 
     def memoized(self, group: list[dict[str, Any]], out: list[str], depth: int) -> list[str]:
         """Walk ``group``'s fields (every length and branch checked), then take their values
         from the memo by the bytes they span, reading them only for bytes not seen before."""
         pad = "    " * depth
-        for f in group:  # values shared by the records that hold them: immutable ones only
-            branches = f["type"] if isinstance(f["type"], list) else [f["type"]]
-            if not all(self.resolve(b)[1] in _SCALARS for b in branches):
-                raise SchemaError(f"{f['name']}: a memo is of a string, number or boolean field")
+        self.immutable(group)
         start, key, found = self.var(), self.var(), self.var()
         memo = f"_MEMO{len(self.functions)}_{self.counter}"
         self.functions[memo] = [f"{memo} = {{}}"]
@@ -282,14 +314,14 @@ def compile_projection(schema: dict[str, Any], named: dict[str, dict[str, Any]],
     dataclass, a wanted union of them gives the object itself.
 
     With ``prefix=True`` only the fields up to the last wanted one are read: what follows is
-    neither walked nor checked (no end check, no position). ``pad`` Nones end the tuple (a
-    prefix reader that gives the shape of a fuller one)."""
+    neither walked nor checked (no end check; with ``to_end=False`` the tuple ends with the
+    position after that field, where a reader of the rest can go on). ``pad`` Nones follow the
+    values (a reader that gives the shape of a fuller one)."""
     compiler = _Projector(dict(named), dict(types or {}))
     body: list[str] = []
     if prefix:
         last = max(i for i, f in enumerate(schema["fields"]) if wanted.get(f["name"]))
         schema = {**schema, "fields": schema["fields"][:last + 1]}
-        to_end = True
     values = compiler.project(schema, wanted, body, 2)
     values += ["None"] * pad
     functions = sorted(compiler.functions.items(), key=lambda item: item[0].startswith("_"))

@@ -78,8 +78,15 @@ class _Compiler:
         values = [(f["name"], self.value(f["type"], out, depth)) for f in schema["fields"]]
         short = schema["name"].rsplit(".", 1)[-1]
         if short in self.types:
-            # The object itself, built by keyword (one call, no dict in between).
-            _check_fields(self.types[short], [name for name, _ in values])
+            # The object itself (one call, no dict in between): by position, in the class's
+            # order, when the record holds the class's first fields (a call by keyword cost
+            # twice as much), else by keyword.
+            cls = self.types[short]
+            _check_fields(cls, [name for name, _ in values])
+            local = dict(values)
+            order = [f.name for f in dataclasses.fields(cls) if f.init][:len(values)]
+            if set(order) == set(local):
+                return f"_T_{short}(" + ", ".join(local[name] for name in order) + ")"
             return f"_T_{short}(" + ", ".join(f"{name}={v}" for name, v in values) + ")"
         return "{" + ", ".join(f"{name!r}: {v}" for name, v in values) + "}"
 
@@ -194,7 +201,7 @@ def compile_reader(schema: dict[str, Any], named: dict[str, dict[str, Any]],
 
     ``named`` maps full names to the parsed record schemas that references by name resolve to
     (what ``fastavro.parse_schema`` collected). ``types`` maps short record names to dataclasses:
-    a record of such a name is built as that class by keyword (its fields must match), and a
+    a record of such a name is built as that class (its fields must match), and a
     union of such records gives the object alone, its class naming the branch — the typed
     reader the codec decodes ModelEvents with, no dict built per record and unpacked again."""
     types = dict(types or {})

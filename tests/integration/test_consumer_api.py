@@ -158,6 +158,96 @@ def test_a_handler_that_raises_leaves_its_event_to_the_next_consumer_of_the_grou
     assert [e.seq for e in got] == list(range(5, len(events)))
 
 
+def test_a_plain_handler_runs_over_a_fetch_in_one_loop_and_one_that_raises_is_not_committed(
+        make_settings) -> None:
+    # A plain function is called over what a fetch read without an await per event; the event
+    # it raised on, and only that one, is left to the next consumer of the group.
+    settings = make_settings(partitions=1)
+    events = events_of(TEXT, "run-q") + events_of(TOOLS, "run-w")
+    run(publish(settings, events))
+    handled: list[tuple[str, int]] = []
+
+    def handler(event: ModelEvent) -> None:
+        if (event.run_id, event.seq) == ("run-w", 3):
+            raise RuntimeError("downstream down")
+        handled.append((event.run_id, event.seq))
+
+    async def first() -> int:
+        sub = subscribe(settings=settings, group="q1", idle_timeout=10)
+        with pytest.raises(RuntimeError, match="downstream down"):
+            await sub.consume(handler)
+        return sub.stats.yielded
+    yielded = run(first())
+    at = next(i for i, e in enumerate(events) if (e.run_id, e.seq) == ("run-w", 3))
+    assert handled == [(e.run_id, e.seq) for e in events[:at]] and yielded == at + 1
+    got, _ = read_all(settings, group="q1")
+    assert got == events[at:]
+
+
+def test_a_batch_handler_gets_lists_and_a_list_it_raises_on_is_not_committed(
+        make_settings) -> None:
+    settings = make_settings(partitions=2)
+    runs = {f"run-b{i}": events_of(TEXT if i % 2 else TOOLS, f"run-b{i}") for i in range(6)}
+    run(publish(settings, [e for events in runs.values() for e in events]))
+    batches: list[list[ModelEvent]] = []
+
+    def handler(batch: list[ModelEvent]) -> None:
+        assert batch and all(isinstance(e, ModelEvent) for e in batch)
+        batches.append(batch)
+
+    # Every event once, in seq order per run, in lists (a partition's fetch each).
+    sub = subscribe(settings=settings, group="b1", idle_timeout=5)
+    run(sub.consume(handler, batch=True))
+    got = [e for batch in batches for e in batch]
+    assert {r: [e for e in got if e.run_id == r] for r in runs} == runs
+    assert sub.stats.yielded == len(got) and sub.stats.commits >= 1
+    assert read_all(settings, group="b1")[0] == []  # all committed
+
+    # A list whose handler raises is left whole to the next consumer; the lists before it are
+    # committed. (One fetch per batch: the second list cannot hold what the first did.)
+    batches.clear()
+
+    async def fails_on_second(batch: list[ModelEvent]) -> None:
+        if batches:
+            raise RuntimeError("bulk write failed")
+        batches.append(batch)
+
+    async def second() -> None:
+        with pytest.raises(RuntimeError, match="bulk write failed"):
+            await subscribe(settings=settings, group="b2", idle_timeout=5,
+                            consumer_options={"max_partition_fetch_bytes": 4096}
+                            ).consume(fails_on_second, batch=True)
+    run(second())
+    first = batches[0]
+    again, _ = read_all(settings, group="b2")
+    assert first and not any(e in again for e in first)
+    assert sorted((e.run_id, e.seq) for e in first + again) == sorted(
+        (e.run_id, e.seq) for events in runs.values() for e in events)
+
+
+def test_a_skipped_undecodable_event_does_not_drop_a_good_copy_read_after_it(
+        make_settings) -> None:
+    # The pipeline writes a record again (at least once): when the first copy's payload does
+    # not decode, consume skips it — and the good copy after it is the event, handed on.
+    settings = make_settings(partitions=1)
+    events, k, broken = with_a_broken_delta("run-c")
+
+    async def write() -> None:
+        await publish(settings, events[:k])
+        await send_raw(settings, [broken], key=b"run-c")
+        await publish(settings, events[k:])
+    run(write())
+    handled: list[ModelEvent] = []
+
+    def handler(event: ModelEvent) -> None:
+        assert event.payload is not None
+        handled.append(event)
+
+    sub = subscribe(settings=settings, group="c1", idle_timeout=5)
+    run(sub.consume(handler))
+    assert handled == events and sub.stats.undecodable == 1 and sub.stats.duplicates == 0
+
+
 def test_an_iterator_block_that_raises_does_not_commit_its_item(make_settings) -> None:
     settings = make_settings(partitions=1)
     events = events_of(TEXT, "run-i")
@@ -393,14 +483,20 @@ async def send_raw(settings: PipelineSettings, values: list[bytes], key: bytes =
         await producer.stop()
 
 
-def test_an_event_whose_payload_does_not_decode_raises_when_read_and_is_never_lost(
-        make_settings) -> None:
-    settings = make_settings(partitions=1)
-    events = events_of(TEXT, "run-p")
+def with_a_broken_delta(run_id: str) -> tuple[list[ModelEvent], int, bytes]:
+    """A run's events, the index of its first text.delta, and that delta's record with its text
+    made bytes that are not UTF-8 (its header reads, its payload does not)."""
+    events = events_of(TEXT, run_id)
     k = next(i for i, e in enumerate(events) if e.kind == "text.delta")
     marked = dataclasses.replace(events[k], payload=dataclasses.replace(events[k].payload,
                                                                         text="MARKER"))
-    broken = codec.encode(marked).replace(b"MARKER", b"\xff" * 6)  # its header reads
+    return events, k, codec.encode(marked).replace(b"MARKER", b"\xff" * 6)
+
+
+def test_an_event_whose_payload_does_not_decode_raises_when_read_and_is_never_lost(
+        make_settings) -> None:
+    settings = make_settings(partitions=1)
+    events, k, broken = with_a_broken_delta("run-p")
 
     async def write() -> None:
         await publish(settings, events[:k])

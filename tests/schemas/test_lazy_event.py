@@ -161,3 +161,20 @@ def test_lazy_and_eager_decoding_agree(run_id: str, text: str, seq: int, model: 
     got = lazy(event)
     assert got.run_id == run_id and got.seq == seq and got.piece == event.piece
     assert got == codec.decode(codec.encode(event)) == event
+
+
+def test_the_event_id_is_read_when_first_asked_for_and_a_broken_one_raises_then() -> None:
+    event = model_event("text.delta", seq=2)
+    event.event_id = "EVENTMARK"
+    data = codec.encode(event)
+    got = lazy(event)
+    assert got.run_id == event.run_id and got.event_id == "EVENTMARK" and undecoded(got)
+    assert got.payload == event.payload and got.event_id == "EVENTMARK"  # kept, record let go
+    broken = data.replace(b"EVENTMARK", b"\xff" * 9)
+    bad = lazy_event(record(broken, offset=3), header(broken))  # the header reads without it
+    assert (bad.run_id, bad.seq, bad.kind) == (event.run_id, 2, "text.delta")
+    for _ in range(2):
+        with pytest.raises(UndecodableEvent, match=r"p\.events\[1\]@3: .* its event id does not "
+                                                   r"decode") as raised:
+            bad.event_id  # noqa: B018
+        assert raised.value.event is bad
