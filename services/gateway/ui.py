@@ -3,8 +3,8 @@ in the package (``services/gateway/static/``) — no build step, nothing from a 
 offline and behind any firewall.
 
     GET /ui                 the page (a run list, and one run live: ``#/runs/<run id>``)
-    GET /ui/{asset}         its scripts (the page's, the SSE reader, the tabs' shared stream
-                            worker) and style sheet
+    GET /ui/{asset}         its scripts (the page's, the SSE reader, the backoff of a run view
+                            waiting for its run, the tabs' shared stream worker) and style sheet
 
 The page only calls the gateway's own API: ``GET /v1/runs`` (the list, polled every second
 while it is shown), ``GET /v1/runs/{id}`` (the run's state), ``GET /v1/events?run=…`` (the events of
@@ -32,7 +32,7 @@ router = APIRouter(tags=["ui"])
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
           ".css": "text/css; charset=utf-8"}
 # Only the files shipped; nothing else can be asked for by name.
-ASSETS = ("index.html", "app.js", "sse.js", "stream-worker.js", "app.css")
+ASSETS = ("index.html", "app.js", "sse.js", "run-wait.js", "stream-worker.js", "app.css")
 _HEADERS = {
     "content-security-policy": ("default-src 'self'; img-src 'self' data:; "
                                 "style-src 'self'; script-src 'self'; frame-ancestors 'none'"),

@@ -20,7 +20,7 @@ tests and services run unchanged against an external cluster (or the docker-comp
 Files::
 
     ${XDG_CACHE_HOME:-~/.cache}/modelevents/kafka/<version>/libs/     jars (kept between runs)
-    ${XDG_STATE_HOME:-~/.local/state}/modelevents/kafka/<port>/
+    ${XDG_STATE_HOME:-~/.local/state}/modelevents/kafka/<port>/       (services/settings/xdg.py)
         data/  logs/server.log  server.properties  log4j2.properties  kafka.pid
 
 Errors are :class:`KafkaSetupError` subclasses whose message says what to do next.
@@ -65,6 +65,7 @@ from modelevents.services.kafka.settings import (
     LOCAL_HOST,
     LOCAL_PORT,
 )
+from modelevents.services.settings.xdg import cache_dir, state_dir
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -117,11 +118,6 @@ def _env_int(name: str, default: int) -> int:
         raise KafkaSetupError(f"{name}={raw!r} is not a port number; set it to an integer such as 19092") from None
 
 
-def _xdg(var: str, fallback: str) -> Path:
-    raw = os.environ.get(var, "").strip()
-    return Path(raw) if raw and os.path.isabs(raw) else Path.home() / fallback
-
-
 @dataclass(frozen=True)
 class KafkaSettings:
     """Where and how the local broker runs. Defaults come from the environment at construction.
@@ -137,8 +133,9 @@ class KafkaSettings:
     num_partitions: int = 1
     start_timeout: float = 90.0
     stop_timeout: float = 30.0
-    cache_root: Path = field(default_factory=lambda: _xdg("XDG_CACHE_HOME", ".cache") / "modelevents" / "kafka")
-    state_root: Path = field(default_factory=lambda: _xdg("XDG_STATE_HOME", ".local/state") / "modelevents" / "kafka")
+    # The per-user homes of services/settings/xdg.py (a relative XDG_*_HOME is ignored).
+    cache_root: Path = field(default_factory=lambda: cache_dir("kafka"))
+    state_root: Path = field(default_factory=lambda: state_dir("kafka"))
     extra_properties: dict[str, str] = field(default_factory=dict)
     jvm_opts: tuple[str, ...] = field(default_factory=lambda: tuple(shlex.split(os.environ.get(ENV_JVM_OPTS, ""))))
     # Optional authenticated and encrypted listeners beside the plaintext one (what a real

@@ -27,7 +27,6 @@ The worker's and the tool executor's sections, in the file::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,17 +39,10 @@ from modelevents.services.kafka.security import KafkaSecurity
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.settings.loader import LayeredSettings, Resolved, resolve
 from modelevents.services.settings.sources import EXAMPLE_TOOLS, EnvVar
+from modelevents.services.settings.xdg import cache_dir, state_dir
 
-__all__ = ["ENV", "Settings", "ToolsConfig", "WorkerConfig", "load_settings", "state_dir"]
-
-
-def state_dir(name: str) -> Path:
-    """The default state directory of ``name`` (the worker's, the demo's):
-    ``$XDG_STATE_HOME/modelevents/NAME``, or ``~/.local/state/modelevents/NAME`` when the
-    variable is unset, empty or relative (the XDG Base Directory spec ignores a relative one)."""
-    root = os.environ.get("XDG_STATE_HOME", "").strip()
-    home = Path(root) if root and os.path.isabs(root) else Path.home() / ".local" / "state"
-    return home / "modelevents" / name
+__all__ = ["ENV", "Settings", "ToolsConfig", "WorkerConfig", "cache_dir", "load_settings",
+           "state_dir"]
 
 
 class WorkerConfig(BaseModel):

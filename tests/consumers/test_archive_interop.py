@@ -22,6 +22,7 @@ from modelevents.adapters.registry import normalize_bytes
 from modelevents.consumers import archive
 from modelevents.schemas import codec
 from modelevents.services.local.feeder import frames_for_file
+from modelevents.services.settings.xdg import cache_dir
 from tests.paths import FIXTURES, SCHEMA_SAMPLES
 
 pytestmark = pytest.mark.kafka
@@ -69,8 +70,7 @@ public class ReadArchive {
 
 
 def avro_jars() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "modelevents" / "avro"
-    libs = cache / AVRO_VERSION / "libs"
+    libs = cache_dir("avro") / AVRO_VERSION / "libs"
     if (libs / ".complete").is_file():
         return libs
     mvn, java = shutil.which("mvn"), shutil.which("java")

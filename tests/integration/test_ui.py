@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -128,6 +129,28 @@ def expect_first_text_streaming(page) -> Any:
     expect(text).to_have_class(re.compile(r"\bstreaming\b"))
     expect(page.locator("#terminal")).to_be_hidden()
     return text
+
+
+@contextmanager
+def page_asking(browser, *, shared_worker: bool = True) -> Iterator[tuple[Any, list[str]]]:
+    """A page of a browser context of its own (without SharedWorker: as in Chrome on Android)
+    and the URLs it asked for; the page must raise nothing."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    if not shared_worker:
+        context.add_init_script("delete window.SharedWorker;")
+    asked: list[str] = []
+    context.on("request", lambda r: asked.append(r.url))
+    errors: list[str] = []
+    try:
+        opened = context.new_page()
+        opened.set_default_timeout(GUARD_MS)
+        opened.on("pageerror", lambda exc: errors.append(str(exc)))
+        yield opened, asked
+        assert opened.evaluate("typeof window.SharedWorker") == (
+            "function" if shared_worker else "undefined")
+    finally:
+        context.close()
+    assert not errors, f"the page raised: {errors}"
 
 
 def open_run_from_list(page, gateway: ServedApp, run_id: str) -> None:
@@ -309,17 +332,8 @@ def test_without_shared_worker_a_run_view_reads_its_own_stream_live(browser, set
     run_id = f"ui-noworker-{uuid.uuid4().hex[:8]}"
     before_pause, pause, continuation = paused_run_parts(run_id)
     feed_frames(settings, before_pause)  # the run exists before its view opens
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.add_init_script("delete window.SharedWorker;")
-    asked: list[str] = []
-    context.on("request", lambda r: asked.append(r.url))
-    errors: list[str] = []
-    try:
-        opened = context.new_page()
-        opened.set_default_timeout(GUARD_MS)
-        opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    with page_asking(browser, shared_worker=False) as (opened, asked):
         open_run_from_list(opened, gateway, run_id)
-        assert opened.evaluate("typeof window.SharedWorker") == "undefined"
         expect_first_text_streaming(opened)
         expect(opened.locator("#stream-status")).to_have_text("Live: following the run's events.")
         # What the provider says next arrives while the view is open: live, not on a reload.
@@ -330,12 +344,48 @@ def test_without_shared_worker_a_run_view_reads_its_own_stream_live(browser, set
         expect(opened.locator(".item.text.done").last).to_contain_text("High tide is at 06:12.")
         expect(opened.locator("#stream-status")).to_have_text(
             "The run ended; every event is shown.")
-    finally:
-        context.close()
-    assert not errors, f"the page raised: {errors}"
     own = f"{gateway.url}/v1/runs/{run_id}/events"
     assert own in asked, "the run view did not read its own stream"
     assert not any(url.endswith("/ui/stream-worker.js") for url in asked), asked
+
+
+@pytest.mark.parametrize("shared_worker", [True, False], ids=["shared-worker", "own-stream"])
+def test_a_run_view_opened_before_its_run_waits_for_it_then_shows_it_live(
+        browser, settings, start_gateway, shared_worker):
+    """A link to a run opened before the run reached the gateway (right after `modelevents
+    feed` started it): the gateway answers 404, and the view says it waits for that run, asks
+    again less and less often (up to every 5 s), and shows the run live once it is there — with
+    the tabs' shared stream and with a stream of its own."""
+    gateway = start_gateway()
+    run_id = f"ui-before-{uuid.uuid4().hex[:8]}"
+    before_pause, pause, continuation = paused_run_parts(run_id)
+    with page_asking(browser, shared_worker=shared_worker) as (opened, asked):
+        opened.goto(f"{gateway.url}/ui#/runs/{run_id}")
+        waiting = opened.locator("#waiting")
+        expect(waiting).to_have_attribute("data-reason", "run")
+        expect(waiting).to_contain_text(f"Waiting for run {run_id}")
+        status = opened.locator("#stream-status")
+        expect(status).to_contain_text("404")
+        # It backs off: the pause between its tries grows to its bound, and stays there.
+        expect(status).to_contain_text("asking again in 5 s.")
+        expect(opened.locator(".item")).to_have_count(0)
+
+        feed_frames(settings, before_pause)  # the run starts while its view waits
+        expect_first_text_streaming(opened)
+        expect(waiting).to_be_hidden()
+        expect(status).to_have_text("Live: following the run's events.")
+        feed_frames(settings, pause)
+        expect(waiting).to_have_attribute("data-reason", "continuation")
+        feed_frames(settings, continuation)
+        expect(opened.locator("#terminal")).to_have_attribute("data-status", "completed")
+        expect(opened.locator(".item.text.done").last).to_contain_text("High tide is at 06:12.")
+        expect(opened.locator("#run-tenant")).to_have_text("default")  # its state, read again
+    own = f"{gateway.url}/v1/runs/{run_id}/events"
+    if shared_worker:
+        assert own not in asked, "the run view read a stream of its own"
+    else:
+        assert asked.count(own) >= 5, "the run view did not ask again while it waited"
+        assert not any(url.endswith("/ui/stream-worker.js") for url in asked), asked
 
 
 # --- approvals --------------------------------------------------------------------------------
@@ -402,6 +452,8 @@ def test_another_tenants_token_sees_nothing_of_a_run(settings, start_gateway, pa
     page.goto(f"{gateway.url}/ui#/runs/{run_id}")
     page.reload()
     expect(page.locator("#stream-status")).to_contain_text("404")
+    # The same answer as for a run not there yet: the view waits for it, and shows nothing.
+    expect(page.locator("#waiting")).to_have_attribute("data-reason", "run")
     expect(page.locator(".item")).to_have_count(0)
     # The API says the same to that token.
     listed = httpx.get(f"{gateway.url}/v1/runs", params={"q": run_id},

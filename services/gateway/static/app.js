@@ -278,6 +278,7 @@ class RunView {
       this.leave = shared.follow(this.runId, this.lastSeq, (message) => this.onShared(message));
       return;
     }
+    let waitMs = 0; // the pause before asking again for a run the gateway does not know yet
     while (!this.stopped) {
       const headers = {};
       if (this.lastSeq >= 0) headers["Last-Event-ID"] = String(this.lastSeq);
@@ -295,11 +296,19 @@ class RunView {
       if (!response.ok) {
         let message = response.statusText;
         try { message = (await response.json()).error || message; } catch (e) { /* not JSON */ }
+        if (response.status === 404) {
+          waitMs = nextRunWait(waitMs);
+          this.waitForRun(response.status, message, waitMs);
+          await sleep(waitMs);
+          continue;
+        }
         $("stream-status").textContent = `Events: ${response.status} ${message}`;
-        if (response.status === 404 || response.status === 401 || response.status === 403) return;
+        if (response.status === 401 || response.status === 403) return;
         await sleep(2000);
         continue;
       }
+      waitMs = 0;
+      this.runAppeared();
       $("stream-status").textContent = this.finished ? "" : "Live: following the run's events.";
       try {
         await readSse(response.body.getReader(), ({ id, kind, data }) => {
@@ -319,13 +328,34 @@ class RunView {
   onShared(message) {
     if (this.stopped) return;
     if (message.type === "event") this.onEvent(message.seq, message.kind, message.data);
+    else if (message.type === "waiting") this.waitForRun(message.status, message.error, message.waitMs);
     else if (message.type === "end") {
       if (message.reason === "finished") this.streamEnded();
       else $("stream-status").textContent = `Events: ${message.status} ${message.error}`;
     } else if (message.type === "status") {
+      if (message.text === "live") this.runAppeared();
       $("stream-status").textContent = message.text === "live"
         ? (this.finished ? "" : "Live: following the run's events.") : message.text;
     } else if (message.type === "refused") $("stream-status").textContent = message.text;
+  }
+
+  // The gateway does not know the run (404): a link opened before the run's first event reached
+  // it, or a run this token may not see (the same answer). Said until it is there.
+  waitForRun(status, error, waitMs) {
+    if (this.stopped) return;
+    const box = $("waiting");
+    box.hidden = false;
+    box.dataset.reason = "run";
+    box.textContent = `Waiting for run ${this.runId}: the gateway does not know it yet (or this ` +
+      "token may not see it). It is shown live as soon as it appears.";
+    $("stream-status").textContent = `Events: ${status} ${error} — asking again in ${waitMs / 1000} s.`;
+  }
+
+  // The run is there (its stream answered, or an event came): no longer waited for.
+  runAppeared() {
+    if ($("waiting").dataset.reason !== "run") return;
+    this.setWaiting(null);
+    this.loadState();
   }
 
   streamEnded() {
@@ -335,6 +365,7 @@ class RunView {
 
   onEvent(seq, kind, data) {
     if (seq <= this.lastSeq) return; // seen before a resume
+    this.runAppeared();
     this.lastSeq = seq;
     const event = JSON.parse(data);
     this.apply(kind, event);
@@ -477,7 +508,8 @@ class RunView {
   async loadState() {
     let body;
     try { body = await apiJson(`/v1/runs/${encodeURIComponent(this.runId)}`); } catch (error) {
-      $("stream-status").textContent = `Run: ${error.message}`;
+      // A 404: the events' side waits for the run and says so (waitForRun).
+      if (error.status !== 404 && !this.stopped) $("stream-status").textContent = `Run: ${error.message}`;
       return;
     }
     const state = body.state;

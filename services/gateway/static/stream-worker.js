@@ -7,13 +7,19 @@
 // the runs change it asks again, every run after the last seq it has, and drops the old stream
 // once the new one answered; an event seen twice meanwhile is handed on once. A tab that closes
 // says so (pagehide), and is noticed through the Web Lock it holds while open if it cannot.
+//
+// A run the gateway does not know yet (its stream.end says not_found, 404: a link opened before
+// the run's first event reached the gateway) is waited for: left out of the stream, it is asked
+// for alone, GET /v1/runs/{id}, with a growing pause (run-wait.js), and followed again once the
+// gateway knows it. The tabs are told each pause, to say so.
 "use strict";
 
-importScripts("sse.js");
+importScripts("sse.js", "run-wait.js");
 
 const tabs = new Map(); // tab id → {port, runs: Map(run id → last seq handed to it)}
 const have = new Map(); // run id → last seq read from the gateway (-1: none yet)
 const ended = new Set(); // runs whose stream.end came: not asked for again
+const waiting = new Map(); // run id → {waitMs, timer, status, error}: not known to the gateway yet
 let token = "";
 let stream = null; // {controller, runs: Set, done: Promise}
 let pending = null; // timer of the next (re)connect
@@ -27,7 +33,7 @@ function wanted() {
   const runs = new Map(); // run id → the seq to go on after (the least any tab needs)
   for (const tab of tabs.values()) {
     for (const [runId, seq] of tab.runs) {
-      if (ended.has(runId)) continue;
+      if (ended.has(runId) || waiting.has(runId)) continue;
       const from = Math.min(seq, have.has(runId) ? have.get(runId) : seq);
       runs.set(runId, runs.has(runId) ? Math.min(runs.get(runId), from) : from);
     }
@@ -92,6 +98,7 @@ function onBlock({ id, kind, data }) {
   if (kind === "stream.end") {
     const end = JSON.parse(data);
     if (end.reason === "not_ready") { reconnectSoon(1000); return; }
+    if (end.reason === "not_found" && end.status === 404) { waitFor(end.run_id, end); return; }
     ended.add(end.run_id);
     for (const [tabId, tab] of tabs) if (tab.runs.has(end.run_id)) post(tabId, Object.assign({ type: "end", runId: end.run_id }, end));
     return;
@@ -109,11 +116,54 @@ function onBlock({ id, kind, data }) {
   }
 }
 
+// The run is not known to the gateway: out of the stream until a lone ask finds it.
+function waitFor(runId, refusal) {
+  const entry = waiting.get(runId) || { waitMs: 0, timer: null };
+  waiting.set(runId, entry);
+  entry.waitMs = nextRunWait(entry.waitMs);
+  entry.status = refusal.status;
+  entry.error = refusal.error;
+  clearTimeout(entry.timer);
+  entry.timer = setTimeout(() => askAgain(runId, entry), entry.waitMs);
+  broadcast(new Set([runId]), waitingMessage(entry));
+}
+
+function waitingMessage(entry) {
+  return { type: "waiting", status: entry.status, error: entry.error, waitMs: entry.waitMs };
+}
+
+async function askAgain(runId, entry) {
+  const headers = token ? { Authorization: "Bearer " + token } : {};
+  let response = null;
+  try {
+    response = await fetch(`/v1/runs/${encodeURIComponent(runId)}`, { headers });
+  } catch (error) { /* the gateway is away: still waiting */ }
+  if (waiting.get(runId) !== entry) return; // no tab follows it any more
+  if (!response || response.status === 404) {
+    let refusal = { status: entry.status, error: entry.error };
+    if (response) {
+      try { refusal = { status: 404, error: (await response.json()).error || refusal.error }; } catch (e) { /* not JSON */ }
+    }
+    if (waiting.get(runId) === entry) waitFor(runId, refusal);
+    return;
+  }
+  // Known now (or refused otherwise: the stream says how): follow it with the others.
+  waiting.delete(runId);
+  reconnectSoon();
+}
+
+function stopWaiting(runId) {
+  const entry = waiting.get(runId);
+  if (entry) clearTimeout(entry.timer);
+  waiting.delete(runId);
+}
+
 function follow(tabId, runId, after) {
   const tab = tabs.get(tabId);
   if (!tab) return;
   tab.runs.set(runId, after);
   ended.delete(runId);
+  if (waiting.has(runId)) { post(tabId, Object.assign({ runId }, waitingMessage(waiting.get(runId)))); return; }
   // Already read from far enough back: nothing to ask again; else ask again from `after`.
   if (stream && stream.runs.has(runId) && have.get(runId) <= after) return;
   reconnectSoon();
@@ -125,6 +175,7 @@ function leave(tabId, runId) {
   if (![...tabs.values()].some((t) => t.runs.has(runId))) {
     have.delete(runId);
     ended.delete(runId);
+    stopWaiting(runId);
     reconnectSoon(); // the stream goes on without it
   }
 }
