@@ -97,6 +97,8 @@ SEEN_FRAMES_WINDOW = 1024
 # held to their bound (adapters/accumulate.py). Larger frames have their events checked and cut.
 _LIGHT_FRAME_BYTES = (PIECE_BYTES - 2 * HOLD_BYTES) // 2
 
+_new = object.__new__  # Adapter.emit's maker of events (see there)
+
 # What ``Adapter.undecodable`` returns for a frame it reported: there is nothing to handle.
 MALFORMED = object()
 # What ``undecodable`` returns for the ``data: [DONE]`` sentinel (``is_done``): the transport's
@@ -444,14 +446,35 @@ class Adapter:
         envelope = self._envelope
         if envelope is None:  # the frame's first event; its other events share the envelope
             envelope = self._envelope = Envelope(frame.content_type, frame.body)
-        # Positional arguments and an inlined event_id_for: this runs once per event. Callers
-        # build payloads positionally on their hot paths too: a keyword call of a dataclass
-        # costs about twice a positional one (~0.1 µs a record; docs/performance.md).
-        out.append(ModelEvent(
-            f"{self._run_hash}:{source_id}:{index}",
-            self.run_id, self.tenant, self.provider, self.api, self.model, kind,
-            EventSource(source_id, index, frame.transport, self._cursor),
-            frame.received_at, self._adapter_id, envelope, payload))
+        # This runs once per event: the event and its source are made by object.__new__ and
+        # one store per field rather than by calling the classes — CPython 3.11 calls a
+        # dataclass through a tuple of its arguments and a C-level call of __init__, ~0.1 µs
+        # more for these two (docs/performance.md). Every field is set, in declaration order
+        # (tests/schemas/test_fast_records.py compares with the classes' own constructors);
+        # event_id_for is inlined. Callers build payloads positionally on their hot paths: a
+        # keyword call of a dataclass costs about twice a positional one.
+        source = _new(EventSource)
+        source.frame_id = source_id
+        source.index = index
+        source.transport = frame.transport
+        source.cursor = self._cursor
+        event = _new(ModelEvent)
+        event.event_id = f"{self._run_hash}:{source_id}:{index}"
+        event.run_id = self.run_id
+        event.tenant = self.tenant
+        event.provider = self.provider
+        event.api = self.api
+        event.model = self.model
+        event.kind = kind
+        event.source = source
+        event.received_at = frame.received_at
+        event.adapter = self._adapter_id
+        event.envelope = envelope
+        event.payload = payload
+        event.seq = -1
+        event.piece = None
+        event.elided = None
+        out.append(event)
 
     def elide_last(self, parts: Parts, field: str, from_kind: str) -> None:
         """The done event just emitted carries ``parts``' value in ``field``: when that was too

@@ -1,0 +1,116 @@
+"""The hot paths that make records without calling their dataclasses (issue #12: CPython 3.11
+calls a many-field dataclass through an argument tuple and a C-level ``__init__`` call) build
+exactly what the classes' own constructors build — every field set, none forgotten when a field
+is added to the schema.
+
+- ``schemas.frames.stream_frames``: the frames of ``adapters/framing.frames_from_bytes``'s SSE
+  path;
+- ``Adapter.emit`` (adapters/base.py): every ModelEvent and its EventSource.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from modelevents.adapters.base import Adapter, event_id_for
+from modelevents.adapters.framing import frames_from_bytes
+from modelevents.schemas.events import (
+    Envelope,
+    EventSource,
+    ModelEvent,
+    RunFinished,
+    RunStarted,
+    Text,
+)
+from modelevents.schemas.frames import ProviderFrame, stream_frames
+
+
+def every_field_set(record: Any) -> None:
+    """An unset slot raises AttributeError here (what a maker that forgot a field leaves)."""
+    for f in fields(record):
+        getattr(record, f.name)
+
+
+def test_stream_frames_are_what_the_constructor_makes() -> None:
+    messages = [("message_start", b'{"a":1}', None, None), (None, b"[DONE]", "ev-7", 3000)]
+    frames = stream_frames(messages, 5, "s1", "run-1", "anthropic", "anthropic-messages", "sse",
+                           1234, "t1")
+    assert frames == [
+        ProviderFrame(frame_id="s1:5", run_key="run-1", provider="anthropic",
+                      api="anthropic-messages", transport="sse", received_at=1234,
+                      content_type="text/event-stream", body=b'{"a":1}', tenant="t1",
+                      stream_id="s1", index=5, sse_event="message_start"),
+        ProviderFrame(frame_id="s1:6", run_key="run-1", provider="anthropic",
+                      api="anthropic-messages", transport="sse", received_at=1234,
+                      content_type="text/event-stream", body=b"[DONE]", tenant="t1",
+                      stream_id="s1", index=6, cursor="ev-7"),
+    ]
+    for frame in frames:
+        every_field_set(frame)
+    assert frames[0].headers is not frames[1].headers  # each frame its own (mutable) dict
+
+
+def test_frames_from_bytes_sse_frames_match_the_constructor_both_ways_of_slicing() -> None:
+    body = b"event: ping\ndata: {}\n\nid: 9\ndata: [DONE]\n\n"
+    expected = [
+        ProviderFrame("s:0", "r", "p", "a", "sse", 7, "text/event-stream", b"{}", "t", "s", 0,
+                      "ping"),
+        ProviderFrame("s:1", "r", "p", "a", "sse", 7, "text/event-stream", b"[DONE]", "t", "s",
+                      1, None, "9", http_status=200),
+    ]
+    expected[0].http_status = 200
+    got = frames_from_bytes(body, run_key="r", provider="p", api="a", framing="sse",
+                            stream_id="s", received_at=7, tenant="t", http_status=200)
+    assert got == expected
+    # A body over one slice is fed to the decoder in slices: the frames are the same.
+    big = b"data: " + b"x" * 70_000 + b"\n\n" + body
+    sliced = frames_from_bytes(big, run_key="r", provider="p", api="a", framing="sse",
+                               stream_id="s", received_at=7, tenant="t")
+    assert [f.index for f in sliced] == [0, 1, 2]
+    for frame in sliced:
+        every_field_set(frame)
+    assert sliced[2].body == b"[DONE]" and sliced[2].cursor == "9"
+
+
+class Two(Adapter):
+    """Emits a run.started and a text.delta for every frame, a run.finished at close."""
+
+    name = "two"
+    revision = "1"
+    api = "test-api"
+    default_provider = "test"
+
+    def handle(self, doc: Any) -> None:
+        self.emit("run.started", RunStarted("in_progress", doc.get("id")))
+        self.emit("text.delta", Text(0, 0, doc.get("t", ""), None))
+
+    def finish(self) -> None:
+        self.stream_complete = True
+        self.emit("run.finished", RunFinished("completed", "stop"))
+
+
+def test_emitted_events_are_what_the_constructors_make() -> None:
+    adapter = Two("run-9", tenant="t2", model="m-1")
+    [frame] = frames_from_bytes(b'id: c-3\ndata: {"id": "x", "t": "hi"}\n\n', run_key="run-9",
+                                provider="test", api="test-api", framing="sse",
+                                stream_id="s0", received_at=55)
+    events = adapter.feed(frame)
+    envelope = Envelope("text/event-stream", b'{"id": "x", "t": "hi"}')
+    assert events == [
+        ModelEvent(event_id_for("run-9", "s0:0", index), "run-9", "t2", "test", "test-api",
+                   "m-1", kind, EventSource("s0:0", index, "sse", "c-3"), 55, "two@1",
+                   envelope, payload)
+        for index, (kind, payload) in enumerate([("run.started", RunStarted("in_progress", "x")),
+                                                 ("text.delta", Text(0, 0, "hi", None))])
+    ]
+    assert events[0].envelope is events[1].envelope  # one envelope per frame, shared
+    [finished] = adapter.close()
+    assert finished == ModelEvent(
+        event_id_for("run-9", "s0:0#close", 0), "run-9", "t2", "test", "test-api", "m-1",
+        "run.finished", EventSource("s0:0#close", 0, "sse", "c-3"), 55, "two@1",
+        Envelope("text/event-stream", b""), RunFinished("completed", "stop"))
+    for event in [*events, finished]:
+        every_field_set(event)
+        every_field_set(event.source)
+        assert (event.seq, event.piece, event.elided) == (-1, None, None)
