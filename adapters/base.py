@@ -310,9 +310,9 @@ class Adapter:
                     if not fits[type(payload)](payload):
                         self._typed(out)
                         break
+            if len(frame.body) > _LIGHT_FRAME_BYTES:
+                out = split_events(out)  # an event of this frame may be too large for a record
         self._out = []
-        if len(frame.body) > _LIGHT_FRAME_BYTES:
-            out = split_events(out)  # an event of this frame may be too large for one record
         return out
 
     def close(self) -> list[ModelEvent]:
@@ -445,12 +445,15 @@ class Adapter:
         source_id = self._source_id
         envelope = self._envelope
         if envelope is None:  # the frame's first event; its other events share the envelope
-            envelope = self._envelope = Envelope(frame.content_type, frame.body)
-        # This runs once per event: the event and its source are made by object.__new__ and
-        # one store per field rather than by calling the classes — CPython 3.11 calls a
-        # dataclass through a tuple of its arguments and a C-level call of __init__, ~0.1 µs
-        # more for these two (docs/performance.md). Every field is set, in declaration order
-        # (tests/schemas/test_fast_records.py compares with the classes' own constructors);
+            envelope = self._envelope = _new(Envelope)
+            envelope.content_type = frame.content_type
+            envelope.body = frame.body
+        # This runs once per event: the event and its source (and the envelope) are made by
+        # object.__new__ and one store per field rather than by calling the classes — CPython
+        # 3.11 calls a dataclass through a tuple of its arguments and a C-level call of
+        # __init__, ~0.1 µs more for these two (docs/performance.md). Every field is set, in
+        # declaration order (tests/schemas/test_fast_records.py compares with the classes' own
+        # constructors);
         # event_id_for is inlined. Callers build payloads positionally on their hot paths: a
         # keyword call of a dataclass costs about twice a positional one.
         source = _new(EventSource)

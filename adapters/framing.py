@@ -115,8 +115,9 @@ def frames_from_bytes(body: bytes, *, run_key: str, provider: str, api: str,
             # One slice (most streams): no view to cut, no copy, and no collector pause — a
             # body this size makes at most a few thousand frames, too few for the collector's
             # rescans that gc_paused avoids. Saves ~5 µs a stream (a 10-frame stream is ~25 µs).
-            frames = stream_frames(messages_of_body(bytes(body)), 0, stream_id, run_key,
-                                   provider, api, transport, received_at, tenant)
+            frames = stream_frames(
+                messages_of_body(body if type(body) is bytes else bytes(body)), 0, stream_id,
+                run_key, provider, api, transport, received_at, tenant)
         else:
             # Tuples, not SSEMessages (the decoder's fast paths build them inline).
             decoder = SSEDecoder(message=as_tuple)
