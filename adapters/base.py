@@ -99,6 +99,18 @@ _LIGHT_FRAME_BYTES = (PIECE_BYTES - 2 * HOLD_BYTES) // 2
 
 _new = object.__new__  # Adapter.emit's maker of events (see there)
 
+
+class _BetweenFrames(list[ModelEvent]):
+    """What an adapter emits into between frames (``Adapter._out`` outside ``feed`` and
+    ``close``): nothing — ``emit`` there raises instead of appending to a list nobody reads.
+    One shared instance, never appended to, so that a frame does not pay for a second list."""
+
+    def append(self, event: ModelEvent) -> None:
+        raise RuntimeError("Adapter.emit outside feed/close: there is no frame to emit for")
+
+
+_BETWEEN_FRAMES = _BetweenFrames()
+
 # What ``Adapter.undecodable`` returns for a frame it reported: there is nothing to handle.
 MALFORMED = object()
 # What ``undecodable`` returns for the ``data: [DONE]`` sentinel (``is_done``): the transport's
@@ -243,7 +255,7 @@ class Adapter:
         self._seen_order: deque[str] = deque()
         self._closed = False
         # Per-frame emission context.
-        self._out: list[ModelEvent] = []
+        self._out: list[ModelEvent] = _BETWEEN_FRAMES
         self._frame: ProviderFrame | None = None
         self._source_id = ""
         self._cursor: str | None = None
@@ -312,7 +324,7 @@ class Adapter:
                         break
             if len(frame.body) > _LIGHT_FRAME_BYTES:
                 out = split_events(out)  # an event of this frame may be too large for a record
-        self._out = []
+        self._out = _BETWEEN_FRAMES
         return out
 
     def close(self) -> list[ModelEvent]:
@@ -554,7 +566,7 @@ class Adapter:
         self._out = []
 
     def _end(self) -> list[ModelEvent]:
-        out, self._out = self._out, []
+        out, self._out = self._out, _BETWEEN_FRAMES
         return out
 
     def __getstate__(self) -> dict[str, Any]:

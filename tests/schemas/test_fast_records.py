@@ -114,3 +114,25 @@ def test_emitted_events_are_what_the_constructors_make() -> None:
         every_field_set(event)
         every_field_set(event.source)
         assert (event.seq, event.piece, event.elided) == (-1, None, None)
+
+
+def test_between_frames_there_is_nothing_to_emit_into() -> None:
+    # A frame's events are a list of their own; the adapter keeps no list between frames (one
+    # shared, never-appended-to stand-in), so an emit outside feed/close fails loudly.
+    adapter = Two("run-9")
+    [frame] = frames_from_bytes(b'data: {"id": "x"}\n\n', run_key="run-9", provider="test",
+                                api="test-api", framing="sse", stream_id="s0")
+    first = adapter.feed(frame)
+    assert [e.kind for e in first] == ["run.started", "text.delta"]
+    try:
+        adapter.emit("text.delta", Text(0, 0, "late", None))
+    except RuntimeError as exc:
+        assert "outside feed/close" in str(exc)
+    else:
+        raise AssertionError("emit between frames was accepted")
+    assert [e.kind for e in first] == ["run.started", "text.delta"]  # nothing appended to it
+    assert [e.kind for e in adapter.close()] == ["run.finished"]
+    other = Two("run-10")  # another adapter's events are its own
+    [frame2] = frames_from_bytes(b'data: {"id": "y"}\n\n', run_key="run-10", provider="test",
+                                 api="test-api", framing="sse", stream_id="s0")
+    assert len(other.feed(frame2)) == 2 and len(first) == 2
