@@ -276,9 +276,7 @@ def _whole_events(chunk: bytes, last_id: str | None, names: dict[bytes, str | No
     or only of ``event:`` + one-line ``data:`` events (Anthropic, OpenAI Responses); None when
     it is another shape (the decoder's general path then reads it all)."""
     if chunk[:6] == b"data: ":
-        payloads = chunk.split(b"\n\ndata: ")
-        payloads[0] = payloads[0][6:]  # the first `data: ` (slicing two payloads, not the chunk)
-        payloads[-1] = payloads[-1][:-2]  # the last blank line
+        payloads = chunk[6:-2].split(b"\n\ndata: ")  # without the first `data: `, last LF LF
         # No line break but the separators: nothing but whole one-line `data: ` events.
         # (One scan of the joined payloads costs less than a test of each payload.)
         if b"".join(payloads).find(b"\n") >= 0:
