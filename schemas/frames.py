@@ -1,4 +1,7 @@
-"""ProviderFrame: one verbatim delivery from a provider (mirrors avro/provider_frame.avsc)."""
+"""ProviderFrame: one verbatim delivery from a provider (mirrors avro/provider_frame.avsc).
+
+``stream_frames`` builds the frames of a decoded SSE stream in bulk, field for field what the
+constructor builds, without calling it (the bulk path of ``adapters/framing.py``)."""
 
 from __future__ import annotations
 

@@ -5,13 +5,17 @@ is added to the schema.
 
 - ``schemas.frames.stream_frames``: the frames of ``adapters/framing.frames_from_bytes``'s SSE
   path;
-- ``Adapter.emit`` (adapters/base.py): every ModelEvent and its EventSource.
+- ``Adapter.emit`` (adapters/base.py): every ModelEvent and its EventSource;
+- the base's compiled per-record type test, which may refuse a value that fits (the exact check
+  behind it then keeps it) but never passes one that does not.
 """
 
 from __future__ import annotations
 
 from dataclasses import fields
 from typing import Any
+
+import orjson
 
 from modelevents.adapters.base import Adapter, event_id_for
 from modelevents.adapters.framing import frames_from_bytes
@@ -22,6 +26,7 @@ from modelevents.schemas.events import (
     RunFinished,
     RunStarted,
     Text,
+    Usage,
 )
 from modelevents.schemas.frames import ProviderFrame, stream_frames
 
@@ -136,3 +141,44 @@ def test_between_frames_there_is_nothing_to_emit_into() -> None:
     [frame2] = frames_from_bytes(b'data: {"id": "y"}\n\n', run_key="run-10", provider="test",
                                  api="test-api", framing="sse", stream_id="s0")
     assert len(other.feed(frame2)) == 2 and len(first) == 2
+
+
+class Passing(Adapter):
+    """Passes provider numbers through into a text.delta and a usage, as adapters do."""
+
+    name = "passing"
+    revision = "1"
+    api = "test-api"
+    default_provider = "test"
+
+    value: Any = None  # what it passes through when set; else the frame's "i"
+
+    def handle(self, doc: Any) -> None:
+        value = doc["i"] if self.value is None else self.value
+        self.emit("text.delta", Text(value, 0, "kept", None))
+        self.emit("usage", Usage(input_tokens=value, server_tool_units={"web": value}))
+
+
+def test_an_int_the_quick_type_test_does_not_take_is_still_judged_exactly() -> None:
+    # The compiled per-record test lets only small ints through (its comparisons are then
+    # CPython's fast ones); the exact check behind it keeps every int of Avro's long and
+    # empties only what is beyond it, with its one error.
+    for value in (2 ** 30, -(2 ** 30), 2 ** 40, 2 ** 63 - 1, -(2 ** 63)):
+        adapter = Passing("run-int")
+        [frame] = frames_from_bytes(orjson.dumps({"i": value}) + b"\n", run_key="run-int",
+                                    provider="test", api="test-api", framing="jsonl")
+        events = adapter.feed(frame)
+        assert [e.kind for e in events] == ["text.delta", "usage"], value
+        text, usage = (e.payload for e in events)
+        assert (text.output_index, usage.input_tokens, usage.server_tool_units) == (
+            value, value, {"web": value})
+    for value in (2 ** 63, -(2 ** 63) - 1, 2 ** 64 - 1):
+        adapter = Passing("run-int")
+        frame = ProviderFrame("f:0", "run-int", "test", "test-api", "poll", 0,
+                              "application/json", b"{}")
+        adapter.value = value  # beyond what JSON numbers give as ints here
+        events = adapter.feed(frame)
+        assert [e.kind for e in events] == ["text.delta", "usage", "error"], value
+        text, usage, error = (e.payload for e in events)
+        assert (text.output_index, usage.input_tokens, usage.server_tool_units) == (0, None, {})
+        assert "text.delta.output_index (int)" in error.message
