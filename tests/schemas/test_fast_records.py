@@ -182,3 +182,12 @@ def test_an_int_the_quick_type_test_does_not_take_is_still_judged_exactly() -> N
         text, usage, error = (e.payload for e in events)
         assert (text.output_index, usage.input_tokens, usage.server_tool_units) == (0, None, {})
         assert "text.delta.output_index (int)" in error.message
+
+
+def test_the_run_hash_is_an_8_byte_blake2b_of_the_run_id_whoever_asked_before() -> None:
+    # run_hash copies one prepared hasher: the copies share nothing that one run's id changes.
+    import hashlib
+
+    from modelevents.adapters.base import run_hash
+    for run_id in ["run-1", "", "x" * 5000, "é-run", "run-1"]:
+        assert run_hash(run_id) == hashlib.blake2b(run_id.encode(), digest_size=8).hexdigest()
