@@ -42,6 +42,10 @@ class ProviderFrame:
 
 
 _new = object.__new__
+# The decimal text of the first indices, made once: every frame id and event id holds one, and
+# formatting an int costs several times a look-up here.
+INDEXED = 1024
+INDEX_TEXT: tuple[str, ...] = tuple(str(index) for index in range(INDEXED))
 
 
 def stream_frames(messages: Iterable[tuple[str | None, bytes, str | None, Any]],
@@ -60,7 +64,7 @@ def stream_frames(messages: Iterable[tuple[str | None, bytes, str | None, Any]],
     index = first_index
     for event, data, cursor, _ in messages:
         frame = _new(ProviderFrame)
-        frame.frame_id = f"{stream_id}:{index}"
+        frame.frame_id = f"{stream_id}:{INDEX_TEXT[index] if index < INDEXED else index}"
         frame.run_key = run_key
         frame.provider = provider
         frame.api = api

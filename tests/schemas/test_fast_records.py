@@ -191,3 +191,29 @@ def test_the_run_hash_is_an_8_byte_blake2b_of_the_run_id_whoever_asked_before() 
     from modelevents.adapters.base import run_hash
     for run_id in ["run-1", "", "x" * 5000, "é-run", "run-1"]:
         assert run_hash(run_id) == hashlib.blake2b(run_id.encode(), digest_size=8).hexdigest()
+
+
+class Many(Adapter):
+    """Emits as many text.deltas as the frame's "n"."""
+
+    name = "many"
+    revision = "1"
+    api = "test-api"
+    default_provider = "test"
+
+    def handle(self, doc: Any) -> None:
+        for _ in range(doc["n"]):
+            self.emit("text.delta", Text(0, 0, "x", None))
+
+
+def test_ids_past_the_table_of_index_texts_are_the_same_format() -> None:
+    # Frame and event ids take small indices' text from a table (schemas/frames.INDEX_TEXT);
+    # past it they are formatted: the ids read the same either side.
+    body = b"".join(b'data: {"n": 0}\n\n' for _ in range(1030)) + b'data: {"n": 1030}\n\n'
+    frames = frames_from_bytes(body, run_key="run-many", provider="test", api="test-api",
+                               framing="sse", stream_id="s")
+    assert [f.frame_id for f in frames] == [f"s:{i}" for i in range(1031)]
+    events = Many("run-many").feed(frames[-1])
+    assert [e.event_id for e in events] == [event_id_for("run-many", "s:1030", i)
+                                            for i in range(1030)]
+    assert events[1029].event_id.endswith(":s:1030:1029") and events[7].source.index == 7
