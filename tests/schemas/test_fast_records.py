@@ -78,13 +78,19 @@ def test_frames_from_bytes_sse_frames_match_the_constructor_both_ways_of_slicing
     assert sliced[2].body == b"[DONE]" and sliced[2].cursor == "9"
 
 
-class Two(Adapter):
-    """Emits a run.started and a text.delta for every frame, a run.finished at close."""
+class SmallAdapter(Adapter):
+    """The adapters below: what they emit is their test's."""
 
-    name = "two"
+    name = "test"
     revision = "1"
     api = "test-api"
     default_provider = "test"
+
+
+class Two(SmallAdapter):
+    """Emits a run.started and a text.delta for every frame, a run.finished at close."""
+
+    name = "two"
 
     def handle(self, doc: Any) -> None:
         self.emit("run.started", RunStarted("in_progress", doc.get("id")))
@@ -143,13 +149,8 @@ def test_between_frames_there_is_nothing_to_emit_into() -> None:
     assert len(other.feed(frame2)) == 2 and len(first) == 2
 
 
-class Passing(Adapter):
+class Passing(SmallAdapter):
     """Passes provider numbers through into a text.delta and a usage, as adapters do."""
-
-    name = "passing"
-    revision = "1"
-    api = "test-api"
-    default_provider = "test"
 
     value: Any = None  # what it passes through when set; else the frame's "i"
 
@@ -193,13 +194,8 @@ def test_the_run_hash_is_an_8_byte_blake2b_of_the_run_id_whoever_asked_before() 
         assert run_hash(run_id) == hashlib.blake2b(run_id.encode(), digest_size=8).hexdigest()
 
 
-class Many(Adapter):
+class Many(SmallAdapter):
     """Emits as many text.deltas as the frame's "n"."""
-
-    name = "many"
-    revision = "1"
-    api = "test-api"
-    default_provider = "test"
 
     def handle(self, doc: Any) -> None:
         for _ in range(doc["n"]):
