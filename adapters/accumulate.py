@@ -29,12 +29,13 @@ class Parts:
         self.elided = False  # over HOLD_BYTES: the items were dropped
 
     def add(self, piece: str) -> None:
-        self.size += len(piece) if piece.isascii() else len(piece.encode())
-        if self.elided:
-            return
-        if self.size > HOLD_BYTES:
-            self.items = []
-            self.elided = True
+        # Once per delta of every block: one test on the way (size only grows, so a block is
+        # elided exactly when its size is past the bound).
+        size = self.size = self.size + (len(piece) if piece.isascii() else len(piece.encode()))
+        if size > HOLD_BYTES:
+            if not self.elided:
+                self.items = []
+                self.elided = True
             return
         self.items.append(piece)
 

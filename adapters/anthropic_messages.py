@@ -270,15 +270,31 @@ class AnthropicMessagesAdapter(Adapter):
             self.malformed(f"body is JSON {type(doc).__name__}, not an object")
             return
         event_type = doc.get("type") or self.frame.sse_event
+        if event_type == "content_block_delta":
+            # Most frames of most streams are a text delta: straight to _text_delta, without
+            # the dispatch and _on_block_delta's call (docs/performance.md); the rest goes there.
+            try:
+                delta = doc["delta"]
+                block = self._blocks.get(doc["index"])
+                if delta["type"] == "text_delta" and block is not None and block.kind == "text":
+                    self._text_delta(block, delta, "text_delta.text")
+                else:
+                    self._on_block_delta(doc)
+            except _SHAPE_ERRORS as exc:
+                self._lacks_field(event_type, exc)
+            return
         handler = _ON_EVENT.get(event_type)
         if handler is None:
             self.unknown(str(event_type), "event type not in the Messages stream reference")
             return
         try:
             handler(self, doc)
-        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            # A frame of a known type without the fields the protocol promises: report, go on.
-            self.malformed(f"{event_type} lacks or mistypes a required field ({exc!r})")
+        except _SHAPE_ERRORS as exc:
+            self._lacks_field(event_type, exc)
+
+    def _lacks_field(self, event_type: Any, exc: Exception) -> None:
+        # A frame of a known type without the fields the protocol promises: report, go on.
+        self.malformed(f"{event_type} lacks or mistypes a required field ({exc!r})")
 
     def finish(self) -> None:
         # Input ended. Blocks still open were cut by the transport, not by the provider: their
@@ -484,17 +500,9 @@ class AnthropicMessagesAdapter(Adapter):
         self._close_block(index)
 
     def _on_block_delta(self, doc: dict[str, Any]) -> None:
+        # A text delta of an open text block is translated in handle (the hot path).
         delta = doc["delta"]
         block = self._blocks.get(doc["index"])
-        # Hot path, inlined: text deltas are most frames of most streams.
-        if delta["type"] == "text_delta" and block is not None and block.kind == "text":
-            text = delta["text"]
-            if type(text) is not str:
-                raise TypeError(f"text_delta.text is {type(text).__name__}, not a string")
-            if text:
-                block.parts.add(text)
-                self.emit("text.delta", Text(block.index, 0, text, self._message_id))
-            return
         if block is None:
             self._orphan("content_block_delta", doc["index"])
             return
@@ -549,10 +557,10 @@ class AnthropicMessagesAdapter(Adapter):
         for citation in block_doc.get("citations") or ():
             self._citation(block, citation)
 
-    def _text_delta(self, block: _Block, delta: dict[str, Any]) -> None:
+    def _text_delta(self, block: _Block, delta: dict[str, Any], field: str = "text") -> None:
         text = delta["text"]
         if type(text) is not str:
-            raise TypeError(f"text is {type(text).__name__}, not a string")
+            raise TypeError(f"{field} is {type(text).__name__}, not a string")
         if text:
             block.parts.add(text)
             self.emit("text.delta", Text(block.index, 0, text, self._message_id))
@@ -755,6 +763,9 @@ class AnthropicMessagesAdapter(Adapter):
                     f"(frame {self.frame.frame_id})"))
 
 
+
+# What a handler raises on a frame of a known type whose fields are missing or mistyped.
+_SHAPE_ERRORS = (KeyError, IndexError, TypeError, AttributeError, ValueError)
 
 # Provider event type -> handler. The fall-through (`unknown`) is in `handle`.
 _ON_EVENT: dict[str | None, Callable[[AnthropicMessagesAdapter, dict[str, Any]], None]] = {

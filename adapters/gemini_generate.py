@@ -233,40 +233,12 @@ class GeminiGenerateAdapter(Adapter):
         # A member missing or mistyped raises: the base's guard reports it (unexpected_shape).
         if type(doc) is not dict:
             self._not_an_object(doc)
-        elif "error" in doc:
+            return
+        if "error" in doc:
             self._on_error(doc["error"])
-        else:
-            self._on_response(doc)
-
-    def _not_an_object(self, doc: Any) -> None:
-        if type(doc) is list:
-            # The whole streamed array as one body (framing "json"): one response per element,
-            # each under the guard of its own, so one bad element does not lose the others.
-            for element in doc:
-                if type(element) is dict:
-                    try:
-                        self.handle(element)
-                    except Exception as exc:
-                        self._guard_caught(exc)
-                else:
-                    self.malformed(
-                        f"array element is JSON {type(element).__name__}, not an object")
-        else:
-            self.malformed(f"body is JSON {type(doc).__name__}, not an object")
-
-    def finish(self) -> None:
-        # Input ended. Blocks still open were cut by the transport: a partial streamed call must
-        # never become an executable tool.call, so nothing is flushed; the base reports
-        # stream_truncated when no finishReason came.
-        for cand in self._cands.values():
-            cand.kind = None
-            cand.call = None
-        if not self.stream_complete:
-            self._emit_usage()  # the last snapshot the provider sent before the cut
-
-    # --- the response ----------------------------------------------------------------------------
-
-    def _on_response(self, doc: dict[str, Any]) -> None:
+            return
+        # What remains is a GenerateContentResponse: every chunk of a stream, translated here
+        # inline (a call less per frame, docs/performance.md).
         candidates = doc.get("candidates")
         if candidates is None and not any(key in doc for key in RESPONSE_KEYS):
             self.unknown("response:" + ",".join(sorted(doc)),
@@ -300,6 +272,34 @@ class GeminiGenerateAdapter(Adapter):
                 self._terminate()
         elif self._terminal and usage is not None:
             self._emit_usage()  # a late chunk of a finished response corrects its usage
+
+    def _not_an_object(self, doc: Any) -> None:
+        if type(doc) is list:
+            # The whole streamed array as one body (framing "json"): one response per element,
+            # each under the guard of its own, so one bad element does not lose the others.
+            for element in doc:
+                if type(element) is dict:
+                    try:
+                        self.handle(element)
+                    except Exception as exc:
+                        self._guard_caught(exc)
+                else:
+                    self.malformed(
+                        f"array element is JSON {type(element).__name__}, not an object")
+        else:
+            self.malformed(f"body is JSON {type(doc).__name__}, not an object")
+
+    def finish(self) -> None:
+        # Input ended. Blocks still open were cut by the transport: a partial streamed call must
+        # never become an executable tool.call, so nothing is flushed; the base reports
+        # stream_truncated when no finishReason came.
+        for cand in self._cands.values():
+            cand.kind = None
+            cand.call = None
+        if not self.stream_complete:
+            self._emit_usage()  # the last snapshot the provider sent before the cut
+
+    # --- the response ----------------------------------------------------------------------------
 
     def _open_response(self, response_id: str | None) -> None:
         # Every provider call of the run opens with run.started (the base's contract).
@@ -480,6 +480,13 @@ class GeminiGenerateAdapter(Adapter):
     # --- parts -----------------------------------------------------------------------------------
 
     def _on_part(self, cand: _Candidate, part: dict[str, Any]) -> None:
+        if len(part) == 1:
+            # One member and no signature (every Vertex argument fragment): its handler, if any.
+            for key in part:
+                handler = _ON_PART.get(key)
+                if handler is not None:
+                    handler(self, cand, part)
+                    return
         handler = None
         stranger = None
         for key in part:
@@ -541,40 +548,33 @@ class GeminiGenerateAdapter(Adapter):
         more = call.get("willContinue") is True
         if name is None:
             # A Vertex argument fragment, or the terminal {} (B3), of the open streamed call.
-            open_call = cand.call if cand.kind == _CALL else None
-            if open_call is None:
+            streamed = cand.call if cand.kind == _CALL else None
+            if streamed is None:
                 if call.get("partialArgs") or call.get("args"):
                     self.protocol_violation(
                         "functionCall fragment without a name and no streamed call open; "
                         "ignored")
                 return (None, None)
-            self._feed_call(cand, open_call, call)
-            if not more:
-                self._close_block(cand)
-            return (open_call.index, open_call.call_id)
-        self._close_block(cand)  # a name starts a new call, even without the terminal {}
-        # Gemini API calls have no id (B3): derive one that replays and retries reproduce.
-        call_id = call.get("id") or stable_id(self.run_id, self._response_id, cand.index,
-                                              cand.calls, name)
-        cand.calls += 1
-        cand.names[name] = call_id
-        args = call.get("args")
-        index = self._next_output()
-        self.emit("tool.call.started", ToolCall(index, name, call_id, "", cand.item_id))
-        if more or call.get("partialArgs"):
+        else:
+            self._close_block(cand)  # a name starts a new call, even without the terminal {}
+            # Gemini API calls have no id (B3): derive one that replays and retries reproduce.
+            call_id = call.get("id") or stable_id(self.run_id, self._response_id, cand.index,
+                                                  cand.calls, name)
+            cand.calls += 1
+            cand.names[name] = call_id
+            args = call.get("args")
+            index = self._next_output()
+            self.emit("tool.call.started", ToolCall(index, name, call_id, "", cand.item_id))
+            if not (more or call.get("partialArgs")):
+                self.emit_tool_call(index, name, call_id,
+                                    None if args is None else json_text(args), cand.item_id)
+                return (index, call_id)
             streamed = _Call(name, call_id, index,
                              StreamedArguments(args if type(args) is dict else None))
             cand.kind, cand.block, cand.call = _CALL, index, streamed
-            self._feed_call(cand, streamed, call)
-            if not more:
-                self._close_block(cand)
-        else:
-            self.emit_tool_call(index, name, call_id, None if args is None else json_text(args),
-                                cand.item_id)
-        return (index, call_id)
-
-    def _feed_call(self, cand: _Candidate, call: _Call, doc: dict[str, Any]) -> None:
-        for arg in doc.get("partialArgs") or ():
+        # The streamed call's partial arguments in this part (here, not in a helper: most
+        # Vertex frames are one fragment).
+        for arg in call.get("partialArgs") or ():
             if "stringValue" in arg:  # the common case, ahead of partial_value's search
                 value = arg["stringValue"]
             else:
@@ -583,19 +583,22 @@ class GeminiGenerateAdapter(Adapter):
                     continue
             path = arg.get("jsonPath")
             segments = parse_json_path(path) if type(path) is str else None
-            fragment = None if segments is None else call.args.put(
+            fragment = None if segments is None else streamed.args.put(
                 segments, value, arg.get("willContinue") is True)
             if fragment is None:
-                call.valid = False
+                streamed.valid = False
                 self.emit("error", Error(
                     error_type="malformed_tool_arguments", retryable=False,
-                    message=f"partial argument {json_text(arg)} of call {call.name} "
-                            f"({call.call_id}) cannot be placed in the arguments built so far "
-                            f"(frame {self.frame.frame_id}); tool.call reports "
+                    message=f"partial argument {json_text(arg)} of call {streamed.name} "
+                            f"({streamed.call_id}) cannot be placed in the arguments built so "
+                            f"far (frame {self.frame.frame_id}); tool.call reports "
                             f"arguments_valid=false"))
             elif fragment:
-                self.emit("tool.call.delta", ToolCall(call.index, call.name, call.call_id,
-                                                      fragment, cand.item_id))
+                self.emit("tool.call.delta", ToolCall(streamed.index, streamed.name,
+                                                      streamed.call_id, fragment, cand.item_id))
+        if not more:
+            self._close_block(cand)
+        return (streamed.index, streamed.call_id)
 
     def _end_call(self, cand: _Candidate) -> None:
         call, cand.call = cand.call, None

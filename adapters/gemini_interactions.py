@@ -195,10 +195,13 @@ class _Step:
         self.signature: str | None = None
         self.name: str | None = None
         self.call_id: str | None = None
-        self.args = Parts()  # function-call argument JSON fragments
+        # Made when the first argument text comes (most steps are no call).
+        self.args: Parts | None = None  # function-call argument JSON fragments
         self.args_whole = False  # args holds a whole object, not stream fragments
         self.started = False  # tool.call.started emitted
-        self.body: dict[str, Any] = {}  # hosted step fields merged from start and deltas
+        # Hosted step fields merged from start and deltas (_open_hosted sets it on every
+        # hosted step; the other kinds have none).
+        self.body: dict[str, Any] | None = None
 
 
 class GeminiInteractionsAdapter(Adapter):
@@ -260,8 +263,11 @@ class GeminiInteractionsAdapter(Adapter):
         event_id = doc.get("event_id")
         if event_id and type(event_id) is str and not self._first_sight(event_id):
             return  # (an event id that is no string names nothing to dedupe or resume from)
-        handler = _ON_EVENT.get(event_type) if type(event_type) is str else None
-        if handler is None:
+        try:
+            # A subscript, not a type test and a .get: this runs on every frame. A name that is
+            # no string is not a key (or not hashable: TypeError) and falls through alike.
+            handler = _ON_EVENT[event_type]
+        except (KeyError, TypeError):
             self.unknown(str(event_type), "event type not in the Interactions reference (A1)")
             return
         handler(self, doc)
@@ -730,11 +736,13 @@ class GeminiInteractionsAdapter(Adapter):
             step.call_id = delta["id"]
         if not fragment:
             return
-        if step.args_whole:  # fragments replace a whole object the start carried
-            step.args, step.args_whole = Parts(), False
+        args = step.args
+        if args is None or step.args_whole:  # fragments replace a whole object the start carried
+            args = step.args = Parts()
+            step.args_whole = False
         if not step.started:
             self._call_started(step)
-        step.args.add(fragment)
+        args.add(fragment)
         self.emit("tool.call.delta", ToolCall(step.index, step.name or "", self._call_id(step),
                                               fragment, self._iid or None))
 
@@ -764,10 +772,12 @@ class GeminiInteractionsAdapter(Adapter):
 
     def _hosted_delta(self, step: _Step, delta: dict[str, Any]) -> None:
         # Hosted steps stream whole payloads, each delta type = the step type (A5).
+        assert step.body is not None  # set by _open_hosted
         step.body.update(delta)
 
     def _close_hosted_call(self, step: _Step) -> None:
         body = step.body
+        assert body is not None  # set by _open_hosted
         tool_type, unit = HOSTED_CALLS[step.ptype]
         call_id = body.get("id") or stable_id(self.run_id, self._iid or self._turn, step.index,
                                               step.ptype)
@@ -790,6 +800,7 @@ class GeminiInteractionsAdapter(Adapter):
 
     def _close_hosted_result(self, step: _Step) -> None:
         body = step.body
+        assert body is not None  # set by _open_hosted
         tool_type = HOSTED_RESULTS[step.ptype]
         # Results name their call; with store:false ids may be empty: the last call of the type.
         call_id = body.get("call_id") or self._last_hosted.get(tool_type) or stable_id(

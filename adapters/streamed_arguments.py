@@ -66,6 +66,10 @@ def parse_json_path(path: str) -> tuple[str | int, ...] | None:
 
 
 def _escaped(text: str) -> str:
+    # Most values need no escape (no quote, backslash or control character; isprintable is
+    # also False for lone surrogates, which orjson refuses): the text is its own JSON.
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return text
     return orjson.dumps(text).decode()[1:-1]
 
 
@@ -174,18 +178,27 @@ class StreamedArguments:
 
 
 def _place(tree: dict[str, Any], segments: tuple[Any, ...], value: Any, growing: bool) -> bool:
+    # The walk down the path, once per argument fragment: an object's member is read and set in
+    # place (the common case: calls take objects); array elements go through _get and _set.
     node: Any = tree
     last = len(segments) - 1
     for position, segment in enumerate(segments):
-        is_list = type(node) is list
-        if is_list != (type(segment) is int):
-            return False
-        if position == last:
-            if growing:
-                value = _get(node, segment) + value
-            _set(node, segment, value)
-            return True
-        child = _get(node, segment)
+        if type(node) is dict:
+            if type(segment) is int:
+                return False
+            if position == last:
+                node[segment] = node.get(segment) + value if growing else value
+                return True
+            child = node.get(segment)
+        else:
+            if type(segment) is not int:
+                return False
+            if position == last:
+                if growing:
+                    value = _get(node, segment) + value
+                _set(node, segment, value)
+                return True
+            child = _get(node, segment)
         if child is None:
             child = [] if type(segments[position + 1]) is int else {}
             _set(node, segment, child)

@@ -37,8 +37,9 @@ SASL included)::
     max_calls_in_flight: 1000                 # beyond: POST /v1/runs answers 429
     instance_id: gw-0                         # this replica in the calls records; the next
                                               # process with this id takes up its background
-                                              # calls (default $MODELEVENTS_GATEWAY_INSTANCE,
-                                              # else the host name; services/gateway/handover.py)
+                                              # calls ($MODELEVENTS_GATEWAY_INSTANCE or
+                                              # --instance-id win over the file; default the
+                                              # host name; services/gateway/handover.py)
     call_lease_s: 60                          # an instance silent this long: other replicas
                                               # take up its calls
     follower_buffer_events: 256               # GET /v1/runs/{id}/events: events of a followed run
@@ -71,8 +72,9 @@ Environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_WEBHOOK_SECRET`` 
 ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``, and ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``),
 ``GEMINI_BASE_URL``, ``GEMINI_WEBHOOK_SECRET``; a ``*_WEBHOOK_SECRET`` may hold several secrets
 separated by commas or spaces, and they are the default tenant's; ``MODELEVENTS_API_TOKEN`` the
-default tenant's bearer tokens. Every secret may instead be given as ``NAME_FILE``, the path of
-a file holding it (a mounted Docker or Kubernetes secret; its trailing newline is dropped):
+default tenant's bearer tokens; ``MODELEVENTS_GATEWAY_INSTANCE`` the ``instance_id`` (also
+``--instance-id``). Every secret may instead be given as ``NAME_FILE``, the path of a file
+holding it (a mounted Docker or Kubernetes secret; its trailing newline is dropped):
 ``OPENAI_API_KEY_FILE=/run/secrets/openai`` … Setting both ``NAME`` and ``NAME_FILE`` is an
 error. Kafka comes from the ``kafka`` section (``KAFKA_BOOTSTRAP_SERVERS`` …).
 
@@ -83,7 +85,6 @@ errors, and only the verifier and the fetch read their values.
 from __future__ import annotations
 
 import base64
-import os
 import re
 import socket
 from collections.abc import Mapping
@@ -125,6 +126,8 @@ GATEWAY_ENV: tuple[EnvVar, ...] = (
         *((EnvVar((entry["secret"],), ("gateway", "providers", name, "webhook_secrets"),
                   secret=True, form="tenant_list"),) if entry["secret"] else ()))),
     EnvVar(("MODELEVENTS_API_TOKEN",), ("gateway", "api_tokens"), secret=True, form="tenant_list"),
+    # One variable per replica where the pods share one config file (a StatefulSet's pod name).
+    EnvVar(("MODELEVENTS_GATEWAY_INSTANCE",), ("gateway", "instance_id")),
 )
 
 
@@ -148,8 +151,10 @@ def _check_tenant(tenant: str) -> str:
 
 
 def _default_instance() -> str:
-    # A host name may hold characters an id may not (a Windows one): those become "-".
-    name = os.environ.get("MODELEVENTS_GATEWAY_INSTANCE") or socket.gethostname() or "gateway"
+    # The default when neither the file, $MODELEVENTS_GATEWAY_INSTANCE nor --instance-id names
+    # one (those are checked as ids: a bad one is an error, not silently changed). A host name
+    # may hold characters an id may not (a Windows one): those become "-".
+    name = socket.gethostname() or "gateway"
     return re.sub(r"[^A-Za-z0-9._:-]", "-", name)[:200]
 
 

@@ -15,8 +15,9 @@
 **Who polls a call — the rule.** A call is polled by the process its record names. Another
 process takes it up only when the record's process is gone, and only one does:
 
-1. *a process with the same instance id* (``instance_id`` in the gateway config, default
-   ``$MODELEVENTS_GATEWAY_INSTANCE``, else the host name; unique among the live gateways) takes
+1. *a process with the same instance id* (``instance_id`` of the gateway's settings: the file,
+   ``$MODELEVENTS_GATEWAY_INSTANCE`` or ``--instance-id``, default the host name; unique among
+   the live gateways) takes
    up, at its start, every call an earlier process of that id left in flight (a SIGKILL, a
    crash, a deploy: a stopping gateway leaves its background calls in flight for this);
 2. *any replica* takes up the calls of an instance not heard of for the lease (no heartbeat and

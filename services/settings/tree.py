@@ -41,7 +41,16 @@ from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.settings.loader import LayeredSettings, Resolved, resolve
 from modelevents.services.settings.sources import EXAMPLE_TOOLS, EnvVar
 
-__all__ = ["ENV", "Settings", "ToolsConfig", "WorkerConfig", "load_settings"]
+__all__ = ["ENV", "Settings", "ToolsConfig", "WorkerConfig", "load_settings", "state_dir"]
+
+
+def state_dir(name: str) -> Path:
+    """The default state directory of ``name`` (the worker's, the demo's):
+    ``$XDG_STATE_HOME/modelevents/NAME``, or ``~/.local/state/modelevents/NAME`` when the
+    variable is unset, empty or relative (the XDG Base Directory spec ignores a relative one)."""
+    root = os.environ.get("XDG_STATE_HOME", "").strip()
+    home = Path(root) if root and os.path.isabs(root) else Path.home() / ".local" / "state"
+    return home / "modelevents" / name
 
 
 class WorkerConfig(BaseModel):
@@ -58,10 +67,7 @@ class WorkerConfig(BaseModel):
 
     @property
     def workdir(self) -> Path:
-        if self.state_dir is not None:
-            return self.state_dir
-        root = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-        return Path(root) / "modelevents" / "worker"
+        return self.state_dir if self.state_dir is not None else state_dir("worker")
 
 
 class ToolsConfig(BaseModel):

@@ -172,6 +172,18 @@ def test_malformed_frame_is_reported_and_the_stream_goes_on():
     assert (events[-1].kind, events[-1].payload.status) == ("run.finished", "completed")
 
 
+def test_a_text_delta_whose_text_is_no_string_is_malformed_and_the_block_goes_on():
+    bad = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 5}}
+    frames = text_stream("one ", "two")
+    events = run([*frames[:3], frame(orjson.dumps(bad), 90), *frames[3:]])
+    (error,) = of_kind(events, "error")
+    assert error.error_type == "malformed_frame"
+    assert "content_block_delta lacks or mistypes" in error.message
+    assert "text_delta.text is int" in error.message
+    assert of_kind(events, "text.done")[0].text == "one two"
+    assert (events[-1].kind, events[-1].payload.status) == ("run.finished", "completed")
+
+
 def test_duplicate_message_start_for_the_open_message_is_ignored():
     events = run(frames_of("duplicate-message-start.sse"))
     assert_matches_snapshot(expected_of(FIXTURES / "duplicate-message-start.sse"), events)

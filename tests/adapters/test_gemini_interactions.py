@@ -208,6 +208,26 @@ def test_unknown_event_step_and_delta_types_become_unknown_and_the_stream_goes_o
     assert kinds(events)[-1] == "run.finished"
 
 
+@pytest.mark.parametrize("event_type", [["step.delta"], {"a": 1}, 7, True])
+def test_an_event_type_that_is_no_string_is_unknown_and_the_stream_goes_on(event_type):
+    # The dispatch is a subscript: a name that is not hashable or not a key falls through alike.
+    docs = text_stream("Hi", "!")
+    events = run(stream(*docs[:2], {"index": 0, "event_type": event_type}, *docs[2:]))
+    assert [u.provider_type for u in of_kind(events, "unknown")] == [str(event_type)]
+    assert "error" not in kinds(events)
+    assert [t.text for t in of_kind(events, "text.done")] == ["Hi!"]
+    assert kinds(events)[-1] == "run.finished"
+
+
+def test_a_call_step_without_argument_deltas_calls_with_the_empty_object():
+    # A step's argument Parts is made only when arguments arrive: none is still "{}", valid.
+    events = run(stream(created(), step_start(0, {"type": "function_call", "id": "c1",
+                                                  "name": "now"}),
+                        step_stop(0), completed()))
+    (call,) = of_kind(events, "tool.call")
+    assert (call.tool_call_id, call.arguments, call.arguments_valid) == ("c1", "{}", True)
+
+
 def test_truncated_stream_ends_with_stream_truncated_never_a_tool_call():
     events = run(frames_of("truncated-mid-arguments.sse"))
     assert_matches_snapshot(expected_of(FIXTURES / "truncated-mid-arguments.sse"), events)

@@ -48,6 +48,22 @@ def test_array_gap_is_padded_with_null_in_text_and_tree() -> None:
     assert text == orjson.dumps(args.tree).decode()
 
 
+@pytest.mark.parametrize("value", ["plain", 'a "quote"', "back\\slash", "tab\there",
+                                   "nul\x00", "del\x7f", "été", "line\u2028sep", "😀"])
+def test_a_value_is_written_as_orjson_writes_it(value: str) -> None:
+    # Text that needs no escape is written as it is, without orjson: the same bytes either way.
+    args = StreamedArguments()
+    text = args.put(("s",), value, True) + args.put(("s",), "", False) + args.close()
+    assert text == orjson.dumps({"s": value}).decode()
+
+
+def test_an_index_where_the_tree_has_an_object_is_not_placed() -> None:
+    args = StreamedArguments()
+    args.put(("a", "b"), 1, False)
+    assert args.put(("a", 0), 2, False) is None  # "a" is an object, not an array
+    assert args.tree == {"a": {"b": 1}} and args.in_order is False
+
+
 _KEYS = st.text(min_size=0, max_size=6)
 _LEAVES = (st.none() | st.booleans() | st.integers(-10**6, 10**6)
            | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20))

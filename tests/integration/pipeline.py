@@ -139,19 +139,20 @@ def kafka_args(settings: PipelineSettings) -> list[str]:
 
 def start_gateway_process(settings: PipelineSettings, port: int, log_path: Path,
                           *options: str, ready_within: float = 90.0,
-                          config: Path | None = None) -> subprocess.Popen:
-    """``modelevents [OPTIONS] gateway [--config CONFIG]`` as a user starts it, in a session of
-    its own (stop it with ``os.killpg``), its stderr in ``log_path``; returned once ``/readyz``
-    answers 200."""
+                          config: Path | None = None, gateway_options: tuple[str, ...] = (),
+                          env: dict[str, str] | None = None) -> subprocess.Popen:
+    """``modelevents [OPTIONS] gateway [--config CONFIG] [GATEWAY_OPTIONS]`` as a user starts
+    it, with ``env`` over this process's environment, in a session of its own (stop it with
+    ``os.killpg``), its stderr in ``log_path``; returned once ``/readyz`` answers 200."""
     import httpx
 
     with log_path.open("wb") as log:
         gateway = subprocess.Popen(
             [sys.executable, "-m", "modelevents.services.cli", *options, "gateway",
              "--port", str(port), *kafka_args(settings), "--partitions", str(settings.partitions),
-             *(["--config", str(config)] if config is not None else [])],
+             *(["--config", str(config)] if config is not None else []), *gateway_options],
             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
     deadline = time.monotonic() + ready_within
     while True:
         if gateway.poll() is not None or time.monotonic() > deadline:

@@ -3,12 +3,15 @@ archived by ``modelevents audit run`` (a subprocess, as users run it), ``audit v
 every event and frame is in it exactly once; an ``audit run`` SIGKILLed while it writes — and
 the torn block such a kill leaves — is survived by the next run without loss or duplicates;
 tampering and an incomplete run are reported by the CLI's exit status and lines; a run whose
-tool call the real executor ran is archived with its receipts and verifies, and a receipt block
-deleted or changed is caught and named.
+tool call the real executor ran is archived with its receipts and verifies, the official
+``avro`` package reads every file of that archive and its receipts as the executor wrote them,
+and a receipt block deleted or changed is caught and named.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import io
 import json
 import os
@@ -21,6 +24,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import avro.datafile
+import avro.io
+import avro.schema
 import pytest
 from aiokafka import TopicPartition
 
@@ -28,6 +34,7 @@ from modelevents.adapters.registry import normalize_file
 from modelevents.consumers import audit_export, replay
 from modelevents.consumers.audit_format import archive_files, manifest_path, read_manifest
 from modelevents.consumers.tools.executor import Executor
+from modelevents.consumers.tools.receipts import SCHEMA_PATH as RECEIPT_SCHEMA
 from modelevents.consumers.tools.sqlite_tools import make_registry
 from modelevents.schemas import codec
 from modelevents.schemas.end_of_input import with_end_markers
@@ -47,8 +54,10 @@ from tests.integration.test_tools import (  # noqa: F401 (db: a fixture)
     db,
     policy_for,
     propose,
+    receipts_of,
     results_of,
 )
+from tests.schemas.test_interop import official_fingerprint
 
 pytestmark = pytest.mark.kafka
 
@@ -296,9 +305,10 @@ def _receipt_blocks(out: Path, receipts_topic: str) -> list[tuple[int, Path, dic
     return sorted(found, key=lambda item: item[0])
 
 
-def test_a_run_the_executor_served_is_archived_with_its_receipts(settings, start_worker, db,
-                                                                 tmp_path: Path) -> None:
-    start_worker()
+def archive_executor_runs(settings: PipelineSettings, db: Path, out: Path) -> tuple[str, str]:
+    """A run whose get_weather call the real executor served (tenant ``tools``) and one whose
+    call nobody answered (``self-served``), archived by ``audit run`` into ``out`` with their
+    receipts, a block per record; (served run id, unserved run id)."""
     executor = RunningExecutor(Executor(make_registry(db), policy_for("tools"), settings,
                                         tenant="tools", group=f"{settings.app_id}-tools"))
     try:
@@ -308,9 +318,16 @@ def test_a_run_the_executor_served_is_archived_with_its_receipts(settings, start
         assert not results_of(settings, served, 1)["c1"].payload.is_error
     finally:
         executor.stop()
-    out = tmp_path / "archive"
     # The runs' events were written to ingest (no frames); a block per record: one can go.
     audit_run(settings, out, "--block-records", "1", frames=False)
+    return served, unserved
+
+
+def test_a_run_the_executor_served_is_archived_with_its_receipts(settings, start_worker, db,
+                                                                 tmp_path: Path) -> None:
+    start_worker()
+    out = tmp_path / "archive"
+    served, unserved = archive_executor_runs(settings, db, out)
     code, report = verify(out)
     assert code == 0, report["problems"]
     assert report["summary"]["receipts"] == 2  # started and finished
@@ -351,3 +368,50 @@ def test_a_run_the_executor_served_is_archived_with_its_receipts(settings, start
     assert messages[("chain", f"{rel} block {entry['block']}")].startswith(
         ("removed", "truncated")), messages
     assert "without its receipt" in messages[("receipts", f"run {served} tool call c1")]
+
+
+def test_official_avro_reads_an_archive_with_receipts_as_the_executor_wrote_them(
+        settings, start_worker, db, tmp_path: Path) -> None:
+    # Every container file read by the official Apache Avro package (not our fastavro path),
+    # every receipt value decoded by it with schemas/avro/tools/tool_receipt.avsc: the fields
+    # are those of the receipts the executor wrote on the topic, byte for byte the same records.
+    start_worker()
+    out = tmp_path / "archive"
+    served, _ = archive_executor_runs(settings, db, out)
+    written = receipts_of(settings, served)
+    assert [r.phase for r in written] == ["started", "finished"]
+    schema = avro.schema.parse(RECEIPT_SCHEMA.read_text())
+    receipts_topic = settings.topic("receipts")
+    read = 0
+    found: list[dict] = []
+    for path in archive_files(out)[0]:
+        with avro.datafile.DataFileReader(path.open("rb"), avro.io.DatumReader()) as reader:
+            for record in reader:
+                read += 1
+                if record["topic"] != receipts_topic:
+                    continue
+                value = record["value"]
+                # Single-object encoding: C3 01, the fingerprint official Avro computes, the body.
+                assert value[:2] == b"\xc3\x01"
+                assert value[2:10] == official_fingerprint(RECEIPT_SCHEMA)
+                datum = avro.io.DatumReader(schema).read(
+                    avro.io.BinaryDecoder(io.BytesIO(value[10:])))
+                assert record["key"] == datum["run_id"].encode()
+                assert f"tenant={datum['tenant']}" in path.as_posix()
+                found.append(datum)
+    assert read == verify(out)[1]["summary"]["records"]  # every record of every file was read
+
+    def millis(moment: dt.datetime | None) -> int | None:
+        return None if moment is None else round(moment.timestamp() * 1000)
+
+    as_read = [{**datum, "started_at": millis(datum["started_at"]),
+                "finished_at": millis(datum["finished_at"])} for datum in found]
+    assert as_read == [dataclasses.asdict(r) for r in written]
+    started, done = as_read
+    assert (done["run_id"], done["tenant"], done["tool_name"], done["tool_call_id"]) == (
+        served, "tools", "get_weather", "c1")
+    assert (started["phase"], started["finished_at"], started["result"]) == ("started", None, None)
+    assert (done["phase"], done["outcome"], done["attempt"]) == ("finished", "succeeded", 1)
+    # The finished receipt holds the output the model was sent: the executor's tool.result.
+    result = results_of(settings, served, 1)["c1"].payload
+    assert done["result"] == result.output and done["result_is_error"] is result.is_error

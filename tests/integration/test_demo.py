@@ -32,3 +32,6 @@ def test_demo_plays_every_api_through_the_gateway_and_the_pipeline_and_matches_n
     assert result.stdout.count(" gateway ") == 7
     assert "duplicates" in result.stdout and "(0 duplicates)" not in result.stdout
     assert result.stderr.count("POST http://127.0.0.1:") == 7  # each answered 202
+    # The worker's state and log in the demo's state directory under $XDG_STATE_HOME.
+    log = tmp_path / "modelevents" / "demo" / "worker.log"
+    assert f"(log: {log})" in result.stderr and log.stat().st_size > 0

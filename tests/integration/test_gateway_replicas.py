@@ -58,7 +58,9 @@ class Replica:
     """One ``modelevents gateway`` process with its own instance id (its log in a file)."""
 
     def __init__(self, settings: PipelineSettings, sim: SimulatorHandle, workdir: Path,
-                 instance: str, **config: Any) -> None:
+                 instance: str, given_by: str = "file", **config: Any) -> None:
+        # given_by: where the instance id is set — "file" (instance_id), "env"
+        # ($MODELEVENTS_GATEWAY_INSTANCE) or "cli" (--instance-id).
         self.instance = instance
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -66,7 +68,8 @@ class Replica:
         if not manifest.exists():
             document = manifest_with_scenarios(load_manifest()).document
             manifest.write_text(yaml.safe_dump(document.model_dump(mode="json")))
-        values = {"instance_id": instance, "capabilities": str(manifest), "ack_timeout_s": 5.0,
+        values = {**({"instance_id": instance} if given_by == "file" else {}),
+                  "capabilities": str(manifest), "ack_timeout_s": 5.0,
                   "poll_initial_s": 0.3, "poll_max_s": 0.3, "call_backoff_s": 0.05,
                   "providers": {"openai": {"base_url": sim.base_url, "api_key": OPENAI_KEY},
                                 "gemini": {"base_url": sim.base_url, "api_key": GEMINI_KEY}},
@@ -75,7 +78,9 @@ class Replica:
         self.config_path.write_text(yaml.safe_dump(values))
         self.log_path = workdir / f"{instance}-{self.port}.err"
         self.process: subprocess.Popen = start_gateway_process(
-            settings, self.port, self.log_path, config=self.config_path)
+            settings, self.port, self.log_path, config=self.config_path,
+            gateway_options=("--instance-id", instance) if given_by == "cli" else (),
+            env={"MODELEVENTS_GATEWAY_INSTANCE": instance} if given_by == "env" else None)
 
     def post(self, path: str, **kw: Any) -> httpx.Response:
         return httpx.post(f"{self.url}{path}", timeout=30, **kw)
@@ -264,6 +269,32 @@ def test_a_stopped_replicas_background_call_is_taken_up_by_its_next_process(repl
     assert record["instance"] == instance and record["call"] == call["call"]
     assert record["state"] == "ended" and "taken up" in again.log()
     assert len(requests_to(sim, "POST")) == 1  # taken up by polling, never sent again
+    one_end(again, run_id)
+
+
+def test_the_instance_id_from_the_environment_or_the_option_is_the_one_calls_are_taken_up_by(
+        replica, sim):
+    # $MODELEVENTS_GATEWAY_INSTANCE and --instance-id (no instance_id in the file) name the
+    # replica in its calls records, and a process given the same id the other way takes its
+    # call up.
+    instance = f"gw-e-{secrets.token_hex(3)}"
+    first = replica(instance, given_by="env")
+    run_id = new_run_id()
+    started = first.post("/v1/runs", json=neutral(
+        "openai", "openai-responses", "sim:openai-responses/background-8-polls",
+        background=True, run_id=run_id))
+    assert started.status_code == 202, started.text
+    record = wait_for("the object id in the calls record",
+                      lambda: (r := first.run(run_id)["call_record"]) and r["object_id"] and r,
+                      (first,))
+    assert record["instance"] == instance
+    first.kill()
+    again = replica(instance, given_by="cli")
+    wait_for("the run completed", status_is(again, run_id, "completed"), (again,))
+    record = wait_for("the taken-up call over", lambda: (r := again.run(run_id)["call_record"])
+                      and r["state"] == "ended" and r, (again,))
+    assert record["instance"] == instance and record["call"] != started.json()["call"]
+    assert "taken up" in again.log() and len(requests_to(sim, "POST")) == 1
     one_end(again, run_id)
 
 

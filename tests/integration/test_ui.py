@@ -108,6 +108,28 @@ def offline(name: str, run_id: str) -> list[ModelEvent]:
     return normalize_file(FIXTURES / name, run_id=run_id).events
 
 
+PAUSED_RUN = "anthropic-messages/pause-turn-then-continuation.sse"
+
+
+def paused_run_parts(run_id: str) -> tuple[list, list, list]:
+    """The frames of PAUSED_RUN as ``run_id`` in three parts: up to the end of its first text
+    block (the text still streaming), the rest of the first response (it pauses: pause_turn),
+    and the continuation (the cited answer, the run completed)."""
+    frames = recording_frames(PAUSED_RUN, run_id)
+    first_stop = next(i for i, f in enumerate(frames) if f.sse_event == "content_block_stop")
+    second_start = [i for i, f in enumerate(frames) if f.sse_event == "message_start"][1]
+    return frames[:first_stop], frames[first_stop:second_start], frames[second_start:]
+
+
+def expect_first_text_streaming(page) -> Any:
+    """The first part of PAUSED_RUN on screen: its text, not shown as done; the text's item."""
+    text = page.locator(".item.text").first
+    expect(text).to_contain_text("Let me search.")
+    expect(text).to_have_class(re.compile(r"\bstreaming\b"))
+    expect(page.locator("#terminal")).to_be_hidden()
+    return text
+
+
 def open_run_from_list(page, gateway: ServedApp, run_id: str) -> None:
     page.goto(f"{gateway.url}/ui")
     page.fill("#f-q", run_id)
@@ -201,23 +223,17 @@ def test_a_recorded_run_appears_in_the_list_and_completes_on_screen(settings, si
 
 def test_a_paused_run_shows_waiting_then_continues(settings, start_gateway, page):
     gateway = start_gateway()
-    recording = "anthropic-messages/pause-turn-then-continuation.sse"
     run_id = f"ui-pause-{uuid.uuid4().hex[:8]}"
-    frames = recording_frames(recording, run_id)
-    first_stop = next(i for i, f in enumerate(frames) if f.sse_event == "content_block_stop")
-    second_start = [i for i, f in enumerate(frames) if f.sse_event == "message_start"][1]
+    before_pause, pause, continuation = paused_run_parts(run_id)
 
     # Up to the first text delta: the text is there, and not shown as done.
-    feed_frames(settings, frames[:first_stop])
+    feed_frames(settings, before_pause)
     open_run_from_list(page, gateway, run_id)
-    text = page.locator(".item.text").first
-    expect(text).to_contain_text("Let me search.")
-    expect(text).to_have_class(re.compile(r"\bstreaming\b"))
+    text = expect_first_text_streaming(page)
     expect(text.locator(".state")).to_have_text("streaming")
-    expect(page.locator("#terminal")).to_be_hidden()
 
     # The provider pauses (pause_turn): the page says it waits, and the run is not over.
-    feed_frames(settings, frames[first_stop:second_start])
+    feed_frames(settings, pause)
     waiting = page.locator("#waiting")
     expect(waiting).to_be_visible()
     expect(waiting).to_have_attribute("data-reason", "continuation")
@@ -227,7 +243,7 @@ def test_a_paused_run_shows_waiting_then_continues(settings, start_gateway, page
     expect(page.locator(".item.hosted")).to_contain_text("web_search")
 
     # The continuation: waiting ends, the run completes with its cited answer.
-    feed_frames(settings, frames[second_start:])
+    feed_frames(settings, continuation)
     expect(page.locator("#terminal")).to_have_attribute("data-status", "completed")
     expect(waiting).to_be_hidden()
     expect(page.locator(".item.text.done").last).to_contain_text("High tide is at 06:12.")
@@ -283,6 +299,43 @@ def test_twenty_runs_open_in_one_browser_are_all_live(browser, settings, start_g
         context.close()
     assert not errors, f"the pages raised: {errors}"
     assert not one_run_streams, "run views read streams of their own"
+
+
+def test_without_shared_worker_a_run_view_reads_its_own_stream_live(browser, settings,
+                                                                    start_gateway):
+    """A browser without SharedWorker (Chrome on Android, older Safari): the run view reads
+    GET /v1/runs/{id}/events itself, and its events still arrive live, up to the end."""
+    gateway = start_gateway()
+    run_id = f"ui-noworker-{uuid.uuid4().hex[:8]}"
+    before_pause, pause, continuation = paused_run_parts(run_id)
+    feed_frames(settings, before_pause)  # the run exists before its view opens
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.add_init_script("delete window.SharedWorker;")
+    asked: list[str] = []
+    context.on("request", lambda r: asked.append(r.url))
+    errors: list[str] = []
+    try:
+        opened = context.new_page()
+        opened.set_default_timeout(GUARD_MS)
+        opened.on("pageerror", lambda exc: errors.append(str(exc)))
+        open_run_from_list(opened, gateway, run_id)
+        assert opened.evaluate("typeof window.SharedWorker") == "undefined"
+        expect_first_text_streaming(opened)
+        expect(opened.locator("#stream-status")).to_have_text("Live: following the run's events.")
+        # What the provider says next arrives while the view is open: live, not on a reload.
+        feed_frames(settings, pause)
+        expect(opened.locator("#waiting")).to_have_attribute("data-reason", "continuation")
+        feed_frames(settings, continuation)
+        expect(opened.locator("#terminal")).to_have_attribute("data-status", "completed")
+        expect(opened.locator(".item.text.done").last).to_contain_text("High tide is at 06:12.")
+        expect(opened.locator("#stream-status")).to_have_text(
+            "The run ended; every event is shown.")
+    finally:
+        context.close()
+    assert not errors, f"the page raised: {errors}"
+    own = f"{gateway.url}/v1/runs/{run_id}/events"
+    assert own in asked, "the run view did not read its own stream"
+    assert not any(url.endswith("/ui/stream-worker.js") for url in asked), asked
 
 
 # --- approvals --------------------------------------------------------------------------------

@@ -9,13 +9,15 @@ SSE (one stream is cut and resumed, one call is answered 429 first, one runs in 
 and is polled). It shows each run's state as it moves, and at the end checks every run against
 the offline truth (``modelevents normalize`` of the same recording): same final state, and
 ``seq`` 0…n-1 on ``events`` with no gap and no duplicate.
+
+The worker's state and log go to ``$XDG_STATE_HOME/modelevents/demo`` (the settings tree's
+``state_dir``, which places the worker's own default beside it).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import secrets
 import subprocess
 import sys
@@ -344,8 +346,11 @@ def run(args: argparse.Namespace) -> int:
     asyncio.run(ensure_topics(settings))
     asyncio.run(processor.prepare_topics(settings))
     _say(f"  topics {settings.topic_prefix}{{frames,ingest,events,runs,dlq}} ready")
-    workdir = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    workdir = workdir / "modelevents" / "demo"
+    # The worker's state and log, beside the worker's own default (the settings tree loads only
+    # when a command reads it, as in every command).
+    from modelevents.services.settings.tree import state_dir
+
+    workdir = state_dir("demo")
     workdir.mkdir(parents=True, exist_ok=True)
     tag = secrets.token_hex(3)
     runs = _prepare_runs(tag) + _gateway_runs(tag)

@@ -43,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, GEMINI_API_KEY (or "
                           "GOOGLE_API_KEY), GEMINI_BASE_URL, GEMINI_WEBHOOK_SECRET (several "
                           "secrets: separate with commas), MODELEVENTS_API_TOKEN; each key, "
-                          "secret or token also as NAME_FILE. The config file (--config) sets "
+                          "secret or token also as NAME_FILE; MODELEVENTS_GATEWAY_INSTANCE (the "
+                          "default of --instance-id). The config file (--config) sets "
                           "provider base URLs and keys, webhook secrets per tenant, limits, the "
                           "capability manifest, polling (services/gateway/config.py, "
                           "docs/operations.md); followers of /v1/runs/{id}/events: "
@@ -61,6 +62,11 @@ def add_gateway_options(p: argparse.ArgumentParser) -> None:
     """The options of the gateway (``modelevents ui`` serves the same gateway)."""
     p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port to listen on (default 8080)")
+    p.add_argument("--instance-id", default=None, metavar="ID",
+                   help="this replica in the calls records, unique among the live gateways and "
+                        "the same after a restart: the next process with it takes up its "
+                        "background calls (default: $MODELEVENTS_GATEWAY_INSTANCE, else "
+                        "instance_id of the config file, else the host name)")
     add_kafka_options(p, partitions=True)
     p.add_argument("--loglevel", choices=LOG_LEVELS, default="info", help="log level (default info)")
 
@@ -68,7 +74,8 @@ def add_gateway_options(p: argparse.ArgumentParser) -> None:
 def gateway_options(args: argparse.Namespace) -> dict[str, tuple[object, str]]:
     """The gateway's own options as settings of the tree (`config show` has none of them)."""
     return {"gateway.host": (getattr(args, "host", None), "--host"),
-            "gateway.port": (getattr(args, "port", None), "--port")}
+            "gateway.port": (getattr(args, "port", None), "--port"),
+            "gateway.instance_id": (getattr(args, "instance_id", None), "--instance-id")}
 
 
 def build_config(args: argparse.Namespace):

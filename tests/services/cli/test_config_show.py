@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -212,3 +213,29 @@ def test_every_service_stops_at_start_with_one_line_per_problem(tmp_path: Path) 
         lines = done.stderr.strip().splitlines()
         assert sorted(lines) == sorted(f"modelevents: error: {line}" for line in expected), command
         assert "sk-never-shown-9" not in done.stderr + done.stdout
+
+
+def test_the_gateway_instance_id_from_the_file_the_environment_or_the_default(
+        tmp_path: Path) -> None:
+    # The handover's instance id is a setting of the tree like the others: config show prints
+    # it and its origin, the variable wins over the file, and a bad one is the one-line error.
+    def gateway(*args: str, **env: str) -> tuple[str, str]:
+        done = show("--json", "--service", "gateway", *args, env=env)
+        assert done.returncode == 0, done.stderr
+        document = json.loads(done.stdout)
+        return document["gateway"]["instance_id"], document["sources"]["gateway.instance_id"]
+
+    default, origin = gateway()
+    assert origin == "default" and default == socket.gethostname()[:200]
+    assert gateway(MODELEVENTS_GATEWAY_INSTANCE="gw-env-7") == (
+        "gw-env-7", "env MODELEVENTS_GATEWAY_INSTANCE")
+    config = tmp_path / "gateway.yaml"
+    config.write_text("instance_id: gw-file-3\n")
+    assert gateway("--config", str(config)) == ("gw-file-3", f"file {config}: instance_id")
+    assert gateway("--config", str(config), MODELEVENTS_GATEWAY_INSTANCE="gw-env-7") == (
+        "gw-env-7", "env MODELEVENTS_GATEWAY_INSTANCE")
+    bad = show("--check", env={"MODELEVENTS_GATEWAY_INSTANCE": "gw 1"})
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == [
+        "modelevents: error: MODELEVENTS_GATEWAY_INSTANCE: instance_id 'gw 1' is not valid: use "
+        "1 to 200 characters of ASCII letters, digits and . _ : -"]
