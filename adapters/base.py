@@ -368,9 +368,11 @@ class Adapter:
                 error_type="stream_truncated", retryable=True,
                 message="input ended before the provider's terminal event; the run's outcome "
                         "is unknown"))
-        if not self._out:
-            return self._end()  # the common end (the terminal signal came): nothing to check
-        self._typed(self._out)  # may add its error to the close's events
+        out = self._out
+        if not out:  # the common end (the terminal signal came): nothing to check
+            self._out = _BETWEEN_FRAMES
+            return out
+        self._typed(out)  # may add its error to the close's events
         return split_events(self._end())
 
     def _decode_failed(self, frame: ProviderFrame, error: orjson.JSONDecodeError) -> Any:
@@ -586,7 +588,9 @@ class Adapter:
         self._frame = frame
         self._source_id = f"{frame.frame_id}#close"
         self._cursor = frame.cursor
-        self._envelope = Envelope(frame.content_type, b"")
+        envelope = self._envelope = _new(Envelope)  # made as emit makes a frame's (see there)
+        envelope.content_type = frame.content_type
+        envelope.body = b""
         self._out = []
 
     def _end(self) -> list[ModelEvent]:
