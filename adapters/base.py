@@ -84,7 +84,7 @@ from modelevents.schemas.events import (
     ToolCall,
     Unknown,
 )
-from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.frames import INDEX_TEXT, INDEXED, ProviderFrame
 from modelevents.schemas.limits import PIECE_BYTES
 from modelevents.schemas.pieces import split_events
 from modelevents.schemas.vocabulary import HOSTILE_INPUT_ERRORS
@@ -96,6 +96,20 @@ SEEN_FRAMES_WINDOW = 1024
 # content is its envelope (the body), what it took from the body, and at most a couple of blocks
 # held to their bound (adapters/accumulate.py). Larger frames have their events checked and cut.
 _LIGHT_FRAME_BYTES = (PIECE_BYTES - 2 * HOLD_BYTES) // 2
+
+_new = object.__new__  # Adapter.emit's maker of events (see there)
+
+
+class _BetweenFrames(list[ModelEvent]):
+    """What an adapter emits into between frames (``Adapter._out`` outside ``feed`` and
+    ``close``): nothing — ``emit`` there raises instead of appending to a list nobody reads.
+    One shared instance, never appended to, so that a frame does not pay for a second list."""
+
+    def append(self, event: ModelEvent) -> None:
+        raise RuntimeError("Adapter.emit outside feed/close: there is no frame to emit for")
+
+
+_BETWEEN_FRAMES = _BetweenFrames()
 
 # What ``Adapter.undecodable`` returns for a frame it reported: there is nothing to handle.
 MALFORMED = object()
@@ -140,22 +154,38 @@ _FIELD_TYPES: dict[type, tuple[tuple[str, tuple[type, ...], bool, Any], ...]] = 
 }
 
 
+# Ints the compiled test lets through without a second look: within one 30-bit digit, so that
+# its comparisons are CPython 3.11's specialized ones for small ints (against -2**63 and 2**63
+# they take the generic path, ~0.1 µs an int field). An int beyond it but within Avro's long
+# fails only the quick test: ``_typed`` then checks it exactly and keeps it.
+_SMALL_INT = (1 << 30) - 1
+
+
 def _fast_check(cls: type) -> Any:
-    """One compiled expression per payload record that is True when every field fits: the
-    per-event cost of ``Adapter._typed`` (a loop of getattr calls costs several times more)."""
-    terms = []
+    """One compiled function per payload record that is True when every field fits: the
+    per-event cost of ``Adapter._typed`` (a loop of getattr calls costs several times more).
+    Conservative: False for some values that fit (ints past ``_SMALL_INT``), never True for one
+    that does not; ``_typed`` decides exactly. ``if`` statements, not one ``and`` expression:
+    CPython 3.11 specializes a comparison only when a conditional jump follows it."""
+    lines = ["def fits(p):"]
     for name, types, nullable, _ in _FIELD_TYPES[cls]:
-        v = f"p.{name}"
         if types == (int,):
-            term = f"(type({v}) is int and -{_INT64} <= {v} < {_INT64})"
+            bad = f"type(v) is not int or v < -{_SMALL_INT} or v > {_SMALL_INT}"
         elif types == (dict,):
-            term = f"(type({v}) is dict and all(type(k) is str and type(n) is int and -{_INT64} <= n < {_INT64} for k, n in {v}.items()))"
+            bad = (f"type(v) is not dict or v and not all(type(k) is str and type(n) is int and "
+                   f"-{_INT64} <= n < {_INT64} for k, n in v.items())")
         elif types == (float, int):
-            term = f"(type({v}) is float or (type({v}) is int and -{_INT64} <= {v} < {_INT64}))"
+            bad = (f"type(v) is not float and (type(v) is not int or v < -{_SMALL_INT} "
+                   f"or v > {_SMALL_INT})")
         else:
-            term = f"type({v}) is {types[0].__name__}"
-        terms.append(f"({v} is None or {term})" if nullable else term)
-    return eval(f"lambda p: {' and '.join(terms) or 'True'}")
+            bad = f"type(v) is not {types[0].__name__}"
+        lines += [f"    v = p.{name}",
+                  f"    if {'v is not None and (' + bad + ')' if nullable else bad}:",
+                  "        return False"]
+    lines.append("    return True")
+    namespace: dict[str, Any] = {}
+    exec("\n".join(lines), namespace)
+    return namespace["fits"]
 
 
 _FITS: dict[type, Any] = {cls: _fast_check(cls) for cls in _FIELD_TYPES}
@@ -175,8 +205,15 @@ def _ill_typed(value: Any, types: tuple[type, ...]) -> bool:
     return False
 
 
+# An empty 8-byte blake2b: a copy of it fed the run id is the same hash as a new one made with
+# digest_size=8, without parsing that keyword again for every adapter.
+_RUN_HASHER = hashlib.blake2b(digest_size=8)
+
+
 def run_hash(run_id: str) -> str:
-    return hashlib.blake2b(run_id.encode(), digest_size=8).hexdigest()
+    hasher = _RUN_HASHER.copy()
+    hasher.update(run_id.encode())
+    return hasher.hexdigest()
 
 
 def event_id_for(run_id: str, frame_id: str, index: int) -> str:
@@ -241,7 +278,7 @@ class Adapter:
         self._seen_order: deque[str] = deque()
         self._closed = False
         # Per-frame emission context.
-        self._out: list[ModelEvent] = []
+        self._out: list[ModelEvent] = _BETWEEN_FRAMES
         self._frame: ProviderFrame | None = None
         self._source_id = ""
         self._cursor: str | None = None
@@ -308,9 +345,9 @@ class Adapter:
                     if not fits[type(payload)](payload):
                         self._typed(out)
                         break
-        self._out = []
-        if len(frame.body) > _LIGHT_FRAME_BYTES:
-            out = split_events(out)  # an event of this frame may be too large for one record
+            if len(frame.body) > _LIGHT_FRAME_BYTES:
+                out = split_events(out)  # an event of this frame may be too large for a record
+        self._out = _BETWEEN_FRAMES
         return out
 
     def close(self) -> list[ModelEvent]:
@@ -331,9 +368,11 @@ class Adapter:
                 error_type="stream_truncated", retryable=True,
                 message="input ended before the provider's terminal event; the run's outcome "
                         "is unknown"))
-        if not self._out:
-            return self._end()  # the common end (the terminal signal came): nothing to check
-        self._typed(self._out)  # may add its error to the close's events
+        out = self._out
+        if not out:  # the common end (the terminal signal came): nothing to check
+            self._out = _BETWEEN_FRAMES
+            return out
+        self._typed(out)  # may add its error to the close's events
         return split_events(self._end())
 
     def _decode_failed(self, frame: ProviderFrame, error: orjson.JSONDecodeError) -> Any:
@@ -443,15 +482,40 @@ class Adapter:
         source_id = self._source_id
         envelope = self._envelope
         if envelope is None:  # the frame's first event; its other events share the envelope
-            envelope = self._envelope = Envelope(frame.content_type, frame.body)
-        # Positional arguments and an inlined event_id_for: this runs once per event. Callers
-        # build payloads positionally on their hot paths too: a keyword call of a dataclass
-        # costs about twice a positional one (~0.1 µs a record; docs/performance.md).
-        out.append(ModelEvent(
-            f"{self._run_hash}:{source_id}:{index}",
-            self.run_id, self.tenant, self.provider, self.api, self.model, kind,
-            EventSource(source_id, index, frame.transport, self._cursor),
-            frame.received_at, self._adapter_id, envelope, payload))
+            envelope = self._envelope = _new(Envelope)
+            envelope.content_type = frame.content_type
+            envelope.body = frame.body
+        # This runs once per event: the event and its source (and the envelope) are made by
+        # object.__new__ and one store per field rather than by calling the classes — CPython
+        # 3.11 calls a dataclass through a tuple of its arguments and a C-level call of
+        # __init__, ~0.1 µs more for these two (docs/performance.md). Every field is set, in
+        # declaration order (tests/schemas/test_fast_records.py compares with the classes' own
+        # constructors); event_id_for is inlined, the index's text taken from a table
+        # (formatting an int costs several times more). Callers build payloads positionally on
+        # their hot paths: a keyword call of a dataclass costs about twice a positional one.
+        source = _new(EventSource)
+        source.frame_id = source_id
+        source.index = index
+        source.transport = frame.transport
+        source.cursor = self._cursor
+        event = _new(ModelEvent)
+        number = INDEX_TEXT[index] if index < INDEXED else str(index)
+        event.event_id = f"{self._run_hash}:{source_id}:{number}"
+        event.run_id = self.run_id
+        event.tenant = self.tenant
+        event.provider = self.provider
+        event.api = self.api
+        event.model = self.model
+        event.kind = kind
+        event.source = source
+        event.received_at = frame.received_at
+        event.adapter = self._adapter_id
+        event.envelope = envelope
+        event.payload = payload
+        event.seq = -1
+        event.piece = None
+        event.elided = None
+        out.append(event)
 
     def elide_last(self, parts: Parts, field: str, from_kind: str) -> None:
         """The done event just emitted carries ``parts``' value in ``field``: when that was too
@@ -524,11 +588,13 @@ class Adapter:
         self._frame = frame
         self._source_id = f"{frame.frame_id}#close"
         self._cursor = frame.cursor
-        self._envelope = Envelope(frame.content_type, b"")
+        envelope = self._envelope = _new(Envelope)  # made as emit makes a frame's (see there)
+        envelope.content_type = frame.content_type
+        envelope.body = b""
         self._out = []
 
     def _end(self) -> list[ModelEvent]:
-        out, self._out = self._out, []
+        out, self._out = self._out, _BETWEEN_FRAMES
         return out
 
     def __getstate__(self) -> dict[str, Any]:

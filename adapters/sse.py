@@ -23,9 +23,11 @@ dispatched, not discarded (recorded bodies often end right after the last ``data
 Speed: a chunk made only of whole one-line ``data: `` events (Chat Completions, both Gemini APIs,
 most recordings) is cut into its payloads by one split on ``\\n\\ndata: ``, checked by one scan
 for line breaks left inside them; a chunk made only of ``event:`` + ``data:`` events (Anthropic,
-OpenAI Responses) is cut by one regular expression whose matches must tile the chunk. Otherwise complete events are cut out with
-``bytes.split(b"\\n\\n")`` and the overwhelmingly common single-line ``data:`` block (and
-``event:`` + ``data:``) takes a fast path with no per-line loop.
+OpenAI Responses) is cut by one regular expression whose matches must tile the chunk (both in
+``_whole_events``). Otherwise complete events are cut out with ``bytes.split(b"\\n\\n")`` and
+the overwhelmingly common single-line ``data:`` block (and ``event:`` + ``data:``) takes a fast
+path with no per-line loop. A whole body read at once (``messages_of_body``, the bulk path of
+``adapters/framing.py``) in one of the two shapes is cut without making a decoder at all.
 Input without a blank line is only appended to a list, so a huge event arriving in many small
 chunks costs linear time.
 
@@ -110,10 +112,11 @@ class SSEDecoder:
                 chunk = chunk[1:]
                 if not chunk:
                     return []
-        if b"\r" in chunk:
+        if chunk.find(b"\r") >= 0:
             self._cr_pending = chunk[-1] == 0x0D
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        if b"\n\n" not in chunk and not (self._tail_lf and chunk[0] == _LF):
+        if (not chunk.endswith(b"\n\n") and chunk.find(b"\n\n") < 0
+                and not (self._tail_lf and chunk[0] == _LF)):
             self._pending.append(chunk)
             self._tail_lf = chunk[-1] == _LF
             self._pending_size += len(chunk)
@@ -130,18 +133,9 @@ class SSEDecoder:
         make = self._make
         last_id = self.last_event_id
         retry_new = self._retry_new
-        if retry_new is None and chunk.startswith(b"data: ") and chunk.endswith(b"\n\n"):
-            payloads = chunk[6:-2].split(b"\n\ndata: ")
-            # No line break but the separators: nothing but whole one-line `data: ` events.
-            # (One scan of the joined payloads costs less than a test of each payload.)
-            if b"\n" not in b"".join(payloads):
-                self._tail_lf = False
-                if make is as_tuple:  # a tuple display: no call per message
-                    tuples: list[Any] = [(None, data, last_id, None) for data in payloads]
-                    return tuples
-                return [make(None, data, last_id, None) for data in payloads]
-        elif retry_new is None and chunk.startswith(b"event:") and chunk.endswith(b"\n\n"):
-            whole = self._event_data_blocks(chunk, last_id)
+        names = self._names
+        if retry_new is None and chunk.endswith(b"\n\n"):
+            whole = _whole_events(chunk, last_id, names, make)
             if whole is not None:
                 self._tail_lf = False
                 return whole
@@ -155,13 +149,12 @@ class SSEDecoder:
             self._tail_lf = False
         out: list[SSEMessage] = []
         append = out.append
-        names = self._names
         for block in blocks:
             # Fast paths, inlined: a lone `data:` line (Chat Completions, Gemini, most
             # recordings) and `event:` + one `data:` line (Anthropic, OpenAI Responses).
             if retry_new is None:
                 if block.startswith(b"data:"):
-                    if b"\n" not in block:
+                    if block.find(b"\n") < 0:
                         data = block[6:] if block.startswith(b" ", 5) else block[5:]
                         append(make(None, data, last_id, None))
                         continue
@@ -172,7 +165,7 @@ class SSEDecoder:
                         raw = block[7:nl] if block[6] == 0x20 else block[6:nl]
                         name = names.get(raw)
                         if name is None:
-                            name = self._event_name(raw)
+                            name = _event_name(raw, names)
                         start = nl + 7 if block.startswith(b" ", nl + 6) else nl + 6
                         append(make(name, block[start:], last_id, None))
                         continue
@@ -197,25 +190,6 @@ class SSEDecoder:
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _event_data_blocks(self, chunk: bytes, last_id: str | None) -> list[Any] | None:
-        """A chunk made only of whole ``event:`` + one-line ``data:`` events (Anthropic, OpenAI
-        Responses) → their messages, cut by one regular expression; None when any part of the
-        chunk is another shape (the general path then reads it all)."""
-        out: list[Any] = []
-        append, make, names = out.append, self._make, self._names
-        tuples = make is as_tuple
-        position = 0
-        for match in _EVENT_DATA.finditer(chunk):
-            if match.start() != position:
-                return None
-            position = match.end()
-            raw, data = match.groups()
-            name = names.get(raw)
-            if name is None:
-                name = self._event_name(raw)
-            append((name, data, last_id, None) if tuples else make(name, data, last_id, None))
-        return out if position == len(chunk) else None
-
     def _check_events(self, chunk: bytes) -> None:
         longest = max(map(len, chunk.split(b"\n\n")))
         if longest > self.max_event_bytes:
@@ -237,22 +211,13 @@ class SSEDecoder:
         out.append(self._make(event, data, self.last_event_id, self._retry_new))
         self._retry_new = None
 
-    def _event_name(self, raw: bytes) -> str | None:
-        # A stream uses a handful of event names: decode each once.
-        name = self._names.get(raw)
-        if name is None:
-            name = raw.decode("utf-8", "replace") or None
-            if len(self._names) < 256:
-                self._names[raw] = name
-        return name
-
     def _parse_lines(self, lines: list[bytes], out: list[SSEMessage]) -> None:
         event: bytes = b""
         data: list[bytes] | None = None
         for line in lines:
             if not line:  # blank line inside a block (runs of blank lines): dispatch
                 if data is not None:
-                    self._message(self._event_name(event), b"\n".join(data), out)
+                    self._message(_event_name(event, self._names), b"\n".join(data), out)
                 event, data = b"", None
                 continue
             colon = line.find(b":")
@@ -279,4 +244,71 @@ class SSEDecoder:
                     self.retry = self._retry_new = int(value)
             # any other field name is ignored, as the spec says
         if data is not None:
-            self._message(self._event_name(event), b"\n".join(data), out)
+            self._message(_event_name(event, self._names), b"\n".join(data), out)
+
+
+def messages_of_body(body: bytes) -> list[tuple[str | None, bytes, str | None, int | None]]:
+    """Every message of a whole SSE body as (event, data, id, retry) tuples: what an
+    ``SSEDecoder(message=as_tuple)`` fed the body and closed returns.
+
+    The bulk path (``adapters/framing.frames_from_bytes``): a body of only whole one-line
+    events, without CR or BOM (what providers send and recordings keep), is cut without making
+    a decoder — its construction, prologue and close cost ~2 µs, a fifth of a 10-frame stream's
+    cutting. Anything else goes through the decoder."""
+    # (Slices compared and find, not endswith and `in`: in CPython 3.11 a bytes method parses
+    # its arguments as a tuple and `bytes in bytes` first fails to read its operand as an
+    # integer, raising and clearing a TypeError — each several times the cost of a slice.)
+    if (body[-2:] == b"\n\n" and len(body) <= current_limits().max_event_bytes
+            and body.find(b"\r") < 0):
+        whole = _whole_events(body, None, {}, as_tuple)
+        if whole is not None:
+            return whole
+    decoder = SSEDecoder(message=as_tuple)
+    messages: list[Any] = decoder.feed(body) + decoder.close()
+    return messages
+
+
+def _whole_events(chunk: bytes, last_id: str | None, names: dict[bytes, str | None],
+                  make: Callable[[str | None, bytes, str | None, int | None], Any]
+                  ) -> list[Any] | None:
+    """The messages of a chunk (ending with a blank line, LF line endings, no BOM, no retry
+    pending) made only of whole one-line ``data: `` events (Chat Completions, both Gemini APIs)
+    or only of ``event:`` + one-line ``data:`` events (Anthropic, OpenAI Responses); None when
+    it is another shape (the decoder's general path then reads it all)."""
+    if chunk[:6] == b"data: ":
+        payloads = chunk[6:-2].split(b"\n\ndata: ")  # without the first `data: `, last LF LF
+        # No line break but the separators: nothing but whole one-line `data: ` events.
+        # (One scan of the joined payloads costs less than a test of each payload.)
+        if b"".join(payloads).find(b"\n") >= 0:
+            return None
+        if make is as_tuple:  # a tuple display: no call per message
+            tuples: list[Any] = [(None, data, last_id, None) for data in payloads]
+            return tuples
+        return [make(None, data, last_id, None) for data in payloads]
+    if chunk[:6] != b"event:":
+        return None
+    # Cut by one regular expression whose matches must tile the chunk.
+    out: list[Any] = []
+    append = out.append
+    plain = make is as_tuple
+    position = 0
+    for match in _EVENT_DATA.finditer(chunk):
+        if match.start() != position:
+            return None
+        position = match.end()
+        raw, data = match.groups()
+        name = names.get(raw)
+        if name is None:
+            name = _event_name(raw, names)
+        append((name, data, last_id, None) if plain else make(name, data, last_id, None))
+    return out if position == len(chunk) else None
+
+
+def _event_name(raw: bytes, names: dict[bytes, str | None]) -> str | None:
+    """An ``event`` field's value; a stream uses a handful of names: each is decoded once."""
+    name = names.get(raw)
+    if name is None:
+        name = raw.decode("utf-8", "replace") or None
+        if len(names) < 256:
+            names[raw] = name
+    return name

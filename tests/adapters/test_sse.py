@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from modelevents.adapters.errors import InputLimitError
 from modelevents.adapters.limits import InputLimits, using_limits
-from modelevents.adapters.sse import SSEDecoder, SSEMessage
+from modelevents.adapters.sse import SSEDecoder, SSEMessage, messages_of_body
 
 BOM = b"\xef\xbb\xbf"
 
@@ -27,9 +27,16 @@ def decode(body: bytes, chunks: list[int] | None = None, *,
     return out
 
 
+def whole(body: bytes) -> list[SSEMessage]:
+    """``messages_of_body``: the bulk path's messages of a whole body, without a decoder for
+    the common shapes — the same messages as a decoder's (every test below compares them)."""
+    return [SSEMessage(*fields) for fields in messages_of_body(body)]
+
+
 def every_split(body: bytes) -> list[list[SSEMessage]]:
-    """The body decoded whole, byte by byte, and cut at every single offset."""
-    results = [decode(body), decode(body, list(range(1, len(body))))]
+    """The body decoded whole, byte by byte, and cut at every single offset; and read whole by
+    ``messages_of_body``."""
+    results = [decode(body), decode(body, list(range(1, len(body)))), whole(body)]
     results += [decode(body, [cut]) for cut in range(1, len(body))]
     return results
 
@@ -301,6 +308,18 @@ def test_any_stream_any_chunking_round_trips(case):
     body, cuts, expected = case
     assert decode(body, cuts) == expected
     assert decode(body, cuts, strict=True) == expected
+    assert whole(body) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.none() | _name, _line_text), max_size=8), st.booleans())
+def test_a_body_of_one_line_events_reads_the_same_whole(events, named):
+    # The shapes messages_of_body cuts without a decoder: all `data:` events, all `event:` +
+    # `data:` events (when every event has a name), and mixtures that must go the long way.
+    body = b"".join((b"event: " + name.encode() + b"\n" if named and name else b"")
+                    + b"data: " + data + b"\n\n" for name, data in events)
+    assert whole(body) == decode(body) == [
+        msg(data, event=name if named else None) for name, data in events]
 
 
 # --- bounded (issue #11 §3): an event that never ends cannot grow the decoder without end ------
@@ -327,6 +346,13 @@ def test_one_chunk_holding_a_too_long_event_is_refused_and_short_ones_pass():
     lines = b"".join(b"data: %d\n" % n for n in range(100)) + b"\n"  # one event of many lines
     with pytest.raises(InputLimitError):
         SSEDecoder(max_event_bytes=100).feed(lines)
+
+
+def test_a_whole_body_holding_a_too_long_event_is_refused():
+    with using_limits(InputLimits(max_event_bytes=100)):
+        with pytest.raises(InputLimitError):
+            messages_of_body(b"data: a\n\ndata: " + b"x" * 200 + b"\n\n")
+        assert len(messages_of_body(b"data: 0123456789\n\n" * 100)) == 100
 
 
 def test_the_bound_is_the_limit_in_effect_by_default():
