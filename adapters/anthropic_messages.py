@@ -254,6 +254,8 @@ class AnthropicMessagesAdapter(Adapter):
         if not isinstance(doc, dict):
             return False
         kind = doc.get("type")
+        if type(kind) is not str:  # a list or object is no event's name (nor hashable)
+            return False
         if kind in _ON_EVENT and kind not in ("message", "error", "ping"):
             return True
         if kind == "message":
@@ -283,7 +285,10 @@ class AnthropicMessagesAdapter(Adapter):
             except _SHAPE_ERRORS as exc:
                 self._lacks_field(event_type, exc)
             return
-        handler = _ON_EVENT.get(event_type)
+        try:
+            handler = _ON_EVENT.get(event_type)
+        except TypeError:  # a list or object as the type: unhashable, and no event's name
+            handler = None
         if handler is None:
             self.unknown(str(event_type), "event type not in the Messages stream reference")
             return

@@ -73,6 +73,7 @@ import orjson
 
 from modelevents.adapters.accumulate import HOLD_BYTES, Parts
 from modelevents.schemas.annotations import plain_annotations
+from modelevents.schemas.avro_ints import INT32_LIMIT, int32_fields
 from modelevents.schemas.events import (
     KIND_PAYLOAD,
     Elided,
@@ -189,16 +190,20 @@ def _fast_check(cls: type) -> Any:
 
 
 _FITS: dict[type, Any] = {cls: _fast_check(cls) for cls in _FIELD_TYPES}
+# The int fields the schema holds to 32 bits (its "int", not "long"): _fast_check's bound is
+# within them already; _typed's exact test bounds them so (schemas/avro_ints.py).
+_INT32_FIELDS: dict[type, frozenset[str]] = {cls: int32_fields()[cls.__name__]
+                                             for cls in _FIELD_TYPES}
 
 
-def _ill_typed(value: Any, types: tuple[type, ...]) -> bool:
+def _ill_typed(value: Any, types: tuple[type, ...], limit: int = _INT64) -> bool:
     """True when ``value`` (of one of ``types`` or None) does not fit: a wrong type, an int
-    outside Avro's long, a dict that is not str → int."""
+    outside Avro's long (``limit``: or its int), a dict that is not str → int."""
     kind = type(value)
     if kind not in types:
         return True
     if kind is int:
-        return not -_INT64 <= value < _INT64
+        return not -limit <= value < limit
     if kind is dict:
         return not all(type(k) is str and type(v) is int and -_INT64 <= v < _INT64
                        for k, v in value.items())
@@ -417,7 +422,8 @@ class Adapter:
                         continue
                 elif type(value) in types and types[0] is not int and types[0] is not dict:
                     continue  # the common case, without _ill_typed's call
-                elif not _ill_typed(value, types):
+                elif not _ill_typed(value, types, INT32_LIMIT
+                                    if name in _INT32_FIELDS[type(payload)] else _INT64):
                     continue
                 setattr(payload, name, empty if empty is not None or nullable else {})
                 bad.append(f"{event.kind}.{name} ({type(value).__name__})")

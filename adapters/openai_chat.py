@@ -158,7 +158,10 @@ class OpenAIChatAdapter(Adapter):
             self._on_done()
             return
         if type(doc) is dict:
-            handler = _OBJECTS.get(doc.get("object"))
+            try:
+                handler = _OBJECTS.get(doc.get("object"))
+            except TypeError:  # a list or object as "object": unhashable, no object's name
+                handler = None
             if handler is not None:
                 handler(self, doc)
             elif "choices" in doc:

@@ -320,7 +320,10 @@ class OpenAIResponsesAdapter(Adapter):
         # The hot path: the next frame in order, nothing held. Kept flat (`_dispatch` inlined).
         self._fast_seq = self._next_seq = seq + 1
         event_type = doc.get("type")
-        handler = self._DISPATCH.get(event_type)
+        try:
+            handler = self._DISPATCH.get(event_type)
+        except TypeError:  # a list or object as the type: unhashable, and no event's name
+            handler = None
         if handler is None:
             self._fall_through(doc, event_type)
             return
@@ -332,7 +335,10 @@ class OpenAIResponsesAdapter(Adapter):
     def _dispatch(self, doc: dict[str, Any]) -> None:
         """Translate a decoded event (what the hot path of ``handle`` does inline)."""
         event_type = doc.get("type")
-        handler = self._DISPATCH.get(event_type)
+        try:
+            handler = self._DISPATCH.get(event_type)
+        except TypeError:  # unhashable (a list or object): what handle's lookup does
+            handler = None
         if handler is None:
             self._fall_through(doc, event_type)
             return
@@ -473,13 +479,21 @@ class OpenAIResponsesAdapter(Adapter):
         self._source_id = frame.frame_id
         self._cursor = frame.cursor
         self._envelope = Envelope(frame.content_type, frame.body)
-        self._out = events
-        seq = doc.get("sequence_number")
-        if type(seq) is int:
-            if gap_from is not None and gap_from < seq:
-                self._gap(doc, gap_from, seq - 1)
-            self._next_seq = seq + 1
-        self._dispatch(doc)
+        outer, self._out = self._out, events
+        try:
+            seq = doc.get("sequence_number")
+            if type(seq) is int:
+                if gap_from is not None and gap_from < seq:
+                    self._gap(doc, gap_from, seq - 1)
+                self._next_seq = seq + 1
+            self._dispatch(doc)
+        except Exception as exc:
+            # The base's guard around handle() is not around close(): a held frame that cannot
+            # be read is reported with its own events, and the frames after it still translate.
+            self._guard_caught(exc)
+        # What is emitted after this frame (the type check's error) goes to the caller's list
+        # again, not to this frame's, which is already counted.
+        self._out = outer
         out += events
 
     def _gap(self, doc: dict[str, Any], first: int, last: int) -> None:
@@ -500,8 +514,12 @@ class OpenAIResponsesAdapter(Adapter):
             return super().close()
         # The input ended: nothing held can be completed any more.
         out: list[ModelEvent] = []
+        self._out = out
         self._release(out)
         self._fast_seq = self._next_seq
+        # Released here, not by feed(): the base's type check (adapters/base.py) has not seen
+        # these events, and one that does not fit its schema must not reach the encoder.
+        self._typed(out)
         return out + super().close()
 
     def _fall_through(self, doc: dict[str, Any], event_type: Any) -> None:

@@ -162,17 +162,28 @@ class Passing(SmallAdapter):
 
 def test_an_int_the_quick_type_test_does_not_take_is_still_judged_exactly() -> None:
     # The compiled per-record test lets only small ints through (its comparisons are then
-    # CPython's fast ones); the exact check behind it keeps every int of Avro's long and
-    # empties only what is beyond it, with its one error.
-    for value in (2 ** 30, -(2 ** 30), 2 ** 40, 2 ** 63 - 1, -(2 ** 63)):
-        adapter = Passing("run-int")
+    # CPython's fast ones); the exact check behind it keeps every int of the field's Avro type
+    # (an "int" of 32 bits: output_index; a "long": the token counts) and empties only what is
+    # beyond it, with its one error.
+    def fed(value: int) -> list[Any]:
         [frame] = frames_from_bytes(orjson.dumps({"i": value}) + b"\n", run_key="run-int",
                                     provider="test", api="test-api", framing="jsonl")
-        events = adapter.feed(frame)
+        return Passing("run-int").feed(frame)
+
+    for value in (2 ** 30, -(2 ** 30), 2 ** 31 - 1, -(2 ** 31)):
+        events = fed(value)
         assert [e.kind for e in events] == ["text.delta", "usage"], value
         text, usage = (e.payload for e in events)
         assert (text.output_index, usage.input_tokens, usage.server_tool_units) == (
             value, value, {"web": value})
+    for value in (2 ** 31, -(2 ** 31) - 1, 2 ** 40, 2 ** 63 - 1, -(2 ** 63)):
+        events = fed(value)  # beyond an Avro int, within its long
+        assert [e.kind for e in events] == ["text.delta", "usage", "error"], value
+        text, usage, error = (e.payload for e in events)
+        assert (text.output_index, usage.input_tokens, usage.server_tool_units) == (
+            0, value, {"web": value})
+        assert "text.delta.output_index (int)" in error.message
+        assert "usage" not in error.message
     for value in (2 ** 63, -(2 ** 63) - 1, 2 ** 64 - 1):
         adapter = Passing("run-int")
         frame = ProviderFrame("f:0", "run-int", "test", "test-api", "poll", 0,
