@@ -237,7 +237,7 @@ class AnthropicMessagesAdapter(Adapter):
 
     def __init__(self, run_id: str, tenant: str = "default", provider: str | None = None,
                  model: str | None = None) -> None:
-        super().__init__(run_id, tenant, provider, model)
+        Adapter.__init__(self, run_id, tenant, provider, model)  # no super() object per stream
         self._messages = 0  # provider messages started in this run
         self._message_id: str | None = None
         self._message_open = False

@@ -201,7 +201,7 @@ class GeminiGenerateAdapter(Adapter):
 
     def __init__(self, run_id: str, tenant: str = "default", provider: str | None = None,
                  model: str | None = None) -> None:
-        super().__init__(run_id, tenant, provider, model)
+        Adapter.__init__(self, run_id, tenant, provider, model)  # no super() object per stream
         self._messages = 0  # messages started in the run
         self._response_id: str | None = None
         self._reset_response()

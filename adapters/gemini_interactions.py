@@ -212,7 +212,7 @@ class GeminiInteractionsAdapter(Adapter):
 
     def __init__(self, run_id: str, tenant: str = "default", provider: str | None = None,
                  model: str | None = None) -> None:
-        super().__init__(run_id, tenant, provider, model)
+        Adapter.__init__(self, run_id, tenant, provider, model)  # no super() object per stream
         self._turn = 0  # interactions begun in this run (keys synthesized ids under store:false)
         self._active = False  # an interaction has begun and not yet ended
         self._iid = ""  # its id ("" under store:false)

@@ -131,7 +131,7 @@ class OpenAIChatAdapter(Adapter):
 
     def __init__(self, run_id: str, tenant: str = "default", provider: str | None = None,
                  model: str | None = None) -> None:
-        super().__init__(run_id, tenant, provider, model)
+        Adapter.__init__(self, run_id, tenant, provider, model)  # no super() object per stream
         self._reported: set[str] = set()  # unknown fields already reported once
         self._reset_call()
 

@@ -267,7 +267,7 @@ class OpenAIResponsesAdapter(Adapter):
 
     def __init__(self, run_id: str, tenant: str = "default", provider: str | None = None,
                  model: str | None = None) -> None:
-        super().__init__(run_id, tenant, provider, model)
+        Adapter.__init__(self, run_id, tenant, provider, model)  # no super() object per stream
         self._call = _Call(None)
         self._finished_ids: set[str] = set()
         # Sequencing (see the module docstring). `_next_seq` is the number expected next in the

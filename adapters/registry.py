@@ -268,7 +268,7 @@ def default_run_id(body: bytes, source_name: str | None = None) -> str:
 def translate(frames: Iterable[ProviderFrame], api: str, run_id: str, tenant: str = "default",
               provider: str | None = None) -> list[ModelEvent]:
     """Feed one stream's frames to a fresh adapter and close it."""
-    adapter = ADAPTERS[api](run_id, tenant=tenant, provider=provider)
+    adapter = ADAPTERS[api](run_id, tenant, provider)  # positional: a keyword call costs more
     events: list[ModelEvent] = []
     for frame in frames:
         events += adapter.feed(frame)
