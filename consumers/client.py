@@ -345,6 +345,9 @@ class Subscription(Generic[T]):
         self._last: _Pending | None = None  # the item handed out, not processed yet
         self._held: list[_Pending] = []  # the batch handed out (consume(batch=True)), the same
         self._seq: dict[str, int] = {}  # run id → highest seq passed on
+        # run id → the seq of an event skipped as undecodable (consume): not in _seq, so that a
+        # good copy read next is handed on, but reached as far as following the run goes.
+        self._skipped: dict[str, int] = {}
         self._states: dict[str, RunState] = {}  # run id → last RunState yielded
         self._open_pieces: dict[str, list[tuple[ModelEvent, int]]] = {}
         self._open_tp: dict[str, TopicPartition] = {}  # the partition of a run's open pieces
@@ -688,6 +691,9 @@ class Subscription(Generic[T]):
         # run was handed on, a copy read after it is out of order, dropped as before.)
         if self._seq.get(event.run_id) == event.seq:
             self._seq[event.run_id] = event.seq - 1
+            self._skipped[event.run_id] = event.seq  # a followed run still ends (_follow_finished)
+            if len(self._skipped) > self.max_runs:
+                self._evict(self._skipped)
         self.stats.undecodable += 1
         log.warning("skipping an event whose handler could not read it: %s", exc)
 
@@ -826,7 +832,10 @@ class Subscription(Generic[T]):
 
     def _follow_finished(self) -> bool:
         terminal = self._terminal
-        if terminal is None or self._seq.get(terminal.run_id, -1) < terminal.last_seq:
+        if terminal is None:
+            return False
+        reached = max(self._seq.get(terminal.run_id, -1), self._skipped.get(terminal.run_id, -1))
+        if reached < terminal.last_seq:  # an event skipped as undecodable was reached too
             return False
         if self._states.get(terminal.run_id) is not terminal:
             self._states[terminal.run_id] = terminal

@@ -248,6 +248,33 @@ def test_a_skipped_undecodable_event_does_not_drop_a_good_copy_read_after_it(
     assert handled == events and sub.stats.undecodable == 1 and sub.stats.duplicates == 0
 
 
+def test_following_a_run_ends_when_its_last_event_was_skipped_as_undecodable(
+        make_settings) -> None:
+    # A skipped event's seq is not taken as seen (a good copy may follow), yet a followed run
+    # whose last event before its terminal state is that one must still end, not poll for ever.
+    settings = make_settings(partitions=1)
+    events, k, broken = with_a_broken_delta("run-f")
+    terminal = dataclasses.replace(run_state_of(events), last_seq=k)
+    assert terminal.terminal
+
+    async def write() -> None:
+        await publish(settings, events[:k])
+        await send_raw(settings, [broken], key=b"run-f")
+        await publish(settings, [terminal])
+    run(write())
+    handled: list[ModelEvent | RunState] = []
+
+    def handler(item: ModelEvent | RunState) -> None:
+        if isinstance(item, ModelEvent):
+            assert item.payload is not None  # the broken delta raises here: skipped
+        handled.append(item)
+
+    sub = follow_run("run-f", settings=settings, timeout=30)
+    run(sub.consume(handler))
+    assert [e for e in handled if isinstance(e, ModelEvent)] == events[:k]
+    assert handled[-1] == terminal and sub.stats.undecodable == 1
+
+
 def test_an_iterator_block_that_raises_does_not_commit_its_item(make_settings) -> None:
     settings = make_settings(partitions=1)
     events = events_of(TEXT, "run-i")
