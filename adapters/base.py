@@ -268,6 +268,9 @@ class Adapter:
     revision: ClassVar[str]  # bump when the mapping changes: replay parity reports by it
     api: ClassVar[str]  # openai-responses | openai-chat | anthropic-messages | ...
     default_provider: ClassVar[str]  # openai | anthropic | google
+    # Set by carry() for the frame being fed; a class default, so that an adapter pickled by
+    # an earlier version (a worker's state) reads it too.
+    _carries_large: bool = False
 
     def __init__(self, run_id: str, tenant: str = "default", provider: str | None = None,
                  model: str | None = None) -> None:
@@ -353,8 +356,11 @@ class Adapter:
                     if not fits[type(payload)](payload):
                         self._typed(out)
                         break
-            if len(frame.body) > _LIGHT_FRAME_BYTES:
-                out = split_events(out)  # an event of this frame may be too large for a record
+            if len(frame.body) > _LIGHT_FRAME_BYTES or self._carries_large:
+                # An event of this frame (or of a large one released with it: carry) may be
+                # too large for one record.
+                self._carries_large = False
+                out = split_events(out)
         self._out = _BETWEEN_FRAMES
         return out
 
@@ -598,6 +604,13 @@ class Adapter:
         """The deliberate path for what the reference does not name: keep it, never crash."""
         self.emit("unknown", Unknown(provider_type=provider_type, detail=detail))
 
+    def carry(self, frame: ProviderFrame) -> None:
+        """Events of ``frame`` go out with another frame's (a reorder buffer released them
+        while a later frame is fed): when ``frame`` is large, what this feed returns is cut into
+        pieces as ``frame``'s own feed would have cut them."""
+        if len(frame.body) > _LIGHT_FRAME_BYTES:
+            self._carries_large = True
+
     # --- internals ----------------------------------------------------------------------------
 
     def _end(self) -> list[ModelEvent]:
@@ -619,4 +632,5 @@ class Adapter:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._seen = set(self._seen_order)
+        self._out = _BETWEEN_FRAMES  # emit between frames raises, unpickled as made
 

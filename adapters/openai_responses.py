@@ -76,6 +76,7 @@ from modelevents.schemas.events import (
     Usage,
 )
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.pieces import split_events
 from modelevents.schemas.vocabulary import (
     HOSTED_STATUSES,
     HOSTED_TOOL_TYPES,
@@ -475,6 +476,7 @@ class OpenAIResponsesAdapter(Adapter):
         """Translate a frame as feed() would, in its own context (envelope, frame id, cursor,
         event index), appending its events to `out`."""
         frame, doc, events = held
+        self.carry(frame)  # released with another frame's events: cut as its own feed would
         self._frame = frame
         self._source_id = frame.frame_id
         self._cursor = frame.cursor
@@ -520,7 +522,8 @@ class OpenAIResponsesAdapter(Adapter):
         # Released here, not by feed(): the base's type check (adapters/base.py) has not seen
         # these events, and one that does not fit its schema must not reach the encoder.
         self._typed(out)
-        return out + super().close()
+        self._carries_large = False  # cut here
+        return split_events(out) + super().close()  # what a large held frame gave, in pieces
 
     def _fall_through(self, doc: dict[str, Any], event_type: Any) -> None:
         if event_type is None:

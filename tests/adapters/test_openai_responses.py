@@ -373,6 +373,19 @@ def test_huge_delta_passes_whole():
     assert of_kind(events, "text.done")[0].text == huge
 
 
+@pytest.mark.parametrize("order", [(0, 2, 1, 3), (2, 0, 1, 3), (0, 2)],
+                         ids=["released-by-feed", "held-first", "released-by-close"])
+def test_a_huge_delta_held_for_reordering_is_cut_when_released(order: tuple[int, ...]):
+    # The reorder window releases a held frame's events with a later frame's, or at close:
+    # they are cut into pieces as the huge frame's own feed cuts them, never one record too
+    # large for Kafka.
+    huge = "x" * 2_000_000
+    frames = stream(CREATED, ADDED, delta(huge, 2), completed(3, huge))
+    events = normalize([frames[i] for i in order])
+    assert max(weight(e) for e in events) <= PIECE_BYTES + 3
+    assert text_of(assemble(events)) == huge
+
+
 def test_done_sentinel_from_compatible_servers_is_ignored():
     events = normalize(stream(CREATED, ADDED, delta("a", 2), completed(3, "a"), b"[DONE]"))
     assert "error" not in kinds(events) and "unknown" not in kinds(events)

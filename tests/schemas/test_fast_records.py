@@ -12,6 +12,7 @@ is added to the schema.
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import fields
 from typing import Any
 
@@ -135,12 +136,14 @@ def test_between_frames_there_is_nothing_to_emit_into() -> None:
                                 api="test-api", framing="sse", stream_id="s0")
     first = adapter.feed(frame)
     assert [e.kind for e in first] == ["run.started", "text.delta"]
-    try:
-        adapter.emit("text.delta", Text(0, 0, "late", None))
-    except RuntimeError as exc:
-        assert "outside feed/close" in str(exc)
-    else:
-        raise AssertionError("emit between frames was accepted")
+    # An adapter unpickled between frames (a worker's state) refuses it the same way.
+    for between in (adapter, pickle.loads(pickle.dumps(adapter))):
+        try:
+            between.emit("text.delta", Text(0, 0, "late", None))
+        except RuntimeError as exc:
+            assert "outside feed/close" in str(exc)
+        else:
+            raise AssertionError("emit between frames was accepted")
     assert [e.kind for e in first] == ["run.started", "text.delta"]  # nothing appended to it
     assert [e.kind for e in adapter.close()] == ["run.finished"]
     other = Two("run-10")  # another adapter's events are its own
