@@ -118,6 +118,8 @@ function onBlock({ id, kind, data }) {
 
 // The run is not known to the gateway: out of the stream until a lone ask finds it.
 function waitFor(runId, refusal) {
+  // A stream's late refusal of a run no tab follows any more (left meanwhile): nothing to wait for.
+  if (![...tabs.values()].some((t) => t.runs.has(runId))) { stopWaiting(runId); return; }
   const entry = waiting.get(runId) || { waitMs: 0, timer: null };
   waiting.set(runId, entry);
   entry.waitMs = nextRunWait(entry.waitMs);
@@ -139,16 +141,18 @@ async function askAgain(runId, entry) {
     response = await fetch(`/v1/runs/${encodeURIComponent(runId)}`, { headers });
   } catch (error) { /* the gateway is away: still waiting */ }
   if (waiting.get(runId) !== entry) return; // no tab follows it any more
-  if (!response || response.status === 404) {
+  // Not found, or the gateway cannot answer now (a 5xx): still waiting, with its backoff —
+  // not back into the shared stream, which would only be refused again.
+  if (!response || response.status === 404 || response.status >= 500) {
     let refusal = { status: entry.status, error: entry.error };
     if (response) {
-      try { refusal = { status: 404, error: (await response.json()).error || refusal.error }; } catch (e) { /* not JSON */ }
+      try { refusal = { status: response.status, error: (await response.json()).error || refusal.error }; } catch (e) { /* not JSON */ }
     }
     if (waiting.get(runId) === entry) waitFor(runId, refusal);
     return;
   }
   // Known now (or refused otherwise: the stream says how): follow it with the others.
-  waiting.delete(runId);
+  stopWaiting(runId);
   reconnectSoon();
 }
 
