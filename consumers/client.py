@@ -67,7 +67,7 @@ the ``modelevents.consumers.client`` logger, and counted in ``stats.undecodable`
 (``on_undecodable="raise"`` raises the SchemaError instead). What the header step does not
 check — the rest of the record's structure and end, the UTF-8 of its strings, that the payload
 is the record its kind carries — is checked when the rest is decoded: a record that fails there
-is yielded, and reading its payload (or source, envelope, received_at, adapter) raises
+is yielded, and reading its payload (or event id, source, envelope, received_at, adapter) raises
 :class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the record's topic,
 partition, offset and the event) — at the latest when it is touched, never a half-decoded
 value. A duplicate or a filtered-out record is dropped without that check. Under
