@@ -43,3 +43,17 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_port_pair() -> int:
+    """A port N on 127.0.0.1 with N+1 free too, right now: a local broker's listener and its
+    controller (a lone free port's neighbour is often some client's ephemeral port)."""
+    for _ in range(100):
+        port = free_port()
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two neighbouring free ports on 127.0.0.1 in 100 tries")

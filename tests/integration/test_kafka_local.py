@@ -24,7 +24,7 @@ from aiokafka.errors import UnknownTopicOrPartitionError
 
 from modelevents.services.local import kafka_broker as local_kafka
 from modelevents.services.local.kafka_broker import KafkaSettings
-from tests.helpers import free_port
+from tests.helpers import free_port_pair
 from tests.integration.conftest import worker_port
 
 pytestmark = pytest.mark.kafka
@@ -161,7 +161,7 @@ def test_bootstrap_servers_prefers_the_environment(settings: KafkaSettings, monk
     assert local_kafka.bootstrap_servers(settings) == f"127.0.0.1:{TEST_PORT}"
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "kafka.example:9092")
     assert local_kafka.bootstrap_servers(settings) == "kafka.example:9092"
-    result = local_kafka.start(local_kafka.replace(settings, port=free_port()))
+    result = local_kafka.start(local_kafka.replace(settings, port=free_port_pair()))
     assert result.external and not result.started and result.pid is None
     assert result.bootstrap_servers == "kafka.example:9092"
 
@@ -180,7 +180,7 @@ def test_taken_port_is_reported(settings: KafkaSettings) -> None:
 
 
 def test_jvm_that_cannot_start_reports_its_log(settings: KafkaSettings) -> None:
-    broken = local_kafka.replace(settings, port=free_port(), jvm_opts=("-XX:+UseSerialGC", "-XX:+UseParallelGC"))
+    broken = local_kafka.replace(settings, port=free_port_pair(), jvm_opts=("-XX:+UseSerialGC", "-XX:+UseParallelGC"))
     with pytest.raises(local_kafka.BrokerStartError) as info:
         local_kafka.start(broken, timeout=30)
     assert "Multiple garbage collectors" in info.value.log_tail
