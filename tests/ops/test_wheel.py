@@ -1,8 +1,10 @@
-"""The wheel a user installs ships every package of the tree, its data files and the license.
+"""What the wheel a user installs ships: every package and module of the tree, its data files
+(the Avro schemas with their history, the gateway's static files and manifests), ``py.typed``
+where users type against the package (PEP 561: without it a type checker ignores the
+annotations, the vocabulary's Literals included) and the license.
 
-Built from a copy of this checkout (a build in place would leave ``build/`` behind, whose stale
-modules a later build ships) with the project's own build backend (setuptools, no isolation: the
-test environment has it), then read as the zip it is.
+Built once with the project's own build backend from a copy of what setuptools reads, so the
+build leaves the checkout untouched (an in-place ``build/`` would ship stale modules later).
 """
 
 from __future__ import annotations
@@ -15,55 +17,53 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import REPO_ROOT
+
 TOP_PACKAGES = ("schemas", "adapters", "services", "consumers")
+DATA_FILES = ("*.avsc", "*.yaml", "*.js", "*.css", "*.html", "py.typed")
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     out = tmp_path_factory.mktemp("wheel")
-    source = out / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "*.egg-info", "node_modules", "__pycache__", "tests", "bench"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "--quiet", "-w", str(out), str(source)], check=True, cwd=out)
-    (built,) = out.glob("modelevents-*.whl")
-    return zipfile.ZipFile(built)
+    tree = out / "src"
+    for name in TOP_PACKAGES:
+        shutil.copytree(REPO_ROOT / name, tree / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO_ROOT / name, tree / name)
+    built = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))",
+         str(out)], cwd=tree, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    with zipfile.ZipFile(out / built.stdout.strip().splitlines()[-1]) as wheel:
+        return set(wheel.namelist())
 
 
-def _tree_packages() -> set[str]:
-    found = set()
-    for top in TOP_PACKAGES:
-        for init in (ROOT / top).rglob("__init__.py"):
-            relative = init.parent.relative_to(ROOT).parts
-            if "__pycache__" not in relative:
-                found.add("modelevents/" + "/".join(relative))
-    return found
+def _in_tree(pattern: str) -> list[Path]:
+    return [path for top in TOP_PACKAGES for path in (REPO_ROOT / top).rglob(pattern)
+            if "__pycache__" not in path.parts]
 
 
-def test_every_package_of_the_tree_is_in_the_wheel(wheel: zipfile.ZipFile) -> None:
-    shipped = {name.rsplit("/", 1)[0] for name in wheel.namelist()
-               if name.endswith("/__init__.py")}
-    missing = sorted(_tree_packages() - shipped)
-    assert not missing, f"packages not in the wheel (add them to pyproject.toml): {missing}"
+def _missing(paths: list[Path], shipped: set[str]) -> list[str]:
+    return sorted(str(p.relative_to(REPO_ROOT)) for p in paths
+                  if f"modelevents/{p.relative_to(REPO_ROOT)}" not in shipped)
 
 
-def test_every_module_of_the_tree_is_in_the_wheel(wheel: zipfile.ZipFile) -> None:
-    names = set(wheel.namelist())
-    missing = sorted(
-        "modelevents/" + str(path.relative_to(ROOT))
-        for top in TOP_PACKAGES for path in (ROOT / top).rglob("*.py")
-        if "__pycache__" not in path.parts
-        and "modelevents/" + str(path.relative_to(ROOT)) not in names)
-    assert not missing, f"modules not in the wheel: {missing}"
+def test_every_package_and_module_of_the_tree_is_in_the_wheel(shipped: set[str]) -> None:
+    missing = _missing(_in_tree("*.py"), shipped)
+    assert not missing, f"not in the wheel (add the package to pyproject.toml): {missing}"
 
 
-def test_data_files_and_license_are_in_the_wheel(wheel: zipfile.ZipFile) -> None:
-    names = wheel.namelist()
-    wanted = [path for top in TOP_PACKAGES for pattern in ("*.avsc", "*.yaml", "*.js", "*.css",
-                                                          "*.html", "py.typed")
-              for path in (ROOT / top).rglob(pattern)]
-    missing = sorted(str(p.relative_to(ROOT)) for p in wanted
-                     if "modelevents/" + str(p.relative_to(ROOT)) not in names)
+def test_data_files_are_in_the_wheel(shipped: set[str]) -> None:
+    missing = _missing([p for pattern in DATA_FILES for p in _in_tree(pattern)], shipped)
     assert not missing, f"data files not in the wheel (package-data): {missing}"
-    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names), names
+    # The history is what decodes records older producers wrote (legacy fingerprints).
+    assert _in_tree("history/*.avsc"), "no historical schemas in the checkout"
+
+
+def test_typed_packages_and_the_license_are_in_the_wheel(shipped: set[str]) -> None:
+    for package in ("schemas", "adapters", "consumers"):
+        assert f"modelevents/{package}/py.typed" in shipped, package
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in shipped)
