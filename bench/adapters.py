@@ -15,7 +15,7 @@ bytes, exactly what a provider sends), measures frames per second of:
 
 Each figure is the best of --rounds rounds, all in this process; in every round each path runs
 for at least --seconds, the paths taking turns, so that load on a shared machine falls on all of
-them alike and the ratios compare like with like. Prints a Markdown table (the one in README.md),
+them alike and the ratios compare like with like. Prints a Markdown table (the one in docs/performance.md),
 then the CPU time per frame of (d), (a) and (b) — the best round's process time, which does not
 count time the machine's other tenants took, so it moves less than the rates from hour to hour.
 """

@@ -24,7 +24,7 @@
               retention, so every run's state is still held), sampled as the runs go through.
 
 Frames are the project's own fixtures (tests/fixtures), each copied under many run ids, with the
-end-of-input markers the feeder adds. Prints a Markdown table (the one in README.md).
+end-of-input markers the feeder adds. Prints a Markdown table (the one in docs/performance.md).
 """
 
 from __future__ import annotations

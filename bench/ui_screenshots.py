@@ -1,4 +1,4 @@
-"""The README's screenshots of the UI, taken from a real pipeline by Debian's headless Chromium.
+"""The screenshots of the UI in the README and docs/ui.md, taken from a real pipeline by Debian's headless Chromium.
 
     .venv/bin/python bench/ui_screenshots.py        # writes docs/img/ui-*.png
 

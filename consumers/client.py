@@ -15,7 +15,7 @@ Entry points (all re-exported from :mod:`modelevents.consumers`):
   read) and ``await sub.consume(handler, batch=True)`` (a list of items at a time).
 * :func:`follow_run` — one run's events (and its states) until its terminal RunState.
 * :func:`rebuild_elided` / :class:`ElidedRebuilder` — the value of a done event whose field was
-  elided (README "How big payloads travel"), from the run's deltas.
+  elided (docs/vocabulary.md "How big payloads travel"), from the run's deltas.
 * :func:`at_offset` / :func:`at_time` — explicit start positions (``start=``).
 
 **Process then commit.** An item counts as processed when the caller asks for the next one
