@@ -1,17 +1,6 @@
-"""The adapters' errors: the caller's mistakes the adapters refuse, each under the branch of
-``schemas/errors.py``'s tree it belongs to.
-
-    ModelEventsError                              (schemas/errors.py)
-    └── InputError                                input the user gave cannot be read
-        ├── InputLimitError                       reading the input would pass a limit of
-        │                                         adapters/limits.py; names the file, the limit
-        │                                         and the option that raises it
-        ├── RenderError                           a neutral request holds what the target API
-        │                                         cannot carry (adapters/requests); says what
-        │                                         to change
-        └── DetectionError                        (schemas/errors.py)
-            └── UnknownApi                        a provider API name no adapter is registered
-                                                  for; lists the known ones
+"""The adapters' errors: the caller's mistakes the adapters refuse (an input past a limit, a
+neutral request the target API cannot carry, an API name no adapter serves), under
+``InputError`` of the one error tree drawn in docs/errors.md.
 
 Adapters never raise for what a provider sends (malformed or unknown frames become ``error``
 and ``unknown`` events): these are for inputs and requests a caller gave.

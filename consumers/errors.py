@@ -1,13 +1,5 @@
-"""The consumers' errors (under ``modelevents.schemas.errors.ModelEventsError``).
-
-    InputError
-    ├── NoSuchRun        the run asked for has no record on the topics read       (replay)
-    ├── EmptyRange       the offset or time range holds no record                 (replay)
-    ├── ArchiveError     a file is not a modelevents archive, or a record in it is not valid
-    └── AuditError       an archive directory cannot be used as asked (locked, not an archive,
-                         bad option)                                             (audit)
-    ConfigError
-    └── MissingTopic     the topic to read does not exist on the cluster
+"""The consumers' errors (replay, the archive, the consumer API), under the branches of the one
+error tree drawn in docs/errors.md.
 """
 
 from __future__ import annotations

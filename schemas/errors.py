@@ -1,29 +1,8 @@
-"""The error hierarchy of modelevents: its root and the contract's errors, here; each layer's own
-errors in that layer's ``errors`` module, drawn there.
-
-    ModelEventsError                 every error this package raises on purpose
-    ├── SchemaError                  a record does not fit, or cannot be read as, its Avro schema
-    │   ├── UnknownSchemaError       a fingerprint or record name this version does not ship
-    │   ├── CorruptRecord            the bytes end early, or hold a length, count or branch that
-    │   │                            cannot be (also a ValueError)
-    │   ├── IncompletePieces         pieces that do not make a whole record
-    │   ├── UndecodableEvent         a lazily decoded event whose body does not decode when read
-    │   └── UnreadableState          a stored run state this version cannot rebuild
-    │                                                            (services/errors.py)
-    ├── InputError                   input the user gave cannot be read (file, framing, provider)
-    │   ├── FramingError             bytes are not SSE / JSON lines / a JSON array / a JSON object
-    │   ├── DetectionError           no adapter recognises the input; name --provider
-    │   │   └── UnknownApi           a provider API name no adapter is registered for
-    │   │                                                        (adapters/errors.py)
-    │   ├── InvalidId                a run/stream/webhook id holds what ids may not
-    │   ├── InputLimitError, RenderError                                 (adapters/errors.py)
-    │   ├── CapabilityRejected, UnknownScenario                          (services/errors.py)
-    │   └── NoSuchRun, EmptyRange, ArchiveError, AuditError              (consumers/errors.py)
-    ├── ConfigError                  a setting is missing or contradicts another
-    │   ├── ManifestError, MissingSDKError                               (services/errors.py)
-    │   └── MissingTopic                                                 (consumers/errors.py)
-    └── KafkaUnavailable, KafkaSetupError and its kinds, ProviderHTTPError, FollowUpFailed,
-        RequestRefused, DemoError                                        (services/errors.py)
+"""The root of modelevents' errors and the contract's own: ``ModelEventsError``, the branches
+every layer's errors hang from (``SchemaError``, ``InputError``, ``ConfigError``), and the
+errors of reading records and input. Each layer's own errors are in that layer's ``errors``
+module; the whole tree is drawn once, in docs/errors.md, and tests/schemas/test_error_tree.py
+holds the drawing to the classes.
 
 Adapters never raise for what a provider sends: malformed or unknown frames become `error` and
 `unknown` events, because a stream processor must not die on one bad frame. These exceptions are

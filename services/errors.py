@@ -1,39 +1,7 @@
-"""The services' errors (under ``modelevents.schemas.errors.ModelEventsError``), drawn and defined
-here; what raises each is named on the right.
-
-    ModelEventsError
-    ├── KafkaUnavailable          the broker at the configured bootstrap address cannot be reached
-    │                                                                  (kafka/clients.py, gateway)
-    ├── KafkaSetupError           the local broker could not be set up     (local/kafka_broker.py)
-    │   ├── MissingToolError      java (>= 17) or mvn is not installed
-    │   ├── JarDownloadError      Maven could not download the broker's jars
-    │   ├── PortInUseError        the port is taken by a process that is not this project's broker
-    │   ├── StorageFormatError    kafka.tools.StorageTool format failed
-    │   └── BrokerStartError      the broker JVM exited before it accepted clients (its log tail)
-    │       └── BrokerStartTimeout  ...or did not accept clients within the start timeout
-    ├── ProviderHTTPError         a provider answered an error that retrying did not fix
-    │                                                                 (gateway/provider_http.py)
-    ├── FollowUpFailed            a resume, poll, read-back or cancel the provider refused
-    │                                                                       (gateway/runner.py)
-    ├── RequestRefused            an HTTP request refused before anything was written: its status
-    │   ├── Unauthorized          no valid bearer token (401)                 (gateway/auth.py)
-    │   └── WebhookRejected       a webhook delivery refused (400, 401, 413, 431)
-    │                                                                     (gateway/webhooks.py)
-    ├── DemoError                 the demo could not finish           (cli/commands/demo.py)
-    ├── SchemaError
-    │   └── UnreadableState       a stored run state this version cannot rebuild
-    │                                                                (processor/plain_state.py)
-    ├── InputError
-    │   ├── CapabilityRejected    no target offers what a request requires: the gateway's 422
-    │   │                                                                   (gateway/router.py)
-    │   └── UnknownScenario       no simulator scenario of that name (also a LookupError)
-    └── ConfigError
-        ├── KafkaAuthenticationFailed  the brokers refused the SASL credentials or the TLS
-        │                         handshake failed (kafka/clients.py)
-        ├── ManifestError         the capability manifest is unreadable or off its schema
-        │                                                             (gateway/capabilities.py)
-        └── MissingSDKError       an official SDK needed for request validation is missing
-                                                                (simulator/provider_schemas.py)
+"""The services' errors: the Kafka clients', the local broker's, the gateway's, the simulator's
+and the demo's, each under the branch of the one error tree it belongs to. The tree is drawn in
+docs/errors.md (checked against these classes by tests/schemas/test_error_tree.py), with what
+raises each.
 """
 
 from __future__ import annotations
