@@ -125,7 +125,12 @@ def test_another_tenants_forwarded_approval_and_grant_never_run_a_call(
     events_of(settings, run_b, lambda es: any(e.kind == "approval.resolved" for e in es),
               "the attacker's grant on its run")
 
-    # The victim denies its call: the denial is what the call gets — it never ran.
+    # A decision on arguments other than the ones asked for is refused by the gateway …
+    changed = httpx.post(f"{gateway.url}/v1/runs/{run_a}/approvals/{approval}", timeout=60,
+                         json={"granted": True, "arguments_sha256": "0" * 64},
+                         headers=as_[victim])
+    assert changed.status_code == 409 and changed.json()["code"] == "arguments_changed"
+    # … and the victim denies its call: the denial is what the call gets — it never ran.
     denied = decide(gateway, run_a, approval, False, as_[victim])
     assert denied.status_code == 202 and denied.json()["arguments_sha256"] == \
         envelope(requested)["arguments_sha256"], denied.text
