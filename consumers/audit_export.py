@@ -136,7 +136,7 @@ _RECORDS = [*_COORDINATES, ("type", "string"), ("tenant", "string"), ("run_id", 
             ("seq", "int64"), ("kind", "string"), ("event_id", "string"), ("frame_id", "string"),
             ("provider", "string"), ("api", "string"), ("model", "string"),
             ("received_at", "int64"), ("record", "string")]
-_ARROW_TYPES = {int: "int64", str: "string", bool: "bool_", float: "float64"}
+_ARROW_TYPES = {int: "int64", str: "string", bool: "bool_", float: "float64", bytes: "binary"}
 # One column per ToolReceipt field, typed by its annotation ("int | None" is an int64 column).
 _RECEIPTS = [*_COORDINATES, *(
     (f.name, "int32" if f.name == "attempt" else next(

@@ -9,6 +9,7 @@ records (DESIGN.md "Consumers"; docs/tools.md).
     output.py        tool output as data: capped, marked untrusted, prompt injection flagged
     results.py       the events the executor writes to ``ingest`` (tool.result, approval.*)
     approvals.py     ``resolve_approval(...)``: an approval decision onto ``ingest``
+    approval_book.py the calls waiting for an approval; a decision finds its call by one lookup
     continuation.py  the run's next call through the gateway once every result is in
     executor.py      the consumer of ``events`` that ties them together
     sqlite_tools.py  two example tools against a SQLite system of record

@@ -1,7 +1,9 @@
 """Deciding an approval the executor asked for (``approval.requested``): the decision goes to
 ``ingest`` as ``approval.resolved``, the same event the gateway's
 ``POST /v1/runs/{run_id}/approvals/{approval_id}`` writes; the executor reads it on ``events``
-and runs (granted) or refuses (denied) the call.
+and runs (granted) or refuses (denied) the call — only the call of that tenant and run waiting
+for that approval id (the id ``approval.requested`` carries: random, never derived). The decision
+names the arguments' hash the id was made for (``arguments_sha256`` in its envelope).
 
     await resolve_approval(run_id, approval_id, granted=True, decided_by="alice",
                            reason="checked the amount", tenant="default")

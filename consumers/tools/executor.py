@@ -6,8 +6,11 @@ One call, in order::
 
     receipt of this operation already final?  → send its result again (same event id: deduped)
     unknown tool / arguments not JSON / arguments break the schema  → error result
-    policy: deny → error result with the reason; approve → approval.requested, wait for
-            approval.resolved (granted: go on; denied: error result)
+    policy: deny → error result with the reason; approve → awaiting receipt, approval.requested
+            under a fresh approval id bound to the arguments' hash; wait for approval.resolved
+            of that tenant, run and approval (granted: the policy is asked again, then go on;
+            denied: error result); the same call id proposed with other arguments meanwhile
+            → error result, nothing runs
     earlier attempt started and never finished, or finished unknown → reconcile hook first
     attempt: receipt "started" (acknowledged) → the tool, under its timeout → receipt "finished"
         retryable error → back off, next attempt (up to the contract's max_attempts)
@@ -36,6 +39,14 @@ from typing import Any
 import orjson
 
 from modelevents.consumers.client import subscribe
+from modelevents.consumers.tools.approval_book import (
+    AWAITING,
+    HELD_CALL_BYTES,
+    ApprovalBook,
+    EarlyDecision,
+    Waiting,
+    held_call,
+)
 from modelevents.consumers.tools.continuation import Continuation
 from modelevents.consumers.tools.contract import Earlier, ToolContract, ToolError, ToolOutcome
 from modelevents.consumers.tools.output import ENVELOPE_TYPE, shape_output
@@ -47,7 +58,16 @@ from modelevents.consumers.tools.receipts import (
     now_ms,
 )
 from modelevents.consumers.tools.registry import ToolRegistry
-from modelevents.consumers.tools.results import approval_event, tool_result_event
+from modelevents.consumers.tools.results import (
+    GRANTED,
+    HASH_FIELD,
+    approval_event,
+    arguments_hash,
+    decides_executor_approvals,
+    decision_hash,
+    new_approval_id,
+    tool_result_event,
+)
 from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.events import Approval, ModelEvent, ToolCall, ToolResult
 from modelevents.services.kafka import clients
@@ -62,10 +82,6 @@ KINDS = frozenset({"tool.call", "approval.resolved", "tool.result"})
 
 def operation_id(run_id: str, tool_call_id: str) -> str:
     return "op_" + hashlib.sha256(f"{run_id}\x00{tool_call_id}".encode()).hexdigest()[:32]
-
-
-def approval_id_of(operation: str) -> str:
-    return "apr_" + operation.removeprefix("op_")[:24]
 
 
 @dataclass(frozen=True)
@@ -88,6 +104,7 @@ class _Call:
     contract: ToolContract | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str = ""
+    approved: bool = False  # an approval granted it: the policy is asked again before it runs
 
 
 @dataclass
@@ -115,8 +132,7 @@ class Executor:
         self.tenant = tenant  # only these tenants' calls (None: every tenant's)
         self.retry_backoff_s = retry_backoff_s
         self.receipts: dict[str, ToolReceipt] = {}
-        self.parked: dict[str, _Call] = {}  # approval id → the call waiting for it
-        self.decisions: dict[str, bool] = {}  # approval id → granted, seen before its call
+        self.book = ApprovalBook()  # the calls waiting for an approval, early decisions
         self.continuation = (Continuation(gateway_url, policy, registry)
                              if gateway_url else None)
         self.executed = 0  # calls handled to a final receipt (bench/tools.py reads it)
@@ -165,6 +181,8 @@ class Executor:
             except SchemaError as exc:
                 log.warning("receipts offset %s unreadable: %s", record.offset, exc)
                 continue
+            if self.book.restore(receipt):
+                continue
             self._remember(receipt)
             if receipt.phase == "started":
                 self.policy.charge(receipt.tenant, receipt.run_id, receipt.cost)
@@ -177,7 +195,7 @@ class Executor:
             await self._on_call(_Call(event, event.payload,
                                       operation_id(event.run_id, event.payload.tool_call_id)))
         elif event.kind == "approval.resolved" and isinstance(event.payload, Approval):
-            await self._on_decision(event.run_id, event.payload)
+            await self._on_decision(event)
         elif (event.kind == "tool.result" and isinstance(event.payload, ToolResult)
               and self.continuation is not None):
             await self.continuation.after_result(event)
@@ -217,58 +235,103 @@ class Executor:
             # Attempted before and not final: the outcome is unknown, reconcile first.
             await self._attempts(call, latest.attempt + 1, reconcile_first=True)
             return
-        decision = self.policy.check(call.event.tenant, call.event.run_id, call.contract,
-                                     arguments)
+        if await self._asked_already(call):
+            return
+        decision = self.policy.admit(call.event.tenant, call.event.run_id, call.contract,
+                                     arguments, approved=call.approved)
         if decision.verdict == "deny":
-            await self._refuse(call, "denied", f"not allowed: {decision.reason}")
+            when = " when its approval was granted" if call.approved else ""
+            await self._refuse(call, "denied", f"not allowed{when}: {decision.reason}")
         elif decision.verdict == "approve":
             await self._ask_approval(call, decision.reason)
         else:
+            await self._run_admitted(call)
+
+    async def _run_admitted(self, call: _Call) -> None:
+        """Run a call the policy admitted; its held place in the budgets is given back unless
+        an attempt started (and was charged)."""
+        try:
             await self._attempts(call, 1, reconcile_first=False)
+        finally:
+            latest = self.receipts.get(call.operation_id)
+            if latest is None or latest.attempt < 1:
+                assert call.contract is not None
+                self.policy.release(call.event.tenant, call.event.run_id, call.contract.cost)
+
+    async def _asked_already(self, call: _Call) -> bool:
+        """A call proposed again while it waits for its approval: the same arguments ask the
+        same approval again (its event id dedupes it); other arguments are never substituted —
+        the call id is refused and nothing runs."""
+        waiting = self.book.of_operation(call.operation_id)
+        if waiting is None or call.approved:
+            return False
+        if arguments_hash(call.arguments) == waiting.arguments_hash:
+            await self._request(call, waiting, "asked again: the call was proposed again")
+            return True
+        self.book.withdraw(call.operation_id)
+        await self._refuse(call, "conflict", f"tool call {call.payload.tool_call_id!r} was "
+                           "proposed again with other arguments while it waited for approval "
+                           f"{waiting.approval_id}: neither runs; propose it under a new call id")
+        return True
 
     async def _ask_approval(self, call: _Call, why: str) -> None:
-        approval = approval_id_of(call.operation_id)
-        if approval in self.decisions:
-            await self._decided(call, self.decisions.pop(approval))
+        hashed = arguments_hash(call.arguments)
+        event, encoded = held_call(call.event, orjson.dumps(call.arguments).decode())
+        if len(encoded) > HELD_CALL_BYTES:
+            await self._refuse(call, "invalid", f"the call is {len(encoded)} bytes, too large "
+                               f"to hold for an approval (at most {HELD_CALL_BYTES}); send "
+                               "smaller arguments")
             return
-        self.parked[approval] = call
-        event = approval_event(
+        waiting = Waiting(new_approval_id(hashed), call.event.tenant, call.event.run_id,
+                          call.operation_id, hashed, event)
+        # Recorded before it is asked: a restarted executor still finds the call.
+        await clients.await_acks(self.settings, [await self._send_receipt(self._receipt_of(
+            call, 0, AWAITING, now_ms(), approval_id=waiting.approval_id,
+            arguments_hash=hashed, held_call=encoded))])
+        early = self.book.park(waiting)
+        if early is not None:
+            await self._decided(waiting, early.granted, early.arguments_hash)
+            return
+        await self._request(call, waiting, why)
+
+    async def _request(self, call: _Call, waiting: Waiting, why: str) -> None:
+        await self._ingest(approval_event(
             call.event, "approval.requested",
-            Approval(approval_id=approval, tool_name=call.payload.tool_name,
+            Approval(approval_id=waiting.approval_id, tool_name=call.payload.tool_name,
                      arguments=call.payload.arguments),
-            orjson.dumps({"reason": why, "operation_id": call.operation_id}), now_ms())
-        await self._ingest(event)
+            orjson.dumps({"reason": why, "operation_id": call.operation_id,
+                          HASH_FIELD: waiting.arguments_hash}), now_ms()))
 
-    async def _on_decision(self, run_id: str, payload: Approval) -> None:
-        granted = payload.decision == "granted"
-        call = self.parked.pop(payload.approval_id, None)
-        if call is not None:
-            await self._decided(call, granted)
+    async def _on_decision(self, event: ModelEvent) -> None:
+        if not decides_executor_approvals(event):
+            return  # a provider's own approval item (mcp_approval_response): not ours to act on
+        payload = event.payload
+        assert isinstance(payload, Approval)
+        granted, hashed = payload.decision == GRANTED, decision_hash(event)
+        waiting = self.book.take(event.tenant, event.run_id, payload.approval_id)
+        if waiting is None:
+            self.book.keep_early(event.tenant, event.run_id, payload.approval_id,
+                                 EarlyDecision(granted, hashed))
             return
-        # Not waiting here: decided before its call came, or asked by an executor that has
-        # stopped since (its tool.call is behind this group's committed offset). The call is
-        # found on the run's events and taken from the start with the decision at hand.
-        self.decisions[payload.approval_id] = granted
-        asked = await self._call_of_approval(run_id, payload.approval_id)
-        if asked is not None:
-            await self._on_call(asked)
+        await self._decided(waiting, granted, hashed)
 
-    async def _call_of_approval(self, run_id: str, approval: str) -> _Call | None:
-        async for record in clients.read_records(self.settings, "events", run_id=run_id,
-                                                 to_end=True, timeout=2.0):
-            event = record.value if record is not None else None
-            if (isinstance(event, ModelEvent) and event.kind == "tool.call"
-                    and isinstance(event.payload, ToolCall)):
-                operation = operation_id(run_id, event.payload.tool_call_id)
-                if approval_id_of(operation) == approval:
-                    return _Call(event, event.payload, operation)
-        return None
-
-    async def _decided(self, call: _Call, granted: bool) -> None:
-        if granted:
-            await self._attempts(call, 1, reconcile_first=False)
-        else:
+    async def _decided(self, waiting: Waiting, granted: bool, hashed: str | None) -> None:
+        try:
+            event = waiting.event()
+        except SchemaError as exc:
+            log.error("approval %s: the call held for it cannot be read (%s); it is not run",
+                      waiting.approval_id, exc)
+            return
+        assert isinstance(event.payload, ToolCall)
+        call = _Call(event, event.payload, waiting.operation_id, approved=True)
+        if hashed is not None and hashed != waiting.arguments_hash:
+            await self._refuse(call, "denied", "not allowed: the approval was decided on other "
+                               "arguments than the call waiting for it")
+        elif not granted:
             await self._refuse(call, "denied", "not allowed: the approval was denied")
+        else:
+            # From the start, as approved: checked, then the policy is asked again.
+            await self._on_call(call)
 
     async def _refuse(self, call: _Call, error_class: str, reason: str) -> None:
         await self._finish(call, 0, now_ms(), _Final("failed", reason, True,

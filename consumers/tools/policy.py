@@ -22,6 +22,14 @@ A policy file (``modelevents tools run --policy FILE``) is JSON or YAML::
 
 A tenant the policy does not name may call nothing. Budgets count attempts that ran (denials do
 not), rebuilt from the receipts topic when the executor starts.
+
+The policy is asked twice for a call that needs an approval: when it is proposed (a call over
+budget, out of scope or not allowed is denied without asking anyone) and again when the grant
+arrives (:meth:`Policy.admit` with ``approved=True``): a scope revoked or a budget spent in
+between denies it. A call admitted to run holds its place in the budgets (``held_*``) until its
+first attempt is charged (:meth:`Policy.charge` turns one held call into a spent one) or it is
+refused before it ran (:meth:`Policy.release`), so calls admitted side by side can never
+overshoot a budget together.
 """
 
 from __future__ import annotations
@@ -70,6 +78,12 @@ class Policy:
     calls_by_tenant: Counter[str] = field(default_factory=Counter)
     cost_by_run: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     cost_by_tenant: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    # Admitted and not charged yet: what check() counts beside what was spent.
+    held_by_run: Counter[str] = field(default_factory=Counter)
+    held_by_tenant: Counter[str] = field(default_factory=Counter)
+    held_cost_by_run: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    held_cost_by_tenant: defaultdict[str, float] = field(
+        default_factory=lambda: defaultdict(float))
 
     @classmethod
     def from_file(cls, path: Path) -> Policy:
@@ -115,23 +129,55 @@ class Policy:
             return Decision("approve", f"{contract.name!r} writes: it needs an approval")
         return Decision("allow")
 
+    def admit(self, tenant: str, run_id: str, contract: ToolContract,
+              arguments: dict[str, Any], *, approved: bool = False) -> Decision:
+        """:meth:`check`, and a call allowed (``approved``: one an approval granted, asked
+        again now) holds its place in the budgets until :meth:`charge` or :meth:`release`."""
+        decision = self.check(tenant, run_id, contract, arguments)
+        if decision.verdict == "allow" or (approved and decision.verdict == "approve"):
+            self.held_by_run[run_id] += 1
+            self.held_by_tenant[tenant] += 1
+            self.held_cost_by_run[run_id] += contract.cost
+            self.held_cost_by_tenant[tenant] += contract.cost
+            return Decision("allow")
+        return decision
+
+    def release(self, tenant: str, run_id: str, cost: float) -> None:
+        """Give back the place of an admitted call that was not charged (it never ran)."""
+        if self.held_by_run[run_id] > 0:
+            self._unhold(tenant, run_id, cost)
+
+    def _unhold(self, tenant: str, run_id: str, cost: float) -> None:
+        for counter, key in ((self.held_by_run, run_id), (self.held_by_tenant, tenant)):
+            counter[key] -= 1
+            if counter[key] <= 0:
+                del counter[key]
+        for costs, key in ((self.held_cost_by_run, run_id), (self.held_cost_by_tenant, tenant)):
+            costs[key] -= cost
+            if costs[key] <= 1e-9:
+                del costs[key]
+
     def _over_budget(self, rules: TenantPolicy, tenant: str, run_id: str, cost: float) -> str:
         if rules.max_calls_per_run is not None and \
-                self.calls_by_run[run_id] >= rules.max_calls_per_run:
+                self.calls_by_run[run_id] + self.held_by_run[run_id] >= rules.max_calls_per_run:
             return f"{rules.max_calls_per_run} tool calls per run"
         if rules.max_calls_per_tenant is not None and \
-                self.calls_by_tenant[tenant] >= rules.max_calls_per_tenant:
+                self.calls_by_tenant[tenant] + self.held_by_tenant[tenant] \
+                >= rules.max_calls_per_tenant:
             return f"{rules.max_calls_per_tenant} tool calls for this tenant"
-        if rules.max_cost_per_run is not None and \
-                self.cost_by_run[run_id] + cost > rules.max_cost_per_run:
+        if rules.max_cost_per_run is not None and self.cost_by_run[run_id] \
+                + self.held_cost_by_run.get(run_id, 0.0) + cost > rules.max_cost_per_run:
             return f"cost {rules.max_cost_per_run} per run"
-        if rules.max_cost_per_tenant is not None and \
-                self.cost_by_tenant[tenant] + cost > rules.max_cost_per_tenant:
+        if rules.max_cost_per_tenant is not None and self.cost_by_tenant[tenant] \
+                + self.held_cost_by_tenant.get(tenant, 0.0) + cost > rules.max_cost_per_tenant:
             return f"cost {rules.max_cost_per_tenant} for this tenant"
         return ""
 
     def charge(self, tenant: str, run_id: str, cost: float) -> None:
-        """Count one call that ran (and what it cost) against the budgets."""
+        """Count one call that ran (and what it cost) against the budgets; an admitted call's
+        held place becomes this charge."""
+        if self.held_by_run[run_id] > 0:
+            self._unhold(tenant, run_id, cost)
         self.calls_by_run[run_id] += 1
         self.calls_by_tenant[tenant] += 1
         self.cost_by_run[run_id] += cost

@@ -12,7 +12,12 @@ means:
                 no reconcile hook or the hook could not tell); the model is told so
 
 A ``started`` attempt with no ``finished`` record (the executor died mid-call) is read as
-unknown: the next executor reconciles it before it tries again.
+unknown: the next executor reconciles it before it tries again. An ``awaiting_approval`` record
+(attempt 0) says a call waits for an approval: which one, the arguments' hash, and the call
+itself, so a restarted executor finds the call a decision names without reading ``events``.
+
+Receipts written with an earlier version of the schema (``tools/history/``) are read as today's,
+their new fields at their defaults.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ __all__ = ["ToolReceipt", "encode_receipt", "decode_receipt", "is_receipt", "SCH
            "now_ms"]
 
 SCHEMA_PATH: Path = AVRO_DIR / "tools" / "tool_receipt.avsc"
+HISTORY_DIR: Path = AVRO_DIR / "tools" / "history"
 
 
 def now_ms() -> int:
@@ -50,7 +56,7 @@ class ToolReceipt:
     tool_call_id: str
     schema_version: str
     attempt: int
-    phase: str  # started | finished
+    phase: str  # started | finished | awaiting_approval
     started_at: int  # epoch milliseconds
     finished_at: int | None = None
     outcome: str | None = None  # succeeded | failed | unknown
@@ -62,6 +68,9 @@ class ToolReceipt:
     result: str | None = None
     result_is_error: bool = False
     cost: float = 0.0
+    approval_id: str | None = None
+    arguments_hash: str | None = None
+    held_call: bytes | None = None
 
 
 @cache
@@ -69,6 +78,17 @@ def _parsed() -> tuple[dict[str, Any], bytes]:
     raw = json.loads(SCHEMA_PATH.read_text())
     parsed = cast(dict[str, Any], fastavro.parse_schema(raw, {}))
     return parsed, MAGIC + fingerprint_of(parsed)
+
+
+@cache
+def _writers() -> dict[bytes, dict[str, Any]]:
+    """Header (magic + fingerprint) → the writer schema of every version a receipt can have."""
+    parsed, header = _parsed()
+    found = {header: parsed}
+    for path in sorted(HISTORY_DIR.glob("tool_receipt.*.avsc")):
+        old = cast(dict[str, Any], fastavro.parse_schema(json.loads(path.read_text()), {}))
+        found.setdefault(MAGIC + fingerprint_of(old), old)
+    return found
 
 
 def encode_receipt(receipt: ToolReceipt) -> bytes:
@@ -80,16 +100,19 @@ def encode_receipt(receipt: ToolReceipt) -> bytes:
 
 
 def is_receipt(data: bytes | None) -> bool:
-    """Whether ``data`` starts as a ToolReceipt of this schema does (magic and fingerprint)."""
-    return data is not None and data[:10] == _parsed()[1]
+    """Whether ``data`` starts as a ToolReceipt of this schema or an earlier one does (magic
+    and fingerprint)."""
+    return data is not None and data[:10] in _writers()
 
 
 def decode_receipt(data: bytes) -> ToolReceipt:
-    parsed, header = _parsed()
-    if data[:10] != header:
-        raise SchemaError(f"not a ToolReceipt of this schema (header {data[:10].hex()})")
+    parsed, _ = _parsed()
+    writer = _writers().get(data[:10])
+    if writer is None:
+        raise SchemaError(f"not a ToolReceipt of this schema or an earlier one (header "
+                          f"{data[:10].hex()})")
     record = cast(dict[str, Any],
-                  fastavro.schemaless_reader(io.BytesIO(data[10:]), parsed, parsed))
+                  fastavro.schemaless_reader(io.BytesIO(data[10:]), writer, parsed))
     for name in ("started_at", "finished_at"):
         value = record.get(name)
         if value is not None and not isinstance(value, int):

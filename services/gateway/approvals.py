@@ -15,6 +15,12 @@ Only the run's owner may decide (another tenant: 404, as for a run it cannot see
 approval the run is waiting for (``pending_approvals`` of its state on ``runs``; 409 for one
 decided already or never asked — the event id is the approval's, so even a decision racing
 another is written once: the first stands).
+
+The decision is bound to the arguments that were asked for: the route copies the hash the
+approval id was made for (``arguments_sha256``, executor_events.new_approval_id) onto the
+``approval.resolved``, and the executor runs the call only with arguments of that hash. A client
+that shows the arguments may send the hash it showed (``arguments_sha256`` in the body): one that
+is not the requested one is refused (409 ``arguments_changed``).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from modelevents.schemas.ids import check_id
 from modelevents.services.gateway.problems import problem_response
 from modelevents.services.gateway.runs import known_run
 from modelevents.services.gateway.state import gateway_of
-from modelevents.services.run_logic.executor_events import approval_resolution
+from modelevents.services.run_logic.executor_events import approval_resolution, hash_of_approval
 
 __all__ = ["router", "Decision"]
 
@@ -46,6 +52,9 @@ class Decision(BaseModel):
     decided_by: str | None = Field(None, max_length=200, description=(
         "who decided, when the gateway has no api_tokens (with tokens the token's tenant is "
         "the decider and this is kept beside it)"))
+    arguments_sha256: str | None = Field(None, max_length=64, description=(
+        "the hash of the arguments the decider saw (approval.requested's envelope): refused "
+        "when it is not the one the approval was asked for"))
 
 
 @router.post("/v1/runs/{run_id}/approvals/{approval_id}", status_code=202,
@@ -66,12 +75,20 @@ async def decide(run_id: str, approval_id: str, decision: Decision,
                                                f"{approval_id!r} (decided already, or never "
                                                "asked); its events say which",
                                       "code": "not_pending"})
+    requested = hash_of_approval(approval_id)
+    if decision.arguments_sha256 is not None and decision.arguments_sha256 != requested:
+        return problem_response(409, {"error": f"approval {approval_id!r} was asked for "
+                                               f"arguments of hash {requested}, not "
+                                               f"{decision.arguments_sha256}: show the "
+                                               "approval.requested again and decide on it",
+                                      "code": "arguments_changed"})
     who = f"tenant:{owner}"
     if decision.decided_by:
         who = f"{decision.decided_by} ({who})"
     event = approval_resolution(run_id, owner, approval_id, decision.granted, who,
-                                decision.reason, int(time.time() * 1000))
+                                decision.reason, int(time.time() * 1000), requested)
     await gateway.publish_ingest(event)
     return JSONResponse({"run_id": run_id, "approval_id": approval_id,
                          "decision": event.payload.decision,  # type: ignore[union-attr]
-                         "decider": who, "event_id": event.event_id}, status_code=202)
+                         "decider": who, "arguments_sha256": requested,
+                         "event_id": event.event_id}, status_code=202)

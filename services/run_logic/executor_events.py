@@ -7,12 +7,22 @@ Both the executor (``consumers/tools``) and the gateway (``POST /v1/runs/{id}/ap
 event the executor waits for. Their ids are deterministic (the operation id, the approval id):
 a result written again after a restart, or a second decision of one approval, is deduped by the
 processor like any repeated event — the first decision stands.
+
+An approval id is unguessable and bound to the arguments it was asked for
+(:func:`new_approval_id`): ``apr_`` + 128 random bits + ``.`` + the arguments' hash
+(:func:`arguments_hash`, SHA-256 of their canonical JSON), so a decision names what was shown and
+nobody can name an approval before it is asked. Both events carry the hash in their envelope
+(``arguments_sha256``). Only events built here (transport ``executor``, adapter :data:`ADAPTER`)
+decide an executor approval: a provider's own approval items (OpenAI ``mcp_approval_response``)
+never do (:func:`decides_executor_approvals`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -21,7 +31,9 @@ from modelevents.schemas.events import Payload as EventPayload
 from modelevents.schemas.vocabulary import Transport
 
 __all__ = ["tool_result_event", "approval_event", "approval_resolution", "executor_event",
-           "ADAPTER", "TRANSPORT", "RunOf", "GRANTED", "DENIED"]
+           "ADAPTER", "TRANSPORT", "RunOf", "GRANTED", "DENIED", "HASH_FIELD", "arguments_hash",
+           "new_approval_id", "hash_of_approval", "decides_executor_approvals",
+           "decision_hash"]
 
 ADAPTER = "modelevents-tool-executor/1"
 # The transport of every event built here: they come from no provider frame (audit verify's
@@ -30,6 +42,43 @@ TRANSPORT: Transport = "executor"
 # Approval.decision of an approval.resolved: exactly one of these (the executor runs the call on
 # GRANTED and refuses it on anything else).
 GRANTED, DENIED = "granted", "denied"
+# The envelope field of approval.requested and approval.resolved that names the arguments' hash.
+HASH_FIELD = "arguments_sha256"
+
+
+def arguments_hash(arguments: Any) -> str:
+    """SHA-256 (hex) of ``arguments``' canonical JSON: keys sorted, no spaces, UTF-8."""
+    canonical = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def new_approval_id(hashed: str) -> str:
+    """A fresh approval id for arguments of hash ``hashed``: nobody can derive or guess it."""
+    return f"apr_{secrets.token_hex(16)}.{hashed}"
+
+
+def hash_of_approval(approval_id: str) -> str | None:
+    """The arguments' hash an approval id of :func:`new_approval_id` was made for, else None."""
+    _, dot, hashed = approval_id.partition(".")
+    if approval_id.startswith("apr_") and dot and len(hashed) == 64:
+        return hashed
+    return None
+
+
+def decides_executor_approvals(event: ModelEvent) -> bool:
+    """Whether ``event`` is a decision the executor may act on: built here (by the executor's
+    ``resolve_approval`` or the gateway's approvals route), not a provider stream's item."""
+    return event.source.transport == TRANSPORT and event.adapter == ADAPTER
+
+
+def decision_hash(event: ModelEvent) -> str | None:
+    """The arguments' hash an approval event's envelope names (None when it names none)."""
+    try:
+        body = orjson.loads(event.envelope.body)
+    except orjson.JSONDecodeError:
+        return None
+    hashed = body.get(HASH_FIELD) if isinstance(body, dict) else None
+    return hashed if isinstance(hashed, str) else None
 
 
 @dataclass(frozen=True)
@@ -75,12 +124,15 @@ def approval_event(call: ModelEvent | RunOf, kind: str, approval: Approval, enve
 
 
 def approval_resolution(run_id: str, tenant: str, approval_id: str, granted: bool,
-                        decided_by: str, reason: str, received_at: int) -> ModelEvent:
+                        decided_by: str, reason: str, received_at: int,
+                        hashed: str | None = None) -> ModelEvent:
     """The ``approval.resolved`` of one decision: ``decision`` GRANTED or DENIED, ``decider``
-    who decided; the envelope keeps the decision, the decider and the reason given."""
+    who decided; the envelope keeps the decision, the decider, the reason given and the hash of
+    the arguments decided on (``hashed``, else the one the approval id was made for)."""
     decision = GRANTED if granted else DENIED
     return approval_event(
         RunOf(run_id=run_id, tenant=tenant), "approval.resolved",
         Approval(approval_id=approval_id, decision=decision, decider=decided_by),
-        orjson.dumps({"decision": decision, "decided_by": decided_by, "reason": reason}),
+        orjson.dumps({"decision": decision, "decided_by": decided_by, "reason": reason,
+                      HASH_FIELD: hashed or hash_of_approval(approval_id)}),
         received_at)

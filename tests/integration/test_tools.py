@@ -30,7 +30,7 @@ import pytest
 from modelevents.consumers.audit_verify import verify_archive
 from modelevents.consumers.audit_writer import archive_topics
 from modelevents.consumers.tools.approvals import resolve_approval
-from modelevents.consumers.tools.executor import Executor, approval_id_of, operation_id
+from modelevents.consumers.tools.executor import Executor, operation_id
 from modelevents.consumers.tools.policy import Policy
 from modelevents.consumers.tools.receipts import ToolReceipt, decode_receipt
 from modelevents.consumers.tools.sqlite_tools import make_registry
@@ -201,6 +201,18 @@ def results_of(settings: PipelineSettings, run_id: str, count: int) -> dict[str,
     return {e.payload.tool_call_id: e for e in events if e.kind == "tool.result"}  # type: ignore
 
 
+def approval_of(settings: PipelineSettings, run_id: str, call_id: str) -> str:
+    """The approval id the executor asked for tool call ``call_id`` of the run under."""
+    operation = operation_id(run_id, call_id)
+
+    def asked(event: ModelEvent) -> bool:
+        return (event.kind == "approval.requested"
+                and orjson.loads(event.envelope.body).get("operation_id") == operation)
+    events = events_of(settings, run_id, lambda es: any(asked(e) for e in es),
+                       f"the approval request of {call_id}")
+    return next(e.payload.approval_id for e in events if asked(e))  # type: ignore[union-attr]
+
+
 def receipts_of(settings: PipelineSettings, run_id: str) -> list[ToolReceipt]:
     async def read() -> list[ToolReceipt]:
         return [decode_receipt(r.raw) async for r in clients.read_records(
@@ -362,7 +374,7 @@ def test_a_write_waits_for_its_approval_and_runs_only_when_granted(settings, sta
     asked = {e.payload.tool_name for e in requested if e.kind == "approval.requested"}
     assert asked == {"add_note"}
     for call_id, granted in (("yes", True), ("no", False)):
-        run(resolve_approval(run_id, approval_id_of(operation_id(run_id, call_id)), granted,
+        run(resolve_approval(run_id, approval_of(settings, run_id, call_id), granted,
                              "alice", "checked", tenant=tenant, settings=settings))
     results = results_of(settings, run_id, 2)
     assert not results["yes"].payload.is_error
@@ -379,7 +391,7 @@ def test_an_approval_decided_after_the_executor_restarted_runs_the_call_once(
               "the approval request")
     first.stop()
     start_executor(policy_for(tenant, **policy), group=f"tools-{tenant}")
-    run(resolve_approval(run_id, approval_id_of(operation_id(run_id, "c1")), True, "bob",
+    run(resolve_approval(run_id, approval_of(settings, run_id, "c1"), True, "bob",
                          tenant=tenant, settings=settings))
     assert not results_of(settings, run_id, 1)["c1"].payload.is_error
     assert rows(db, "SELECT text FROM notes") == [("later",)]

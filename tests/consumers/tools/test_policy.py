@@ -51,3 +51,26 @@ def test_a_policy_file(tmp_path):
     path.write_text("tenants:\n  acme:\n    tools: [get_weather]\n    auto_continue: true\n")
     loaded = Policy.from_file(path)
     assert loaded.check("acme", "r", READ, {}).allowed and loaded.tenants["acme"].auto_continue
+
+
+def test_admitted_calls_hold_their_place_so_side_by_side_they_cannot_overshoot():
+    rules = policy(max_calls_per_run=2, max_cost_per_run=10.0)
+    assert rules.admit("acme", "r", READ, {}).allowed
+    assert rules.admit("acme", "r", READ, {}).allowed  # two held, none charged yet
+    assert "2 tool calls per run" in rules.admit("acme", "r", READ, {}).reason
+    rules.charge("acme", "r", 0.5)  # the first ran: its place became the charge
+    assert rules.calls_by_run["r"] == 1 and rules.held_by_run["r"] == 1
+    rules.release("acme", "r", 0.5)  # the second was refused before it ran
+    assert rules.held_by_run["r"] == 0 and rules.admit("acme", "r", READ, {}).allowed
+
+
+def test_a_granted_write_is_asked_again_and_held_only_when_allowed_now():
+    rules = policy(scopes={"add_note": ["notebook:team"]}, max_calls_per_run=1)
+    note = {"notebook": "team"}
+    assert rules.admit("acme", "r", WRITE, note).verdict == "approve"  # asking holds nothing
+    assert rules.held_by_run["r"] == 0
+    assert rules.admit("acme", "r", WRITE, note, approved=True).allowed
+    assert "budget exhausted" in rules.admit("acme", "r", WRITE, note, approved=True).reason
+    rules.release("acme", "r", WRITE.cost)
+    rules.revoke("acme", "add_note", "notebook:team")
+    assert "revoked" in rules.admit("acme", "r", WRITE, note, approved=True).reason

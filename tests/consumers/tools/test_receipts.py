@@ -1,5 +1,6 @@
-"""ToolReceipt records (consumers/tools/receipts.py): a frozen sample stays readable, the header
-is the spec's single-object encoding, and the official Apache Avro library reads them."""
+"""ToolReceipt records (consumers/tools/receipts.py): the frozen sample of each version stays
+readable (v1 with today's new fields at their defaults), the header is the spec's single-object
+encoding, and the official Apache Avro library reads them."""
 
 from __future__ import annotations
 
@@ -18,17 +19,33 @@ from modelevents.consumers.tools.receipts import (
     ToolReceipt,
     decode_receipt,
     encode_receipt,
+    is_receipt,
 )
 from modelevents.schemas.errors import SchemaError
 from tests.schemas.test_interop import official_fingerprint
 
 SAMPLES = Path(__file__).parent / "samples"
+# The fields v2 added (an awaiting_approval receipt's), at their defaults.
+V2_FIELDS = {"approval_id": None, "arguments_hash": None, "held_call": None}
 
 
-def test_the_frozen_v1_sample_decodes_to_what_was_written():
-    data = (SAMPLES / "tool_receipt.v1.bin").read_bytes()
-    expected = json.loads((SAMPLES / "tool_receipt.v1.json").read_text())
-    assert asdict(decode_receipt(data)) == expected
+def sample(version: int) -> dict[str, object]:
+    expected = json.loads((SAMPLES / f"tool_receipt.v{version}.json").read_text())
+    if isinstance(expected.get("held_call"), str):
+        expected["held_call"] = bytes.fromhex(expected["held_call"])
+    return {**V2_FIELDS, **expected}
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_each_frozen_sample_decodes_to_what_was_written(version: int):
+    data = (SAMPLES / f"tool_receipt.v{version}.bin").read_bytes()
+    assert is_receipt(data)
+    assert asdict(decode_receipt(data)) == sample(version)
+
+
+def test_the_current_schema_is_v2():
+    current = encode_receipt(ToolReceipt("op", "k", "r", "t", "n", "c", "1", 0, "started", 1))
+    assert current[:10] == (SAMPLES / "tool_receipt.v2.bin").read_bytes()[:10]
 
 
 def test_a_receipt_round_trips_and_the_official_avro_library_reads_it():
@@ -47,12 +64,12 @@ def test_a_receipt_round_trips_and_the_official_avro_library_reads_it():
 
 def test_the_official_library_writes_what_the_executor_reads():
     schema = avro.schema.parse(SCHEMA_PATH.read_text())
-    expected = json.loads((SAMPLES / "tool_receipt.v1.json").read_text())
+    expected = sample(2)
     datum = {**expected, **{name: dt.datetime.fromtimestamp(expected[name] / 1000, dt.UTC)
                             for name in ("started_at", "finished_at")}}
     out = io.BytesIO()
     avro.io.DatumWriter(schema).write(datum, avro.io.BinaryEncoder(out))
-    header = (SAMPLES / "tool_receipt.v1.bin").read_bytes()[:10]
+    header = (SAMPLES / "tool_receipt.v2.bin").read_bytes()[:10]
     assert asdict(decode_receipt(header + out.getvalue())) == expected
 
 
