@@ -31,7 +31,8 @@ WORKDIR /app
 # The dependencies in a layer of their own: it is rebuilt only when pyproject.toml changes, not
 # for every change of the source.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+# The core and the extras the image's commands need: worker, gateway, tools, audit, otel.
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(dict.fromkeys(p['dependencies'] + [d for e in ('gateway', 'worker', 'tools', 'audit', 'otel') for d in p['optional-dependencies'][e]])))" \
         > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt \
     && rm /tmp/requirements.txt

@@ -46,6 +46,7 @@ from modelevents.schemas.events import (
     ToolResult,
     Usage,
 )
+from modelevents.services.errors import MissingExtra
 from modelevents.services.logs import event_fields
 
 log = logging.getLogger(__name__)
@@ -58,10 +59,6 @@ KINDS = frozenset({"run.started", "run.awaiting", "run.finished", "usage", "erro
                    "tool.result", "hosted.call", "hosted.result"})
 DEFAULT_MAX_OPEN = 100_000
 SERVICE_NAME = "modelevents"
-
-
-class MissingExtra(ConfigError):
-    """The OpenTelemetry packages are not installed."""
 
 
 # --- a run, folded ------------------------------------------------------------------------------
@@ -254,8 +251,7 @@ def _sdk() -> Any:
         from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
         from opentelemetry.sdk.trace.export import SpanExportResult
     except ImportError as exc:
-        raise MissingExtra(f"exporting OpenTelemetry spans needs the {EXTRA!r} extra "
-                           f"(pip install 'modelevents[{EXTRA}]'): {exc}") from None
+        raise MissingExtra("exporting OpenTelemetry spans", EXTRA, exc.name or str(exc)) from None
     return (trace, OTLPSpanExporter, Resource, SpanProcessor, TracerProvider, SpanExportResult)
 
 

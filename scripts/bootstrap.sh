@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv and installs modelevents with its test, benchmark and simulator extras. Idempotent and
-# cheap when nothing changed (a stamp keyed by pyproject.toml's hash). Needs python3 >= 3.11.
+# Creates .venv and installs modelevents with every extra (all) and the test and benchmark ones.
+# Idempotent and cheap when nothing changed (a stamp keyed by pyproject.toml's hash). Needs python3 >= 3.11.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv"
@@ -16,7 +16,7 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   echo "installing modelevents and its dependencies into $venv (first run takes a minute)" >&2
   log="$venv/install.log"
   if ! { "$venv/bin/python" -m pip install --upgrade pip setuptools wheel &&
-         "$venv/bin/python" -m pip install -e "$root[test,bench,simulator]"; } >"$log" 2>&1; then
+         "$venv/bin/python" -m pip install -e "$root[all,test,bench]"; } >"$log" 2>&1; then
     tail -n 30 "$log" >&2
     echo "installing modelevents failed; the whole pip log is in $log" >&2
     exit 1

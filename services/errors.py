@@ -15,7 +15,7 @@ __all__ = ["KafkaUnavailable", "KafkaAuthenticationFailed", "KafkaSetupError", "
            "PortInUseError", "StorageFormatError", "BrokerStartError", "BrokerStartTimeout",
            "ProviderHTTPError", "FollowUpFailed", "RequestRefused", "Unauthorized",
            "WebhookRejected", "DemoError", "UnreadableState", "CapabilityRejected",
-           "UnknownScenario", "ManifestError", "MissingSDKError", "Rejection"]
+           "UnknownScenario", "ManifestError", "MissingSDKError", "MissingExtra", "Rejection"]
 
 # --- Kafka -------------------------------------------------------------------------------------
 
@@ -160,6 +160,17 @@ class UnknownScenario(InputError, LookupError):
 
 class MissingSDKError(ConfigError):
     """An official provider SDK needed for request validation is not installed."""
+
+
+class MissingExtra(ConfigError):
+    """What was asked needs packages of an extra that is not installed; the message names the
+    extra and the ``pip install`` line."""
+
+    def __init__(self, what: str, extra: str, missing: str) -> None:
+        super().__init__(f"{what} needs the {extra!r} extra: pip install 'modelevents[{extra}]' "
+                         f"({missing} is not installed)")
+        self.extra = extra
+        self.missing = missing
 
 
 class DemoError(ModelEventsError):

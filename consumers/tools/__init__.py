@@ -15,7 +15,25 @@ records (DESIGN.md "Consumers"; docs/tools.md).
     sqlite_tools.py  two example tools against a SQLite system of record
 """
 
-from modelevents.consumers.tools.contract import ToolContract, ToolError
-from modelevents.consumers.tools.registry import ToolRegistry, load_registry
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from modelevents.consumers.tools.contract import ToolContract, ToolError
+    from modelevents.consumers.tools.registry import ToolRegistry, load_registry
 
 __all__ = ["ToolContract", "ToolError", "ToolRegistry", "load_registry"]
+
+# Imported when first asked for: the audit archive and `tail` read receipts.py without the
+# 'tools' extra (jsonschema), which contract.py needs.
+_HOME = {"ToolContract": "contract", "ToolError": "contract", "ToolRegistry": "registry",
+         "load_registry": "registry"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)

@@ -13,6 +13,7 @@ import sys
 import modelevents.schemas
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.services import logs
+from modelevents.services.cli.extras import missing_extra, register_unavailable
 from modelevents.services.settings.problems import ConfigProblems
 
 # Each module exposes register(subparsers); the order here is the order in --help.
@@ -47,12 +48,20 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_option(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # a core install without this command's extra
+            register_unavailable(sub, name.rsplit(".", 1)[1], exc)
+        else:
+            module.register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "unavailable", False):
+        args = parser.parse_args(argv)  # argparse's own error for what it does not know
     try:
         logs.configure(args.log_format)
         return args.run(args) or 0
@@ -62,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ModelEventsError as exc:
         logs.report(f"modelevents: error: {exc}")
+        return 2
+    except ModuleNotFoundError as exc:
+        missing = missing_extra(args.command, exc)
+        if missing is None:
+            raise
+        logs.report(f"modelevents: error: {missing}")
         return 2
     except KeyboardInterrupt:
         logs.report("modelevents: interrupted")
