@@ -5,15 +5,18 @@ runs the application's tool, records every attempt on ``receipts`` and answers t
 One call, in order::
 
     receipt of this operation already final?  → send its result again (same event id: deduped)
-    unknown tool / arguments not JSON / arguments break the schema  → error result
+    unknown tool / arguments over their limits (arguments.py) or elided and not rebuilt /
+        arguments break the schema  → error result
     policy: deny → error result with the reason; approve → approval.requested, wait for
             approval.resolved (granted: go on; denied: error result)
-    earlier attempt started and never finished, or finished unknown → reconcile hook first
+    earlier attempt started and never finished, or finished unknown → reconcile hook first;
+        a write without one ends unknown, never run again
     attempt: receipt "started" (acknowledged) → the tool, under its timeout → receipt "finished"
         retryable error → back off, next attempt (up to the contract's max_attempts)
         unknown outcome (a write timed out, the tool said so) → reconcile; nothing found → retry
         output over its schema → failed (drift); postcondition → confirmed | violated
     final receipt (with the result) → tool.result on ingest
+    any exception on the way → that call's final receipt (_broken), the executor goes on
 
 Provider-hosted tools (``hosted.call``) are never read, let alone executed: they are not
 ``tool.call`` events. A redelivered, replayed or re-proposed call (the same run and tool call id)
@@ -483,9 +486,9 @@ class Executor:
     async def _finish(self, call: _Call, attempt: int, started: int, final: _Final,
                       cost: float) -> None:
         """The final receipt (with the result) and the result for the model, sent together
-        and both acknowledged. Should the executor die between the two acknowledgements, the
-        next one finds the attempt unfinished, reconciles it and sends the same result again
-        (the same event id: deduped)."""
+        and both acknowledged. Should the executor die before the receipt's acknowledgement,
+        the next one finds the attempt unfinished and reconciles it (a write without a hook:
+        unknown); after it, it sends the same result again (the same event id: deduped)."""
         if final.is_error:
             shaped = shape_error(final.output)
             final.output, final.injection, final.truncated = (shaped.text, shaped.injection,

@@ -12,7 +12,8 @@ means:
                 no reconcile hook or the hook could not tell); the model is told so
 
 A ``started`` attempt with no ``finished`` record (the executor died mid-call) is read as
-unknown: the next executor reconciles it before it tries again.
+unknown: the next executor reconciles it before it tries again; a write without a reconcile hook
+then ends ``unknown`` and is never run again.
 """
 
 from __future__ import annotations
