@@ -6,7 +6,10 @@ records (DESIGN.md "Consumers"; docs/tools.md).
     registry.py      ToolRegistry and ``load_registry("package.module")``
     policy.py        who may call what, on which objects, within which budget, with whose approval
     receipts.py      ToolReceipt records on the ``receipts`` topic (Avro, single-object encoding)
-    output.py        tool output as data: capped, marked untrusted, prompt injection flagged
+    arguments.py     a call's arguments parsed under limits (size, depth, type) before all else
+    elided_arguments.py  arguments too large for their tool.call, rebuilt from the run's deltas
+    output.py        tool output as data: any value as text, capped, marked untrusted, prompt
+                     injection flagged
     results.py       the events the executor writes to ``ingest`` (tool.result, approval.*)
     approvals.py     ``resolve_approval(...)``: an approval decision onto ``ingest``
     approval_book.py the calls waiting for an approval; a decision finds its call by one lookup

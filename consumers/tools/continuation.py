@@ -21,6 +21,7 @@ import httpx
 from modelevents.consumers.tools.policy import Policy
 from modelevents.consumers.tools.registry import ToolRegistry
 from modelevents.schemas.events import ModelEvent
+from modelevents.services.run_logic.executor_events import outcome_unknown
 
 __all__ = ["Continuation"]
 
@@ -43,6 +44,10 @@ class Continuation:
     async def after_result(self, result: ModelEvent) -> None:
         rules = self.policy.tenant(result.tenant)
         if rules is None or not rules.auto_continue or not rules.continue_target:
+            return
+        if outcome_unknown(result):
+            log.warning("run %s not continued: a tool call's outcome is unknown (seq %s); the "
+                        "application reconciles it", result.run_id, result.seq)
             return
         headers = ({"Authorization": f"Bearer {rules.gateway_token}"}
                    if rules.gateway_token else {})

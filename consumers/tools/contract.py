@@ -24,6 +24,8 @@ from typing import Any, Literal
 import jsonschema
 import orjson
 
+from modelevents.consumers.tools import arguments as argument_limits
+
 __all__ = ["ToolContract", "ToolError", "ToolOutcome", "ErrorKind", "Earlier", "canonical_json"]
 
 ErrorKind = Literal["retryable", "permanent", "unknown"]
@@ -77,7 +79,8 @@ class ToolContract:
     in the system of record that the call did what it says (None: not checked).
     ``reconcile(operation_id, idempotency_key)`` looks up an earlier attempt's outcome and returns
     :class:`Earlier` or None (nothing happened). ``scope(arguments)`` names the object the call
-    touches, for the policy's object scope.
+    touches, for the policy's object scope. ``max_argument_bytes`` and ``max_argument_depth``
+    bound the arguments before anything else reads them (``arguments.py``).
     """
 
     name: str
@@ -88,6 +91,8 @@ class ToolContract:
     action: Literal["read", "write"] = "read"
     timeout_s: float = 10.0
     max_output_bytes: int = 16_384
+    max_argument_bytes: int = argument_limits.MAX_BYTES
+    max_argument_depth: int = argument_limits.MAX_DEPTH
     max_attempts: int = 3
     cost: float = 0.0
     output_schema: dict[str, Any] | None = None

@@ -5,18 +5,21 @@ runs the application's tool, records every attempt on ``receipts`` and answers t
 One call, in order::
 
     receipt of this operation already final?  → send its result again (same event id: deduped)
-    unknown tool / arguments not JSON / arguments break the schema  → error result
+    unknown tool / arguments over their limits (arguments.py) or elided and not rebuilt /
+        arguments break the schema  → error result
     policy: deny → error result with the reason; approve → awaiting receipt, approval.requested
             under a fresh approval id bound to the arguments' hash; wait for approval.resolved
             of that tenant, run and approval (granted: the policy is asked again, then go on;
             denied: error result); the same call id proposed with other arguments meanwhile
             → error result, nothing runs
-    earlier attempt started and never finished, or finished unknown → reconcile hook first
+    earlier attempt started and never finished, or finished unknown → reconcile hook first;
+        a write without one ends unknown, never run again
     attempt: receipt "started" (acknowledged) → the tool, under its timeout → receipt "finished"
         retryable error → back off, next attempt (up to the contract's max_attempts)
         unknown outcome (a write timed out, the tool said so) → reconcile; nothing found → retry
         output over its schema → failed (drift); postcondition → confirmed | violated
     final receipt (with the result) → tool.result on ingest
+    any exception on the way → that call's final receipt (_broken), the executor goes on
 
 Provider-hosted tools (``hosted.call``) are never read, let alone executed: they are not
 ``tool.call`` events. A redelivered, replayed or re-proposed call (the same run and tool call id)
@@ -47,9 +50,16 @@ from modelevents.consumers.tools.approval_book import (
     Waiting,
     held_call,
 )
+from modelevents.consumers.tools.arguments import ArgumentsRefused, parse_arguments
 from modelevents.consumers.tools.continuation import Continuation
 from modelevents.consumers.tools.contract import Earlier, ToolContract, ToolError, ToolOutcome
-from modelevents.consumers.tools.output import ENVELOPE_TYPE, shape_output
+from modelevents.consumers.tools.elided_arguments import rebuilt_arguments
+from modelevents.consumers.tools.output import (
+    ENVELOPE_TYPE,
+    cut_text,
+    shape_error,
+    shape_output,
+)
 from modelevents.consumers.tools.policy import Policy
 from modelevents.consumers.tools.receipts import (
     ToolReceipt,
@@ -68,8 +78,9 @@ from modelevents.consumers.tools.results import (
     new_approval_id,
     tool_result_event,
 )
-from modelevents.schemas.errors import SchemaError
+from modelevents.schemas.errors import ConfigError, SchemaError
 from modelevents.schemas.events import Approval, ModelEvent, ToolCall, ToolResult
+from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 
@@ -82,6 +93,18 @@ KINDS = frozenset({"tool.call", "approval.resolved", "tool.result"})
 
 def operation_id(run_id: str, tool_call_id: str) -> str:
     return "op_" + hashlib.sha256(f"{run_id}\x00{tool_call_id}".encode()).hexdigest()[:32]
+
+
+def message_of(exc: BaseException) -> str:
+    """An exception's message, capped, even when reading it raises."""
+    try:
+        return cut_text(str(exc))
+    except Exception:
+        return f"<the message of a {type(exc).__name__} could not be read>"
+
+
+def described(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {message_of(exc)}"
 
 
 @dataclass(frozen=True)
@@ -105,6 +128,11 @@ class _Call:
     arguments: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str = ""
     approved: bool = False  # an approval granted it: the policy is asked again before it runs
+    # How far it got, for what an exception means (_broken): an attempt of it may have run (a
+    # started receipt), the tool returned (its outcome, not yet recorded).
+    attempt: int = 0
+    may_have_run: bool = False
+    returned: ToolOutcome | None = None
 
 
 @dataclass
@@ -203,6 +231,16 @@ class Executor:
     # --- one call -------------------------------------------------------------------------------
 
     async def _on_call(self, call: _Call) -> None:
+        """One call to its final receipt. Whatever goes wrong inside becomes that call's final
+        receipt and result (:meth:`_broken`), and the executor goes on with the next call."""
+        try:
+            await self._take_call(call)
+        except (KafkaUnavailable, ConfigError):
+            raise  # no broker, no topic: the process stops; the next one takes the call again
+        except Exception as exc:  # a stop (CancelledError) is no Exception: it stays a stop
+            await self._broken(call, exc)
+
+    async def _take_call(self, call: _Call) -> None:
         latest = self.receipts.get(call.operation_id)
         if latest is not None and latest.phase == "finished" and latest.result is not None:
             # Decided before (a redelivery, a replay, a restart after the receipt): the same
@@ -217,10 +255,11 @@ class Executor:
                                "offers no such tool")
             return
         try:
-            arguments = orjson.loads(call.payload.arguments or "{}")
-        except orjson.JSONDecodeError as exc:
-            await self._refuse(call, "invalid", f"arguments of {name!r} are not JSON ({exc}); "
-                               "send a JSON object that fits the tool's parameters")
+            arguments = parse_arguments(await self._arguments_text(call),
+                                        max_bytes=call.contract.max_argument_bytes,
+                                        max_depth=call.contract.max_argument_depth)
+        except ArgumentsRefused as exc:
+            await self._refuse(call, "invalid", f"arguments of {name!r} {exc}")
             return
         problems = call.contract.argument_errors(arguments)
         if problems:
@@ -232,8 +271,12 @@ class Executor:
         call.idempotency_key = call.contract.idempotency_key(
             call.event.run_id, call.payload.tool_call_id, arguments)
         if latest is not None:
-            # Attempted before and not final: the outcome is unknown, reconcile first.
-            await self._attempts(call, latest.attempt + 1, reconcile_first=True)
+            # Attempted before and not final. Started and never finished (the executor
+            # stopped), or finished unknown: it may have happened, reconcile first. A retryable
+            # failure (stopped while backing off): nothing happened, the next attempt.
+            call.attempt = latest.attempt
+            call.may_have_run = latest.phase == "started" or latest.outcome == "unknown"
+            await self._attempts(call, latest.attempt + 1, reconcile_first=call.may_have_run)
             return
         if await self._asked_already(call):
             return
@@ -341,6 +384,13 @@ class Executor:
         contract = call.contract
         assert contract is not None
         if reconcile_first:
+            if contract.reconcile is None and contract.action == "write":
+                await self._finish(call, attempt - 1, now_ms(), _Final(
+                    "unknown", f"{contract.name}: attempt {attempt - 1} started and its outcome "
+                    "was never recorded (the executor stopped, or the outcome was unknown); the "
+                    "tool has no reconcile hook to check it, and it was not run again because "
+                    "it may have happened", True, error_class="unknown"), cost=0.0)
+                return
             earlier = await self._reconcile(call)
             if earlier is not None:
                 await self._finish(call, attempt - 1, now_ms(),
@@ -350,8 +400,10 @@ class Executor:
         last_error = ""
         while attempt <= contract.max_attempts:
             started = now_ms()
+            call.attempt = attempt
             await self._receipt(self._receipt_of(call, attempt, "started", started,
                                                  cost=contract.cost))
+            call.may_have_run = True
             self.policy.charge(call.event.tenant, call.event.run_id, contract.cost)
             context = CallContext(call.operation_id, call.idempotency_key, attempt,
                                   call.event.tenant, call.event.run_id, call.payload.tool_call_id)
@@ -363,19 +415,17 @@ class Executor:
                 kind = "unknown" if contract.action == "write" else "retryable"
                 last_error = f"no answer within {contract.timeout_s} s"
             except ToolError as exc:
-                kind, last_error = exc.kind, str(exc)
+                kind, last_error = exc.kind, message_of(exc)
                 if exc.retry_after_s is not None:
                     retry_after = exc.retry_after_s
             except Exception as exc:  # a tool's own bug: nothing is known to have happened
-                kind, last_error = "permanent", f"{type(exc).__name__}: {exc}"
+                kind, last_error = "permanent", described(exc)
             else:
-                if isinstance(value, ToolOutcome):
-                    await self._finish(call, attempt, started,
-                                       self._succeeded(call, value.output, value.external_id),
-                                       cost=value.cost)
-                else:
-                    await self._finish(call, attempt, started,
-                                       self._succeeded(call, value, None), cost=0.0)
+                outcome = value if isinstance(value, ToolOutcome) else ToolOutcome(value)
+                call.returned = outcome
+                await self._finish(call, attempt, started,
+                                   self._succeeded(call, outcome.output, outcome.external_id),
+                                   cost=outcome.cost)
                 return
             if kind == "permanent":
                 await self._finish(call, attempt, started, _Final(
@@ -404,6 +454,54 @@ class Executor:
         await self._finish(call, attempt - 1, now_ms(), _Final(
             "failed", f"{contract.name} failed after {contract.max_attempts} attempts: "
             f"{last_error}", True, error_class="retryable"), cost=0.0)
+
+    async def _broken(self, call: _Call, exc: Exception) -> None:
+        """The final receipt of a call whose handling raised: never a failure of a tool that
+        may have acted, never a retry. The tool returned: succeeded, with a note that its
+        output could not be recorded; an attempt may have run: unknown; else failed (internal).
+        Should even that not be written: Kafka is down, the process stops (the next one finds
+        the attempt unfinished, or no receipt at all); Kafka refused the record (ids too large
+        for one), the call is logged and left unanswered — never a crash loop."""
+        log.exception("call %s of run %s: its handling failed", call.operation_id,
+                      call.event.run_id)
+        name = call.payload.tool_name
+        why = described(exc)
+        if call.returned is not None:
+            final = _Final("succeeded", f"{name} ran and returned, but its output could not be "
+                           f"recorded ({why}); it was not run again", False,
+                           external_id=call.returned.external_id, postcondition="not_checked",
+                           error_class="internal")
+        elif call.may_have_run:
+            final = _Final("unknown", f"{name}: the outcome is unknown ({why}); it was not "
+                           "retried because it may have happened", True, error_class="internal")
+        else:
+            final = _Final("failed", f"the executor could not handle this call ({why}); "
+                           "nothing was run", True, error_class="internal")
+        try:
+            await self._finish(call, call.attempt, now_ms(), final, cost=0.0)
+        except (KafkaUnavailable, ConfigError):
+            raise
+        except Exception:
+            log.exception("call %s of run %s: not even its final receipt could be written; it "
+                          "is left unanswered", call.operation_id, call.event.run_id)
+
+    async def _arguments_text(self, call: _Call) -> str:
+        """The call's arguments; elided on the event (over the piece limit), rebuilt from the
+        run's ``tool.call.delta`` events — or refused, never read as ``{}``."""
+        elided = call.event.elided
+        if elided is None or elided.field != "arguments":
+            return call.payload.arguments
+        contract = call.contract
+        assert contract is not None
+        if elided.size > contract.max_argument_bytes:
+            raise ArgumentsRefused(f"are {elided.size} bytes, over the limit of "
+                                   f"{contract.max_argument_bytes}; send smaller arguments")
+        try:
+            return await rebuilt_arguments(self.settings, call.event)
+        except (ValueError, SchemaError) as exc:
+            raise ArgumentsRefused(f"({elided.size} bytes) were too large for the tool.call "
+                                   f"and could not be rebuilt from the run's deltas ({exc}); "
+                                   "nothing was run") from None
 
     async def _reconcile(self, call: _Call) -> Earlier | None:
         contract = call.contract
@@ -451,9 +549,13 @@ class Executor:
     async def _finish(self, call: _Call, attempt: int, started: int, final: _Final,
                       cost: float) -> None:
         """The final receipt (with the result) and the result for the model, sent together
-        and both acknowledged. Should the executor die between the two acknowledgements, the
-        next one finds the attempt unfinished, reconciles it and sends the same result again
-        (the same event id: deduped)."""
+        and both acknowledged. Should the executor die before the receipt's acknowledgement,
+        the next one finds the attempt unfinished and reconciles it (a write without a hook:
+        unknown); after it, it sends the same result again (the same event id: deduped)."""
+        if final.is_error:
+            shaped = shape_error(final.output)
+            final.output, final.injection, final.truncated = (shaped.text, shaped.injection,
+                                                              shaped.truncated)
         receipt = self._receipt_of(
             call, attempt, "finished", started, outcome=final.outcome,
             external_id=final.external_id, postcondition=final.postcondition,

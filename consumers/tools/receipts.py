@@ -12,7 +12,8 @@ means:
                 no reconcile hook or the hook could not tell); the model is told so
 
 A ``started`` attempt with no ``finished`` record (the executor died mid-call) is read as
-unknown: the next executor reconciles it before it tries again. An ``awaiting_approval`` record
+unknown: the next executor reconciles it before it tries again; a write without a reconcile hook
+then ends ``unknown`` and is never run again. An ``awaiting_approval`` record
 (attempt 0) says a call waits for an approval: which one, the arguments' hash, and the call
 itself, so a restarted executor finds the call a decision names without reading ``events``.
 

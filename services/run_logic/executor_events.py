@@ -33,7 +33,7 @@ from modelevents.schemas.vocabulary import Transport
 __all__ = ["tool_result_event", "approval_event", "approval_resolution", "executor_event",
            "ADAPTER", "TRANSPORT", "RunOf", "GRANTED", "DENIED", "HASH_FIELD", "arguments_hash",
            "new_approval_id", "hash_of_approval", "decides_executor_approvals",
-           "decision_hash"]
+           "decision_hash", "outcome_unknown"]
 
 ADAPTER = "modelevents-tool-executor/1"
 # The transport of every event built here: they come from no provider frame (audit verify's
@@ -115,6 +115,18 @@ def tool_result_event(call: ModelEvent, tool_name: str, tool_call_id: str, outpu
                           ToolResult(tool_name=tool_name, tool_call_id=tool_call_id,
                                      output=output, is_error=is_error),
                           envelope, content_type, received_at)
+
+
+def outcome_unknown(event: ModelEvent) -> bool:
+    """Whether ``event`` is an executor's tool.result saying the call may or may not have acted
+    (its envelope's ``outcome`` is ``unknown``): the application reconciles it, nobody retries."""
+    if event.adapter != ADAPTER or not getattr(event.payload, "is_error", False):
+        return False
+    try:
+        about = orjson.loads(event.envelope.body)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(about, dict) and about.get("outcome") == "unknown"
 
 
 def approval_event(call: ModelEvent | RunOf, kind: str, approval: Approval, envelope: bytes,

@@ -10,8 +10,9 @@ reason ``continuation``: the application must act before the run goes on), and t
 
 Illegal transitions never raise: the run is flagged ``needs_reconciliation`` with a note and the
 caller learns the outcome (``Outcome.ILLEGAL``) so that a stream processor can route the event to
-the dead-letter topic. Likewise a truncated stream and an ``unknown`` provider event flag the run:
-a run whose full story we do not know must not look clean.
+the dead-letter topic. Likewise a truncated stream, an ``unknown`` provider event and a tool
+result whose outcome is unknown (the executor could not tell whether the call acted) flag the
+run: a run whose full story we do not know must not look clean.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from modelevents.schemas.events import (
     Usage,
 )
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES, RunState
+from modelevents.services.run_logic.executor_events import outcome_unknown
 
 # Awaiting reason → the state the run waits in.
 AWAITING_STATE = {
@@ -151,6 +153,9 @@ class RunMachine:
 
     def _on_tool_result(self, event: ModelEvent, payload: ToolResult) -> bool:
         call_id = payload.tool_call_id
+        if outcome_unknown(event):
+            self._flag(f"tool call {call_id}: its outcome is unknown (it may have acted and was "
+                       "not retried); reconcile it before the run goes on")
         if call_id in self.state.open_tool_calls:
             self.state.open_tool_calls.remove(call_id)
             return True

@@ -63,12 +63,17 @@ def chat_run(deltas: list[str], completion_id: str) -> bytes:
                 b"[DONE]")
 
 
-def responses_tool_run(arguments: str) -> bytes:
+def responses_tool_run(arguments: str, name: str = "write_file", whole_at_done: bool = True
+                       ) -> bytes:
+    """A function call whose arguments come in one delta; ``whole_at_done=False``: the item's
+    done does not repeat them (the tool.call then takes the held ones, elided past the hold)."""
     response = {"id": "resp_big", "object": "response", "status": "in_progress",
                 "model": "gpt-5-mini", "output": []}
     item = {"id": "fc_big", "type": "function_call", "status": "in_progress", "arguments": "",
-            "call_id": "call_big", "name": "write_file"}
-    done_item = {**item, "status": "completed", "arguments": arguments}
+            "call_id": "call_big", "name": name}
+    done_item = {**item, "status": "completed"}
+    if whole_at_done:
+        done_item["arguments"] = arguments
     return _sse(
         {"type": "response.created", "sequence_number": 0, "response": response},
         {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from modelevents.schemas import events as ev
+from modelevents.services.run_logic.executor_events import tool_result_event
 from modelevents.services.run_logic.run_machine import Outcome, RunMachine, run_state_of
 from tests.schemas.sample_records import model_event
 
@@ -70,6 +72,18 @@ def test_awaiting_tool_results_is_not_finished():
     st = run_state_of([started(), tool_call(), awaiting()])
     assert (st.status, st.reason, st.open_tool_calls) == ("waiting_for_tool", "tool_results", ["call_1"])
     assert not st.terminal
+
+
+def test_a_tool_result_of_unknown_outcome_leaves_the_run_waiting_and_flagged():
+    def executor_result(call_id: str, outcome: str) -> ev.ModelEvent:
+        return tool_result_event(tool_call(call_id), "f", call_id, "may have happened", True,
+                                 orjson.dumps({"outcome": outcome}), "application/json", 0)
+    st = run_state_of([started(), tool_call("a"), tool_call("b"), awaiting(),
+                       executor_result("a", "failed"), executor_result("b", "unknown")])
+    assert (st.status, st.open_tool_calls, st.needs_reconciliation) == (
+        "waiting_for_tool", [], True)
+    assert st.reconciliation_notes == ["tool call b: its outcome is unknown (it may have acted "
+                                       "and was not retried); reconcile it before the run goes on"]
 
 
 def test_pause_turn_waits_for_continuation():
