@@ -10,36 +10,16 @@ it is wrapped in a notice that says it is data.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from modelevents.consumers.tools.injection import injection_signals
+
 __all__ = ["ToolOutput", "shape_output", "injection_signals", "ENVELOPE_TYPE"]
 
 ENVELOPE_TYPE = "application/vnd.modelevents.tool-output+json"
-
-# Phrases by which text addresses the model rather than informs it (after OWASP LLM01's
-# examples); deliberately simple: a flag for the application and the model, not a filter.
-_INJECTION = {
-    "ignore_instructions": re.compile(
-        r"\b(ignore|disregard|forget)\b.{0,40}\b(previous|prior|above|earlier|all)\b.{0,20}"
-        r"\b(instructions?|prompts?|rules|messages?)\b", re.I | re.S),
-    "role_override": re.compile(r"\b(you are now|act as|new instructions?|system prompt)\b",
-                                re.I),
-    "fake_role_tag": re.compile(r"<\s*/?\s*(system|assistant|instructions?)\s*>|^\s*(system|"
-                                r"assistant)\s*:", re.I | re.M),
-    "tool_coercion": re.compile(r"\b(call|invoke|run|use)\b.{0,30}\b(tool|function)\b.{0,60}"
-                                r"\b(now|immediately|instead)\b", re.I | re.S),
-    "exfiltration": re.compile(r"\b(send|post|upload|forward)\b.{0,60}\b(api[_ ]?keys?|"
-                               r"passwords?|secrets?|credentials|tokens?)\b", re.I | re.S),
-}
-
-
-def injection_signals(text: str) -> list[str]:
-    return [name for name, pattern in _INJECTION.items() if pattern.search(text)]
-
 
 @dataclass
 class ToolOutput:
