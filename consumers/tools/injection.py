@@ -129,6 +129,8 @@ _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
 _PLACEHOLDER = re.compile(r"[{}<>\[\]$]|\b[A-Z_]*(?:DATA|SECRET|SUMMARY|CONVERSATION|CHAT|"
                           r"HISTORY|PASSWORD|KEY|TOKEN|INFO|CONTEXT|PROMPT|EMAIL|MEMORY)[A-Z_]*\b")
 _WORDS = re.compile(r"\w+")
+# Control characters but the whitespace ones: text has almost none, binary data many.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 SIGNALS = (*dict.fromkeys(rule.signal for rule in _RULES), "markdown_exfiltration",
            "encoded_instructions", "obfuscated_text")
@@ -226,7 +228,11 @@ def _markdown_exfiltration(text: str) -> bool:
         image, url = match.group(1) == "!", match.group(2)
         if url.endswith("="):
             return True
-        for _, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        try:
+            query = urlsplit(url).query
+        except ValueError:  # not a URL ("http://[" opens an IPv6 address it does not close)
+            continue
+        for _, value in parse_qsl(query, keep_blank_values=True):
             if _PLACEHOLDER.search(value):
                 return True
             if image and (len(_WORDS.findall(unquote_plus(value))) >= 3 or _base64_texts(value)):
@@ -247,6 +253,6 @@ def _base64_texts(text: str) -> list[str]:
             decoded = raw.decode()
         except (binascii.Error, UnicodeDecodeError, ValueError):
             continue
-        if sum(c.isprintable() or c.isspace() for c in decoded) >= 0.95 * len(decoded):
+        if len(_CONTROL.findall(decoded)) <= 0.05 * len(decoded):
             texts.append(decoded)
     return texts

@@ -7,6 +7,8 @@ import base64
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from modelevents.consumers.tools.injection import SIGNALS, injection_signals
 from tests.paths import INJECTION_CORPUS
@@ -71,3 +73,13 @@ def test_an_encoded_benign_text_and_an_image_are_not_flagged():
     note = base64.b64encode(b"Your parcel arrives on Thursday between 9 and 12.").decode()
     assert injection_signals(f'{{"note": "{note}", "img": "data:image/png;base64,'
                              'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4"}') == []
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=300)
+       | st.from_regex(r"!?\[[^\]]*\]\(https?://[^)]*\)", fullmatch=False))
+def test_any_text_is_scanned_without_an_exception(text):
+    assert set(injection_signals(text)) <= set(SIGNALS)
+
+
+def test_a_markdown_link_that_is_not_a_url_is_passed_over():
+    assert injection_signals("![x](http://[unclosed/?q={x})") == []
