@@ -11,13 +11,14 @@ it is wrapped in a notice that says it is data.
 from __future__ import annotations
 
 import base64
-import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import islice
 from typing import Any
 
 import orjson
+
+from modelevents.consumers.tools.injection import injection_signals
 
 __all__ = ["ToolOutput", "shape_output", "shape_error", "as_text", "injection_signals",
            "cut_text", "ENVELOPE_TYPE", "RESULT_BYTES", "ERROR_BYTES", "CUT"]
@@ -29,27 +30,6 @@ RESULT_BYTES = 256 * 1024
 ERROR_BYTES = 8 * 1024
 MAX_DEPTH = 64  # nesting kept of an output JSON cannot write as it is
 CUT = "[cut: nested too deep or too large]"
-
-# Phrases by which text addresses the model rather than informs it (after OWASP LLM01's
-# examples); deliberately simple: a flag for the application and the model, not a filter.
-_INJECTION = {
-    "ignore_instructions": re.compile(
-        r"\b(ignore|disregard|forget)\b.{0,40}\b(previous|prior|above|earlier|all)\b.{0,20}"
-        r"\b(instructions?|prompts?|rules|messages?)\b", re.I | re.S),
-    "role_override": re.compile(r"\b(you are now|act as|new instructions?|system prompt)\b",
-                                re.I),
-    "fake_role_tag": re.compile(r"<\s*/?\s*(system|assistant|instructions?)\s*>|^\s*(system|"
-                                r"assistant)\s*:", re.I | re.M),
-    "tool_coercion": re.compile(r"\b(call|invoke|run|use)\b.{0,30}\b(tool|function)\b.{0,60}"
-                                r"\b(now|immediately|instead)\b", re.I | re.S),
-    "exfiltration": re.compile(r"\b(send|post|upload|forward)\b.{0,60}\b(api[_ ]?keys?|"
-                               r"passwords?|secrets?|credentials|tokens?)\b", re.I | re.S),
-}
-
-
-def injection_signals(text: str) -> list[str]:
-    return [name for name, pattern in _INJECTION.items() if pattern.search(text)]
-
 
 @dataclass
 class ToolOutput:

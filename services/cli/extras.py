@@ -22,10 +22,10 @@ COMMAND_EXTRAS = {
 # For a command not listed: the extra a missing top-level module comes from.
 MODULE_EXTRAS = {
     "fastapi": "gateway", "starlette": "gateway", "uvicorn": "gateway",
-    "swagger_ui_bundle": "gateway", "tenacity": "gateway", "httpx": "gateway",
-    "faust": "worker", "mode": "worker", "jsonschema": "tools", "pyarrow": "audit",
-    "opentelemetry": "otel", "openai": "simulator", "anthropic": "simulator",
-    "google": "simulator",
+    "fastapi_offline": "gateway", "tenacity": "gateway", "httpx": "gateway",
+    "faust": "worker", "mode": "worker", "jsonschema": "tools", "confusable_homoglyphs": "tools",
+    "pyarrow": "audit", "opentelemetry": "otel", "openai": "simulator",
+    "anthropic": "simulator", "google": "simulator",
 }
 
 

@@ -1,8 +1,9 @@
 """The operator's page (``/ui``) in a real headless Chromium (Debian's, driven by Playwright),
 against the real pipeline: the broker, a ``modelevents worker`` subprocess, the gateway on a
 loopback port, the provider simulator serving recorded streams as real SSE, and the real tool
-executor for approvals. Nothing in the page is faked; what the tests wait for with Playwright's
-``expect`` is bounded by a hang guard, never a timing assertion.
+executor for approvals; and ``/docs`` under its Content-Security-Policy. Nothing in the page is
+faked; what the tests wait for with Playwright's ``expect`` is bounded by a hang guard, never a
+timing assertion.
 
 Playwright's sync API keeps an event loop running in this thread, so everything that talks to
 Kafka from the test itself goes through :func:`off_loop` (a thread of its own).
@@ -488,5 +489,75 @@ def test_the_page_loads_nothing_from_outside_the_gateway(browser, settings,
         visitor.goto(f"{gateway.url}/ui")
         expect(visitor.locator("#list-status")).not_to_be_empty(timeout=GUARD_MS)
         assert asked and all(url.startswith(gateway.url) for url in asked), asked
+    finally:
+        context.close()
+
+
+# --- URLs from a run, and /docs, under their policies -------------------------------------------
+
+SCRIPT_URL = "javascript:alert(1)"
+HTML_DATA_URL = "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg=="
+
+
+def hostile_urls_frames(run_id: str) -> list:
+    """GROUNDED (a Gemini stream with two cited sources) whose first source is SCRIPT_URL, with a
+    file part whose URI is HTML_DATA_URL: what a hostile provider or a forwarded stream can
+    send."""
+    body = (FIXTURES / "gemini-generate/grounding-citations.sse").read_text(encoding="utf-8")
+    assert "https://example.com/a" in body
+    body = body.replace("https://example.com/a", SCRIPT_URL).replace(
+        '"parts":[{"text":"Café ☕ opens at 8. "}]',
+        '"parts":[{"text":"Café ☕ opens at 8. "},{"fileData":{"mimeType":"text/html",'
+        f'"fileUri":"{HTML_DATA_URL}"}}}}]', 1)
+    fed = feeder.frames_for_bytes(body.encode(), api="gemini-generate", run_id=run_id,
+                                  received_at=int(time.time() * 1000))
+    return with_end_markers(fed.frames)
+
+
+def test_a_runs_javascript_and_data_urls_are_shown_as_text_never_as_links(
+        settings, start_gateway, page):
+    gateway = start_gateway()
+    run_id = f"ui-urls-{uuid.uuid4().hex[:8]}"
+    feed_frames(settings, hostile_urls_frames(run_id))
+    open_run_from_list(page, gateway, run_id)
+    expect(page.locator("#terminal")).to_have_attribute("data-status", "completed")
+
+    # The http(s) source is a link; the javascript: one is its title as text.
+    expect(page.locator("ol.citations a").first).to_have_attribute("href",
+                                                                   "https://example.org/b")
+    expect(page.locator("ol.citations .inert-url").first).to_have_text("example.com")
+    # The media's data: URI is shown, as text.
+    media = page.locator(".item.media")
+    expect(media).to_contain_text(HTML_DATA_URL)
+    expect(media.locator(".inert-url")).to_have_count(1)
+    for scheme in ("javascript:", "data:"):
+        expect(page.locator(f'[href^="{scheme}" i], [src^="{scheme}" i]')).to_have_count(0)
+
+
+def test_docs_load_and_work_under_their_content_security_policy(browser, settings,
+                                                                start_gateway):
+    gateway = start_gateway()
+    context = browser.new_context()
+    try:
+        visitor = context.new_page()
+        refused: list[str] = []
+        visitor.on("console", lambda m: refused.append(m.text)
+                   if "Content Security Policy" in m.text else None)
+        answer = visitor.goto(f"{gateway.url}/docs")
+        assert answer is not None
+        policy = answer.headers.get("content-security-policy", "")
+        assert "default-src 'none'" in policy and "script-src 'self' 'sha256-" in policy, policy
+        assert "unsafe-eval" not in policy and "script-src 'self' 'unsafe-inline'" not in policy
+        # Swagger UI ran (its inline start script was allowed) and drew the gateway's routes.
+        expect(visitor.locator(".swagger-ui .info .title")).to_contain_text("modelevents gateway")
+        expect(visitor.locator(".opblock").first).to_be_visible()
+        visitor.locator(".opblock-summary").first.click()
+        expect(visitor.locator(".opblock-body").first).to_be_visible()
+        assert not refused, refused
+        # An inline script that is not the page's own is refused.
+        ran = visitor.evaluate("""() => { const s = document.createElement('script');
+            s.textContent = 'window.__injected = true'; document.body.append(s);
+            return window.__injected === true; }""")
+        assert ran is False
     finally:
         context.close()

@@ -32,6 +32,27 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// A URL from a run (a citation's source, a media URI, a hosted tool's evidence) becomes a link
+// only when it is absolute http(s): javascript:, data:, blob:, file: and relative ones stay text.
+const LINK_SCHEMES = ["http:", "https:"];
+
+function safeUrl(value) {
+  if (typeof value !== "string") return null;
+  try {
+    const url = new URL(value);
+    return LINK_SCHEMES.includes(url.protocol) ? url.href : null;
+  } catch (err) {
+    return null;
+  }
+}
+
+// An external link that opens apart from the page, or the URL as inert text.
+function linkOrText(value, label, attrs = {}) {
+  const href = safeUrl(value);
+  return href ? el("a", Object.assign({ href, rel: "noopener noreferrer", target: "_blank" }, attrs), label)
+    : el("span", { class: "inert-url" }, label);
+}
+
 function api(path, options = {}) {
   const headers = Object.assign({}, options.headers || {});
   if (token) headers.Authorization = "Bearer " + token;
@@ -606,8 +627,7 @@ const HANDLERS = {
     const number = this.citationCount;
     const c = Object.assign({ number }, e);
     const block = this.textOf(e.output_index, e.part_index);
-    const source = e.url ? el("a", { href: e.url, rel: "noopener noreferrer", target: "_blank" }, e.title || e.url)
-      : el("span", {}, e.title || e.file_id || e.source_type);
+    const source = e.url ? linkOrText(e.url, e.title || e.url) : el("span", {}, e.title || e.file_id || e.source_type);
     const li = el("li", { id: `cite-${number}`, value: String(number) }, source,
       e.cited_text ? el("span", { class: "muted" }, ` — “${e.cited_text}”`) : null);
     if (block) {
@@ -643,9 +663,9 @@ const HANDLERS = {
   },
   usage() { /* a snapshot of one provider call: the run's totals come with its state */ },
   "media.done"(e) {
-    const body = e.data && e.mime_type.startsWith("image/")
+    const body = e.data && /^image\/[\w.+-]+$/.test(e.mime_type)
       ? el("img", { class: "media", src: `data:${e.mime_type};base64,${e.data}`, alt: `${e.mime_type} from the model` })
-      : el("p", {}, e.uri ? el("a", { href: e.uri, rel: "noopener noreferrer" }, e.uri) : e.mime_type);
+      : el("p", {}, e.uri ? linkOrText(e.uri, e.uri) : e.mime_type);
     this.item("media", e.seq, `Media (${e.mime_type})`, body);
   },
   "structured.done"(e) {
@@ -693,14 +713,14 @@ function hostedCard(view, e) {
     let links = [];
     try { links = collectUrls(JSON.parse(e.evidence)); } catch (err) { links = []; }
     card.evidence.replaceChildren(el("span", { class: "label", text: "Evidence" }),
-      links.length ? el("ul", {}, ...links.slice(0, 20).map((u) => el("li", {}, el("a", { href: u, rel: "noopener noreferrer", target: "_blank" }, u)))) : null,
+      links.length ? el("ul", {}, ...links.slice(0, 20).map((u) => el("li", {}, linkOrText(u, u)))) : null,
       el("details", {}, el("summary", { text: "all of it" }), el("pre", { text: prettyJson(e.evidence) })));
   }
   return card;
 }
 
 function collectUrls(value, out = []) {
-  if (typeof value === "string") { if (/^https?:\/\//.test(value) && !out.includes(value)) out.push(value); }
+  if (typeof value === "string") { if (safeUrl(value) && !out.includes(value)) out.push(value); }
   else if (Array.isArray(value)) value.forEach((v) => collectUrls(v, out));
   else if (value && typeof value === "object") Object.values(value).forEach((v) => collectUrls(v, out));
   return out;

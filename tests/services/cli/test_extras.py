@@ -14,9 +14,9 @@ import tomllib
 from tests.paths import FIXTURES, REPO_ROOT
 
 # The top-level modules of every extra's packages (pyproject.toml's optional-dependencies).
-EXTRAS_MODULES = ("fastapi", "starlette", "uvicorn", "swagger_ui_bundle", "tenacity", "httpx",
-                  "prometheus_client", "faust", "mode", "jsonschema", "pyarrow", "opentelemetry",
-                  "openai", "anthropic", "google")
+EXTRAS_MODULES = ("fastapi", "starlette", "uvicorn", "fastapi_offline", "tenacity", "httpx",
+                  "prometheus_client", "faust", "mode", "jsonschema", "confusable_homoglyphs",
+                  "pyarrow", "opentelemetry", "openai", "anthropic", "google")
 
 CORE_PYTHON = f"""
 import importlib.abc, sys
