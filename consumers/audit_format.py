@@ -2,8 +2,9 @@
 
 An archive is a directory (``docs/audit.md`` is the user's guide)::
 
-    DIR/archive.json                                   what the archive holds (topics, group, policy)
-    DIR/HEAD.json                                      the chain's last block (index, hash, file)
+    DIR/archive.json                                   what the archive holds (id, topics, group, policy)
+    DIR/checkpoints.jsonl                              the chain's head at each checkpoint
+    DIR/digests/<hour>/<checkpoint>.json               each checkpoint's signed head (audit_heads.py)
     DIR/tenant=<t>/hour=<YYYY-MM-DDTHH>/<seg>.avro     Avro object container file
     DIR/tenant=<t>/hour=<YYYY-MM-DDTHH>/<seg>.manifest.jsonl
     DIR/quarantine/                                    torn bytes cut off a file at recovery

@@ -28,6 +28,11 @@ Checks (``docs/audit.md``):
 * **input** — every run started through the gateway has its input packet, and each packet's
   fingerprint is its request's; a run fed or forwarded without one is listed, a note
   (``audit_inputs.py``).
+* **offsets** — no offset missing in an archived partition of ``events``, ``frames`` or
+  ``receipts`` from the first archived to the last checkpointed (``audit_offsets.py``; the
+  compacted ``run-inputs`` has legitimate holes).
+* **anchor**, **digests** (when asked: ``Anchors``) — the archive holds the head kept outside it:
+  the topic's signed head, a head hash, a copied digest chain (``audit_anchor.py``).
 * **receipts** (archives of the ``receipts`` topic) — every ``tool.result`` the tool executor
   wrote has its final receipt, which says what the result says, and every receipt of a finished
   attempt names an archived ``tool.call`` of its run; tool calls without any receipt (answered
