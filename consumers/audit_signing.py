@@ -17,6 +17,7 @@ import base64
 import binascii
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,20 +50,31 @@ def public_text(key: Ed25519PublicKey) -> str:
     return base64.b64encode(public_bytes(key)).decode()
 
 
-def load_signing_key(path: Path) -> Ed25519PrivateKey:
-    """An Ed25519 private key from a PEM file or a file of its raw 32-byte seed."""
+def _read_pem(path: Path, what: str, load: Callable[[bytes], Any],
+              kind: type) -> tuple[bytes, Any]:
+    """The file's bytes, and the key of ``kind`` when the file is PEM (else None)."""
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise AuditError(f"cannot read the signing key {path}: {exc.strerror}") from exc
-    if data.lstrip().startswith(b"-----BEGIN"):
-        try:
-            key = serialization.load_pem_private_key(data, password=None)
-        except (ValueError, TypeError) as exc:
-            raise AuditError(f"{path} is not an unencrypted PEM private key ({exc})") from exc
-        if not isinstance(key, Ed25519PrivateKey):
-            raise AuditError(f"{path} holds a {type(key).__name__}, not an Ed25519 key; make "
-                             "one with `modelevents audit keygen --out FILE`")
+        raise AuditError(f"cannot read the {what} {path}: {exc.strerror}") from exc
+    if not data.lstrip().startswith(b"-----BEGIN"):
+        return data, None
+    try:
+        key = load(data)
+    except (ValueError, TypeError) as exc:
+        raise AuditError(f"{path} is not an unencrypted PEM {what} ({exc})") from exc
+    if not isinstance(key, kind):
+        raise AuditError(f"{path} holds a {type(key).__name__}, not an Ed25519 {what}; make "
+                         "a key pair with `modelevents audit keygen --out FILE`")
+    return data, key
+
+
+def load_signing_key(path: Path) -> Ed25519PrivateKey:
+    """An Ed25519 private key from a PEM file or a file of its raw 32-byte seed."""
+    data, key = _read_pem(path, "signing key",
+                          lambda d: serialization.load_pem_private_key(d, password=None),
+                          Ed25519PrivateKey)
+    if key is not None:
         return key
     if len(data) == 32:
         return Ed25519PrivateKey.from_private_bytes(data)
@@ -72,17 +84,9 @@ def load_signing_key(path: Path) -> Ed25519PrivateKey:
 
 def load_public_key(path: Path) -> Ed25519PublicKey:
     """An Ed25519 public key from a PEM file, its 32 raw bytes, or their base64 or hex text."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise AuditError(f"cannot read the public key {path}: {exc.strerror}") from exc
-    if data.lstrip().startswith(b"-----BEGIN"):
-        try:
-            key = serialization.load_pem_public_key(data)
-        except ValueError as exc:
-            raise AuditError(f"{path} is not a PEM public key ({exc})") from exc
-        if not isinstance(key, Ed25519PublicKey):
-            raise AuditError(f"{path} holds a {type(key).__name__}, not an Ed25519 public key")
+    data, key = _read_pem(path, "public key", serialization.load_pem_public_key,
+                          Ed25519PublicKey)
+    if key is not None:
         return key
     raw = data if len(data) == 32 else _text_key(data.strip())
     if raw is None:
