@@ -144,6 +144,10 @@ def _expected(report: Findings, expected: str, chain: Chain) -> None:
 def _topic_heads(report: Findings, anchors: Anchors, chain: Chain) -> None:
     where = f"topic {anchors.heads_topic}"
     heads = anchors.heads or []
+    if chain.archive_id is None:
+        report.fail("anchor", where, "archive.json names no archive_id (made before heads were "
+                    "anchored, or replaced): no head can be looked up for it")
+        return
     if not heads:
         report.fail("anchor", where, f"no head of archive {chain.archive_id}: it was never "
                     "published (the archive was written without the topic, or by another "

@@ -83,8 +83,15 @@ class DigestWriter:
         self.archive_id = archive_id
         self.key = key
         existing = digest_files(self.folder)
-        self.previous = (hashlib.sha256(existing[-1].read_bytes()).hexdigest()
-                         if existing else None)
+        latest = existing[-1].read_bytes() if existing else None
+        self.previous = hashlib.sha256(latest).hexdigest() if latest is not None else None
+        # The checkpoint the latest digest signed (-1: none), so that one a crash left
+        # unsigned is signed when the writer starts again.
+        self.signed_to = int(existing[-1].stem) if existing else -1
+
+    def behind(self, checkpoint: dict[str, Any] | None) -> bool:
+        """Whether ``checkpoint`` (the archive's last) has no digest yet."""
+        return checkpoint is not None and checkpoint["checkpoint"] > self.signed_to
 
     def write(self, checkpoint: dict[str, Any]) -> dict[str, Any]:
         head = {"format": HEAD_FORMAT, "archive_id": self.archive_id,
@@ -98,6 +105,7 @@ class DigestWriter:
             fsync_dir(hour.parent)
         write_bytes_atomic(hour / f"{checkpoint['checkpoint']:012d}.json", data)
         self.previous = hashlib.sha256(data).hexdigest()
+        self.signed_to = checkpoint["checkpoint"]
         return signed
 
 

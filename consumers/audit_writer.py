@@ -185,7 +185,9 @@ class AuditWriter:
             self.records: dict[str, int] = dict(last["records"])
         else:
             self.started, self.records = tally(self.root, self.chain_index)
-        self.last_checkpoint: dict[str, Any] | None = last
+        self.last_checkpoint: dict[str, Any] | None = None if last is None else {
+            **last, "started": dict(sorted(self.started.items())),
+            "records": dict(sorted(self.records.items()))}
         self._pending_positions: dict[str, int] = {}
         self._files: dict[tuple[str, str], _OpenFile] = {}
         self._prefixes: dict[tuple[str, int], bytes] = {}
@@ -547,13 +549,9 @@ class _ArchiveRun:
         self.assigned: set[TopicPartition] = set()
         self.result = RunResult(recovery=writer.recovery)
 
-    async def checkpoint(self) -> None:
-        positions = self.writer.checkpoint()
-        if positions is None:
-            return
-        self.result.checkpoints += 1
-        # The head leaves the archive before the group moves on: its digest file, then the
-        # heads topic (acknowledged by every in-sync replica).
+    async def publish(self) -> None:
+        """The last checkpoint's head out of the archive: its digest file, then the heads topic
+        (acknowledged by every in-sync replica)."""
         signed = self.digests.write(self.writer.last_checkpoint or {})
         try:
             await publish_head(self.producer, self.settings, signed)
@@ -561,6 +559,13 @@ class _ArchiveRun:
             raise KafkaUnavailable(self.settings.bootstrap_servers,
                                    f"publishing the archive's head on "
                                    f"{self.settings.topic(HEADS_TOPIC)}: {exc}") from exc
+
+    async def checkpoint(self) -> None:
+        positions = self.writer.checkpoint()
+        if positions is None:
+            return
+        self.result.checkpoints += 1
+        await self.publish()  # before the group moves on
         meta = f"audit {self.writer.chain_index} {self.writer.head.hex()}"
         offsets = {}
         for name, offset in positions.items():
@@ -614,6 +619,8 @@ async def archive_topics(settings: PipelineSettings, root: Path, *, group: str,
                               f"{settings.bootstrap_servers}: the archive's heads are published "
                               "there; create it with `modelevents topics create --prefix "
                               f"{settings.topic_prefix}`")
+        if run.digests.behind(writer.last_checkpoint):
+            await run.publish()  # a crash came between a checkpoint and its head's publication
         consumer.subscribe(topics, listener=_Listener(run))
         ends: dict[TopicPartition, int] | None = None
         last_record = time.monotonic()

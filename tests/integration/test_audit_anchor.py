@@ -21,7 +21,7 @@ from modelevents.consumers.audit_heads import DIGESTS, digest_files
 from modelevents.consumers.audit_writer import AuditWriter
 from modelevents.services.kafka.settings import PipelineSettings
 from tests.integration.pipeline import HANG_GUARD_S, ONE_PER_API, collect, feed, run
-from tests.integration.test_audit import audit_run, cli, frames_of
+from tests.integration.test_audit import audit_run, cli, frames_of, topic_records
 
 pytestmark = pytest.mark.kafka
 
@@ -157,3 +157,31 @@ def test_without_a_key_the_run_says_once_that_heads_are_unsigned(settings, start
     keygen(tmp_path / "k")
     code, report = verify(settings, out, "--heads", "--public-key", str(tmp_path / "k.pub"))
     assert code == 1 and "not signed" in findings(report, "anchor")[0]
+
+
+def test_a_checkpoint_left_unpublished_is_published_when_the_writer_starts(
+        settings, start_worker, tmp_path: Path) -> None:
+    start_worker()
+    frames, counts = frames_of(ONE_PER_API[:1], first_copy=7)
+    run(feed(settings, frames))
+    run(collect(settings, lambda p: all(p.complete(r, n) for r, n in counts.items())))
+    # Archived and checkpointed, then a crash before the head left the archive (or an archive
+    # made before heads were anchored): no digest, nothing on the topic.
+    out = tmp_path / "archive"
+    source = {"events_topic": settings.topic("events"), "frames_topic": None,
+              "inputs_topic": settings.topic("run-inputs"),
+              "receipts_topic": settings.topic("receipts"), "group": f"{settings.app_id}-audit"}
+    writer = AuditWriter(out, source=source)
+    for partition, offset, value in run(topic_records(settings, "events")):
+        writer.add(settings.topic("events"), partition, offset, 0, None, value)
+    writer.close()
+    key = tmp_path / "audit.key"
+    keygen(key)
+    code, report = verify(settings, out, "--heads", "--public-key", f"{key}.pub")
+    assert code == 1 and "no head of archive" in findings(report, "anchor")[0]
+    done = audit_run(settings, out, "--signing-key", str(key), frames=False)
+    assert "0 records archived" in done.stderr, done.stderr
+    assert len(digest_files(out / DIGESTS)) == 1
+    code, report = verify(settings, out, "--heads", "--digests", str(out / DIGESTS),
+                          "--public-key", f"{key}.pub")
+    assert code == 0 and report["summary"]["anchored"] is True, report["problems"]
