@@ -2,8 +2,9 @@
 
 An archive is a directory (``docs/audit.md`` is the user's guide)::
 
-    DIR/archive.json                                   what the archive holds (topics, group, policy)
-    DIR/HEAD.json                                      the chain's last block (index, hash, file)
+    DIR/archive.json                                   what the archive holds (id, topics, group, policy)
+    DIR/checkpoints.jsonl                              the chain's head at each checkpoint
+    DIR/digests/<hour>/<checkpoint>.json               each checkpoint's signed head (audit_heads.py)
     DIR/tenant=<t>/hour=<YYYY-MM-DDTHH>/<seg>.avro     Avro object container file
     DIR/tenant=<t>/hour=<YYYY-MM-DDTHH>/<seg>.manifest.jsonl
     DIR/quarantine/                                    torn bytes cut off a file at recovery
@@ -30,7 +31,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
 from fastavro import parse_schema
@@ -317,6 +318,36 @@ def scan_blocks(data: bytes | memoryview, header: Header) -> Scan:
     return scan
 
 
+class Findings(Protocol):
+    """Where a check reports (audit_verify's Report)."""
+
+    def fail(self, check: str, where: str, message: str) -> None: ...
+
+    def note(self, check: str, where: str, message: str) -> None: ...
+
+
+MAX_LISTED = 20  # ranges a finding lists
+
+
+def ranges(numbers: list[int]) -> str:
+    """Sorted distinct numbers as ranges (``3, 5..9``), at most :data:`MAX_LISTED` of them."""
+    out: list[str] = []
+    start = prev = None
+    for n in numbers:
+        if start is None:
+            start = prev = n
+        elif n == prev + 1:  # type: ignore[operator]
+            prev = n
+        else:
+            out.append(f"{start}" if start == prev else f"{start}..{prev}")
+            start = prev = n
+    if start is not None:
+        out.append(f"{start}" if start == prev else f"{start}..{prev}")
+    if len(out) > MAX_LISTED:
+        out = out[:MAX_LISTED] + [f"… ({len(out) - MAX_LISTED} more ranges)"]
+    return ", ".join(out)
+
+
 # --- manifests -----------------------------------------------------------------------------------
 
 
@@ -376,14 +407,19 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_json_atomic(path: Path, obj: dict[str, Any]) -> None:
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """``data`` as ``path``, whole or not at all, durable when this returns."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as fo:
-        fo.write(json.dumps(obj, sort_keys=True, indent=1).encode() + b"\n")
+        fo.write(data)
         fo.flush()
         os.fsync(fo.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def write_json_atomic(path: Path, obj: dict[str, Any]) -> None:
+    write_bytes_atomic(path, json.dumps(obj, sort_keys=True, indent=1).encode() + b"\n")
 
 
 def partition_dir(root: Path, tenant: str, hour: str) -> Path:

@@ -28,6 +28,11 @@ Checks (``docs/audit.md``):
 * **input** — every run started through the gateway has its input packet, and each packet's
   fingerprint is its request's; a run fed or forwarded without one is listed, a note
   (``audit_inputs.py``).
+* **offsets** — no offset missing in an archived partition of ``events``, ``frames`` or
+  ``receipts`` from the first archived to the last checkpointed (``audit_offsets.py``; the
+  compacted ``run-inputs`` has legitimate holes).
+* **anchor**, **digests** (when asked: ``Anchors``) — the archive holds the head kept outside it:
+  the topic's signed head, a head hash, a copied digest chain (``audit_anchor.py``).
 * **receipts** (archives of the ``receipts`` topic) — every ``tool.result`` the tool executor
   wrote has its final receipt, which says what the result says, and every receipt of a finished
   attempt names an archived ``tool.call`` of its run; tool calls without any receipt (answered
@@ -48,6 +53,7 @@ from typing import Any
 
 from fastavro import parse_schema
 
+from modelevents.consumers.audit_anchor import Anchors, Chain, check_anchors
 from modelevents.consumers.audit_format import (
     AUDIT_RECORD,
     CONTAINER_FINGERPRINT,
@@ -58,11 +64,13 @@ from modelevents.consumers.audit_format import (
     decompress,
     manifest_path,
     parse_header,
+    ranges,
     read_manifest,
     scan_blocks,
     tenant_of_dir,
 )
 from modelevents.consumers.audit_inputs import check_input_packets, take_input_packet
+from modelevents.consumers.audit_offsets import check_offset_holes
 from modelevents.consumers.audit_receipts import check_receipts, take_receipt
 from modelevents.consumers.audit_writer import CHECKPOINTS, read_checkpoints
 from modelevents.schemas import codec
@@ -74,7 +82,6 @@ EVENT = "modelevents.ModelEvent"
 FRAME = "modelevents.ProviderFrame"
 CLOSE_SUFFIX = "#close"
 NO_FRAMES = "(no frames)"
-_MAX_LISTED = 20  # seq ranges listed per run
 # What verify reads of a ModelEvent (the rest is skipped): the payload's branch, the provider
 # object id of a run.started (frames of a run can be keyed by it), and the payload of a tool.call
 # or tool.result (what the receipts check compares with the receipts: audit_receipts.py).
@@ -113,6 +120,7 @@ class Report:
     runs: int = 0
     terminal_runs: int = 0
     head: str | None = None
+    anchored: bool | None = None  # held its anchors (None: compared with none)
     input_packets: dict[str, list[Any]] = field(default_factory=dict)  # run id → packets
     receipts: dict[str, list[Any]] = field(default_factory=dict)  # run id → ToolReceipts
 
@@ -131,25 +139,8 @@ class Report:
                 "blocks": self.blocks, "records": self.records, "events": self.events,
                 "frames": self.frames, "receipts": sum(map(len, self.receipts.values())),
                 "runs": self.runs, "terminal_runs": self.terminal_runs,
-                "problems": len(self.problems), "notes": len(self.notes), "head": self.head}
-
-
-def _ranges(numbers: list[int]) -> str:
-    out: list[str] = []
-    start = prev = None
-    for n in numbers:
-        if start is None:
-            start = prev = n
-        elif n == prev + 1:  # type: ignore[operator]
-            prev = n
-        else:
-            out.append(f"{start}" if start == prev else f"{start}..{prev}")
-            start = prev = n
-    if start is not None:
-        out.append(f"{start}" if start == prev else f"{start}..{prev}")
-    if len(out) > _MAX_LISTED:
-        out = out[:_MAX_LISTED] + [f"… ({len(out) - _MAX_LISTED} more ranges)"]
-    return ", ".join(out)
+                "problems": len(self.problems), "notes": len(self.notes), "head": self.head,
+                "anchored": self.anchored}
 
 
 @dataclass(slots=True)
@@ -255,17 +246,29 @@ def _without_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def verify_archive(root: Path) -> Report:
-    """Every check of the module docstring over the archive at ``root``."""
+def archive_id(root: Path) -> str | None:
+    """The id archive.json gives the archive (what its heads are published under)."""
+    try:
+        info = json.loads((Path(root) / "archive.json").read_text())
+    except (OSError, ValueError):
+        return None
+    found = info.get("archive_id") if isinstance(info, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def verify_archive(root: Path, anchors: Anchors | None = None) -> Report:
+    """Every check of the module docstring over the archive at ``root``, and its comparison
+    with the heads kept outside it that ``anchors`` names (audit_anchor.py)."""
     with _without_cycle_collection():
-        return _verify(Path(root))
+        return _verify(Path(root), anchors)
 
 
-def _verify(root: Path) -> Report:
+def _verify(root: Path, anchors: Anchors | None) -> Report:
     report = Report(root)
     described = root / "archive.json"
     frames_archived = False
     receipts_archived = False
+    info: dict[str, Any] = {}
     if not described.exists():
         report.fail("files", str(root), "no archive.json: not an audit archive, or it was removed")
     else:
@@ -319,7 +322,18 @@ def _verify(root: Path) -> Report:
         _check_file(report, rel, data, manifest, verified_hashes, readers, events, tenants,
                     frames, frame_keys, offsets_seen, tenant_of_dir(avro.parent.parent))
 
-    _check_chain(report, root, chain_entries, verified_hashes)
+    last_checkpoint = _check_chain(report, root, chain_entries, verified_hashes)
+    # Compaction leaves holes in run-inputs' offsets; the other topics have none (audit_offsets).
+    gapless = {info[k] for k in ("events_topic", "frames_topic", "receipts_topic")
+               if isinstance(info.get(k), str)}
+    check_offset_holes(report, offsets_seen, gapless, last_checkpoint)
+    if anchors is not None and anchors.asked:
+        chain = Chain(info.get("archive_id"))
+        for index, _rel, entry in chain_entries:
+            chain.hashes.setdefault(index, str(entry.get("hash")))
+            chain.offsets.setdefault(index, entry.get("offsets") or {})
+        check_anchors(report, anchors, chain)
+        report.anchored = not any(f.check in ("anchor", "digests") for f in report.problems)
     _check_runs(report, events, tenants, frames_archived, frames, frame_keys)
     check_input_packets(report, events)
     check_receipts(report, events, tenants, receipts_archived)
@@ -490,7 +504,7 @@ def _diagnose(report: Report, rel: str, actual: list[str], expected: list[str],
         torn = f", and ends inside block {len(scan.blocks)}" if scan.torn_at is not None else ""
         report.fail("chain", f"{rel} block {missing[0]}",
                     f"truncated: the file has {size} of {recorded_end} bytes; block(s) "
-                    f"{_ranges([j for j in missing if j not in modified])} missing{torn}")
+                    f"{ranges([j for j in missing if j not in modified])} missing{torn}")
     else:
         for j in missing:
             if j not in modified:
@@ -509,7 +523,8 @@ def _diagnose(report: Report, rel: str, actual: list[str], expected: list[str],
 
 
 def _check_chain(report: Report, root: Path, entries: list[tuple[int, str, dict]],
-                 verified: dict[int, bool]) -> None:
+                 verified: dict[int, bool]) -> dict[str, Any] | None:
+    """The chain checks; returns the last checkpoint line."""
     entries.sort(key=lambda item: item[0])
     by_index: dict[int, list[tuple[str, dict]]] = defaultdict(list)
     for index, rel, entry in entries:
@@ -532,7 +547,7 @@ def _check_chain(report: Report, root: Path, entries: list[tuple[int, str, dict]
             before = by_index.get(gap_start - 1)
             if before:
                 around.append(f"after {before[0][0]} block {before[0][1].get('block')}")
-        report.fail("chain", f"chain blocks {_ranges(absent)}",
+        report.fail("chain", f"chain blocks {ranges(absent)}",
                     "missing from every manifest (a file and its manifest removed?)"
                     + (f" — {around[0]}" if around else ""))
     previous: str | None = GENESIS.hex()
@@ -555,13 +570,14 @@ def _check_chain(report: Report, root: Path, entries: list[tuple[int, str, dict]
         report.head = last["hash"]
         after = [i for i in indices if i > last["chain_index"]]
         if after:
-            report.note("chain", f"chain blocks {_ranges(after)}",
+            report.note("chain", f"chain blocks {ranges(after)}",
                         "written after the last checkpoint (a writer is running, or crashed: "
                         "the next `audit run` rolls them back)")
     elif indices:
         report.fail("chain", CHECKPOINTS, "missing: no checkpoint names the chain's head")
     if torn:
         report.note("chain", CHECKPOINTS, "its last line is cut off (recovered at the next run)")
+    return last
 
 
 def _check_runs(report: Report, events: dict[str, dict[int, list[_Event]]],
@@ -600,7 +616,7 @@ def _check_runs(report: Report, events: dict[str, dict[int, list[_Event]]],
         if missing:
             report.fail("runs", f"run {run_id}",
                         ("terminal run incomplete" if terminal else "incomplete")
-                        + f": seq {_ranges(missing)} missing of 0..{last}")
+                        + f": seq {ranges(missing)} missing of 0..{last}")
         elif not terminal:
             report.note("runs", f"run {run_id}", f"open: no run.finished yet (last seq {last}, "
                         f"{chosen[last].kind})")

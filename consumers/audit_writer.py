@@ -34,6 +34,7 @@ from typing import Any
 from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from modelevents.consumers.audit_format import (
     CODECS,
@@ -57,13 +58,19 @@ from modelevents.consumers.audit_format import (
     topic_prefix_bytes,
     write_json_atomic,
 )
+from modelevents.consumers.audit_heads import (
+    HEADS_TOPIC,
+    DigestWriter,
+    new_archive_id,
+    publish_head,
+)
 from modelevents.consumers.errors import AuditError
-from modelevents.schemas.errors import SchemaError
+from modelevents.schemas.errors import ConfigError, SchemaError
 from modelevents.schemas.run_input import decode as decode_run_input
 from modelevents.schemas.run_input import is_run_input
 from modelevents.schemas.run_input_pieces import decode_piece, is_piece
 from modelevents.services.errors import KafkaUnavailable
-from modelevents.services.kafka.clients import make_consumer, start_client
+from modelevents.services.kafka.clients import make_consumer, make_producer, start_client
 from modelevents.services.kafka.settings import PipelineSettings
 
 CHECKPOINTS = "checkpoints.jsonl"
@@ -171,6 +178,16 @@ class AuditWriter:
         self.checkpoint_number = last["checkpoint"] if last else -1
         # topic:partition -> the next offset to archive (what the archive holds, not Kafka).
         self.positions: dict[str, int] = dict(last["offsets"]) if last else {}
+        # topic:partition -> the first offset archived and the records archived (what a head
+        # names, and where verify looks for offset holes from).
+        if last is not None and "records" in last and "started" in last:
+            self.started: dict[str, int] = dict(last["started"])
+            self.records: dict[str, int] = dict(last["records"])
+        else:
+            self.started, self.records = tally(self.root, self.chain_index)
+        self.last_checkpoint: dict[str, Any] | None = None if last is None else {
+            **last, "started": dict(sorted(self.started.items())),
+            "records": dict(sorted(self.records.items()))}
         self._pending_positions: dict[str, int] = {}
         self._files: dict[tuple[str, str], _OpenFile] = {}
         self._prefixes: dict[tuple[str, int], bytes] = {}
@@ -207,10 +224,16 @@ class AuditWriter:
                                      f"{source[key]!r}; use another --out directory"
                                      + (" (or the options it was made with: --with-frames, "
                                         "--no-receipts)" if key != "group" else ""))
+            if not existing.get("archive_id"):  # an archive made before heads were anchored
+                existing["archive_id"] = new_archive_id()
+                write_json_atomic(path, existing)
+            self.archive_id: str = existing["archive_id"]
             return
         if any(self.root.glob("tenant=*")):
             raise AuditError(f"{self.root} has archive files but no archive.json")
-        write_json_atomic(path, {"format": FORMAT, "created_at": _now(), "codec": self.codec,
+        self.archive_id = new_archive_id()
+        write_json_atomic(path, {"format": FORMAT, "archive_id": self.archive_id,
+                                 "created_at": _now(), "codec": self.codec,
                                  "container_schema_fingerprint": CONTAINER_FINGERPRINT,
                                  "redaction": self.redaction, **source})
 
@@ -393,6 +416,9 @@ class AuditWriter:
             "value_schemas": sorted(fp.hex() for fp in out.schemas)})
         self.head = new_head
         self.head_file = str(out.path.relative_to(self.root))
+        for name, (first, _last, count) in out.spans.items():
+            self.records[name] = self.records.get(name, 0) + count
+            self.started[name] = min(first, self.started.get(name, first))
         out.size += len(block)
         out.blocks += 1
         self.archived += len(out.records)
@@ -413,10 +439,13 @@ class AuditWriter:
         self.positions.update(self._pending_positions)
         self._pending_positions = {}
         self.checkpoint_number += 1
-        append_line(self._checkpoints_fd, {
+        self.last_checkpoint = {
             "type": "checkpoint", "checkpoint": self.checkpoint_number, "at": _now(),
             "chain_index": self.chain_index, "hash": self.head.hex(), "file": self.head_file,
-            "offsets": dict(sorted(self.positions.items()))})
+            "offsets": dict(sorted(self.positions.items())),
+            "started": dict(sorted(self.started.items())),
+            "records": dict(sorted(self.records.items()))}
+        append_line(self._checkpoints_fd, self.last_checkpoint)
         self.buffered = 0
         self.buffered_bytes = 0
         return dict(self.positions)
@@ -454,6 +483,21 @@ def _note_policy(out: _OpenFile, value: bytes | None) -> None:
     except SchemaError:
         return  # audit verify reports the record
     out.input_policies[policy.fingerprint] = policy.name
+
+
+def tally(root: Path, last_index: int) -> tuple[dict[str, int], dict[str, int]]:
+    """Per topic-partition, the first offset and the records of the blocks up to chain block
+    ``last_index``, from the manifests (an archive whose checkpoints do not name them)."""
+    started: dict[str, int] = {}
+    records: dict[str, int] = {}
+    for mpath in archive_files(root)[1]:
+        for entry in read_manifest(mpath).blocks:
+            if entry.get("chain_index", last_index + 1) > last_index:
+                continue
+            for name, span in entry.get("offsets", {}).items():
+                records[name] = records.get(name, 0) + span["count"]
+                started[name] = min(span["first"], started.get(name, span["first"]))
+    return started, records
 
 
 def _is_block_line_after(line: bytes, last_index: int) -> bool:
@@ -494,18 +538,34 @@ class _Listener(ConsumerRebalanceListener):
 
 
 class _ArchiveRun:
-    def __init__(self, writer: AuditWriter, consumer: Any, progress: Progress) -> None:
+    def __init__(self, writer: AuditWriter, consumer: Any, progress: Progress,
+                 digests: DigestWriter, producer: Any, settings: PipelineSettings) -> None:
         self.writer = writer
         self.consumer = consumer
         self.progress = progress
+        self.digests = digests
+        self.producer = producer
+        self.settings = settings
         self.assigned: set[TopicPartition] = set()
         self.result = RunResult(recovery=writer.recovery)
+
+    async def publish(self) -> None:
+        """The last checkpoint's head out of the archive: its digest file, then the heads topic
+        (acknowledged by every in-sync replica)."""
+        signed = self.digests.write(self.writer.last_checkpoint or {})
+        try:
+            await publish_head(self.producer, self.settings, signed)
+        except KafkaError as exc:
+            raise KafkaUnavailable(self.settings.bootstrap_servers,
+                                   f"publishing the archive's head on "
+                                   f"{self.settings.topic(HEADS_TOPIC)}: {exc}") from exc
 
     async def checkpoint(self) -> None:
         positions = self.writer.checkpoint()
         if positions is None:
             return
         self.result.checkpoints += 1
+        await self.publish()  # before the group moves on
         meta = f"audit {self.writer.chain_index} {self.writer.head.hex()}"
         offsets = {}
         for name, offset in positions.items():
@@ -523,12 +583,15 @@ async def archive_topics(settings: PipelineSettings, root: Path, *, group: str,
                          until_end: bool = False, idle_exit: float | None = None,
                          checkpoint_records: int = 20000, checkpoint_seconds: float = 1.0,
                          block_records: int = BLOCK_RECORDS, redaction: dict | None = None,
+                         signing_key: Ed25519PrivateKey | None = None,
                          stop: asyncio.Event | None = None,
                          progress: Progress = _quiet) -> RunResult:
     """Consume ``events``, ``run-inputs`` and ``receipts`` (unless ``with_receipts`` is false;
     and ``frames`` with ``with_frames``) with consumer group ``group`` into the archive at
     ``root`` until ``stop`` is set (SIGTERM/SIGINT in the CLI), the topics' ends as of the start
-    are archived (``until_end``), or nothing arrived for ``idle_exit`` seconds."""
+    are archived (``until_end``), or nothing arrived for ``idle_exit`` seconds. Each
+    checkpoint's head is signed with ``signing_key`` (unsigned without one), written as a
+    digest file under ``root/digests/`` and published on the ``audit-heads`` topic."""
     frames_topic = settings.topic("frames") if with_frames else None
     receipts_topic = settings.topic("receipts") if with_receipts else None
     source = {"events_topic": settings.topic("events"), "frames_topic": frames_topic,
@@ -538,12 +601,26 @@ async def archive_topics(settings: PipelineSettings, root: Path, *, group: str,
                           frames_topic) if t is not None]
     writer = AuditWriter(root, codec=codec, redaction=redaction, source=source,
                          block_records=block_records, progress=progress)
+    if signing_key is None:
+        progress("heads are NOT signed (no --signing-key): the digest files and the "
+                 f"{settings.topic(HEADS_TOPIC)} topic anchor the archive's head, but nothing "
+                 "proves who wrote them")
     consumer = make_consumer(settings, group_id=group, from_beginning=True,
                              max_partition_fetch_bytes=4 << 20, fetch_max_bytes=16 << 20)
-    run = _ArchiveRun(writer, consumer, progress)
+    producer = make_producer(settings, linger_ms=0)
+    run = _ArchiveRun(writer, consumer, progress,
+                      DigestWriter(root, writer.archive_id, signing_key), producer, settings)
     stop = stop or asyncio.Event()
     try:
         await start_client(consumer, settings)
+        await start_client(producer, settings)
+        if settings.topic(HEADS_TOPIC) not in await consumer.topics():
+            raise ConfigError(f"topic {settings.topic(HEADS_TOPIC)} does not exist on "
+                              f"{settings.bootstrap_servers}: the archive's heads are published "
+                              "there; create it with `modelevents topics create --prefix "
+                              f"{settings.topic_prefix}`")
+        if run.digests.behind(writer.last_checkpoint):
+            await run.publish()  # a crash came between a checkpoint and its head's publication
         consumer.subscribe(topics, listener=_Listener(run))
         ends: dict[TopicPartition, int] | None = None
         last_record = time.monotonic()
@@ -584,6 +661,7 @@ async def archive_topics(settings: PipelineSettings, root: Path, *, group: str,
             writer.close()
         finally:
             await consumer.stop()
+            await producer.stop()
     return run.result
 
 

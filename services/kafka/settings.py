@@ -2,8 +2,8 @@
 
 The topics are :data:`TOPICS`: the pipeline's (``frames``, ``ingest``, ``events``, ``runs``,
 ``dlq``), the gateway's (``run-owners``: which tenant owns each run id, kept for ever;
-``run-inputs``: the runs' input packets; ``calls``: the calls the replicas share) and the tool
-executor's ``receipts``.
+``run-inputs``: the runs' input packets; ``calls``: the calls the replicas share), the tool
+executor's ``receipts`` and the audit archives' ``audit-heads``.
 
 Every value has a default that works with the project's own local broker and can be set in the
 ``kafka:`` section of the config file (``$MODELEVENTS_CONFIG``) or, over it, from the
@@ -58,6 +58,9 @@ TOPICS: dict[str, bool] = {
     # ToolReceipts of the tool executor (consumers/tools/receipts.py, key run_id): every attempt
     # of every application tool call; what a restarted executor dedupes and reconciles against.
     "receipts": False,
+    # The audit archives' signed heads (JSON, key archive id; consumers/audit_heads.py): the
+    # anchor `audit verify --heads` compares an archive with, kept out of the archive's reach.
+    "audit-heads": True,
 }
 
 

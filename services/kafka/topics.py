@@ -3,7 +3,8 @@
 DESIGN.md "Topics": frames, ingest, events, runs (compacted) and dlq, the tool executor's receipts
 (never expired: consumers/tools/receipts.py), and the gateway's
 run-owners (never expired nor compacted: services/gateway/owners.py), run-inputs and calls
-(compacted: services/gateway/calls.py), created explicitly because
+(compacted: services/gateway/calls.py), the audit archives' audit-heads (compacted, the latest
+head of each archive kept for ever: consumers/audit_heads.py), created explicitly because
 the broker's auto-create is off. Every topic has ``settings.partitions`` partitions: Faust creates
 its changelog and repartition topics with that same count and stops with PartitionsMismatch (an
 agent crash loop, infra.md §2) when a source topic differs — so a mismatch is refused here, with
@@ -86,6 +87,14 @@ RETENTION_MS: dict[str, int] = {
 }
 
 
+# What compacted topics keep besides each key's latest record.
+COMPACTED_CONFIGS: dict[str, dict[str, str]] = {
+    # The latest head of each archive is kept for ever; every head for a week before compaction
+    # may drop it, so that a verifier sees the heads published recently, not only the last.
+    "audit-heads": {"retention.ms": "-1", "min.compaction.lag.ms": str(WEEK_MS)},
+}
+
+
 def replication_configs(settings: PipelineSettings) -> dict[str, str]:
     """The durability config of every topic the pipeline creates (its own, the worker's)."""
     return {"min.insync.replicas": str(settings.min_insync)}
@@ -96,7 +105,7 @@ def topic_configs(name: str, settings: PipelineSettings) -> dict[str, str]:
     configs = replication_configs(settings)
     if TOPICS[name]:
         # runs holds the latest RunState per run_id; older states are garbage once compacted.
-        return {**configs, "cleanup.policy": "compact"}
+        return {**configs, "cleanup.policy": "compact", **COMPACTED_CONFIGS.get(name, {})}
     configs.update({"cleanup.policy": "delete", "retention.ms": str(RETENTION_MS[name])})
     if name == "run-owners":
         # Never compacted either (compaction keeps the last claim of a key, which is not the

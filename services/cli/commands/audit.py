@@ -1,4 +1,5 @@
-"""``modelevents audit run|verify|export``: the append-only audit archive (docs/audit.md).
+"""``modelevents audit run|verify|export|keygen``: the append-only audit archive
+(docs/audit.md).
 
 services/cli/main.py loads this module by its dotted path (``COMMAND_MODULES``). Exit status: 0 done
 / everything holds, 1 verify found a problem, 2 an error stopped the command.
@@ -8,13 +9,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 from pathlib import Path
 
 import orjson
 
-from modelevents.consumers import audit_export, audit_verify, audit_writer
+from modelevents.consumers import (
+    audit_anchor,
+    audit_export,
+    audit_heads,
+    audit_signing,
+    audit_verify,
+    audit_writer,
+)
 from modelevents.consumers.audit_format import CODECS
+from modelevents.consumers.errors import AuditError
 from modelevents.services.cli.kafka_options import (
     ENV_HELP,
     add_kafka_options,
@@ -68,6 +78,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint-seconds", type=positive_float, default=1.0, metavar="S",
                    help="a checkpoint (fsync + commit) at least this often while records "
                         "arrive (default: %(default)s)")
+    p.add_argument("--signing-key", type=Path, metavar="FILE",
+                   help="Ed25519 private key (PEM, or the raw 32-byte seed; `audit keygen` "
+                        "makes one) that signs each checkpoint's head, published on the "
+                        "audit-heads topic and as a digest file under DIR/digests/; without "
+                        "it the heads are published unsigned")
     add_kafka_options(p)
     p.set_defaults(run=run_archive)
 
@@ -85,7 +100,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--quiet", action="store_true", help="problems and the summary only")
+    anchor = p.add_argument_group(
+        "anchors", "compare the archive with a head kept outside it: an archive rewritten or "
+                   "cut short fails")
+    anchor.add_argument("--heads", action="store_true",
+                        help="the archive's latest head on the audit-heads topic (Kafka options "
+                             "below)")
+    anchor.add_argument("--expect-head", metavar="HASH",
+                        help="a head hash kept elsewhere (printed by `audit verify`, the last "
+                             "digest, the group's commit metadata)")
+    anchor.add_argument("--digests", type=Path, metavar="DIR2",
+                        help="a copy of DIR/digests/ kept elsewhere: the digest chain and each "
+                             "head it names")
+    anchor.add_argument("--public-key", type=Path, metavar="FILE",
+                        help="the key the heads must be signed with (FILE.pub of `audit "
+                             "keygen`); without it a signature proves only integrity")
+    add_kafka_options(p)
     p.set_defaults(run=run_verify)
+
+    p = sub.add_parser(
+        "keygen", help="make an Ed25519 key pair that signs the archive's heads",
+        description="Writes the private key to FILE (PEM, mode 0600, never over an existing "
+                    "file) and the public key to FILE.pub, and prints the public key and its "
+                    "key id. Keep FILE where only `audit run` reads it; give FILE.pub to "
+                    "whoever verifies (`audit verify --public-key`).")
+    p.add_argument("--out", required=True, type=Path, metavar="FILE")
+    p.set_defaults(run=run_keygen)
 
     p = sub.add_parser(
         "export", help="write the archive as JSON lines or Parquet",
@@ -109,6 +149,10 @@ def run_archive(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     group = args.group or f"{settings.app_id}-audit"
 
+    key = audit_signing.load_signing_key(args.signing_key) if args.signing_key else None
+    if key is not None:
+        _say(f"signing heads with key id {audit_signing.key_id(key.public_key())}")
+
     async def go() -> audit_writer.RunResult:
         stop = asyncio.Event()
         audit_writer.install_stop_signals(stop)
@@ -117,7 +161,7 @@ def run_archive(args: argparse.Namespace) -> int:
             with_receipts=args.with_receipts,
             codec=args.codec, until_end=args.until_end, idle_exit=args.idle_exit,
             block_records=args.block_records, checkpoint_seconds=args.checkpoint_seconds,
-            stop=stop, progress=_say)
+            signing_key=key, stop=stop, progress=_say)
 
     topics = [settings.topic("events"), settings.topic("run-inputs")]
     topics += [settings.topic("receipts")] if args.with_receipts else []
@@ -130,8 +174,27 @@ def run_archive(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _anchors(args: argparse.Namespace) -> audit_anchor.Anchors:
+    """What the options ask the archive to be compared with (the topic read here)."""
+    anchors = audit_anchor.Anchors(
+        expect_head=args.expect_head, digests=args.digests,
+        public_key=audit_signing.load_public_key(args.public_key) if args.public_key else None)
+    if args.expect_head is not None and not re.fullmatch(r"[0-9a-fA-F]{64}",
+                                                         args.expect_head.strip()):
+        raise AuditError(f"--expect-head {args.expect_head!r}: give the head's 64 hex digits")
+    if args.digests is not None and not args.digests.is_dir():
+        raise AuditError(f"--digests {args.digests}: not a directory")
+    if args.heads:
+        settings = settings_from_args(args)
+        anchors.heads_topic = settings.topic(audit_heads.HEADS_TOPIC)
+        archive_id = audit_verify.archive_id(Path(args.dir))
+        anchors.heads = (run_async(audit_heads.published_heads(settings, archive_id))
+                         if archive_id else [])
+    return anchors
+
+
 def run_verify(args: argparse.Namespace) -> int:
-    report = audit_verify.verify_archive(Path(args.dir))
+    report = audit_verify.verify_archive(Path(args.dir), _anchors(args))
     # Input packets: archived with the events (run-inputs), checked by audit_inputs.py.
     summary = {**report.summary(), "input_packets": sum(map(len, report.input_packets.values())),
                "runs_with_input": len(report.input_packets)}
@@ -153,8 +216,18 @@ def run_verify(args: argparse.Namespace) -> int:
               f"({s['terminal_runs']} terminal), {s['input_packets']} input packets, "
               f"{s['receipts']} receipts; "
               f"{s['problems']} problems, {s['notes']} notes"
-              + (f"; head {s['head']}" if s["head"] else ""))
+              + (f"; head {s['head']}" if s["head"] else "")
+              + {None: " (not compared with an anchor: --heads, --expect-head, --digests)",
+                 True: " (anchored)", False: " (NOT the anchored archive)"}[s["anchored"]])
     return EXIT_OK if report.ok else EXIT_PROBLEMS
+
+
+def run_keygen(args: argparse.Namespace) -> int:
+    public = audit_signing.write_keypair(args.out)
+    _say(f"private key {args.out} (mode 0600), public key {args.out}.pub")
+    print(f"public key {audit_signing.public_text(public)} (key id "
+          f"{audit_signing.key_id(public)})")
+    return EXIT_OK
 
 
 def run_export(args: argparse.Namespace) -> int:
