@@ -51,3 +51,11 @@ def test_a_policy_file(tmp_path):
     path.write_text("tenants:\n  acme:\n    tools: [get_weather]\n    auto_continue: true\n")
     loaded = Policy.from_file(path)
     assert loaded.check("acme", "r", READ, {}).allowed and loaded.tenants["acme"].auto_continue
+
+
+def test_the_hosted_section_is_left_to_the_gateway_and_the_worker(tmp_path):
+    # One policy file for both: the executor reads its own keys and skips hosted:.
+    path = tmp_path / "policy.yaml"
+    path.write_text("tenants:\n  acme:\n    tools: [get_weather]\n    hosted:\n"
+                    "      tools: [web_search]\n      allowed_domains: [docs.python.org]\n")
+    assert Policy.from_file(path).check("acme", "r", READ, {}).allowed
