@@ -305,8 +305,10 @@ class NeutralRequest(_Strict):
     transcript: list[Message] = Field(min_length=1)
     instructions: str | None = None
     tools: list[ToolDeclaration] = Field(default_factory=list)
-    # Each one is required as ``hosted_tools.<type>`` by the router.
-    hosted_tools: list[HostedTool] = Field(default_factory=list)
+    # Each one is required as ``hosted_tools.<type>`` by the router. Left out of the JSON form
+    # when empty: a request without hosted tools keeps the input-packet fingerprint and the
+    # idempotency digest it had before the field existed (a retry across an upgrade).
+    hosted_tools: list[HostedTool] = Field(default_factory=list, exclude_if=lambda v: not v)
     target: Target | None = None
     preferences: list[Target] = Field(default_factory=list)
     required_capabilities: list[str] = Field(default_factory=list)

@@ -66,3 +66,11 @@ def test_two_mcp_servers_with_their_own_labels():
 def test_normalize_domain_refuses_what_is_no_host_name(bad):
     with pytest.raises(ValueError):
         normalize_domain(bad)
+
+
+def test_a_request_without_hosted_tools_keeps_its_json_form():
+    # The input packet's fingerprint and the idempotency digest hash this form.
+    assert "hosted_tools" not in request().model_dump(mode="json")
+    assert "hosted_tools" not in request().model_dump_json()
+    assert request({"type": "web_search"}).model_dump(mode="json")["hosted_tools"] == [
+        {"type": "web_search", "allowed_domains": [], "blocked_domains": []}]
