@@ -125,7 +125,10 @@ def _error(status: int, message: str, code: str | None = None, headers: dict[str
                422: {"description": "the request is invalid (`detail` names the field; an "
                                     "invalid `run_id`: code `invalid_id`), no "
                                     "target offers what it requires (`candidates`: what each "
-                                    "one lacks), or an Idempotency-Key was reused"},
+                                    "one lacks), a hosted tool is refused by the tenant's "
+                                    "policy or cannot be enforced (code `egress_rejected`: "
+                                    "`candidates[].refused`), or an Idempotency-Key was "
+                                    "reused"},
                429: {"description": "too many calls in flight; retry after Retry-After"},
                503: {"description": "Kafka is not ready: nothing was sent to a provider"}})
 async def start_run(neutral: NeutralRequest, request: Request,
