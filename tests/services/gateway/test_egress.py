@@ -163,3 +163,21 @@ def test_the_requests_own_rules_are_checked_without_a_policy_too(manifest):
     assert answer["code"] == "egress_rejected"
     assert route(request({"type": "web_search", "blocked_domains": ["evil.example"]},
                          target=CLAUDE), manifest).api == "anthropic-messages"
+
+
+def test_every_hosted_tool_the_manifest_offers_has_a_rendering(manifest):
+    # Else the router would pick a target its renderer then cannot serve.
+    from typing import get_args
+
+    from modelevents.adapters.requests import RENDERERS
+    from modelevents.schemas.hosted_tools import HostedTool
+
+    enableable = {get_args(member.model_fields["type"].annotation)[0]
+                  for member in get_args(get_args(HostedTool)[0])}
+    assert len(enableable) == 10 and "web_fetch" in enableable
+    for entry in manifest.document.apis:
+        offered = set(entry.capabilities.hosted_tools)
+        for model in entry.models:
+            offered |= set(model.capabilities.hosted_tools or ())
+        missing = (offered & enableable) - set(RENDERERS[entry.api].HOSTED)
+        assert not missing, f"{entry.api} offers {missing} but does not render them"
