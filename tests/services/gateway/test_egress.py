@@ -181,3 +181,14 @@ def test_every_hosted_tool_the_manifest_offers_has_a_rendering(manifest):
             offered |= set(model.capabilities.hosted_tools or ())
         missing = (offered & enableable) - set(RENDERERS[entry.api].HOSTED)
         assert not missing, f"{entry.api} offers {missing} but does not render them"
+
+
+def test_a_bad_policy_file_stops_the_gateway_before_it_starts(tmp_path, manifest):
+    from modelevents.schemas.errors import ConfigError
+    from modelevents.services.gateway.app import create_app
+    from modelevents.services.gateway.config import GatewayConfig
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("tenants:\n  acme:\n    hosted:\n      tools: [teleport]\n")
+    with pytest.raises(ConfigError, match=r"tenant 'acme', hosted.tools: unknown hosted tools"):
+        create_app(GatewayConfig(policy=policy), manifest=manifest)
