@@ -215,6 +215,9 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
                   "api": target.api, "model": target.model, "background": neutral.background,
                   "stream": neutral.streams, "preferred_met": list(target.preferred_met),
                   "input_fingerprint": packet.fingerprint, "links": links}
+        if neutral.hosted_tools:
+            # As sent: with the tenant's domain rules merged in (the caller sees the narrowing).
+            answer["hosted_tools"] = [t.model_dump(mode="json") for t in neutral.hosted_tools]
         if claim is not None:
             await idempotency.remember(gateway, claim, answer)
     except BaseException as exc:

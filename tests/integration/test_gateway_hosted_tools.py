@@ -126,6 +126,8 @@ def test_an_allowed_web_search_is_sent_with_the_tenants_domain_filters(gateway, 
                       {"type": "web_search", "allowed_domains": ["docs.python.org",
                                                                  "rust-lang.org"]})
     answer = start_run(gateway, body)
+    assert answer["hosted_tools"] == [{"type": "web_search", "allowed_domains": [
+        "docs.python.org"], "blocked_domains": []}]
     sent = sent_body(gateway, sim, answer, "openai-responses")
     # The request narrowed the tenant's list; what it asked beyond it is dropped.
     assert sent["tools"] == [{"type": "web_search",
