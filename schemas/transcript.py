@@ -12,6 +12,7 @@ unknown fields are refused, and an error names the message and part at fault.
     │     text | tool_call | reasoning              (assistant)
     │     tool_result                               (tool)
     ├── tools: [ToolDeclaration]     application tools (name, description, JSON-schema parameters)
+    ├── hosted_tools: [HostedTool]   provider-hosted tools it enables (schemas/hosted_tools.py)
     ├── target | preferences         one Target (provider, api?, model) or a ranked list
     ├── required_capabilities / preferred_capabilities   names from CAPABILITIES
     ├── background, stream           run as a provider background job; stream or poll it
@@ -47,6 +48,7 @@ from modelevents.schemas.events import (
     ToolCall,
     ToolResult,
 )
+from modelevents.schemas.hosted_tools import HostedTool, check_hosted_tools
 
 # --- the capability vocabulary (shared by requests, the manifest and the router) -------------
 
@@ -303,6 +305,10 @@ class NeutralRequest(_Strict):
     transcript: list[Message] = Field(min_length=1)
     instructions: str | None = None
     tools: list[ToolDeclaration] = Field(default_factory=list)
+    # Each one is required as ``hosted_tools.<type>`` by the router. Left out of the JSON form
+    # when empty: a request without hosted tools keeps the input-packet fingerprint and the
+    # idempotency digest it had before the field existed (a retry across an upgrade).
+    hosted_tools: list[HostedTool] = Field(default_factory=list, exclude_if=lambda v: not v)
     target: Target | None = None
     preferences: list[Target] = Field(default_factory=list)
     required_capabilities: list[str] = Field(default_factory=list)
@@ -333,6 +339,7 @@ class NeutralRequest(_Strict):
         if duplicates:
             raise ValueError(f"tools declares {duplicates} more than once; tool names must be "
                              "unique")
+        check_hosted_tools(self.hosted_tools)
         _check_transcript(self.transcript)
         return self
 

@@ -119,13 +119,18 @@ class WebhookRejected(RequestRefused):
 class Rejection(Protocol):
     """Why one candidate target cannot take a request (``services/gateway/router.py``)."""
 
+    @property
+    def refused(self) -> tuple[Any, ...]: ...
+
     def describe(self) -> str: ...
 
     def to_dict(self) -> dict[str, Any]: ...
 
 
 class CapabilityRejected(InputError):
-    """No candidate target offers every capability the request requires."""
+    """No candidate target offers every capability the request requires — or, code
+    ``egress_rejected``, some were refused by the hosted-tool egress rules (the tenant's policy,
+    or domain rules the target cannot enforce)."""
 
     def __init__(self, rejections: Sequence[Rejection]) -> None:
         self.rejections = list(rejections)
@@ -139,7 +144,9 @@ class CapabilityRejected(InputError):
 
     def to_dict(self) -> dict[str, Any]:
         """The 422 body."""
-        return {"error": str(self), "code": "capability_rejected", "candidates": self.details()}
+        code = ("egress_rejected" if any(r.refused for r in self.rejections)
+                else "capability_rejected")
+        return {"error": str(self), "code": code, "candidates": self.details()}
 
 
 class ManifestError(ConfigError):

@@ -12,6 +12,7 @@ that produced it; from anywhere else it is dropped together with its readable te
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
@@ -45,8 +46,11 @@ def build(request: NeutralRequest, api: str, model: str, *, stream: bool,
         raise RenderError(f"no request renderer for api {api!r}; "
                           f"known: {', '.join(RENDERERS)}") from None
     provider = provider or module.PROVIDER
-    return WireRequest(api=api, provider=provider, model=model,
-                       endpoint=module.endpoint(model, stream=stream),
+    endpoint: Endpoint = module.endpoint(model, stream=stream)
+    headers_for = getattr(module, "headers_for", None)
+    if headers_for is not None:
+        endpoint = replace(endpoint, headers={**endpoint.headers, **headers_for(request)})
+    return WireRequest(api=api, provider=provider, model=model, endpoint=endpoint,
                        body=module.render(request, model, stream=stream, provider=provider))
 
 

@@ -16,6 +16,22 @@ statelessness, ordering); field names from the SDK's ``MessageCreateParams``.
 
 Consecutive messages of one role are merged: a tool message and the user message after it
 become one user message, as §7 requires.
+
+Hosted (server) tools go in ``tools`` (SDK ``ToolUnionParam``); MCP servers in the beta
+``mcp_servers`` list with the ``anthropic-beta`` header ``headers_for`` adds:
+
+| neutral | Messages |
+|---|---|
+| web_search | ``web_search_20250305`` {allowed_domains or blocked_domains} |
+| web_fetch | ``web_fetch_20250910`` {allowed_domains or blocked_domains} |
+| code_execution | ``code_execution_20250825`` (no request field for network) |
+| mcp | ``mcp_servers``: {type: url, name, url, tool_configuration: {allowed_tools}}; Claude
+  never asks for approval of an MCP call, so ``require_approval: always`` is refused |
+
+Claude takes ``allowed_domains`` or ``blocked_domains``, never both. With both, only the
+allowed list is sent when it already keeps every blocked domain out (none lies inside an
+allowed one); otherwise the rules cannot be enforced and rendering fails (the router refuses
+such a target first).
 """
 
 from __future__ import annotations
@@ -23,7 +39,15 @@ from __future__ import annotations
 from typing import Any
 
 from modelevents.adapters.errors import RenderError
-from modelevents.adapters.requests.base import Endpoint, decoded_text, replayable
+from modelevents.adapters.requests.base import (
+    Egress,
+    Endpoint,
+    decoded_text,
+    domain_fields,
+    replayable,
+    unrenderable,
+)
+from modelevents.schemas.hosted_tools import HostedTool, McpTool
 from modelevents.schemas.transcript import (
     FilePart,
     ImagePart,
@@ -40,6 +64,22 @@ PROVIDER = "anthropic"
 # max_tokens is required by the Messages API; used when the request names no limit.
 DEFAULT_MAX_TOKENS = 4096
 ANTHROPIC_VERSION = "2023-06-01"
+# The beta of the MCP connector whose server entries carry tool_configuration (SDK
+# BetaRequestMCPServerURLDefinitionParam).
+MCP_BETA = "mcp-client-2025-04-04"
+
+_WEB = Egress(allowed_domains=True, blocked_domains=True, exclusive=True,
+              note="allowed_domains or blocked_domains, not both")
+HOSTED: dict[str, Egress] = {
+    "web_search": _WEB,
+    "web_fetch": _WEB,
+    "code_execution": Egress(network="sandbox",
+                             note="no request field: Anthropic documents the sandbox as "
+                                  "without internet access"),
+    "mcp": Egress(note="the server by URL; allowed_tools; no approval step"),
+}
+_TOOL_TYPES = {"web_search": "web_search_20250305", "web_fetch": "web_fetch_20250910",
+               "code_execution": "code_execution_20250825"}
 
 
 def endpoint(model: str, *, stream: bool) -> Endpoint:
@@ -47,6 +87,13 @@ def endpoint(model: str, *, stream: bool) -> Endpoint:
     if stream:
         headers["accept"] = "text/event-stream"
     return Endpoint("POST", "/v1/messages", headers=headers)
+
+
+def headers_for(request: NeutralRequest) -> dict[str, str]:
+    """The beta header of the MCP connector, when the request names MCP servers."""
+    if any(isinstance(tool, McpTool) for tool in request.hosted_tools):
+        return {"anthropic-beta": MCP_BETA}
+    return {}
 
 
 def render(request: NeutralRequest, model: str, *, stream: bool,
@@ -76,9 +123,18 @@ def render(request: NeutralRequest, model: str, *, stream: bool,
     system = request.system_text()
     if system:
         body["system"] = system
-    if request.tools:
-        body["tools"] = [{"name": t.name, "description": t.description or "",
-                          "input_schema": t.parameters} for t in request.tools]
+    tools = [{"name": t.name, "description": t.description or "",
+              "input_schema": t.parameters} for t in request.tools]
+    servers = []
+    for tool in request.hosted_tools:
+        if isinstance(tool, McpTool):
+            servers.append(_mcp_server(tool))
+        else:
+            tools.append(_server_tool(tool))
+    if tools:
+        body["tools"] = tools
+    if servers:
+        body["mcp_servers"] = servers
     if request.temperature is not None:
         body["temperature"] = request.temperature
     if request.structured_output is not None:
@@ -86,6 +142,30 @@ def render(request: NeutralRequest, model: str, *, stream: bool,
                                             "schema": request.structured_output.json_schema}}
     body["stream"] = stream
     return body
+
+
+def _server_tool(tool: HostedTool) -> dict[str, Any]:
+    egress = HOSTED.get(tool.type)
+    if egress is None or tool.type not in _TOOL_TYPES:
+        raise unrenderable(tool, API, HOSTED)
+    allowed, blocked = domain_fields(tool, egress, API)
+    out: dict[str, Any] = {"type": _TOOL_TYPES[tool.type], "name": tool.type}
+    if allowed:
+        out["allowed_domains"] = allowed
+    elif blocked:
+        out["blocked_domains"] = blocked
+    return out
+
+
+def _mcp_server(tool: McpTool) -> dict[str, Any]:
+    if tool.require_approval == "always":
+        raise RenderError(f"MCP server {tool.server_label!r}: Claude's MCP connector has no "
+                          "approval step, so require_approval 'always' cannot hold there; "
+                          "drop it or target OpenAI Responses")
+    server: dict[str, Any] = {"type": "url", "name": tool.server_label, "url": tool.server_url}
+    if tool.allowed_tools is not None:
+        server["tool_configuration"] = {"allowed_tools": tool.allowed_tools}
+    return server
 
 
 def _block(part: Any, where: str, provider: str, model: str) -> dict[str, Any] | None:

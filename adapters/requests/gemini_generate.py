@@ -17,6 +17,10 @@ name; ids invented by clients are accepted; thought signatures); camelCase REST 
   generateContent and the model that produced it |
 
 Consecutive contents of one role are merged (all results of a parallel call in one content).
+
+Hosted tools are one ``Tool`` each in ``tools``: ``googleSearch`` (web_search),
+``codeExecution``, ``urlContext``, ``googleMaps``, ``fileSearch`` {fileSearchStoreNames}. The
+Gemini API takes no domain rule for them (``GoogleSearch.excludeDomains`` is Vertex AI only).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from typing import Any
 
 from modelevents.adapters.errors import RenderError
 from modelevents.adapters.requests.base import Endpoint, replayable
+from modelevents.adapters.requests.gemini_hosted import HOSTED as GEMINI_HOSTED
+from modelevents.adapters.requests.gemini_hosted import gemini_tool
 from modelevents.schemas.transcript import (
     FilePart,
     ImagePart,
@@ -46,6 +52,9 @@ PROVIDER = "google"
 # (ai.google.dev/gemini-api/docs/thought-signatures). thoughtSignature is bytes, base64 on the
 # wire: this is what the google-genai SDK sends for b"skip_thought_signature_validator" (the
 # workaround strands-agents/sdk-python#1298 shipped).
+# generateContent has no MCP server tool on the Gemini API.
+HOSTED = {name: egress for name, egress in GEMINI_HOSTED.items() if name != "mcp"}
+
 SKIP_SIGNATURE_CHECK = base64.b64encode(b"skip_thought_signature_validator").decode()
 
 
@@ -83,11 +92,16 @@ def render(request: NeutralRequest, model: str, *, stream: bool,
     system = request.system_text()
     if system:
         body["systemInstruction"] = {"parts": [{"text": system}]}
+    tools: list[dict[str, Any]] = []
     if request.tools:
         # parametersJsonSchema takes JSON Schema as is; `parameters` is an OpenAPI subset.
-        body["tools"] = [{"functionDeclarations": [
+        tools.append({"functionDeclarations": [
             {"name": t.name, "description": t.description or "",
-             "parametersJsonSchema": t.parameters} for t in request.tools]}]
+             "parametersJsonSchema": t.parameters} for t in request.tools]})
+    tools += [gemini_tool(tool, API, camel=True, hosted=HOSTED)
+              for tool in request.hosted_tools]
+    if tools:
+        body["tools"] = tools
     config: dict[str, Any] = {}
     if request.max_output_tokens is not None:
         config["maxOutputTokens"] = request.max_output_tokens

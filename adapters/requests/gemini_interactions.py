@@ -16,6 +16,11 @@ no ``previous_interaction_id``):
 | reasoning | ``thought`` {signature, summary} — only back to Gemini Interactions and the model
   that produced it |
 
+Hosted tools go in ``tools`` (SDK ``Tool``): ``google_search`` (web_search), ``code_execution``,
+``url_context``, ``google_maps``, ``file_search`` {file_search_store_names}, ``mcp_server``
+{name, url, allowed_tools: [{tools}]}. None of them takes a domain rule (``GoogleSearch`` has
+only ``search_types``), and an MCP server has no approval step.
+
 A signature that Gemini put on a function call step has no field in the SDK's
 ``FunctionCallStepParam`` and is not sent (recorded streams carry ``""`` there, A5).
 """
@@ -26,6 +31,8 @@ from typing import Any
 
 from modelevents.adapters.errors import RenderError
 from modelevents.adapters.requests.base import Endpoint, replayable
+from modelevents.adapters.requests.gemini_hosted import HOSTED as HOSTED
+from modelevents.adapters.requests.gemini_hosted import gemini_tool
 from modelevents.schemas.transcript import (
     FilePart,
     ImagePart,
@@ -98,9 +105,11 @@ def render(request: NeutralRequest, model: str, *, stream: bool,
     system = request.system_text()
     if system:
         body["system_instruction"] = system
-    if request.tools:
-        body["tools"] = [{"type": "function", "name": t.name, "description": t.description or "",
-                          "parameters": t.parameters} for t in request.tools]
+    tools = [{"type": "function", "name": t.name, "description": t.description or "",
+              "parameters": t.parameters} for t in request.tools]
+    tools += [gemini_tool(tool, API, camel=False) for tool in request.hosted_tools]
+    if tools:
+        body["tools"] = tools
     config: dict[str, Any] = {}
     if request.max_output_tokens is not None:
         config["max_output_tokens"] = request.max_output_tokens

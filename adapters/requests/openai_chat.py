@@ -18,7 +18,14 @@ from __future__ import annotations
 from typing import Any
 
 from modelevents.adapters.errors import RenderError
-from modelevents.adapters.requests.base import Endpoint, arguments_text, data_url
+from modelevents.adapters.requests.base import (
+    Egress,
+    Endpoint,
+    arguments_text,
+    data_url,
+    domain_fields,
+    unrenderable,
+)
 from modelevents.schemas.transcript import (
     FilePart,
     ImagePart,
@@ -29,6 +36,12 @@ from modelevents.schemas.transcript import (
 )
 
 API = "openai-chat"
+
+# Chat has one hosted tool, on the search-preview models only: web_search_options, which
+# takes no domain rule (SDK WebSearchOptions: search_context_size, user_location).
+HOSTED: dict[str, Egress] = {
+    "web_search": Egress(note="web_search_options: no domain rule"),
+}
 PROVIDER = "openai"
 
 # input_audio takes only these formats (the SDK's InputAudio.format).
@@ -65,6 +78,12 @@ def render(request: NeutralRequest, model: str, *, stream: bool,
         body["tools"] = [{"type": "function", "function": {
             "name": t.name, "description": t.description or "", "parameters": t.parameters}}
             for t in request.tools]
+    for tool in request.hosted_tools:
+        egress = HOSTED.get(tool.type)
+        if egress is None:
+            raise unrenderable(tool, API, HOSTED)
+        domain_fields(tool, egress, API)  # raises: Chat enforces no domain rule
+        body["web_search_options"] = {}
     if request.max_output_tokens is not None:
         body["max_completion_tokens"] = request.max_output_tokens
     if request.temperature is not None:

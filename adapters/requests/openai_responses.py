@@ -12,6 +12,18 @@ reasoning items), the SDK's ``ResponseCreateParams`` for field names.
 | tool_result | ``function_call_output`` {call_id, output}; Responses has no error flag |
 | reasoning | ``reasoning`` {id, summary, encrypted_content} — only back to OpenAI Responses and
   the model that produced it (§10), and only with its ``rs_`` id |
+
+Hosted tools go in ``tools`` beside the functions (SDK ``ToolParam``):
+
+| neutral | Responses tool |
+|---|---|
+| web_search | ``web_search`` {filters: {allowed_domains}} — there is no blocked list |
+| code_execution | ``code_interpreter`` {container: {type: auto, network_policy: disabled, or
+  allowlist {allowed_domains} with network}} |
+| shell | ``shell`` {environment: {type: container_auto, network_policy: as above}} |
+| mcp | ``mcp`` {server_label, server_url, allowed_tools, require_approval} |
+| file_search | ``file_search`` {vector_store_ids} |
+| image_generation, computer | ``image_generation``, ``computer`` |
 """
 
 from __future__ import annotations
@@ -20,10 +32,20 @@ from typing import Any
 
 from modelevents.adapters.errors import RenderError
 from modelevents.adapters.requests.base import (
+    Egress,
     Endpoint,
     arguments_text,
     data_url,
+    domain_fields,
     replayable,
+    unrenderable,
+)
+from modelevents.schemas.hosted_tools import (
+    CodeExecutionTool,
+    FileSearchTool,
+    HostedTool,
+    McpTool,
+    ShellTool,
 )
 from modelevents.schemas.transcript import (
     FilePart,
@@ -37,6 +59,19 @@ from modelevents.schemas.transcript import (
 
 API = "openai-responses"
 PROVIDER = "openai"
+
+_SANDBOX = Egress(allowed_domains=True, network="request",
+                  note="network_policy: disabled, or an allowlist of domains")
+HOSTED: dict[str, Egress] = {
+    "web_search": Egress(allowed_domains=True,
+                         note="filters.allowed_domains; the API has no blocked list"),
+    "code_execution": _SANDBOX,
+    "shell": _SANDBOX,
+    "mcp": Egress(note="the server by URL; allowed_tools and require_approval"),
+    "file_search": Egress(note="the vector stores named"),
+    "image_generation": Egress(note="reads nothing from the web"),
+    "computer": Egress(note="no domain restriction: the application carries out the actions"),
+}
 
 # spec:CreateResponse.max_output_tokens has minimum 16 (openai.md §6).
 MIN_OUTPUT_TOKENS = 16
@@ -53,9 +88,11 @@ def render(request: NeutralRequest, model: str, *, stream: bool,
     system = request.system_text()
     if system:
         body["instructions"] = system
-    if request.tools:
-        body["tools"] = [{"type": "function", "name": t.name, "description": t.description or "",
-                          "parameters": t.parameters, "strict": False} for t in request.tools]
+    tools = [{"type": "function", "name": t.name, "description": t.description or "",
+              "parameters": t.parameters, "strict": False} for t in request.tools]
+    tools += [_hosted(tool) for tool in request.hosted_tools]
+    if tools:
+        body["tools"] = tools
     if request.max_output_tokens is not None:
         if request.max_output_tokens < MIN_OUTPUT_TOKENS:
             raise RenderError(f"OpenAI Responses rejects max_output_tokens below "
@@ -148,3 +185,39 @@ def _reasoning(part: ReasoningPart, provider: str, model: str) -> dict[str, Any]
     if part.encrypted_content:
         item["encrypted_content"] = part.encrypted_content
     return item
+
+
+def _hosted(tool: HostedTool) -> dict[str, Any]:
+    egress = HOSTED.get(tool.type)
+    if egress is None:
+        raise unrenderable(tool, API, HOSTED)
+    allowed, _ = domain_fields(tool, egress, API)
+    if tool.type == "web_search":
+        return {"type": "web_search", **({"filters": {"allowed_domains": allowed}}
+                                         if allowed else {})}
+    if isinstance(tool, CodeExecutionTool):
+        return {"type": "code_interpreter",
+                "container": {"type": "auto", **_network(tool, allowed)}}
+    if isinstance(tool, ShellTool):
+        return {"type": "shell", "environment": {"type": "container_auto",
+                                                 **_network(tool, allowed)}}
+    if isinstance(tool, McpTool):
+        mcp: dict[str, Any] = {"type": "mcp", "server_label": tool.server_label,
+                               "server_url": tool.server_url}
+        if tool.allowed_tools is not None:
+            mcp["allowed_tools"] = tool.allowed_tools
+        if tool.require_approval is not None:
+            mcp["require_approval"] = tool.require_approval
+        return mcp
+    if isinstance(tool, FileSearchTool):
+        return {"type": "file_search", "vector_store_ids": tool.store_ids}
+    return {"type": tool.type}  # image_generation, computer
+
+
+def _network(tool: CodeExecutionTool | ShellTool, allowed: list[str]) -> dict[str, Any]:
+    # No network unless asked for; with it, the allowlist when there is one (else the default).
+    if not tool.network:
+        return {"network_policy": {"type": "disabled"}}
+    if allowed:
+        return {"network_policy": {"type": "allowlist", "allowed_domains": allowed}}
+    return {}

@@ -20,7 +20,9 @@ A policy file (``modelevents tools run --policy FILE``) is JSON or YAML::
         continue_target: {provider: anthropic, model: claude-haiku-4-5}
         gateway_token: "..."                 # when the gateway has api_tokens
 
-A tenant the policy does not name may call nothing. Budgets count attempts that ran (denials do
+A tenant's ``hosted:`` section governs provider-hosted tools and is read by the gateway and
+the worker, not here (docs/hosted-tools.md). A tenant the policy does not name may call
+nothing. Budgets count attempts that ran (denials do
 not), rebuilt from the receipts topic when the executor starts.
 
 The policy is asked twice for a call that needs an approval: when it is proposed (a call over
@@ -98,6 +100,9 @@ class Policy:
         tenants: dict[str, TenantPolicy] = {}
         for name, spec in (raw.get("tenants") or {}).items():
             spec = dict(spec or {})
+            # Hosted tools run at the provider: the gateway and the worker read that section
+            # (services/policy/hosted.py); the executor has nothing to do with it.
+            spec.pop("hosted", None)
             if spec.get("tools") is not None:
                 spec["tools"] = set(spec["tools"])
             spec["scopes"] = {tool: set(s) for tool, s in (spec.get("scopes") or {}).items()}

@@ -79,6 +79,7 @@ from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, p
 from modelevents.services.gateway.run_views import RunStates
 from modelevents.services.gateway.state import Gateway
 from modelevents.services.kafka.clients import start_producer
+from modelevents.services.policy.hosted import load_policy_file
 
 __all__ = ["create_app", "ROUTERS"]
 
@@ -112,11 +113,13 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
     the shipped ``capabilities.yaml``); read before anything starts, so a bad file stops here.
     """
     manifest = manifest or load_manifest(config.capabilities or MANIFEST_PATH)
+    # The hosted-tool policy, read now too: a bad policy file stops the gateway here.
+    hosted_policies = load_policy_file(config.policy) if config.policy else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         producer = await start_producer(config.kafka)
-        gateway = Gateway(config, producer, manifest=manifest)
+        gateway = Gateway(config, producer, manifest=manifest, hosted_policies=hosted_policies)
         gateway.fetcher = Fetcher(config, gateway.publish)
         gateway.deliveries = Deliveries(config.dedupe_cache_size, config.dedupe_ttl_s)
         # Streams: read may wait between frames (a model thinking); connecting may not.

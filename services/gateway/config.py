@@ -31,6 +31,10 @@ SASL included)::
         api_key: ...                                          # or $GEMINI_API_KEY / $GOOGLE_API_KEY
         webhook_secrets: {default: [whsec_...]}               # or $GEMINI_WEBHOOK_SECRET
     capabilities: path/to/capabilities.yaml   # the capability manifest (default: the shipped one)
+    policy: policy.yaml                       # the tenants' policy file, its hosted: sections
+                                              # (hosted tools' egress, docs/hosted-tools.md);
+                                              # $MODELEVENTS_POLICY; default: tools.policy, the
+                                              # tool executor's; none: hosted tools unrestricted
     poll_initial_s: 0.5                       # background runs: first poll delay (doubling) …
     poll_max_s: 10.0                          # … up to this …
     terminal_timeout_s: 600                   # … until the provider says the run is terminal
@@ -128,6 +132,7 @@ GATEWAY_ENV: tuple[EnvVar, ...] = (
     EnvVar(("MODELEVENTS_API_TOKEN",), ("gateway", "api_tokens"), secret=True, form="tenant_list"),
     # One variable per replica where the pods share one config file (a StatefulSet's pod name).
     EnvVar(("MODELEVENTS_GATEWAY_INSTANCE",), ("gateway", "instance_id")),
+    EnvVar(("MODELEVENTS_POLICY",), ("gateway", "policy")),
 )
 
 
@@ -253,6 +258,9 @@ class GatewayConfig(BaseModel):
     # Runs the gateway starts (POST /v1/runs): the capability manifest (None: the shipped one),
     # the background polling schedule, and the provider calls' retries and timeout.
     capabilities: Path | None = None
+    # The policy file whose tenants' hosted: sections govern hosted tools (services/policy/
+    # hosted.py); the settings tree defaults it to tools.policy. None: no hosted-tool policy.
+    policy: Path | None = None
     poll_initial_s: float = Field(0.5, gt=0)
     poll_max_s: float = Field(10.0, gt=0)
     terminal_timeout_s: float = Field(600.0, gt=0)

@@ -14,6 +14,12 @@ candidates the one meeting the most ``preferred_capabilities`` wins; ties go to 
 candidate (the caller's ranking). When none is compatible, ``CapabilityRejected`` lists every
 candidate with exactly what it lacks and why the request needs it — the gateway answers 422
 with ``CapabilityRejected.to_dict()``.
+
+Each enabled hosted tool (``hosted_tools``) requires ``hosted_tools.<type>``. Under the
+tenant's hosted-tool policy, ``admit`` refuses what no target may send and merges the
+tenant's domain rules into the request; ``route`` then also refuses a candidate that cannot
+enforce them (``egress.py``). Those candidates carry ``refused`` (rule, because) instead of
+``missing``, in the same 422 (code ``egress_rejected``).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from modelevents.schemas.transcript import (
 )
 from modelevents.services.errors import CapabilityRejected
 from modelevents.services.gateway.capabilities import Capabilities, Manifest
+from modelevents.services.gateway.egress import Refusal, apply_policy, target_refusals
+from modelevents.services.policy.hosted import HostedPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +55,7 @@ class Rejection:
     model: str
     missing: tuple[Missing, ...] = ()
     reason: str | None = None  # when the target is not in the manifest at all
+    refused: tuple[Refusal, ...] = ()  # egress: the hosted-tool policy or rules it cannot enforce
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"provider": self.provider, "api": self.api, "model": self.model}
@@ -55,12 +64,16 @@ class Rejection:
         if self.missing:
             out["missing"] = [{"capability": m.capability, "because": m.because}
                               for m in self.missing]
+        if self.refused:
+            out["refused"] = [r.to_dict() for r in self.refused]
         return out
 
     def describe(self) -> str:
         where = f"{self.provider}/{self.api or '*'}/{self.model}"
         if self.reason:
             return f"{where}: {self.reason}"
+        if self.refused:
+            return f"{where} refused: " + "; ".join(r.because for r in self.refused)
         lacks = "; ".join(f"{m.capability} (needed: {m.because})" for m in self.missing)
         return f"{where} lacks {lacks}"
 
@@ -95,15 +108,30 @@ def requirements(request: NeutralRequest) -> dict[str, str]:
         needs.setdefault("background", "background is true")
     if request.structured_output is not None:
         needs.setdefault("structured_output", "structured_output is set")
+    for index, tool in enumerate(request.hosted_tools):
+        needs.setdefault(f"hosted_tools.{tool.type}", f"hosted_tools[{index}] enables it")
     return needs
 
 
-def route(request: NeutralRequest, manifest: Manifest,
-          available: set[str] | None = None) -> Route:
+def admit(request: NeutralRequest, policy: HostedPolicy | None) -> NeutralRequest:
+    """The request under the tenant's hosted-tool policy (its domain rules merged in), or
+    ``CapabilityRejected`` with every candidate refused alike: what the policy forbids is
+    forbidden on any target."""
+    admitted, refusals = apply_policy(request, policy)
+    if refusals:
+        raise CapabilityRejected([Rejection(t.provider, t.api, t.model, refused=refusals)
+                                  for t in request.targets])
+    return admitted
+
+
+def route(request: NeutralRequest, manifest: Manifest, available: set[str] | None = None,
+          policy: HostedPolicy | None = None) -> Route:
     """The best compatible candidate, or ``CapabilityRejected`` naming what each one lacks.
 
     ``available``: the providers this gateway can call (None: all); a candidate of another
-    provider is rejected as such, so a preference list falls through to the next one."""
+    provider is rejected as such, so a preference list falls through to the next one.
+    ``policy``: the tenant's hosted-tool policy (the request already ``admit``-ted under it);
+    a candidate that cannot enforce it, or the request's own domain rules, is refused."""
     needs = requirements(request)
     rejections: list[Rejection] = []
     compatible: list[tuple[int, int, Route]] = []
@@ -132,6 +160,11 @@ def route(request: NeutralRequest, manifest: Manifest,
                             if name not in offered)
             if missing:
                 rejections.append(Rejection(target.provider, api, target.model, missing))
+                continue
+            refused = target_refusals(request, api, policy)
+            if refused:
+                rejections.append(Rejection(target.provider, api, target.model,
+                                            refused=refused))
                 continue
             met = tuple(name for name in request.preferred_capabilities if name in offered)
             compatible.append((-len(met), order, Route(target.provider, api, target.model,

@@ -9,7 +9,9 @@
                                    (?take_over=true: a call another gateway instance left)
 
 The request is checked against the capability manifest before anything is sent (422 naming,
-per candidate target, what it lacks), and Kafka must be ready (503 otherwise: output it could
+per candidate target, what it lacks), and its hosted tools against the tenant's policy (the
+same 422, code ``egress_rejected``; the tenant's domain rules merged into what is sent:
+``egress.py``), and Kafka must be ready (503 otherwise: output it could
 not take would be lost); the wire request is rendered from the neutral form only now, for the
 target chosen (``adapters/requests``); its input packet — the neutral request, redacted, its
 fingerprint, the target — is written to ``run-inputs`` and acknowledged before the call is sent
@@ -93,7 +95,7 @@ from modelevents.services.gateway.followers import json_default, sse_event
 from modelevents.services.gateway.health import readiness
 from modelevents.services.gateway.input_packets import InputPackets, latest_packet, packet_summary
 from modelevents.services.gateway.problems import problem_response
-from modelevents.services.gateway.router import route
+from modelevents.services.gateway.router import admit, route
 from modelevents.services.gateway.run_views import run_history
 from modelevents.services.gateway.runner import CallRunner, ProviderCall
 from modelevents.services.gateway.state import RETRY_AFTER_S, Gateway, gateway_of
@@ -123,7 +125,10 @@ def _error(status: int, message: str, code: str | None = None, headers: dict[str
                422: {"description": "the request is invalid (`detail` names the field; an "
                                     "invalid `run_id`: code `invalid_id`), no "
                                     "target offers what it requires (`candidates`: what each "
-                                    "one lacks), or an Idempotency-Key was reused"},
+                                    "one lacks), a hosted tool is refused by the tenant's "
+                                    "policy or cannot be enforced (code `egress_rejected`: "
+                                    "`candidates[].refused`), or an Idempotency-Key was "
+                                    "reused"},
                429: {"description": "too many calls in flight; retry after Retry-After"},
                503: {"description": "Kafka is not ready: nothing was sent to a provider"}})
 async def start_run(neutral: NeutralRequest, request: Request,
@@ -157,9 +162,12 @@ async def start_run(neutral: NeutralRequest, request: Request,
 async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
                  claim: KeyRecord | None, correlation_id: str | None = None) -> Response:
     config = gateway.config
+    policy = gateway.hosted_policy(tenant)
     try:
+        # What is rendered, recorded and sent is the request under the tenant's policy.
+        neutral = admit(neutral, policy)
         target = route(neutral, gateway.manifest,
-                       config.run_providers(gateway.manifest.providers()))
+                       config.run_providers(gateway.manifest.providers()), policy)
     except CapabilityRejected as exc:
         return problem_response(422, exc.to_dict())
     try:
@@ -207,6 +215,9 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
                   "api": target.api, "model": target.model, "background": neutral.background,
                   "stream": neutral.streams, "preferred_met": list(target.preferred_met),
                   "input_fingerprint": packet.fingerprint, "links": links}
+        if neutral.hosted_tools:
+            # As sent: with the tenant's domain rules merged in (the caller sees the narrowing).
+            answer["hosted_tools"] = [t.model_dump(mode="json") for t in neutral.hosted_tools]
         if claim is not None:
             await idempotency.remember(gateway, claim, answer)
     except BaseException as exc:

@@ -41,6 +41,7 @@ from modelevents.services.kafka.clients import (
     send_record,
 )
 from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.policy.hosted import HostedPolicy
 
 if TYPE_CHECKING:
     import httpx
@@ -92,6 +93,8 @@ class Gateway:
     producer: AIOKafkaProducer
     # Runs (POST /v1/runs): the capability manifest the router uses.
     manifest: Manifest
+    # tenant → hosted-tool policy, from config.policy; None: no policy file (all allowed).
+    hosted_policies: dict[str, HostedPolicy] | None = None
     # Set by the app's lifespan before any request is served (they need the gateway or the
     # running loop to be built); nothing reads them earlier.
     fetcher: Fetcher = field(init=False)
@@ -132,6 +135,13 @@ class Gateway:
         if run_id is not None:
             return run_id
         return self.run_states.run_of_object(object_id, tenant)
+
+    def hosted_policy(self, tenant: str) -> HostedPolicy | None:
+        """The tenant's hosted-tool policy: None without a policy file; a tenant the file
+        does not name gets the empty policy (no hosted tool), as the tool executor's does."""
+        if self.hosted_policies is None:
+            return None
+        return self.hosted_policies.get(tenant, HostedPolicy())
 
     @property
     def settings(self) -> PipelineSettings:

@@ -17,7 +17,9 @@ The worker's and the tool executor's sections, in the file::
       stream_buffer: 16384                # --stream-buffer
       session_timeout_s: 30               # --session-timeout
     tools:
-      policy: policy.yaml                 # --policy (required by `tools run`, here or there)
+      policy: policy.yaml                 # --policy (required by `tools run`, here or there);
+                                          # the gateway reads its hosted: sections too (unless
+                                          # gateway.policy / $MODELEVENTS_POLICY names another)
       module: modelevents.consumers.tools.sqlite_tools   # --tools
       db: notes.db                        # --db
       group: modelevents-tools            # --group
@@ -113,6 +115,14 @@ class Settings(LayeredSettings):
     @model_validator(mode="after")
     def _share_kafka(self) -> Settings:
         self.gateway.kafka = self.kafka.pipeline()
+        return self
+
+    @model_validator(mode="after")
+    def _one_policy_file(self) -> Settings:
+        # One file holds every tenant's policy: the gateway reads the tool executor's hosted:
+        # sections unless gateway.policy names another file.
+        if self.gateway.policy is None:
+            self.gateway.policy = self.tools.policy
         return self
 
 

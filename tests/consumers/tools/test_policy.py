@@ -74,3 +74,11 @@ def test_a_granted_write_is_asked_again_and_held_only_when_allowed_now():
     rules.release("acme", "r", WRITE.cost)
     rules.revoke("acme", "add_note", "notebook:team")
     assert "revoked" in rules.admit("acme", "r", WRITE, note, approved=True).reason
+
+
+def test_the_hosted_section_is_left_to_the_gateway_and_the_worker(tmp_path):
+    # One policy file for both: the executor reads its own keys and skips hosted:.
+    path = tmp_path / "policy.yaml"
+    path.write_text("tenants:\n  acme:\n    tools: [get_weather]\n    hosted:\n"
+                    "      tools: [web_search]\n      allowed_domains: [docs.python.org]\n")
+    assert Policy.from_file(path).check("acme", "r", READ, {}).allowed
