@@ -1,0 +1,1 @@
+"""Policies the services enforce or check against: the hosted-tool section of the policy file."""
