@@ -58,11 +58,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# Payload fields the worker stamps from a tenant's policy, not translations of the provider's
+# bytes: an adapter leaves them at their defaults, so the adapters' suite does not show them.
+JUDGED_FIELDS = frozenset({"trust", "source_trust"})
+
+
 def neutral_event(event: ModelEvent) -> dict[str, Any]:
-    """kind + payload fields, nothing that identifies the delivery."""
+    """kind + payload fields, nothing that identifies the delivery nor a policy's verdict."""
     out: dict[str, Any] = {"kind": event.kind}
     for key, value in payload_dict(event.payload).items():
-        out[key] = _plain(value)
+        if key not in JUDGED_FIELDS:
+            out[key] = _plain(value)
     return out
 
 

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import yaml
+
 from modelevents.schemas.errors import ConfigError
 
-__all__ = ["HostedPolicy", "McpServer", "Trust", "domain_matches", "load_hosted_policies",
-           "trust_of"]
+__all__ = ["HostedPolicy", "McpServer", "Trust", "domain_matches", "hosted_policies_from_file",
+           "load_hosted_policies", "trust_of"]
 
 Trust = Literal["trusted", "untrusted", "blocked", "unknown"]
 
@@ -63,6 +66,17 @@ def load_hosted_policies(raw: Mapping[str, Any]) -> dict[str, HostedPolicy]:
         if hosted is not None:
             out[str(tenant)] = _policy(str(tenant), hosted)
     return out
+
+
+def hosted_policies_from_file(path: Path) -> dict[str, HostedPolicy]:
+    """:func:`load_hosted_policies` of a JSON or YAML policy file."""
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"policy file {path}: {exc}") from exc
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"policy file {path}: expected a mapping with `tenants:`")
+    return load_hosted_policies(raw)
 
 
 def _policy(tenant: str, spec: Any) -> HostedPolicy:
