@@ -146,17 +146,17 @@ def _leaves(node: Any, key: str | None, depth: int) -> Iterator[tuple[str | None
 def _hosted_violations(event: ModelEvent, payload: Hosted,
                        policy: HostedPolicy) -> list[ModelEvent]:
     found: list[ModelEvent] = []
-    tool = payload.name or payload.tool_type
+    tool = (f"{payload.name} ({payload.tool_type})"
+            if payload.name and payload.name != payload.tool_type else payload.tool_type)
     for source, trust in payload.source_trust.items():
         if trust == "blocked":
             found.append(_violation(event, "blocked_source", payload.call_id, source,
-                                    f"{tool} ({payload.tool_type}) used the blocked source "
-                                    f"{source}"))
+                                    f"{tool} used the blocked source {source}"))
     if payload.tool_type == "mcp":
         server = _unlisted_mcp_server(payload, policy)
         if server is not None:
             found.append(_violation(event, "mcp_server_not_allowed", payload.call_id, server,
-                                    f"MCP call {tool!r} to {server}, a server the tenant's "
+                                    f"MCP call {payload.name or '(unnamed)'!r} to {server}, a server the tenant's "
                                     "mcp_servers do not name"))
     if payload.tool_type == "code_execution" and not policy.code_network:
         match = _network_use(payload)
