@@ -265,6 +265,10 @@ KIND_PAYLOAD: dict[str, type] = {
     "policy.violation": PolicyViolation,
 }
 KINDS = frozenset(KIND_PAYLOAD)
+# Payload fields the worker stamps from the tenant's policy (services/run_logic/source_trust.py),
+# not translations of the provider's bytes: adapters leave them at their defaults, and what
+# compares adapters' output (conformance, replay parity) leaves them out.
+JUDGED_FIELDS = frozenset({"trust", "source_trust"})
 PAYLOAD_TYPES: dict[str, type] = {cls.__name__: cls for cls in set(KIND_PAYLOAD.values())}
 
 

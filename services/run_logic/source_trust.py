@@ -46,7 +46,7 @@ from modelevents.services.policy.hosted import HostedPolicy, trust_of
 
 __all__ = ["ADAPTER", "NETWORK_USE", "judge", "sources_of"]
 
-ADAPTER = "modelevents-policy/1"
+ADAPTER = "modelevents-policy/1"  # the adapter field of a policy.violation: no adapter made it
 # Worst first: a hosted call's trust is the first of these among its sources' verdicts.
 _SEVERITY: tuple[SourceTrust, ...] = ("blocked", "untrusted", "unknown", "trusted")
 # Keys of arguments and evidence whose values name sources, by provider API (url: OpenAI,
