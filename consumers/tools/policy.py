@@ -84,6 +84,9 @@ class Policy:
         tenants: dict[str, TenantPolicy] = {}
         for name, spec in (raw.get("tenants") or {}).items():
             spec = dict(spec or {})
+            # The provider-run tools' section of the same file: the gateway's and the worker's
+            # (services/policy/hosted.py), not the executor's.
+            spec.pop("hosted", None)
             if spec.get("tools") is not None:
                 spec["tools"] = set(spec["tools"])
             spec["scopes"] = {tool: set(s) for tool, s in (spec.get("scopes") or {}).items()}
