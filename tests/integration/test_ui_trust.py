@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from playwright import sync_api as playwright_sync
 from playwright.sync_api import expect
@@ -79,3 +80,8 @@ def test_the_page_strikes_out_blocked_sources_marks_untrusted_and_shows_violatio
     expect(violations.first).to_contain_text("Policy violation: blocked source")
     expect(violations.first).to_contain_text("evil.example")
     expect(page.locator("#run-flag")).to_contain_text("policy violation blocked_source")
+
+    # The run list counts them (its search's and its citations' sources).
+    rows = httpx.get(f"{gateway.url}/v1/runs", params={"q": run_id}, timeout=30).json()["runs"]
+    assert [(r["sources"], r["policy_violations"]) for r in rows] == [
+        ({"untrusted": 2, "blocked": 2}, 2)]
