@@ -73,7 +73,8 @@ def hosted_policies_from_file(path: Path) -> dict[str, HostedPolicy]:
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"policy file {path}: {exc}") from exc
+        # One line: YAML's own message points at the spot over several.
+        raise ConfigError(f"policy file {path}: {' '.join(str(exc).split())}") from exc
     if not isinstance(raw, Mapping):
         raise ConfigError(f"policy file {path}: expected a mapping with `tenants:`")
     return load_hosted_policies(raw)
