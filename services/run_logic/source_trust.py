@@ -44,7 +44,7 @@ from modelevents.schemas.events import (
 from modelevents.schemas.vocabulary import PolicyViolationType, SourceTrust
 from modelevents.services.policy.hosted import HostedPolicy, trust_of
 
-__all__ = ["ADAPTER", "NETWORK_USE", "judge", "sources_of"]
+__all__ = ["ADAPTER", "MAX_SOURCES", "MAX_SOURCE_CHARS", "NETWORK_USE", "judge", "sources_of"]
 
 ADAPTER = "modelevents-policy/1"  # the adapter field of a policy.violation: no adapter made it
 # Worst first: a hosted call's trust is the first of these among its sources' verdicts.
@@ -56,7 +56,10 @@ _FILE_KEYS = frozenset({"file_id"})
 _MCP_LABEL_KEYS = frozenset({"server_label", "server_name"})
 _CODE_KEYS = frozenset({"code", "input", "command", "stdout", "stderr", "output", "result",
                         "logs"})
-MAX_SOURCES = 100  # per event: a hostile evidence must not grow the event without bound
+# Per event, a hostile evidence must not grow the event without bound: source_trust is repeated
+# on every piece of an event cut into pieces (schemas/pieces.py), so it stays small (~50 KB).
+MAX_SOURCES = 50
+MAX_SOURCE_CHARS = 1024  # a longer source is judged whole and kept cut to this
 _MAX_DEPTH = 12
 NETWORK_USE = re.compile(
     r"https?://|\b(?:requests|httpx|aiohttp|urllib\d?|http\.client|socket|ftplib|smtplib)\b"
@@ -96,7 +99,8 @@ def _judged_citation(payload: Citation, policy: HostedPolicy) -> Citation:
 
 
 def _judged_hosted(payload: Hosted, policy: HostedPolicy) -> Hosted:
-    verdicts = {source: trust_of(source, policy) for source in sources_of(payload)}
+    verdicts = {source[:MAX_SOURCE_CHARS]: trust_of(source, policy)
+                for source in sources_of(payload)}
     trust: SourceTrust = next((t for t in _SEVERITY if t in verdicts.values()), "unknown")
     return dataclasses.replace(payload, trust=trust, source_trust=verdicts)
 

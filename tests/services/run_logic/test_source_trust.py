@@ -4,6 +4,8 @@ test_source_trust.py."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from modelevents.adapters.registry import normalize_file
@@ -12,7 +14,12 @@ from modelevents.schemas.vocabulary import check_event
 from modelevents.services.policy.hosted import HostedPolicy, McpServer
 from modelevents.services.run_logic.run_machine import run_state_of
 from modelevents.services.run_logic.sequencer import RunSequence
-from modelevents.services.run_logic.source_trust import judge, sources_of
+from modelevents.services.run_logic.source_trust import (
+    MAX_SOURCE_CHARS,
+    MAX_SOURCES,
+    judge,
+    sources_of,
+)
 from tests.helpers import of_kind
 from tests.source_trust_cases import CASES, COUNTS, TENANT, VERDICTS, found, policy
 
@@ -59,6 +66,22 @@ def test_a_listed_mcp_server_and_allowed_code_network_are_no_violation():
                             code_network=True)
     events = judge(normalize_file(path, tenant=TENANT).events, allowing)
     assert of_kind(events, "policy.violation") == []
+
+
+def test_a_hostile_evidence_gives_a_bounded_source_trust_and_long_urls_are_judged_whole():
+    many = [f"https://s{i}.example/" for i in range(500)]
+    long = "https://evil.example/" + "x" * 5000
+    hosted = Hosted(output_index=0, call_id="c", tool_type="web_fetch", authority="provider",
+                    evidence=json.dumps({"urls": [long, *many]}))
+    event = normalize_file(next(p for p in CASES if p.parent.name == "openai-responses"),
+                           tenant=TENANT).events[0]
+    event.kind, event.payload = "hosted.result", hosted
+    judged = judge([event], policy())
+    source_trust = judged[0].payload.source_trust
+    assert len(source_trust) == MAX_SOURCES
+    assert source_trust[long[:MAX_SOURCE_CHARS]] == "blocked"
+    assert max(map(len, source_trust)) == MAX_SOURCE_CHARS
+    assert [v.payload.source for v in judged[1:]] == [long[:MAX_SOURCE_CHARS]]
 
 
 def test_sources_are_read_from_arguments_and_evidence_of_each_shape():
