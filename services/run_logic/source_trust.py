@@ -73,7 +73,11 @@ def judge(events: list[ModelEvent], policy: HostedPolicy | None) -> list[ModelEv
     out: list[ModelEvent] = []
     for event in events:
         payload = event.payload
-        if isinstance(payload, Citation):
+        if event.piece is not None:
+            # A piece holds part of each string (schemas/pieces.py), and every piece must carry
+            # the same verdicts: an event the adapter already cut is left unjudged.
+            out.append(event)
+        elif isinstance(payload, Citation):
             event.payload = payload = _judged_citation(payload, policy)
             out.append(event)
             source = _citation_source(payload)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from modelevents.adapters.registry import normalize_file
-from modelevents.schemas.events import Hosted, ModelEvent
+from modelevents.schemas.events import Hosted, ModelEvent, Piece
 from modelevents.schemas.vocabulary import check_event
 from modelevents.services.policy.hosted import HostedPolicy, McpServer
 from modelevents.services.run_logic.run_machine import run_state_of
@@ -21,7 +21,7 @@ from modelevents.services.run_logic.source_trust import (
     sources_of,
 )
 from tests.helpers import of_kind
-from tests.source_trust_cases import CASES, COUNTS, TENANT, VERDICTS, found, policy
+from tests.source_trust_cases import BLOCKED, CASES, COUNTS, TENANT, VERDICTS, found, policy
 
 
 def _sequenced(events: list[ModelEvent]) -> list[ModelEvent]:
@@ -82,6 +82,16 @@ def test_a_hostile_evidence_gives_a_bounded_source_trust_and_long_urls_are_judge
     assert source_trust[long[:MAX_SOURCE_CHARS]] == "blocked"
     assert max(map(len, source_trust)) == MAX_SOURCE_CHARS
     assert [v.payload.source for v in judged[1:]] == [long[:MAX_SOURCE_CHARS]]
+
+
+def test_an_event_already_in_pieces_is_left_unjudged():
+    path = next(p for p in CASES if p.parent.name == "anthropic-messages")
+    events = normalize_file(path, tenant=TENANT).events
+    cited = next(e for e in events if e.kind == "citation")
+    cited.piece = Piece(index=0, count=2)
+    cited.payload.url = BLOCKED[:24]  # its first piece: part of the URL, the host whole
+    judged = judge([cited], policy())
+    assert judged == [cited] and cited.payload.trust == "unknown"
 
 
 def test_sources_are_read_from_arguments_and_evidence_of_each_shape():
