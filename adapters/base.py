@@ -145,7 +145,7 @@ _TYPES_OF: dict[str, tuple[tuple[type, ...], bool, Any]] = {
     "int": ((int,), False, 0), "int | None": ((int,), True, None),
     "bool": ((bool,), False, False), "bool | None": ((bool,), True, None),
     "float | None": ((float, int), True, None), "bytes | None": ((bytes,), True, None),
-    "dict[str, int]": ((dict,), False, None),
+    "dict[str, int]": ((dict,), False, None), "dict[str, str]": ((dict,), False, None),
 }
 # Keyed by the field's plain annotation: a vocabulary Literal field is a "str" one here.
 _FIELD_TYPES: dict[type, tuple[tuple[str, tuple[type, ...], bool, Any], ...]] = {
@@ -153,6 +153,10 @@ _FIELD_TYPES: dict[type, tuple[tuple[str, tuple[type, ...], bool, Any], ...]] = 
                for name, annotation in plain_annotations(cls).items())
     for cls in set(KIND_PAYLOAD.values())
 }
+# The (record, field) maps whose values are strings (Hosted.source_trust); other maps hold longs.
+_STR_MAPS: frozenset[tuple[type, str]] = frozenset(
+    (cls, name) for cls in set(KIND_PAYLOAD.values())
+    for name, annotation in plain_annotations(cls).items() if annotation == "dict[str, str]")
 
 
 # Ints the compiled test lets through without a second look: within one 30-bit digit, so that
@@ -172,6 +176,9 @@ def _fast_check(cls: type) -> Any:
     for name, types, nullable, _ in _FIELD_TYPES[cls]:
         if types == (int,):
             bad = f"type(v) is not int or v < -{_SMALL_INT} or v > {_SMALL_INT}"
+        elif types == (dict,) and (cls, name) in _STR_MAPS:
+            bad = ("type(v) is not dict or v and not all(type(k) is str and type(n) is str "
+                   "for k, n in v.items())")
         elif types == (dict,):
             bad = (f"type(v) is not dict or v and not all(type(k) is str and type(n) is int and "
                    f"-{_INT64} <= n < {_INT64} for k, n in v.items())")
@@ -196,14 +203,18 @@ _INT32_FIELDS: dict[type, frozenset[str]] = {cls: int32_fields()[cls.__name__]
                                              for cls in _FIELD_TYPES}
 
 
-def _ill_typed(value: Any, types: tuple[type, ...], limit: int = _INT64) -> bool:
+def _ill_typed(value: Any, types: tuple[type, ...], limit: int = _INT64,
+               str_values: bool = False) -> bool:
     """True when ``value`` (of one of ``types`` or None) does not fit: a wrong type, an int
-    outside Avro's long (``limit``: or its int), a dict that is not str → int."""
+    outside Avro's long (``limit``: or its int), a dict that is not str → int (``str_values``:
+    str → str)."""
     kind = type(value)
     if kind not in types:
         return True
     if kind is int:
         return not -limit <= value < limit
+    if kind is dict and str_values:
+        return not all(type(k) is str and type(v) is str for k, v in value.items())
     if kind is dict:
         return not all(type(k) is str and type(v) is int and -_INT64 <= v < _INT64
                        for k, v in value.items())
@@ -440,7 +451,8 @@ class Adapter:
                 elif type(value) in types and types[0] is not int and types[0] is not dict:
                     continue  # the common case, without _ill_typed's call
                 elif not _ill_typed(value, types, INT32_LIMIT
-                                    if name in _INT32_FIELDS[type(payload)] else _INT64):
+                                    if name in _INT32_FIELDS[type(payload)] else _INT64,
+                                    (type(payload), name) in _STR_MAPS):
                     continue
                 setattr(payload, name, empty if empty is not None or nullable else {})
                 bad.append(f"{event.kind}.{name} ({type(value).__name__})")

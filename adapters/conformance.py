@@ -39,7 +39,7 @@ from modelevents.adapters.registry import (
     translate,
 )
 from modelevents.schemas.errors import InputError
-from modelevents.schemas.events import ModelEvent, payload_dict
+from modelevents.schemas.events import JUDGED_FIELDS, ModelEvent, payload_dict
 
 EXPECTED_SUFFIX = ".expected.jsonl"
 REPLAY_KEYS = ("api", "http_status")
@@ -59,10 +59,12 @@ def _plain(value: Any) -> Any:
 
 
 def neutral_event(event: ModelEvent) -> dict[str, Any]:
-    """kind + payload fields, nothing that identifies the delivery."""
+    """kind + payload fields, nothing that identifies the delivery nor a policy's verdict
+    (``JUDGED_FIELDS``: an adapter leaves them at their defaults)."""
     out: dict[str, Any] = {"kind": event.kind}
     for key, value in payload_dict(event.payload).items():
-        out[key] = _plain(value)
+        if key not in JUDGED_FIELDS:
+            out[key] = _plain(value)
     return out
 
 

@@ -32,13 +32,14 @@ from modelevents.consumers.topic_snapshot import RawRecord, Start, read_snapshot
 from modelevents.schemas import codec
 from modelevents.schemas.end_of_input import is_end_of_input
 from modelevents.schemas.errors import InputError, SchemaError
-from modelevents.schemas.events import ModelEvent, Usage, payload_dict
+from modelevents.schemas.events import JUDGED_FIELDS, ModelEvent, Usage, payload_dict
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import RunState
 from modelevents.services.kafka.clients import run_key_bytes
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.run_logic.normalizer import RunNormalizer
 from modelevents.services.run_logic.run_machine import RunMachine
+from modelevents.services.run_logic.source_trust import ADAPTER as POLICY_ADAPTER
 
 EXECUTOR = "executor"  # transport of events that no adapter made (tool results, approvals)
 
@@ -320,7 +321,9 @@ def _source(event: ModelEvent) -> tuple:
 
 
 def _payload(event: ModelEvent) -> tuple[str, dict[str, Any]]:
-    return type(event.payload).__name__, payload_dict(event.payload)
+    # The worker's trust verdicts come from its policy file, not from the frames.
+    fields = {k: v for k, v in payload_dict(event.payload).items() if k not in JUDGED_FIELDS}
+    return type(event.payload).__name__, fields
 
 
 def event_diff_fields(expected: ModelEvent, published: ModelEvent) -> tuple[str, ...]:
@@ -412,11 +415,12 @@ def renormalize_runs(by_key: dict[str, list[_Placed]],
 
 def published_sequence(events: Iterable[ModelEvent]) -> tuple[list[ModelEvent], int]:
     """A run's events as a consumer sees them: dedupe by seq (first copy wins), ordered by seq,
-    executor events (no adapter made them) left out. Returns (sequence, executor events)."""
+    executor events and the worker's policy violations (no adapter made them) left out.
+    Returns (sequence, events left out)."""
     by_seq: dict[int, ModelEvent] = {}
     executor = 0
     for event in events:
-        if event.source.transport == EXECUTOR:
+        if event.source.transport == EXECUTOR or event.adapter == POLICY_ADAPTER:
             executor += 1
             continue
         by_seq.setdefault(event.seq, event)
@@ -528,7 +532,7 @@ def parity_of_run(run_id: str, run: Renormalized | None,
         result.frames = sum(1 for f in run.frames if not is_end_of_input(f))
         result.notes += run.notes
     if executor:
-        result.notes.append(f"{executor} executor event(s) left out (no adapter makes them)")
+        result.notes.append(f"{executor} executor or policy event(s) left out (no adapter makes them)")
     result.published_adapters = tuple(sorted({e.adapter for e in published}))
     result.current_adapters = tuple(sorted({e.adapter for e in expected}))
     return result

@@ -6,7 +6,7 @@ The records annotate their closed fields with the vocabulary's ``Literal`` types
 At run time such a field holds a ``str`` like any other: here a ``Literal`` of strings reads as
 ``str``, so ``RunFinished.reason: FinishReason`` is ``"str"`` and ``Hosted.status:
 HostedStatus | None`` is ``"str | None"``. Other annotations read as they are written
-(``"int | None"``, ``"dict[str, int]"``).
+(``"int | None"``, ``"dict[str, int]"``; a map of Literals ``"dict[str, str]"``).
 """
 
 from __future__ import annotations
@@ -43,4 +43,6 @@ def _plain(hint: Any, where: str) -> str:
         return "None"
     if isinstance(hint, type) and origin is None:
         return hint.__name__
-    return str(hint)  # a parameterized builtin: dict[str, int]
+    if origin in (dict, list):  # a parameterized builtin: dict[str, int], dict[str, SourceTrust]
+        return f"{origin.__name__}[{', '.join(_plain(a, where) for a in get_args(hint))}]"
+    return str(hint)

@@ -30,10 +30,12 @@ from modelevents.schemas.vocabulary import (
     FinishReason,
     HostedStatus,
     HostedToolType,
+    PolicyViolationType,
     ReasoningForm,
     Role,
     RunStartedStatus,
     RunStatusValue,
+    SourceTrust,
     SourceType,
     TerminalStatus,
     Transport,
@@ -147,6 +149,10 @@ class Hosted:
     arguments: str | None = None  # JSON text
     evidence: str | None = None  # JSON text
     is_error: bool = False
+    # The tenant's verdict on the evidence's sources (schema v4, stamped by the worker): the
+    # worst of source_trust's values (blocked, untrusted, unknown, trusted), unknown if none.
+    trust: SourceTrust = "unknown"
+    source_trust: dict[str, SourceTrust] = field(default_factory=dict)  # source → verdict
 
 
 @dataclass(slots=True)
@@ -160,6 +166,17 @@ class Citation:
     file_id: str | None = None
     title: str | None = None
     cited_text: str | None = None
+    trust: SourceTrust = "unknown"  # the tenant's verdict on url / file_id (schema v4)
+
+
+@dataclass(slots=True)
+class PolicyViolation:
+    """What a hosted tool did against the tenant's policy, found after the fact (schema v4)."""
+
+    violation: PolicyViolationType
+    note: str
+    call_id: str | None = None  # the hosted call (Hosted.call_id) it was found in
+    source: str | None = None  # the offending source: URL, file:ID, mcp:LABEL
 
 
 @dataclass(slots=True)
@@ -215,7 +232,7 @@ class Unknown:
 Payload = (
     RunStarted | RunStatus | RunAwaiting | RunFinished | Message | Text | Reasoning | Media
     | Structured | ToolCall | ToolResult | Hosted | Citation | Refusal | Approval | Usage | Error
-    | Unknown
+    | Unknown | PolicyViolation
 )
 
 # kind -> payload record. The vocabulary of DESIGN.md, nothing more.
@@ -245,8 +262,13 @@ KIND_PAYLOAD: dict[str, type] = {
     "usage": Usage,
     "error": Error,
     "unknown": Unknown,
+    "policy.violation": PolicyViolation,
 }
 KINDS = frozenset(KIND_PAYLOAD)
+# Payload fields the worker stamps from the tenant's policy (services/run_logic/source_trust.py),
+# not translations of the provider's bytes: adapters leave them at their defaults, and what
+# compares adapters' output (conformance, replay parity) leaves them out.
+JUDGED_FIELDS = frozenset({"trust", "source_trust"})
 PAYLOAD_TYPES: dict[str, type] = {cls.__name__: cls for cls in set(KIND_PAYLOAD.values())}
 
 

@@ -36,6 +36,10 @@ class RunState:
     usage: Usage | None = None  # total over the run's provider calls
     prior_calls_usage: Usage | None = None  # total of the calls before the current one
     last_error: str | None = None
+    # Counted from the events' trust verdicts (schema v4): what a gate on evidence reads.
+    untrusted_sources: int = 0
+    blocked_sources: int = 0
+    policy_violations: int = 0
 
     @property
     def terminal(self) -> bool:

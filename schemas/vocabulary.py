@@ -14,6 +14,8 @@ AwaitingReason         (none: closed)           RunAwaiting.raw_reason
 RunStatus              (none: closed)           RunStatus.raw_status
 HostedToolType         ``other``                Hosted.name (the provider's tool name)
 SourceType             ``other``                the envelope (Citation has no raw field)
+SourceTrust            ``unknown``              (none: a verdict of the tenant's policy)
+PolicyViolationType    (none: closed)           PolicyViolation.note
 ProviderErrorType      ``provider_error``       Error.code (the provider's code or type)
 =====================  =======================  ==========================================
 
@@ -39,12 +41,13 @@ if TYPE_CHECKING:  # events.py annotates its payloads with the Literals here: no
 
 __all__ = [
     "ADAPTER_ERROR_TYPES", "AWAITING_REASONS", "ERROR_TYPES", "EXECUTORS", "FINISH_REASONS",
-    "HOSTED_STATUSES", "HOSTED_TOOL_TYPES", "HOSTILE_INPUT_ERRORS", "PROVIDER_ERROR_TYPES",
-    "REASONING_FORMS", "ROLES", "RUN_STARTED_STATUSES", "RUN_STATUSES", "SOURCE_TYPES",
-    "TERMINAL_STATUSES", "TRANSPORTS", "AdapterErrorType", "AwaitingReason", "ErrorType",
-    "Executor", "FinishReason", "HostedStatus", "HostedToolType", "HostileInputError",
-    "ProviderErrorType", "ReasoningForm", "Role", "RunStartedStatus", "RunStatusValue",
-    "SourceType", "TerminalStatus", "Transport", "check_event", "normalized",
+    "HOSTED_STATUSES", "HOSTED_TOOL_TYPES", "HOSTILE_INPUT_ERRORS", "POLICY_VIOLATIONS",
+    "PROVIDER_ERROR_TYPES", "REASONING_FORMS", "ROLES", "RUN_STARTED_STATUSES", "RUN_STATUSES",
+    "SOURCE_TRUSTS", "SOURCE_TYPES", "TERMINAL_STATUSES", "TRANSPORTS", "AdapterErrorType",
+    "AwaitingReason", "ErrorType", "Executor", "FinishReason", "HostedStatus", "HostedToolType",
+    "HostileInputError", "PolicyViolationType", "ProviderErrorType", "ReasoningForm", "Role",
+    "RunStartedStatus", "RunStatusValue", "SourceTrust", "SourceType", "TerminalStatus",
+    "Transport", "check_event", "normalized",
 ]
 
 
@@ -115,6 +118,19 @@ SourceType = Literal[
     "other",  # FALLBACK: a source this revision does not name
 ]
 
+# The tenant's verdict on a source (Citation.trust, Hosted.trust and Hosted.source_trust's
+# values), stamped by the worker from its policy file (services/policy/hosted.py): ``unknown``
+# when no policy names the source, or no policy is configured.
+SourceTrust = Literal["trusted", "untrusted", "blocked", "unknown"]
+
+# What a policy.violation found in what a hosted tool did (PolicyViolation.violation).
+PolicyViolationType = Literal[
+    "blocked_source",  # evidence or a citation from a blocked source
+    "mcp_server_not_allowed",  # an MCP call to a server the tenant's list does not name
+    "code_network_forbidden",  # code execution used the network where the tenant forbids it
+    "injection_in_hosted_content",  # content a hosted tool returned reads like an injection
+]
+
 # --- errors -------------------------------------------------------------------------------------
 
 # adapters/base.py's taxonomy for hostile input.
@@ -156,6 +172,8 @@ HOSTED_TOOL_TYPES: tuple[HostedToolType, ...] = _values(HostedToolType)
 EXECUTORS: tuple[Executor, ...] = _values(Executor)
 HOSTED_STATUSES: tuple[HostedStatus, ...] = _values(HostedStatus)
 SOURCE_TYPES: tuple[SourceType, ...] = _values(SourceType)
+SOURCE_TRUSTS: tuple[SourceTrust, ...] = _values(SourceTrust)
+POLICY_VIOLATIONS: tuple[PolicyViolationType, ...] = _values(PolicyViolationType)
 HOSTILE_INPUT_ERRORS: tuple[HostileInputError, ...] = _values(HostileInputError)
 ADAPTER_ERROR_TYPES: tuple[AdapterErrorType, ...] = _values(AdapterErrorType)
 PROVIDER_ERROR_TYPES: tuple[ProviderErrorType, ...] = _values(ProviderErrorType)
@@ -176,19 +194,20 @@ def _closed_fields() -> dict[type, tuple[tuple[str, tuple[Any, ...]], ...]]:
         e.Message: (("role", ROLES),),
         e.Reasoning: (("form", REASONING_FORMS),),
         e.Hosted: (("tool_type", HOSTED_TOOL_TYPES), ("executor", EXECUTORS),
-                   ("status", HOSTED_STATUSES + (None,))),
-        e.Citation: (("source_type", SOURCE_TYPES),),
+                   ("status", HOSTED_STATUSES + (None,)), ("trust", SOURCE_TRUSTS)),
+        e.Citation: (("source_type", SOURCE_TYPES), ("trust", SOURCE_TRUSTS)),
+        e.PolicyViolation: (("violation", POLICY_VIOLATIONS),),
         e.Error: (("error_type", ERROR_TYPES),),
     }
 
 
 def check_event(event: ModelEvent) -> list[str]:
     """What in ``event`` is outside the closed vocabulary: one line per value off, [] if none."""
-    from modelevents.schemas.events import KIND_PAYLOAD
+    from modelevents.schemas import events as e
 
     off: list[str] = []
     kind = event.kind
-    expected = KIND_PAYLOAD.get(kind)
+    expected = e.KIND_PAYLOAD.get(kind)
     if expected is None:
         off.append(f"kind {kind!r} is not a ModelEvent kind")
     elif type(event.payload) is not expected:
@@ -197,6 +216,10 @@ def check_event(event: ModelEvent) -> list[str]:
         value = getattr(event.payload, name)
         if value not in allowed:
             off.append(f"{kind}.{name} {value!r} is not in the vocabulary")
+    if isinstance(event.payload, e.Hosted):
+        off += [f"{kind}.source_trust[{source!r}] {value!r} is not in the vocabulary"
+                for source, value in event.payload.source_trust.items()
+                if value not in SOURCE_TRUSTS]
     if event.source.transport not in TRANSPORTS:
         off.append(f"source.transport {event.source.transport!r} is not a transport")
     return off

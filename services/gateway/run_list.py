@@ -29,7 +29,9 @@ Each row: ``run_id``, ``status``, ``provider``/``api``/``model``, ``tenant``, ``
 of a live run), ``tokens`` (input/output/cache read/cache write/reasoning/total, summed over the
 run's provider calls), ``needs_reconciliation`` with its notes, ``waiting`` (``approval``,
 ``tool_results``, ``continuation`` or null), ``reason``/``raw_reason``, ``pending_approvals``,
-``open_tool_calls``, ``provider_object_ids``, ``event_count`` and ``last_seq``.
+``open_tool_calls``, ``provider_object_ids``, ``event_count`` and ``last_seq``, ``sources``
+(how many citations and hosted-tool sources the tenant's policy judged ``untrusted`` and
+``blocked``) and ``policy_violations`` (docs/hosted-tools.md).
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ def run_row(state: RunState) -> dict[str, Any]:
         "provider_object_ids": list(state.provider_object_ids),
         "event_count": state.event_count, "last_seq": state.last_seq,
         "last_error": state.last_error,
+        "sources": {"untrusted": state.untrusted_sources, "blocked": state.blocked_sources},
+        "policy_violations": state.policy_violations,
     }
 
 

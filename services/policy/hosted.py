@@ -82,7 +82,8 @@ def load_policy_file(path: Path | str) -> dict[str, HostedPolicy]:
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"policy file {path}: {exc}") from None
+        # One line: YAML's own message points at the spot over several.
+        raise ConfigError(f"policy file {path}: {' '.join(str(exc).split())}") from None
     if not isinstance(raw, Mapping):
         raise ConfigError(f"policy file {path}: expected a mapping with 'tenants'")
     return load_hosted_policies(dict(raw))
@@ -102,10 +103,13 @@ def trust_of(source: str, policy: HostedPolicy | None) -> Trust:
     """The trust of a source — a URL (its host is matched against the domain entries),
     ``file:ID``, ``mcp:LABEL`` or an MCP server's URL (as ``mcp:LABEL`` of the server the
     policy lists with that URL). The most cautious list that names it wins: blocked, then
-    untrusted, then trusted; none: ``unknown`` (also without a policy)."""
-    if policy is None:
+    untrusted, then trusted; none: ``unknown`` (also without a policy). A URL whose host the
+    egress rules block (``blocked_domains``) is a blocked source too."""
+    if policy is None or not source:
         return "unknown"
     keys = _source_keys(source, policy)
+    if keys[1] is not None and covered(keys[1], policy.blocked_domains):
+        return "blocked"
     for verdict, entries in (("blocked", policy.blocked), ("untrusted", policy.untrusted),
                              ("trusted", policy.trusted)):
         if _names(keys, entries):

@@ -10,7 +10,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace as dataclass_replace
 from typing import Any
 
@@ -26,6 +26,7 @@ from modelevents.schemas.run_state import DeadLetter
 from modelevents.services.kafka.clients import partition_for_key, start_producer
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.kafka.topics import changelog_topics, internal_topics, replication_configs
+from modelevents.services.policy.hosted import HostedPolicy
 from modelevents.services.processor.faust_workarounds import (
     LogStarts,
     PartitionOrder,
@@ -51,6 +52,7 @@ from modelevents.services.processor.working_state import WorkingState
 from modelevents.services.run_logic.normalizer import RunNormalizer
 from modelevents.services.run_logic.run_machine import RunMachine
 from modelevents.services.run_logic.sequencer import RunSequence
+from modelevents.services.run_logic.source_trust import judge
 
 log = logging.getLogger("modelevents.processor")
 
@@ -86,8 +88,11 @@ def _headers(message: Any) -> dict[str, bytes]:
 class Processor:
     """Registers the agents, tables and timers of one app; holds what they share."""
 
-    def __init__(self, app: faust.App, settings: PipelineSettings, tuning: ProcessorTuning) -> None:
+    def __init__(self, app: faust.App, settings: PipelineSettings, tuning: ProcessorTuning,
+                 policies: Mapping[str, HostedPolicy] | None = None) -> None:
         self.app = app
+        # None: no policy file — events pass unjudged, as offline `normalize` gives them.
+        self.policies = policies
         self.settings = settings
         self.tuning = tuning
         self.stats = Stats(settings.partitions)
@@ -359,9 +364,14 @@ class Processor:
         if translation.failure:
             self._dead(outbox, "translate", translation.failure, translation.error_type,
                        message, run.run_id, raw, frame.tenant, frame.provider)
-        for candidate in translation.events:
+        candidates = translation.events
+        if self.policies is not None:
+            # A tenant the file does not name gets the empty policy: verdicts from no lists, and
+            # any MCP server unlisted (a file is configured, so its silence allows nothing).
+            candidates = judge(candidates, self.policies.get(frame.tenant, HostedPolicy()))
+        for candidate in candidates:
             self._sequence(work, run_key, candidate, None, None, message, outbox, published, now)
-        self.stats.candidates += len(translation.events)
+        self.stats.candidates += len(candidates)
         for object_id in translation.claims:
             outbox.add(self.aliases_topic, object_id.encode(), run_key)
 

@@ -122,6 +122,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,7 @@ from modelevents.services.kafka import topics
 from modelevents.services.kafka.clients import make_admin, start_client
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.kafka.topics import changelog_topics, internal_topics
+from modelevents.services.policy.hosted import HostedPolicy
 from modelevents.services.processor import faust_workarounds
 from modelevents.services.processor.agents import Processor
 from modelevents.services.processor.faust_workarounds import (
@@ -212,12 +214,15 @@ def broker_credentials(settings: PipelineSettings) -> faust.types.auth.Credentia
 
 
 def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
-               tuning: ProcessorTuning | None = None) -> faust.App:
+               tuning: ProcessorTuning | None = None,
+               policies: Mapping[str, HostedPolicy] | None = None) -> faust.App:
     """A new Faust app running the run agent and the alias agent.
 
     Nothing is declared at module level: each call builds an independent app (tests run several).
     ``workdir`` holds Faust's data directory (default: ``./<app id>-data``). The pipeline's topics
     must exist; the worker command verifies them (and creates the internal ones) first.
+    ``policies`` (tenant → its hosted policy; None: no policy file) judge the sources of
+    citations and hosted tools (services/run_logic/source_trust.py).
     """
     tuning = tuning or ProcessorTuning()
     datadir = Path(workdir or ".") / f"{settings.app_id}-data"
@@ -247,7 +252,7 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
         stream_buffer_maxsize=tuning.stream_buffer,  # see ProcessorTuning
     )
     app.transport = faust_workarounds.transport(app, tuning.fetch_max_wait)
-    _STATS[app] = Processor(app, settings, tuning).stats
+    _STATS[app] = Processor(app, settings, tuning, policies).stats
     return app
 
 

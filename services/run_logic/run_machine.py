@@ -18,13 +18,16 @@ run: a run whose full story we do not know must not look clean.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from modelevents.schemas.events import (
     Approval,
+    Citation,
     Error,
+    Hosted,
     ModelEvent,
+    PolicyViolation,
     RunAwaiting,
     RunFinished,
     RunStarted,
@@ -189,6 +192,29 @@ class RunMachine:
         self._flag(f"unknown provider event {payload.provider_type!r}")
         return True
 
+    # The worker's trust verdicts (services/run_logic/source_trust.py), counted for gates on
+    # evidence: each citation, and each source of a hosted result's evidence.
+    def _on_citation(self, event: ModelEvent, payload: Citation) -> bool:
+        self._count_trust((payload.trust,))
+        return True
+
+    def _on_hosted_result(self, event: ModelEvent, payload: Hosted) -> bool:
+        self._count_trust(payload.source_trust.values())
+        return True
+
+    def _on_policy_violation(self, event: ModelEvent, payload: PolicyViolation) -> bool:
+        # Fail-safe: a run that did what its tenant forbids must not look clean.
+        self.state.policy_violations += 1
+        self._flag(f"policy violation {payload.violation}: {payload.note}")
+        return True
+
+    def _count_trust(self, verdicts: Iterable[str]) -> None:
+        for verdict in verdicts:
+            if verdict == "untrusted":
+                self.state.untrusted_sources += 1
+            elif verdict == "blocked":
+                self.state.blocked_sources += 1
+
     # --- helpers ----------------------------------------------------------------------------
 
     def flag(self, note: str) -> None:
@@ -235,6 +261,9 @@ _HANDLERS: dict[str, Callable[[RunMachine, ModelEvent, Any], bool]] = {
     "usage": RunMachine._on_usage,
     "error": RunMachine._on_error,
     "unknown": RunMachine._on_unknown,
+    "citation": RunMachine._on_citation,
+    "hosted.result": RunMachine._on_hosted_result,
+    "policy.violation": RunMachine._on_policy_violation,
 }
 
 

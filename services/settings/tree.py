@@ -16,6 +16,8 @@ The worker's and the tool executor's sections, in the file::
       batch_size: 1000                    # --batch-size
       stream_buffer: 16384                # --stream-buffer
       session_timeout_s: 30               # --session-timeout
+      policy: policy.yaml                 # --policy: the tenants' hosted sections judge the
+                                          # sources of citations and hosted tools (optional)
     tools:
       policy: policy.yaml                 # --policy (required by `tools run`, here or there);
                                           # the gateway reads its hosted: sections too (unless
@@ -58,6 +60,8 @@ class WorkerConfig(BaseModel):
     batch_size: int | None = Field(None, ge=1)
     stream_buffer: int | None = Field(None, ge=2)
     session_timeout_s: float | None = Field(None, ge=6)
+    # The policy file (the tool executor's, tools.policy): its tenants' ``hosted`` sections.
+    policy: Path | None = None
 
     @property
     def workdir(self) -> Path:

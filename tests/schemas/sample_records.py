@@ -37,9 +37,11 @@ PAYLOADS: dict[str, ev.Payload] = {
                              arguments='{"query": "x"}'),
     "hosted.result": ev.Hosted(output_index=2, call_id="ws_1", tool_type="web_search",
                                authority="provider", status="completed",
-                               evidence='{"sources": []}'),
+                               evidence='{"sources": [{"url": "https://example.com"}]}',
+                               trust="untrusted",
+                               source_trust={"https://example.com": "untrusted"}),
     "citation": ev.Citation(output_index=0, source_type="url", start=0, end=5,
-                            url="https://example.com", title="Example"),
+                            url="https://example.com", title="Example", trust="trusted"),
     "refusal": ev.Refusal(text="I can't help with that.", category="cyber"),
     "approval.requested": ev.Approval(approval_id="apr_1", tool_name="deploy", server="ops"),
     "approval.resolved": ev.Approval(approval_id="apr_1", decision="approved", decider="alice"),
@@ -50,6 +52,9 @@ PAYLOADS: dict[str, ev.Payload] = {
     "error": ev.Error(error_type="overloaded_error", message="Overloaded", http_status=529,
                       retryable=True),
     "unknown": ev.Unknown(provider_type="response.future_thing.delta"),
+    "policy.violation": ev.PolicyViolation(
+        violation="blocked_source", note="web_search evidence from a blocked source",
+        call_id="ws_1", source="https://evil.example/x"),
 }
 
 
@@ -83,7 +88,8 @@ def other_records() -> dict[str, object]:
             api="openai-responses", model="gpt-5", provider_object_ids=["resp_1"],
             reason="tool_results", open_tool_calls=["call_1"], last_seq=7, event_count=8,
             usage=ev.Usage(input_tokens=10, output_tokens=5), started_at=1_764_460_800_000,
-            updated_at=1_764_460_801_250),
+            updated_at=1_764_460_801_250, untrusted_sources=2, blocked_sources=1,
+            policy_violations=1),
         "dead_letter": DeadLetter(stage="apply", reason="illegal transition", error_type="Illegal",
                                   at=1_764_460_800_000, run_key="run-1", topic="x.ingest",
                                   partition=0, offset=42, record=b"\xc3\x01..."),

@@ -110,8 +110,10 @@ def test_frozen_samples_of_released_versions_stay_decodable(sample):
 
 
 def test_samples_exist_for_the_current_release():
+    # v4 added the kind policy.violation: earlier versions have one sample fewer.
     for version in ("v1", "v2", "v3"):
-        assert len(list(SAMPLES.glob(f"{version}/*.bin"))) == len(ev.KINDS) + 3, version
+        assert len(list(SAMPLES.glob(f"{version}/*.bin"))) == len(ev.KINDS) - 1 + 3, version
+    assert len(list(SAMPLES.glob("v4/*.bin"))) == len(ev.KINDS) + 3
     # v2's new fields are in its samples: a piece of an event and of a frame, timestamps.
     piece = codec.decode((SAMPLES / "v2" / f"model_event.{PIECE_KIND}.bin").read_bytes())
     assert piece.piece == ev.Piece(index=0, count=2)
@@ -124,11 +126,30 @@ def test_samples_exist_for_the_current_release():
     assert usage.iterations is not None and usage.iterations.startswith('[{"type":"compaction"')
     assert codec.decode((SAMPLES / "v2" / "model_event.usage.bin").read_bytes()
                         ).payload.iterations is None
+    # v4's new fields and kind are in its samples; a v3 citation, hosted result and run state
+    # read as judged by no policy.
+    v4 = {name: codec.decode((SAMPLES / "v4" / f"{name}.bin").read_bytes())
+          for name in ("model_event.citation", "model_event.hosted.result",
+                       "model_event.policy.violation", "run_state")}
+    assert v4["model_event.citation"].payload.trust == "trusted"
+    assert v4["model_event.hosted.result"].payload.source_trust == {
+        "https://example.com": "untrusted"}
+    assert v4["model_event.policy.violation"].payload == ev.PolicyViolation(
+        violation="blocked_source", note="web_search evidence from a blocked source",
+        call_id="ws_1", source="https://evil.example/x")
+    assert (v4["run_state"].untrusted_sources, v4["run_state"].blocked_sources) == (2, 1)
+    v3 = {name: codec.decode((SAMPLES / "v3" / f"{name}.bin").read_bytes())
+          for name in ("model_event.citation", "model_event.hosted.result", "run_state")}
+    assert v3["model_event.citation"].payload.trust == "unknown"
+    hosted = v3["model_event.hosted.result"].payload
+    assert (hosted.trust, hosted.source_trust) == ("unknown", {})
+    assert (v3["run_state"].untrusted_sources, v3["run_state"].blocked_sources,
+            v3["run_state"].policy_violations) == (0, 0, 0)
 
 
-def test_v3_samples_carry_the_current_fingerprints():
+def test_v4_samples_carry_the_current_fingerprints():
     current = set(codec.schemas().current_fingerprint.values())
-    assert {p.read_bytes()[2:10] for p in SAMPLES.glob("v3/*.bin")} == current
+    assert {p.read_bytes()[2:10] for p in SAMPLES.glob("v4/*.bin")} == current
 
 
 def test_timestamps_stay_ints_when_fastavro_resolves_an_older_writer(tmp_path, monkeypatch):
@@ -137,7 +158,7 @@ def test_timestamps_stay_ints_when_fastavro_resolves_an_older_writer(tmp_path, m
     new_dir = tmp_path / "avro"
     shutil.copytree(codec.AVRO_DIR, new_dir)
     for name in codec.CURRENT_FILES:
-        shutil.copy(codec.AVRO_DIR / name, new_dir / "history" / name.replace(".avsc", ".v3.avsc"))
+        shutil.copy(codec.AVRO_DIR / name, new_dir / "history" / name.replace(".avsc", ".v4.avsc"))
         schema = json.loads((new_dir / name).read_text())
         # A change the Python types do not see but resolution must handle: the field order.
         schema["fields"][:2] = schema["fields"][1::-1]

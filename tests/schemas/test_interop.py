@@ -226,14 +226,18 @@ def test_runs_records_written_under_the_old_fingerprint_still_decode():
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, v2, record)
     legacy = b"\xc3\x01" + bytes.fromhex("6cad731c9afff2f0") + buf.getvalue()
-    assert codec.decode(legacy) == other_records()["run_state"]
+    # v4's trust counts were not written: they read as their defaults.
+    assert codec.decode(legacy) == dataclasses.replace(
+        other_records()["run_state"], untrusted_sources=0, blocked_sources=0, policy_violations=0)
     assert codec.schemas().writers[bytes.fromhex("6cad731c9afff2f0")][0] == "modelevents.RunState"
 
 
 def test_the_new_fingerprint_is_not_the_old():
-    # v2's (the spec's, issue #11 §4) is history since v3 (Usage.iterations): still read.
+    # v2's (the spec's, issue #11 §4) is history since v3 (Usage.iterations), v3's since v4
+    # (the trust counts): both still read.
     fp = codec.schemas().current_fingerprint["modelevents.RunState"]
-    assert fp.hex() == "d5bfa97177249cb5"
+    assert fp.hex() == "e8c683f1d037ee70"
+    assert codec.schemas().writers[bytes.fromhex("d5bfa97177249cb5")][0] == "modelevents.RunState"
     assert codec.schemas().writers[bytes.fromhex("00f0530e69598914")][0] == "modelevents.RunState"
 
 

@@ -27,6 +27,7 @@ from modelevents.services.cli.kafka_options import (
     run_async,
 )
 from modelevents.services.kafka import topics
+from modelevents.services.policy.hosted import load_policy_file
 from modelevents.services.processor.health import HealthServer, WorkerHealth
 
 log = logging.getLogger("modelevents.worker")
@@ -72,6 +73,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "not finished after this long — e.g. the broker went away; nothing is "
                         "lost, uncommitted records are processed again on the next start "
                         "(default 30)")
+    p.add_argument("--policy", type=Path, default=None, metavar="FILE",
+                   help="the policy file (JSON or YAML, the tool executor's): each tenant's "
+                        "`hosted` section judges the sources of citations and hosted tools and "
+                        "flags what breaks it (policy.violation; docs/hosted-tools.md). Default: "
+                        "worker.policy of the configuration, else none (every verdict unknown)")
     p.add_argument("--loglevel", choices=LOG_LEVELS, default="info",
                    help="log level (default info)")
     health = p.add_argument_group("health endpoint (for probes; services/processor/health.py)")
@@ -101,7 +107,8 @@ def worker_options(args: argparse.Namespace) -> dict[str, tuple[object, str]]:
             "worker.run_retention_s": (args.retention, "--retention"),
             "worker.batch_size": (args.batch_size, "--batch-size"),
             "worker.stream_buffer": (args.stream_buffer, "--stream-buffer"),
-            "worker.session_timeout_s": (args.session_timeout, "--session-timeout")}
+            "worker.session_timeout_s": (args.session_timeout, "--session-timeout"),
+            "worker.policy": (args.policy, "--policy")}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -121,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         tuning = dataclasses.replace(tuning, **overrides)  # type: ignore[arg-type]
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    policies = load_policy_file(config.policy) if config.policy is not None else None
     workdir = config.workdir
     try:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -136,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             log.warning("%s", warning)
         created = sorted(name for name, what in checked.items() if what == "created")
 
-        app = processor.create_app(settings, workdir=workdir, tuning=tuning)
+        app = processor.create_app(settings, workdir=workdir, tuning=tuning, policies=policies)
         health.app, health.stats = app, processor.stats_of(app)
         _tune_garbage_collector()
         announce = _announcement(settings, tuning, workdir, created)

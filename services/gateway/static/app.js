@@ -630,6 +630,7 @@ const HANDLERS = {
     const source = e.url ? linkOrText(e.url, e.title || e.url) : el("span", {}, e.title || e.file_id || e.source_type);
     const li = el("li", { id: `cite-${number}`, value: String(number) }, source,
       e.cited_text ? el("span", { class: "muted" }, ` — “${e.cited_text}”`) : null);
+    markTrust(li, e.trust);
     if (block) {
       if ((c.start === null || c.start === undefined) && e.cited_text) {
         const at = Array.from(block.text).join("").indexOf(e.cited_text);
@@ -675,6 +676,11 @@ const HANDLERS = {
   unknown(e) {
     this.item("unknown", e.seq, `Unknown provider event: ${e.provider_type}`, e.detail ? el("pre", { text: e.detail }) : null);
   },
+  "policy.violation"(e) {
+    this.item("violation", e.seq, `Policy violation: ${e.violation.replaceAll("_", " ")}`, el("p", { text: e.note }),
+      el("p", { class: "label", text: [e.call_id && `hosted call ${e.call_id}`, e.source && `source ${e.source}`].filter(Boolean).join(" · ") }));
+    this.scheduleState(); // the run is flagged needs_reconciliation
+  },
 };
 
 function toolCard(view, e) {
@@ -716,7 +722,23 @@ function hostedCard(view, e) {
       links.length ? el("ul", {}, ...links.slice(0, 20).map((u) => el("li", {}, linkOrText(u, u)))) : null,
       el("details", {}, el("summary", { text: "all of it" }), el("pre", { text: prettyJson(e.evidence) })));
   }
+  markEvidenceTrust(card, e);
   return card;
+}
+
+// The worker's verdicts from the tenant's policy (docs/hosted-tools.md): a blocked source is
+// struck out, an untrusted one marked; unknown (no policy names it) is left as it is.
+function markTrust(node, trust) {
+  if (!trust || trust === "unknown" || node.dataset.trust === trust) return;
+  node.dataset.trust = trust;
+  node.querySelector(":scope > .trust")?.remove();
+  node.append(el("span", { class: `tag trust ${trust}`, text: trust }));
+}
+
+function markEvidenceTrust(card, e) {
+  const verdicts = e.source_trust || {};
+  card.evidence.querySelectorAll(":scope > ul > li").forEach((li) => markTrust(li, verdicts[li.firstElementChild?.textContent]));
+  if (e.trust && e.trust !== "unknown") card.node.dataset.trust = e.trust;
 }
 
 function collectUrls(value, out = []) {

@@ -22,6 +22,11 @@ def test_an_unknown_tenant_and_an_unlisted_tool_are_denied():
     assert "not allowed" in rules.check("acme", "r", WRITE, {"notebook": "x"}).reason
 
 
+def test_the_hosted_section_of_the_same_file_is_not_the_executors():
+    rules = policy(tools=["get_weather"], hosted={"tools": ["web_search"]})
+    assert rules.check("acme", "r", READ, {}).allowed
+
+
 def test_object_scope_is_granted_per_tool_and_can_be_revoked():
     rules = policy(scopes={"add_note": ["notebook:team"]}, approve_writes=False)
     assert rules.check("acme", "r", WRITE, {"notebook": "team"}).allowed

@@ -179,3 +179,18 @@ def test_version_is_the_installed_distributions():
     done = cli("--version")
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().strip() == f"modelevents {version('modelevents')}"
+
+
+@pytest.mark.parametrize("text, named", [
+    ("tenants:\n  acme:\n    hosted:\n      sources: {maybe: [x]}\n", "sources"),
+    ("tenants: [\n", "policy file"),
+])
+def test_a_worker_given_a_wrong_policy_file_stops_before_kafka_with_one_line(tmp_path, text,
+                                                                              named):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(text)
+    # Port 9 (discard): nothing answers there; the policy is read before Kafka is asked.
+    result = cli("worker", "--policy", str(policy), "--bootstrap-servers", "127.0.0.1:9")
+    assert result.returncode == 2, result.stderr
+    line = _one_error_line(result)
+    assert named in line and "Traceback" not in result.stderr.decode()

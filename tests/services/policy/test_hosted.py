@@ -104,3 +104,29 @@ def test_blocked_wins_over_trusted_and_no_policy_is_unknown():
     both = HostedPolicy(trusted=("example.com",), blocked=("example.com",))
     assert trust_of("https://example.com/", both) == "blocked"
     assert trust_of("https://example.com/", None) == "unknown"
+
+
+def test_trust_of_each_kind_of_source_and_the_egress_block_list():
+    acme = load_hosted_policies({"tenants": {"acme": {"hosted": {
+        "tools": ["web_search", "mcp"], "blocked_domains": ["evil.example"],
+        "mcp_servers": [{"label": "docs", "url": "https://mcp.example.com/sse"}],
+        "sources": {"trusted": ["docs.python.org", "file:file_abc", "mcp:docs"],
+                    "untrusted": ["reddit.com"], "blocked": ["spam.example"]}}}}})["acme"]
+    assert trust_of("https://docs.python.org/3/", acme) == "trusted"
+    assert trust_of("https://old.reddit.com/r/x", acme) == "untrusted"
+    assert trust_of("https://spam.example/", acme) == "blocked"
+    assert trust_of("https://a.evil.example/", acme) == "blocked"  # egress blocked_domains
+    assert trust_of("https://example.org/", acme) == "unknown"
+    assert trust_of("file:file_abc", acme) == "trusted"
+    assert trust_of("file:file_other", acme) == "unknown"
+    assert trust_of("mcp:docs", acme) == "trusted"
+    assert trust_of("https://mcp.example.com/sse", acme) == "trusted"  # the server's URL
+    assert trust_of("", acme) == "unknown"
+
+
+def test_a_policy_file_that_is_not_yaml_is_one_line(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text("tenants:\n  acme: [\n")
+    with pytest.raises(ConfigError) as caught:
+        load_policy_file(path)
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
