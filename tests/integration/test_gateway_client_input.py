@@ -1,0 +1,77 @@
+"""What a client names on the forwarded routes is checked before anything is written (issue #27,
+carried over), over real HTTP to a running gateway with the real broker: a ``provider`` name
+that is not one (a label on every event and metric) is 422, and so is an ``index`` beyond what a
+frame's index can hold — never a 500, and nothing of the body on ``frames``."""
+
+from __future__ import annotations
+
+import secrets
+
+import httpx
+import pytest
+
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.local.asgi_thread import ServedApp
+from tests.integration.test_gateway_edge import (  # noqa: F401 (fixtures)
+    TOKEN,
+    frames_written,
+    gateway,
+    start_gateway,
+)
+from tests.integration.test_gateway_problems import assert_problem
+from tests.integration.test_gateway_runs import neutral
+
+pytestmark = pytest.mark.kafka
+
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+SSE = {**BEARER, "content-type": "text/event-stream"}
+BODY = (b'data: {"type":"response.created","response":{"id":"resp_1","status":"in_progress"}}'
+        b"\n\n" * 3)
+LONG_MAX = 2**63 - 1
+
+
+def new_run_id() -> str:
+    return f"run_{secrets.token_hex(8)}"
+
+
+def forward(gateway: ServedApp, run_id: str, **params: str) -> httpx.Response:
+    return httpx.post(f"{gateway.url}/v1/runs/{run_id}/frames", content=BODY, timeout=30,
+                      params={"api": "openai-responses", **params}, headers=SSE)
+
+
+@pytest.mark.parametrize("provider", ["x" * 65, "Groq", "open ai", "evil\u202e", "1abc",
+                                      "a/b", "groq\\n"])
+def test_a_provider_that_is_no_name_is_refused(gateway, pipeline_settings: PipelineSettings,
+                                               provider: str) -> None:
+    refused = assert_problem(forward(gateway, new_run_id(), provider=provider), 422)
+    assert "provider" in refused["detail"] and "lowercase" in refused["detail"]
+    for named in ({"provider": provider}, {"request": neutral(provider, None, "m")}):
+        inputs = httpx.post(f"{gateway.url}/v1/runs/{new_run_id()}/input", headers=BEARER,
+                            timeout=30, json={"api": "openai-chat", "model": "m",
+                                              "request": neutral("openai", None, "m"), **named})
+        assert "lowercase" in assert_problem(inputs, 422)["detail"]
+    assert frames_written(pipeline_settings) == []
+
+
+def test_a_provider_name_of_a_compatible_server_is_kept(gateway, pipeline_settings) -> None:
+    run_id = new_run_id()
+    answer = forward(gateway, run_id, provider="azure-openai.eu_1")
+    assert answer.status_code == 200, answer.text
+    written = frames_written(pipeline_settings)
+    assert {f.provider for f in written} == {"azure-openai.eu_1"}
+    assert [f.frame_id for f in written if f.run_key == run_id][:3] == ["s0:0", "s0:1", "s0:2"]
+
+
+@pytest.mark.parametrize("index", [str(10**30), str(LONG_MAX + 1), str(LONG_MAX),
+                                   str(LONG_MAX - 2)])
+def test_an_index_no_frame_can_have_is_422(gateway, pipeline_settings, index: str) -> None:
+    # LONG_MAX - 2: the three frames fit, the end-of-stream marker after them would not.
+    refused = assert_problem(forward(gateway, new_run_id(), index=index), 422)
+    assert "largest frame index" in refused["detail"]
+    assert frames_written(pipeline_settings) == []
+
+
+def test_the_last_index_that_fits_is_taken(gateway, pipeline_settings) -> None:
+    answer = forward(gateway, new_run_id(), index=str(LONG_MAX - 3), end="stream")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["next_index"] == LONG_MAX
