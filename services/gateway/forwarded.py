@@ -37,7 +37,10 @@ is written. Run ids and stream ids are checked with ``schemas/ids.check_id`` (1 
 letters, digits and ``._:-``; CR, LF or NUL would forge log lines): anything else is 422.
 
 Every frame (and the marker) is acknowledged by Kafka (acks=all) before the 2xx, which says how
-many frames were accepted. Kafka unavailable → 503: send the same body again.
+many frames were accepted. When Kafka did not take them all, the answer counts the frames it
+did (``kept``, ``first_not_kept_index``) and names the cause (``forwarded_writes.py``): 503 for
+an acknowledgement that did not come (send the same body again: the copies are dropped), 413
+for a frame larger than the frames topic takes.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.errors import InputError, InvalidId
 from modelevents.schemas.ids import check_id, check_provider
 from modelevents.services.gateway.auth import caller_tenant
+from modelevents.services.gateway.forwarded_writes import publish_body
 from modelevents.services.gateway.problems import problem_response
 from modelevents.services.gateway.state import gateway_of
 
@@ -165,10 +169,12 @@ _OPENAPI: dict[str, Any] = {
         "200": {"description": "every frame written and acknowledged by Kafka"},
         "400": {"description": "the body holds no frames"},
         "404": {"description": "the run id is another tenant's: nothing was written"},
-        "413": {"description": "body larger than max_forward_bytes"},
         "415": {"description": "not text/event-stream or application/x-ndjson"},
         "422": {"description": "unknown api, bad parameter, or an invalid run or stream id"},
-        "503": {"description": "Kafka unavailable: nothing acknowledged, send the body again"},
+        "413": {"description": "body larger than max_forward_bytes, or a frame larger than the "
+                               "frames topic takes (kept: the frames written before it)"},
+        "503": {"description": "Kafka did not acknowledge every frame: kept says how many it "
+                               "did; send the same body again (copies are dropped)"},
     },
 }
 
@@ -238,8 +244,10 @@ async def forward_frames(request: Request, run_id: str) -> Response:
             frame.frame_id = f"{stream_id}:{frame.index}"
     if end != "none":
         frames.append(end_of_input(frames[-1], end))
-    await gateway.publish_all(frames)  # KafkaUnavailable → 503 (app.py)
     accepted = len(frames) - (end != "none")
+    unkept = await publish_body(gateway, frames)
+    if unkept is not None:  # some frames may be written: the answer counts them
+        return problem_response(*unkept.answer(gateway, accepted))
     return JSONResponse({"run_id": run_id, "api": api, "provider": provider, "stream": stream_id,
                          "accepted": accepted, "first_index": first_index,
                          "next_index": first_index + accepted, "end": end})

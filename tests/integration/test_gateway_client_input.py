@@ -1,7 +1,9 @@
 """What a client names on the forwarded routes is checked before anything is written (issue #27,
 carried over), over real HTTP to a running gateway with the real broker: a ``provider`` name
 that is not one (a label on every event and metric) is 422, and so is an ``index`` beyond what a
-frame's index can hold — never a 500, and nothing of the body on ``frames``."""
+frame's index can hold — never a 500, and nothing of the body on ``frames``. A body Kafka takes
+only part of is answered with how many of its frames were kept and why, never "nothing was
+kept"."""
 
 from __future__ import annotations
 
@@ -10,8 +12,11 @@ import secrets
 import httpx
 import pytest
 
+from modelevents.services.kafka import topics
+from modelevents.services.kafka.incremental_configs import set_topic_configs
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.local.asgi_thread import ServedApp
+from tests.integration.pipeline import run
 from tests.integration.test_gateway_edge import (  # noqa: F401 (fixtures)
     TOKEN,
     frames_written,
@@ -75,3 +80,39 @@ def test_the_last_index_that_fits_is_taken(gateway, pipeline_settings) -> None:
     answer = forward(gateway, new_run_id(), index=str(LONG_MAX - 3), end="stream")
     assert answer.status_code == 200, answer.text
     assert answer.json()["next_index"] == LONG_MAX
+
+
+def _limit_frames_records(settings: PipelineSettings, max_bytes: int) -> None:
+    async def limit() -> None:
+        admin = await topics._admin(settings)
+        try:
+            failed = await set_topic_configs(
+                admin, {settings.topic("frames"): {"max.message.bytes": str(max_bytes)}})
+        finally:
+            await admin.close()
+        assert set(failed.values()) == {None}, failed
+    run(limit())
+
+
+def test_a_frame_larger_than_the_topic_takes_is_413_counting_the_frames_kept(
+        gateway, pipeline_settings: PipelineSettings) -> None:
+    # A cluster whose frames topic takes smaller records than the project writes (300 kB, the
+    # gateway's batches are up to 256 KiB): frame 300 of 305 is refused by the broker after
+    # the 300 before it were written.
+    _limit_frames_records(pipeline_settings, 300_000)
+    small = (b'data: {"type":"response.output_text.delta","delta":"' + b"y" * 1000
+             + b'"}\n\n')
+    large = (b'data: {"type":"response.output_text.delta","delta":"' + b"x" * 400_000
+             + b'"}\n\n')
+    run_id = new_run_id()
+    answer = httpx.post(f"{gateway.url}/v1/runs/{run_id}/frames", timeout=30,
+                        content=small * 300 + large + small * 4, headers=SSE,
+                        params={"api": "openai-responses", "end": "none"})
+    refused = assert_problem(answer, 413, "record_too_large")
+    written = {f.frame_id for f in frames_written(pipeline_settings) if f.run_key == run_id}
+    assert {f"s0:{i}" for i in range(300)} <= written and "s0:300" not in written
+    assert refused["kept"] == len(written) and refused["frames"] == 305
+    assert refused["first_not_kept_index"] == 300
+    detail = refused["detail"]
+    assert "frame 300" in detail and "max.message.bytes" in detail and "written" in detail
+    assert "nothing was kept" not in answer.text and "kafka start" not in answer.text
