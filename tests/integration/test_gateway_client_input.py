@@ -8,6 +8,7 @@ kept"."""
 from __future__ import annotations
 
 import secrets
+import time
 
 import httpx
 import pytest
@@ -116,3 +117,37 @@ def test_a_frame_larger_than_the_topic_takes_is_413_counting_the_frames_kept(
     detail = refused["detail"]
     assert "frame 300" in detail and "max.message.bytes" in detail and "written" in detail
     assert "nothing was kept" not in answer.text and "kafka start" not in answer.text
+
+
+def test_a_body_not_all_acknowledged_in_time_is_503_counting_the_frames_kept(
+        start_gateway, pipeline_settings: PipelineSettings) -> None:
+    # One gateway claims the run; another, whose ack_timeout_s no 32 MB body can meet, takes
+    # the body: Kafka acknowledges part of it in time (perhaps none), the rest later or never.
+    first = start_gateway()
+    run_id = new_run_id()
+    assert forward(first, run_id, end="none").status_code == 200  # frames 0-2, the claim
+    hasty = start_gateway(ack_timeout_s=0.05)
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{hasty.url}/readyz", timeout=10).status_code != 200:  # the claim is read
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    frame = (b'data: {"type":"response.output_text.delta","delta":"' + b"z" * 4000
+             + b'"}\n\n')
+    body = frame * 8000
+    params = {"api": "openai-responses", "index": "3", "end": "none"}
+    answer = httpx.post(f"{hasty.url}/v1/runs/{run_id}/frames", content=body, headers=SSE,
+                        params=params, timeout=60)
+    refused = assert_problem(answer, 503, "kafka_unavailable")
+    assert answer.headers["retry-after"] == "5"
+    assert refused["frames"] == 8000 and refused["kept"] < 8000
+    assert 3 <= refused["first_not_kept_index"] < 8003
+    assert "ack_timeout_s" in refused["detail"] and "written" in refused["detail"]
+    assert "nothing was kept" not in answer.text and "kafka start" not in answer.text
+    # The same body again, as the answer says: every frame is there, those kept twice (the
+    # worker drops the copies by frame id).
+    again = httpx.post(f"{first.url}/v1/runs/{run_id}/frames", content=body, headers=SSE,
+                       params=params, timeout=60)
+    assert again.status_code == 200, again.text
+    ids = [f.frame_id for f in frames_written(pipeline_settings) if f.run_key == run_id]
+    assert set(ids) == {f"s0:{i}" for i in range(8003)}
+    assert len(ids) - 8003 >= refused["kept"]
