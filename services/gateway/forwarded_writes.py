@@ -12,6 +12,7 @@ the first frame not kept — names the cause, and says what to do:
                                                    503  kafka_unavailable: send the same body
                                                         again; frame ids are {stream}:{index},
                                                         so the worker drops the copies
+    a frame the gateway could not encode           500  internal (the gateway's log says why)
 
 A frame not acknowledged in time may still be written afterwards; the retry is safe either way.
 """
@@ -53,6 +54,7 @@ class Unkept:
     acked: list[bool]
     too_large: ProviderFrame | None = None
     causes: list[str] = field(default_factory=list)
+    failed: ModelEventsError | None = None  # the gateway's own failure while queueing
 
     def answer(self, gateway: Gateway, body_frames: int) -> tuple[int, dict[str, Any],
                                                                    dict[str, str]]:
@@ -65,6 +67,13 @@ class Unkept:
         facts: dict[str, Any] = {"kept": kept, "frames": body_frames,
                                  "first_not_kept_index": first.index}
         topic = gateway.settings.topic("frames")
+        if self.failed is not None:
+            log.error("forwarded body: frame %d not written: %r; %s", first.index, self.failed,
+                      counted)
+            return 500, {
+                "error": f"the gateway could not write frame {first.index} ({self.failed}); "
+                         f"{counted}. Report it with the gateway's log",
+                "code": "internal", **facts}, {}
         if self.too_large is not None:
             size = len(codec.encode(self.too_large))
             return 413, {
@@ -104,12 +113,15 @@ async def publish_body(gateway: Gateway, frames: list[ProviderFrame]) -> Unkept 
     deadline = loop.time() + timeout_s
     futures: list[asyncio.Future[Any]] = []
     causes: list[str] = []
+    failed: ModelEventsError | None = None
     try:
         async with asyncio.timeout_at(deadline):
             for frame in frames:
                 futures.append(await send_frame(gateway.producer, gateway.settings, frame))
-    except (TimeoutError, KafkaError, ModelEventsError) as exc:  # queueing stopped half-way
+    except (TimeoutError, KafkaError) as exc:  # queueing stopped half-way
         causes.append(_cause(exc, timeout_s))
+    except ModelEventsError as exc:  # a frame the gateway could not encode: its own failure
+        failed = exc
     if futures:
         await asyncio.wait(futures, timeout=max(0.0, deadline - loop.time()))
     acked = [f.done() and not f.cancelled() and f.exception() is None for f in futures]
@@ -117,7 +129,7 @@ async def publish_body(gateway: Gateway, frames: list[ProviderFrame]) -> Unkept 
     gateway.count_written([f for f, ok in zip(frames, acked, strict=True) if ok])
     if all(acked):
         return None
-    unkept = Unkept(frames, acked, causes=causes)
+    unkept = Unkept(frames, acked, causes=causes, failed=failed)
     for frame, future in zip(frames, futures, strict=False):
         if not future.done():
             # Still on its way: it may be written yet; its outcome is nobody's to read.
