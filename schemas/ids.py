@@ -14,8 +14,8 @@ import secrets
 
 from modelevents.schemas.errors import InvalidId
 
-__all__ = ["MAX_ID_LENGTH", "InvalidId", "check_id", "is_valid_id", "new_call_tag",
-           "CALL_TAG", "GATEWAY_FRAME_ID"]
+__all__ = ["MAX_ID_LENGTH", "MAX_PROVIDER_LENGTH", "InvalidId", "check_id", "check_provider",
+           "is_valid_id", "new_call_tag", "CALL_TAG", "GATEWAY_FRAME_ID"]
 
 MAX_ID_LENGTH = 200
 _ID = re.compile(rf"[A-Za-z0-9._:\-]{{1,{MAX_ID_LENGTH}}}")
@@ -32,6 +32,24 @@ def check_id(value: str, what: str = "run id") -> str:
     shown = repr(value[:40]) + ("…" if len(value) > 40 else "")
     raise InvalidId(f"{what} {shown} is not valid: use 1 to {MAX_ID_LENGTH} characters of ASCII "
                     "letters, digits and . _ : -")
+
+
+# A provider name a client gives (a forwarded stream's ``provider``: ``groq``, ``vllm``,
+# ``azure-openai`` …) is a metrics label, a filter of the run list and a field of every event:
+# one lowercase word, as the names the adapters and the manifest use.
+MAX_PROVIDER_LENGTH = 64
+_PROVIDER = re.compile(rf"[a-z][a-z0-9._\-]{{0,{MAX_PROVIDER_LENGTH - 1}}}")
+
+
+def check_provider(value: str) -> str:
+    """``value`` when it is a valid provider name, else :class:`InvalidId` saying what is
+    allowed."""
+    if _PROVIDER.fullmatch(value) is not None:
+        return value
+    shown = repr(value[:40]) + ("…" if len(value) > 40 else "")
+    raise InvalidId(f"provider {shown} is not a provider name: use 1 to {MAX_PROVIDER_LENGTH} "
+                    "lowercase ASCII letters, digits and . _ -, starting with a letter "
+                    "(e.g. openai, groq, vllm)")
 
 
 # The tag of a call the gateway makes (``LocalRuns.next_tag``, services/gateway/runs.py): ``c``,

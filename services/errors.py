@@ -6,12 +6,13 @@ raises each.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from modelevents.schemas.errors import ConfigError, InputError, ModelEventsError, SchemaError
 
-__all__ = ["KafkaUnavailable", "KafkaAuthenticationFailed", "KafkaSetupError", "MissingToolError", "JarDownloadError",
+__all__ = ["how_to_reach_kafka", "KafkaUnavailable", "KafkaAuthenticationFailed", "KafkaSetupError", "MissingToolError", "JarDownloadError",
            "PortInUseError", "StorageFormatError", "BrokerStartError", "BrokerStartTimeout",
            "ProviderHTTPError", "FollowUpFailed", "RequestRefused", "Unauthorized",
            "WebhookRejected", "DemoError", "UnreadableState", "CapabilityRejected",
@@ -25,13 +26,34 @@ _HOW_TO_START = (
 )
 
 
+def _is_local(bootstrap_servers: str) -> bool:
+    """Whether the address can be the project's local broker: loopback only, and no cluster
+    named in KAFKA_BOOTSTRAP_SERVERS."""
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        return False
+    hosts = [server.strip().rsplit(":", 1)[0].strip("[]") for server in bootstrap_servers.split(",")]
+    return all(host == "localhost" or host.startswith("127.") or host == "::1" for host in hosts)
+
+
+def how_to_reach_kafka(bootstrap_servers: str) -> str:
+    """What an operator does when Kafka at ``bootstrap_servers`` does not answer: start the local
+    broker only where that can be the one meant, else look at the configured cluster."""
+    if _is_local(bootstrap_servers):
+        return _HOW_TO_START
+    return (f"check that the cluster at {bootstrap_servers} (KAFKA_BOOTSTRAP_SERVERS, "
+            "kafka.bootstrap_servers) is up and reachable from this host, and its brokers healthy")
+
+
 class KafkaUnavailable(ModelEventsError):
-    """The Kafka broker at the configured bootstrap address cannot be reached."""
+    """The Kafka broker at the configured bootstrap address cannot be reached (or did not
+    acknowledge in time: ``detail`` says which)."""
 
     def __init__(self, bootstrap_servers: str, detail: str = "") -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.detail = detail
         reason = f" ({detail})" if detail else ""
-        super().__init__(f"cannot reach Kafka at {bootstrap_servers}{reason}; {_HOW_TO_START}")
+        super().__init__(f"cannot reach Kafka at {bootstrap_servers}{reason}; "
+                         f"{how_to_reach_kafka(bootstrap_servers)}")
 
 
 class KafkaAuthenticationFailed(ConfigError):

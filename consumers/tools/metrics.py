@@ -1,4 +1,6 @@
-"""The tool executor's Prometheus metrics: ``modelevents tools run --metrics-port PORT``.
+"""The tool executor's Prometheus metrics: ``modelevents tools run --metrics-port PORT``
+(``--metrics-host``: the address, loopback by default — the executor is no server meant to be
+reached from other machines; a scraper elsewhere needs the address named).
 
 ``modelevents_tools_executions_total{tool, outcome, error_class}`` counts the final receipts
 this process wrote: ``outcome`` ``succeeded``, ``failed`` or ``unknown`` (docs/tools.md says
@@ -35,7 +37,7 @@ class _ExecutorCollector:
         yield family
 
 
-def serve_metrics(executor: Executor, port: int, host: str = "0.0.0.0") -> Any:
+def serve_metrics(executor: Executor, port: int, host: str = "127.0.0.1") -> Any:
     """Serve ``GET /metrics`` on ``host:port`` (0: a free port); returns the server, whose
     ``server_port`` says which and whose ``shutdown()`` stops it."""
     registry = CollectorRegistry()

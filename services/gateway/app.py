@@ -67,6 +67,7 @@ from modelevents.services.gateway.auth import CHALLENGE, token_tenant
 from modelevents.services.gateway.calls import CallsView, new_incarnation
 from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, load_manifest
 from modelevents.services.gateway.config import GatewayConfig
+from modelevents.services.gateway.connections import server_options
 from modelevents.services.gateway.deliveries import Deliveries
 from modelevents.services.gateway.errors import error_answer
 from modelevents.services.gateway.fetch import Fetcher
@@ -106,7 +107,7 @@ Any 503 means Kafka did not acknowledge: nothing was kept, send the same request
 """
 
 
-def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> FastAPI:
+def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> GatewayApp:
     """The gateway as an ASGI app (serve it with uvicorn: ``modelevents gateway``).
 
     ``manifest``: the capability manifest the router uses (default: ``config.capabilities``, or
@@ -164,6 +165,7 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Fa
                      lifespan=lifespan, docs_url=None, redoc_url=None)
     install_docs(app)
     app.edge_config = config
+    app.server_options = server_options(config)
     for router in ROUTERS:
         app.include_router(router)
     app.add_exception_handler(ModelEventsError, _model_events_error)
@@ -184,6 +186,8 @@ class GatewayApp(FastAPI):
     per-request machinery, which cost more than the delivery itself in profiles)."""
 
     edge_config: GatewayConfig | None = None  # set by create_app
+    # What uvicorn serves it with (services/gateway/connections.py), set by create_app.
+    server_options: dict[str, Any] = {}
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or self.edge_config is None:

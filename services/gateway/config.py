@@ -15,6 +15,8 @@ SASL included)::
     max_run_request_bytes: 4194304    # POST /v1/runs: a neutral request larger than this → 413
     max_other_body_bytes: 65536       # any other route's body (cancel, reconcile …) → 413
     read_timeout_s: 60                # a request body not complete within this → 408
+    header_timeout_s: 10              # request headers not complete within this → closed
+    max_header_bytes: 16384           # a request's headers larger than this → 400
     default_tenant: default
     providers:
       openai:
@@ -242,6 +244,11 @@ class GatewayConfig(BaseModel):
     # A request whose body has not fully arrived this long after its headers is cut with 408 (a
     # client that trickles or stops would otherwise hold a connection and its buffer for ever).
     read_timeout_s: float = Field(60.0, gt=0)
+    # A connection whose request line and headers are not complete this long after it opened
+    # (or after its last response) is closed (services/gateway/connections.py); the headers of
+    # one request may be at most max_header_bytes (larger: 400).
+    header_timeout_s: float = Field(10.0, gt=0)
+    max_header_bytes: int = Field(16 * 1024, ge=1024)
     # How long a request waits for Kafka's acknowledgement before answering 503 (the provider
     # retries; the record, if it is delivered after all, dedupes by frame_id).
     ack_timeout_s: float = Field(10.0, gt=0)

@@ -17,13 +17,15 @@ accepted as an ``X-Modelevents-<Name>`` header):
   (``responses``, ``chat``, ``claude`` …); a family (``openai``, ``gemini``) or ``auto`` is
   detected from the first frames. Unknown → 422.
 - ``provider``: the provider named on events (default: the API's, e.g. ``openai``; set it for a
-  compatible server: ``groq``, ``vllm`` …).
+  compatible server: ``groq``, ``vllm`` …): 1 to 64 lowercase ASCII letters, digits and
+  ``._-``, starting with a letter (``schemas/ids.check_provider``); anything else is 422.
 - ``tenant`` (default: the gateway's default tenant; with ``api_tokens`` configured, the bearer
   token's tenant — services/gateway/auth.py).
 - ``stream`` (default ``s0``): the stream id; a run with several provider calls forwards each
   under its own id (``s1``, ``s2`` …).
 - ``index`` (default 0): the index of the body's first frame in the stream, for a stream
-  forwarded in several bodies (each split at an event boundary).
+  forwarded in several bodies (each split at an event boundary); the body's frames must stay
+  within an Avro long (422 otherwise).
 - ``end``: ``stream`` (default: the body is the whole stream; an end-of-stream marker follows,
   so a stream cut before the provider's terminal event is reported as truncated), ``run`` (no
   more input for the run at all), or ``none`` (more of this stream follows in another body).
@@ -35,7 +37,10 @@ is written. Run ids and stream ids are checked with ``schemas/ids.check_id`` (1 
 letters, digits and ``._:-``; CR, LF or NUL would forge log lines): anything else is 422.
 
 Every frame (and the marker) is acknowledged by Kafka (acks=all) before the 2xx, which says how
-many frames were accepted. Kafka unavailable → 503: send the same body again.
+many frames were accepted. When Kafka did not take them all, the answer counts the frames it
+did (``kept``, ``first_not_kept_index``) and names the cause (``forwarded_writes.py``): 503 for
+an acknowledgement that did not come (send the same body again: the copies are dropped), 413
+for a frame larger than the frames topic takes.
 """
 
 from __future__ import annotations
@@ -56,8 +61,9 @@ from modelevents.adapters.registry import (
 )
 from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.errors import InputError, InvalidId
-from modelevents.schemas.ids import check_id
+from modelevents.schemas.ids import check_id, check_provider
 from modelevents.services.gateway.auth import caller_tenant
+from modelevents.services.gateway.forwarded_writes import publish_body
 from modelevents.services.gateway.problems import problem_response
 from modelevents.services.gateway.state import gateway_of
 
@@ -74,6 +80,8 @@ FRAMINGS_BY_CONTENT_TYPE: dict[str, str] = {
     "application/x-jsonlines": "jsonl",
 }
 ENDS = ("stream", "run", "none")
+# A frame's index is an Avro long: the body's last frame (and the end marker after it) must fit.
+MAX_INDEX = 2**63 - 1
 
 
 class _Refused(Exception):
@@ -106,6 +114,9 @@ def _int_param(request: Request, name: str, default: int) -> int:
         raise _Refused(422, f"{name}={raw!r} is not a whole number") from None
     if value < 0:
         raise _Refused(422, f"{name}={raw!r} must be 0 or more")
+    if value > MAX_INDEX:
+        raise _Refused(422, f"{name}={raw[:40]!r} is beyond the largest frame index "
+                            f"({MAX_INDEX}); count the stream's frames from 0")
     return value
 
 
@@ -158,10 +169,12 @@ _OPENAPI: dict[str, Any] = {
         "200": {"description": "every frame written and acknowledged by Kafka"},
         "400": {"description": "the body holds no frames"},
         "404": {"description": "the run id is another tenant's: nothing was written"},
-        "413": {"description": "body larger than max_forward_bytes"},
         "415": {"description": "not text/event-stream or application/x-ndjson"},
         "422": {"description": "unknown api, bad parameter, or an invalid run or stream id"},
-        "503": {"description": "Kafka unavailable: nothing acknowledged, send the body again"},
+        "413": {"description": "body larger than max_forward_bytes, or a frame larger than the "
+                               "frames topic takes (kept: the frames written before it)"},
+        "503": {"description": "Kafka did not acknowledge every frame: kept says how many it "
+                               "did; send the same body again (copies are dropped)"},
     },
 }
 
@@ -187,9 +200,12 @@ async def forward_frames(request: Request, run_id: str) -> Response:
         end = _param(request, "end") or "stream"
         if end not in ENDS:
             raise _Refused(422, f"end={end!r}: choose one of {', '.join(ENDS)}")
+        provider = _param(request, "provider") or None
         try:
             check_id(run_id)
             check_id(stream_id, "stream id")
+            if provider is not None:
+                check_provider(provider)
         except InvalidId as exc:
             raise _Refused(422, str(exc)) from None
         first_index = _int_param(request, "index", 0)
@@ -203,6 +219,10 @@ async def forward_frames(request: Request, run_id: str) -> Response:
         if not frames:
             raise _Refused(400, "the body holds no frames (an SSE event needs a data: line; "
                                 "NDJSON one JSON payload per line)")
+        if first_index > MAX_INDEX - len(frames):
+            raise _Refused(422, f"index={first_index}: the body's {len(frames)} frames (and the "
+                                f"end marker) would go past the largest frame index "
+                                f"({MAX_INDEX}); count the stream's frames from 0")
         if len(candidates) == 1:
             api = candidates[0]
         else:
@@ -215,7 +235,7 @@ async def forward_frames(request: Request, run_id: str) -> Response:
     except _Refused as exc:
         return problem_response(exc.status, {"error": exc.reason})
 
-    provider = _param(request, "provider") or ADAPTERS[api].default_provider
+    provider = provider or ADAPTERS[api].default_provider
     for frame in frames:
         frame.api = api
         frame.provider = provider
@@ -224,8 +244,10 @@ async def forward_frames(request: Request, run_id: str) -> Response:
             frame.frame_id = f"{stream_id}:{frame.index}"
     if end != "none":
         frames.append(end_of_input(frames[-1], end))
-    await gateway.publish_all(frames)  # KafkaUnavailable → 503 (app.py)
     accepted = len(frames) - (end != "none")
+    unkept = await publish_body(gateway, frames)
+    if unkept is not None:  # some frames may be written: the answer counts them
+        return problem_response(*unkept.answer(gateway, accepted))
     return JSONResponse({"run_id": run_id, "api": api, "provider": provider, "stream": stream_id,
                          "accepted": accepted, "first_index": first_index,
                          "next_index": first_index + accepted, "end": end})

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from modelevents.adapters.registry import ADAPTERS, resolve_api
 from modelevents.schemas.errors import InputError, InvalidId
-from modelevents.schemas.ids import check_id
+from modelevents.schemas.ids import check_id, check_provider
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.problems import problem_response
@@ -53,7 +53,8 @@ class ForwardedInput(BaseModel):
              summary="Record the input packet of a forwarded run",
              responses={201: {"description": "the packet is written and acknowledged"},
                         404: {"description": "the run id is another tenant's: nothing written"},
-                        422: {"description": "an invalid run or stream id, or an unknown api"},
+                        422: {"description": "an invalid run, stream id or provider name, or an "
+                                              "unknown api"},
                         503: {"description": "Kafka unavailable: send the same body again"}})
 async def record_input(run_id: str, body: ForwardedInput, request: Request,
                        x_correlation_id: str | None = Header(None, max_length=255)) -> Response:
@@ -61,6 +62,9 @@ async def record_input(run_id: str, body: ForwardedInput, request: Request,
     try:
         check_id(run_id)
         check_id(body.stream, "stream id")
+        for provider in (body.provider, body.request.target and body.request.target.provider):
+            if provider:
+                check_provider(provider)
     except InvalidId as exc:
         return problem_response(422, {"error": str(exc), "code": "invalid_id"})
     try:

@@ -295,6 +295,10 @@ RETRY_AFTER_S = 5
 
 def unavailable(exc: Exception) -> tuple[int, dict[str, str], dict[str, str]]:
     """The answer when Kafka did not acknowledge (or a topic is missing): 503, the reason, and
-    Retry-After, so that the provider or application sends the same request again."""
-    return (503, {"error": str(exc), "retry": "nothing was kept; send the same request again"},
+    Retry-After, so that the provider or application sends the same request again. The client
+    is told what happened, not how to run Kafka (the gateway's log says that to the operator)."""
+    reason = (f"Kafka behind the gateway did not take the request "
+              f"({exc.detail or 'unreachable'})" if isinstance(exc, KafkaUnavailable) else str(exc))
+    return (503, {"error": reason, "code": "kafka_unavailable",
+                  "retry": "nothing was kept; send the same request again"},
             {"Retry-After": str(RETRY_AFTER_S)})

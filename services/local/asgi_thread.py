@@ -53,9 +53,12 @@ def serve_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, *, name: s
                     startup_timeout: float = 30.0) -> ServedApp:
     """Serve ``app`` on ``host:port`` in a daemon thread; raises ConfigError saying why when it
     does not start (a port in use, a failing startup: uvicorn logged the cause)."""
-    # A bounded graceful stop: open SSE followers would otherwise hold it up for ever.
+    # A bounded graceful stop: open SSE followers would otherwise hold it up for ever. An app
+    # that names uvicorn options of its own (the gateway's: services/gateway/connections.py)
+    # is served with them.
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan=lifespan,
-                            access_log=False, timeout_graceful_shutdown=5)
+                            access_log=False, timeout_graceful_shutdown=5,
+                            **getattr(app, "server_options", {}))
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"{name}-{port}", daemon=True)
     thread.start()

@@ -27,6 +27,7 @@ The worker's and the tool executor's sections, in the file::
       group: modelevents-tools            # --group
       gateway_url: http://127.0.0.1:8080  # --gateway
       metrics_port: 9464                  # --metrics-port
+      metrics_host: 127.0.0.1             # --metrics-host (0.0.0.0: every interface)
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class ToolsConfig(BaseModel):
     gateway_url: str | None = None
     tenants: list[str] | None = None
     metrics_port: int | None = Field(None, ge=0, le=65535)
+    metrics_host: str = Field("127.0.0.1", min_length=1)
 
 
 # The environment of the whole tree.

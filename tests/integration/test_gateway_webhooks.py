@@ -526,6 +526,9 @@ def test_kafka_stopped_during_a_delivery_503_then_the_retry_has_one_effect(
         answer = post(served, body, headers)
         assert answer.status_code == 503, answer.text
         assert answer.headers["retry-after"] == "5"
+        # What happened, for the client; how to run Kafka is the operator's (the log's).
+        assert answer.json()["code"] == "kafka_unavailable"
+        assert "Kafka behind the gateway" in answer.text and "kafka start" not in answer.text
         assert httpx.get(served.url + "/readyz", timeout=30).status_code == 503
         # A forwarded stream is refused alike: the application sends the same body again.
         stream = b'data: {"type": "response.created", "sequence_number": 0}\n\n'
@@ -533,6 +536,7 @@ def test_kafka_stopped_during_a_delivery_503_then_the_retry_has_one_effect(
                                content=stream, headers={"content-type": "text/event-stream"},
                                timeout=30)
         assert forwarded.status_code == 503 and forwarded.headers["retry-after"] == "5"
+        assert "kafka start" not in forwarded.text
     finally:
         local_kafka.start(broker_settings)  # same data directory: the log survives
     # The provider retries the same delivery (same webhook-id) until it gets a 2xx.

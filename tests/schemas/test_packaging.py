@@ -8,17 +8,6 @@ from importlib.metadata import version
 import modelevents.schemas
 
 
-def test_the_wheel_ships_every_package_of_the_checkout(tmp_path: Path) -> None:
-    """pyproject.toml lists the packages one by one: a new one left out would be missing from an
-    installed modelevents (services/policy was, at first)."""
-    names = set(_build_wheel(tmp_path).namelist())
-    packages = [p.parent.relative_to(REPO_ROOT).as_posix()
-                for top in ("schemas", "adapters", "services", "consumers")
-                for p in (REPO_ROOT / top).rglob("__init__.py")]
-    assert "services/policy" in packages
-    assert [p for p in packages if f"modelevents/{p}/__init__.py" not in names] == []
-
-
 def test_version_is_the_installed_distributions() -> None:
     assert modelevents.schemas.__version__ == version("modelevents")
     assert modelevents.schemas.__version__[0].isdigit()

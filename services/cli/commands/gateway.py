@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
                                            proxy_headers=False,
                                            # Open SSE followers must not hold a stop up for ever.
                                            timeout_graceful_shutdown=10,
-                                           lifespan="on"))
+                                           lifespan="on", **app.server_options))
     # uvicorn stops gracefully on SIGTERM/SIGINT, then re-raises the signal through the handler
     # that was in place before it started. A stop is this command's normal end (exit 0): the
     # handlers it finds do nothing.

@@ -54,9 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="only the calls of this tenant's runs (repeat for several; default: "
                         "every tenant's — the policy still decides what each may do)")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
-                   help="serve Prometheus metrics on GET http://0.0.0.0:PORT/metrics: "
+                   help="serve Prometheus metrics on GET http://HOST:PORT/metrics: "
                         "modelevents_tools_executions_total{tool,outcome,error_class} "
                         "(default: none)")
+    p.add_argument("--metrics-host", default=None, metavar="ADDRESS",
+                   help="the address of the metrics endpoint (default 127.0.0.1: this machine "
+                        "only; 0.0.0.0 for a scraper on another host or outside a container)")
     add_kafka_options(p)
     p.set_defaults(run=_run)
 
@@ -67,7 +70,8 @@ def tools_options(args: argparse.Namespace) -> dict[str, tuple[object, str]]:
             "tools.db": (args.db, "--db"), "tools.group": (args.group, "--group"),
             "tools.gateway_url": (args.gateway, "--gateway"),
             "tools.tenants": (args.tenant, "--tenant"),
-            "tools.metrics_port": (args.metrics_port, "--metrics-port")}
+            "tools.metrics_port": (args.metrics_port, "--metrics-port"),
+            "tools.metrics_host": (args.metrics_host, "--metrics-host")}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -82,9 +86,9 @@ def _run(args: argparse.Namespace) -> int:
                         resolved.settings.kafka.pipeline(), group=config.group,
                         gateway_url=config.gateway_url, tenant=config.tenants)
     if config.metrics_port is not None:
-        server = serve_metrics(executor, config.metrics_port)
+        server = serve_metrics(executor, config.metrics_port, config.metrics_host)
         logging.getLogger("modelevents.tools").info(
-            "metrics on http://0.0.0.0:%d/metrics", server.server_port)
+            "metrics on http://%s:%d/metrics", config.metrics_host, server.server_port)
     try:
         run_async(executor.run())
     except KeyboardInterrupt:
