@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="serve Prometheus metrics on GET http://0.0.0.0:PORT/metrics: "
                         "modelevents_tools_executions_total{tool,outcome,error_class} "
                         "(default: none)")
+    p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
+                   help="calls of different runs handled at once; a run's calls always one "
+                        "after another, tenants served in turn (default 64)")
     add_kafka_options(p)
     p.set_defaults(run=_run)
 
@@ -67,7 +70,8 @@ def tools_options(args: argparse.Namespace) -> dict[str, tuple[object, str]]:
             "tools.db": (args.db, "--db"), "tools.group": (args.group, "--group"),
             "tools.gateway_url": (args.gateway, "--gateway"),
             "tools.tenants": (args.tenant, "--tenant"),
-            "tools.metrics_port": (args.metrics_port, "--metrics-port")}
+            "tools.metrics_port": (args.metrics_port, "--metrics-port"),
+            "tools.max_concurrent_calls": (args.max_concurrent, "--max-concurrent")}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -80,7 +84,8 @@ def _run(args: argparse.Namespace) -> int:
     options = {"db": config.db} if config.db is not None else {}
     executor = Executor(load_registry(config.module, **options), Policy.from_file(config.policy),
                         resolved.settings.kafka.pipeline(), group=config.group,
-                        gateway_url=config.gateway_url, tenant=config.tenants)
+                        gateway_url=config.gateway_url, tenant=config.tenants,
+                        max_concurrent_calls=config.max_concurrent_calls)
     if config.metrics_port is not None:
         server = serve_metrics(executor, config.metrics_port)
         logging.getLogger("modelevents.tools").info(
