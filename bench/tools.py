@@ -127,7 +127,10 @@ async def one_round(settings: PipelineSettings, db: Path, calls: int
 
 async def concurrent_round(settings: PipelineSettings, db: Path, calls: int, runs: int,
                            max_concurrent: int) -> tuple[list[float], list[float], float, int]:
-    """(c): overheads, the tool's times, calls/s, and the most calls handled at once."""
+    """(c): overheads, the tool's times, calls/s, and the most calls handled at once. Topics of
+    its own: the executor's new group reads ``events`` from the start."""
+    settings = replace(settings, topic_prefix=f"bench-tools-{uuid.uuid4().hex[:6]}.")
+    await ensure_topics(settings)
     registry, _ = timed_registry(db)
     policy = Policy.from_dict({"tenants": {t: {} for t in TENANTS}})
     executor = Executor(registry, policy, settings, group=f"bench-{uuid.uuid4().hex[:8]}",
