@@ -45,6 +45,7 @@ from typing import Any
 
 from broker import bench_broker
 
+from modelevents.consumers.tools.dispatch import DEFAULT_MAX_CONCURRENT
 from modelevents.consumers.tools.executor import Executor
 from modelevents.consumers.tools.policy import Policy
 from modelevents.consumers.tools.registry import ToolRegistry
@@ -201,7 +202,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=200, help="(c): runs the calls are spread over")
-    parser.add_argument("--max-concurrent", type=int, default=64,
+    parser.add_argument("--max-concurrent", type=int, default=DEFAULT_MAX_CONCURRENT,
                         help="(c): calls handled at once (tools.max_concurrent_calls)")
     parser.add_argument("--wal", action="store_true",
                         help="the tool's SQLite database in WAL mode (its writes — the "

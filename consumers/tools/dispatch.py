@@ -35,7 +35,7 @@ __all__ = ["Lanes", "DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_QUEUED"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_CONCURRENT = 64
+DEFAULT_MAX_CONCURRENT = 16
 # Events read ahead, waiting in lanes: what the tenants' turns choose from. A few MB of events;
 # the consumer API's commit walks them once a second.
 DEFAULT_MAX_QUEUED = 10_000

@@ -23,7 +23,7 @@ The worker's and the tool executor's sections, in the file::
       group: modelevents-tools            # --group
       gateway_url: http://127.0.0.1:8080  # --gateway
       metrics_port: 9464                  # --metrics-port
-      max_concurrent_calls: 64            # --max-concurrent (runs' calls handled at once)
+      max_concurrent_calls: 16            # --max-concurrent (runs' calls handled at once)
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class ToolsConfig(BaseModel):
     tenants: list[str] | None = None
     metrics_port: int | None = Field(None, ge=0, le=65535)
     # Calls of different runs handled at once (consumers/tools/dispatch.py).
-    max_concurrent_calls: int = Field(64, ge=1, le=4096)
+    max_concurrent_calls: int = Field(16, ge=1, le=4096)
 
 
 # The environment of the whole tree.

@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: none)")
     p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
                    help="calls of different runs handled at once; a run's calls always one "
-                        "after another, tenants served in turn (default 64)")
+                        "after another, tenants served in turn (default 16; more for tools "
+                        "that mostly wait on the network)")
     add_kafka_options(p)
     p.set_defaults(run=_run)
 
