@@ -1,14 +1,15 @@
 """The executor's scheduling: calls of different runs at once, one run's events in order,
 tenants in turn, offsets committed only past what finished.
 
-    lanes = Lanes(executor.handle, max_concurrent=64)
-    await lanes.feed(subscription)        # until the subscription ends; raises what handling raised
+    lanes = Lanes(executor.handle, max_concurrent=16)
+    await lanes.feed(subscription)   # until the subscription ends; raises what handling raised
 
 Each event read goes to its run's lane; a lane holds its run's events not started yet and runs
 them one after another (a run's second call starts only once its first was handled). At most
-``max_concurrent`` events are handled at a time (``tools.max_concurrent_calls``). The next to start is taken from the tenants in
-turn (round-robin), and within a tenant from its runs in the order they became ready: a tenant
-with thousands of queued calls takes one slot in its turn, not all of them. Up to
+``max_concurrent`` events are handled at a time (``tools.max_concurrent_calls``). The next to
+start is taken from the tenants in turn (round-robin), and within a tenant from its runs in the
+order they became ready: a tenant with thousands of queued calls takes one slot in its turn,
+not all of them. Up to
 ``max_queued`` events (10,000) are read ahead and wait in lanes; the turns are fair among those
 (a tenant's call further behind in the topic waits until the reading reaches it).
 
