@@ -21,7 +21,9 @@ Entry points (all re-exported from :mod:`modelevents.consumers`):
 **Process then commit.** An item counts as processed when the caller asks for the next one
 (``for``/``async for``), when its handler returns (:meth:`Subscription.consume`; with
 ``batch=True``, when the handler of the list it came in returns), or when the
-``with`` block it was yielded in ends without an exception. Only offsets of processed records are
+``with`` block it was yielded in ends without an exception — unless the caller took it with
+:meth:`Subscription.hold`, which keeps it unprocessed until the function ``hold`` returned is
+called, so that items can finish out of order (handled concurrently). Only offsets of processed records are
 committed — every ``commit_interval`` seconds while reading, when partitions are revoked, and on
 close — and never past a record that is not processed yet (a piece of an event still being
 assembled, an item still queued). An item whose handler raises, or whose ``with`` block ends
@@ -83,6 +85,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import itertools
 import logging
 import time
 from collections import deque
@@ -344,6 +347,8 @@ class Subscription(Generic[T]):
         self._handler: Callable[[Any], object] | None = None  # consume's, while it runs
         self._last: _Pending | None = None  # the item handed out, not processed yet
         self._held: list[_Pending] = []  # the batch handed out (consume(batch=True)), the same
+        self._holds: dict[int, _Pending] = {}  # items taken with hold(), not released yet
+        self._hold_ids = itertools.count()
         self._seq: dict[str, int] = {}  # run id → highest seq passed on
         # run id → the seq of an event skipped as undecodable (consume): not in _seq, so that a
         # good copy read next is handed on, but reached as far as following the run goes.
@@ -452,6 +457,9 @@ class Subscription(Generic[T]):
             self._last = None  # its partition is gone: the next owner gets it again
         if self._held:
             self._held = [p for p in self._held if p[1] not in tps]
+        for key, held in list(self._holds.items()):
+            if held[1] in tps:
+                del self._holds[key]  # the next owner gets it again; releasing it does nothing
         for run_id, tp in list(self._open_tp.items()):
             if tp in tps:
                 del self._open_tp[run_id]
@@ -705,6 +713,31 @@ class Subscription(Generic[T]):
         finally:
             self.close_sync()
 
+    def hold(self) -> Callable[[], None]:
+        """Keep the item the iterator yielded last unprocessed after the next one is asked for,
+        until the function returned is called (once its handling finished; calling it again
+        does nothing). Nothing is committed past a held item, however far the items after it
+        got: a caller that handles items concurrently commits only what finished. Items held
+        when the subscription closes, or whose partition is revoked, are not committed: the
+        next consumer of the group gets them again.
+
+            async for event in events:
+                release = events.hold()
+                spawn(handle(event), then=release)
+        """
+        item = self._last
+        if item is None:
+            raise ConfigError("hold() takes the item the iterator yielded last, and there is "
+                              "none waiting (already processed or held); call it right after "
+                              "`async for` / `for` yields")
+        self._last = None
+        key = next(self._hold_ids)
+        self._holds[key] = item
+
+        def release() -> None:
+            self._holds.pop(key, None)
+        return release
+
     async def commit(self) -> None:
         """Commit now what was processed so far (the iterator does it every ``commit_interval``
         seconds, on revocation and on close)."""
@@ -723,7 +756,7 @@ class Subscription(Generic[T]):
         lowest: dict[TopicPartition | None, int] = {}
         get = lowest.get
         pending = [self._last] if self._last is not None else []
-        for _, tp, offset in (*pending, *self._held, *self._queue):
+        for _, tp, offset in (*pending, *self._held, *self._holds.values(), *self._queue):
             if offset < get(tp, offset + 1):
                 lowest[tp] = offset
         for run_id, held in self._open_pieces.items():

@@ -36,6 +36,7 @@ import hashlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,7 @@ from modelevents.consumers.tools.approval_book import (
 from modelevents.consumers.tools.arguments import ArgumentsRefused, parse_arguments
 from modelevents.consumers.tools.continuation import Continuation
 from modelevents.consumers.tools.contract import Earlier, ToolContract, ToolError, ToolOutcome
+from modelevents.consumers.tools.dispatch import DEFAULT_MAX_CONCURRENT, Lanes
 from modelevents.consumers.tools.elided_arguments import rebuilt_arguments
 from modelevents.consumers.tools.output import (
     ENVELOPE_TYPE,
@@ -152,13 +154,15 @@ class Executor:
     def __init__(self, registry: ToolRegistry, policy: Policy,
                  settings: PipelineSettings | None = None, *, group: str = "modelevents-tools",
                  gateway_url: str | None = None, retry_backoff_s: float = 0.2,
-                 tenant: str | Collection[str] | None = None) -> None:
+                 tenant: str | Collection[str] | None = None,
+                 max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT) -> None:
         self.registry = registry
         self.policy = policy
         self.settings = settings or PipelineSettings()
         self.group = group
         self.tenant = tenant  # only these tenants' calls (None: every tenant's)
         self.retry_backoff_s = retry_backoff_s
+        self.max_concurrent_calls = max_concurrent_calls  # runs handled at once (dispatch.py)
         self.receipts: dict[str, ToolReceipt] = {}
         self.book = ApprovalBook()  # the calls waiting for an approval, early decisions
         self.continuation = (Continuation(gateway_url, policy, registry)
@@ -168,20 +172,27 @@ class Executor:
         # `tools run --metrics-port` serves (consumers/tools/metrics.py).
         self.finished: Counter[tuple[str, str, str]] = Counter()
         self._producer: Any = None
+        self.lanes: Lanes | None = None  # while run() runs: what is queued and running
 
     # --- running ------------------------------------------------------------------------------
 
     async def run(self, ready: Callable[[], object] | None = None) -> None:
-        """Consume until cancelled. ``ready()`` is called once the receipts are read and the
-        subscription is open."""
+        """Consume until cancelled: the events of different runs handled concurrently (up to
+        ``max_concurrent_calls``), each run's in order, tenants in turn, offsets committed only
+        past what was handled (consumers/tools/dispatch.py). ``ready()`` is called once the
+        receipts are read and the subscription is open."""
+        lanes = Lanes(self.handle, max_concurrent=self.max_concurrent_calls)
+        # Tools run in threads: as many as calls may run at once (the default pool has a few).
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(
+            self.max_concurrent_calls, thread_name_prefix="modelevents-tool"))
+        self.lanes = lanes
         await self.start()
         try:
             async with subscribe("events", group=self.group, kinds=KINDS, tenant=self.tenant,
                                  settings=self.settings) as events:
                 if ready is not None:
                     ready()
-                async for event in events:
-                    await self.handle(event)
+                await lanes.feed(events)
         finally:
             await self.stop()
 
@@ -189,6 +200,8 @@ class Executor:
         """Connect the producer and read the receipts so far (``run`` does it; so may a caller
         that feeds :meth:`handle` itself)."""
         # No linger: every send is awaited before the call goes on (a receipt before the tool).
+        # Concurrent calls' sends still travel together: the idempotent producer has one request
+        # in flight per broker, and what is sent meanwhile goes in the next one.
         self._producer = await clients.start_producer(self.settings, linger_ms=0)
         await self.load_receipts()
 

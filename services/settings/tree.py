@@ -28,6 +28,7 @@ The worker's and the tool executor's sections, in the file::
       gateway_url: http://127.0.0.1:8080  # --gateway
       metrics_port: 9464                  # --metrics-port
       metrics_host: 127.0.0.1             # --metrics-host (0.0.0.0: every interface)
+      max_concurrent_calls: 16            # --max-concurrent (runs' calls handled at once)
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ class ToolsConfig(BaseModel):
     tenants: list[str] | None = None
     metrics_port: int | None = Field(None, ge=0, le=65535)
     metrics_host: str = Field("127.0.0.1", min_length=1)
+    # Calls of different runs handled at once (consumers/tools/dispatch.py).
+    max_concurrent_calls: int = Field(16, ge=1, le=4096)
 
 
 # The environment of the whole tree.

@@ -332,6 +332,31 @@ def _lines_until(process: subprocess.Popen, last: str) -> list[str]:
     raise AssertionError(f"no {last!r} in {lines}")
 
 
+def test_a_held_item_keeps_the_commit_behind_it_until_released(make_settings) -> None:
+    settings = make_settings(partitions=1)
+    events = events_of(TEXT, "run-h")
+    run(publish(settings, events))
+
+    async def hold_seq(group: str, held: int, release_at: int | None) -> None:
+        async with subscribe(settings=settings, group=group, idle_timeout=3) as sub:
+            with pytest.raises(ConfigError, match="hold"):
+                sub.hold()  # nothing yielded yet
+            releases = []
+            async for event in sub:
+                if event.seq == held:
+                    releases.append(sub.hold())
+                if event.seq == release_at:
+                    releases[0]()
+                    releases[0]()  # a second call does nothing
+                await sub.commit()  # everything else handled so far is processed
+
+    run(hold_seq("h1", 2, release_at=None))
+    got, _ = read_all(settings, group="h1")
+    assert [e.seq for e in got] == list(range(2, len(events)))  # from the held one on
+    run(hold_seq("h2", 2, release_at=4))
+    assert read_all(settings, group="h2")[0] == []  # released: committed past everything
+
+
 def test_sigkill_between_handling_and_commit_redelivers_never_loses(make_settings,
                                                                     tmp_path: Path) -> None:
     settings = make_settings(partitions=1)

@@ -60,6 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-host", default=None, metavar="ADDRESS",
                    help="the address of the metrics endpoint (default 127.0.0.1: this machine "
                         "only; 0.0.0.0 for a scraper on another host or outside a container)")
+    p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
+                   help="calls of different runs handled at once; a run's calls always one "
+                        "after another, tenants served in turn (default 16; more for tools "
+                        "that mostly wait on the network)")
     add_kafka_options(p)
     p.set_defaults(run=_run)
 
@@ -71,7 +75,8 @@ def tools_options(args: argparse.Namespace) -> dict[str, tuple[object, str]]:
             "tools.gateway_url": (args.gateway, "--gateway"),
             "tools.tenants": (args.tenant, "--tenant"),
             "tools.metrics_port": (args.metrics_port, "--metrics-port"),
-            "tools.metrics_host": (args.metrics_host, "--metrics-host")}
+            "tools.metrics_host": (args.metrics_host, "--metrics-host"),
+            "tools.max_concurrent_calls": (args.max_concurrent, "--max-concurrent")}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -84,7 +89,8 @@ def _run(args: argparse.Namespace) -> int:
     options = {"db": config.db} if config.db is not None else {}
     executor = Executor(load_registry(config.module, **options), Policy.from_file(config.policy),
                         resolved.settings.kafka.pipeline(), group=config.group,
-                        gateway_url=config.gateway_url, tenant=config.tenants)
+                        gateway_url=config.gateway_url, tenant=config.tenants,
+                        max_concurrent_calls=config.max_concurrent_calls)
     if config.metrics_port is not None:
         server = serve_metrics(executor, config.metrics_port, config.metrics_host)
         logging.getLogger("modelevents.tools").info(

@@ -201,7 +201,8 @@ def test_every_service_stops_at_start_with_one_line_per_problem(tmp_path: Path) 
         f"{config}: port=70000 must be at most 65535",
         f"{config}: worker.batch_size='none' is not a whole number",
         f"{config}: tools.no_such_key is not a setting here; the settings are policy, module, "
-        "db, group, gateway_url, tenants, metrics_port, metrics_host"]
+        "db, group, gateway_url, tenants, metrics_port, metrics_host, "
+        "max_concurrent_calls"]
     clean = {k: v for k, v in os.environ.items()
              if not k.startswith(("KAFKA_", "MODELEVENTS_", "OPENAI_", "ANTHROPIC_", "GEMINI_"))}
     for command in (["gateway"], ["worker"], ["tools", "run", "--policy", str(policy)], ["ui"],
