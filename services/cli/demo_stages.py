@@ -168,7 +168,8 @@ async def run_tools(settings: PipelineSettings, gateway_url: str, tag: str, work
                     running, deadline, f"waiting for {run_id} to end")
     finally:
         running.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        # What stopped it early was raised already (_racing), or shows in the outcome.
+        with contextlib.suppress(asyncio.CancelledError, Exception):
             await running
     for receipt in executor.receipts.values():
         if receipt.run_id in outcome.states and receipt.phase == "finished":

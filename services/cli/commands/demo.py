@@ -382,7 +382,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{'all runs match' if ok else 'MISMATCH'} ({time.monotonic() - started:.1f} s)",
               flush=True)
         if args.keep:
-            _keep(broker_url=settings.bootstrap_servers, prefix=settings.topic_prefix,
+            ok &= _keep(broker_url=settings.bootstrap_servers, prefix=settings.topic_prefix,
                   worker=worker, gateway_url=gateway.url, simulator_url=simulator.base_url)
     except KeyboardInterrupt:
         _say("\ninterrupted: stopping the worker")
@@ -418,7 +418,7 @@ def _downstream(settings: PipelineSettings, gateway_url: str, tag: str, workdir:
     stages.report_tools(tools, workdir / "tools.db")
     _say("archive: the demo's topics up to their ends, then verify ...")
     archived, _ = stages.archive_and_verify(settings, workdir / "archive", tag,
-                                                  list(tools.run_ids.values()))
+                                            list(tools.run_ids.values()))
     finished = [r.run_id for r in runs if r.state is not None
                 and r.state.status in stages.TERMINAL]
     finished += [run_id for run_id, state in tools.states.items()
@@ -429,8 +429,9 @@ def _downstream(settings: PipelineSettings, gateway_url: str, tag: str, workdir:
 
 
 def _keep(*, broker_url: str, prefix: str, worker: subprocess.Popen, gateway_url: str,
-          simulator_url: str) -> None:
-    """Leave everything running until Ctrl-C (or SIGTERM)."""
+          simulator_url: str) -> bool:
+    """Leave everything running until Ctrl-C (or SIGTERM): True, or False when the worker
+    exits meanwhile."""
     import signal
 
     def _stop(*_: Any) -> None:
@@ -445,8 +446,10 @@ def _keep(*, broker_url: str, prefix: str, worker: subprocess.Popen, gateway_url
         while worker.poll() is None:
             time.sleep(0.5)
         _say(f"the worker exited with code {worker.returncode}")
+        return False
     except KeyboardInterrupt:
         _say("\nstopping the worker, the gateway and the simulator")
+        return True
 
 
 def manifest_with_scenarios(manifest: Any) -> Any:
