@@ -56,8 +56,11 @@ class Continuation:
             return  # other results are still to come (the last one continues), or it moved on
         messages = await self.http.get(f"/v1/runs/{result.run_id}/messages", headers=headers)
         messages.raise_for_status()
+        # The continuation acts for the run's tenant (a gateway without api_tokens would take
+        # the request for its default tenant's, and refuse a run id another tenant owns).
         body: dict[str, Any] = {
-            "run_id": result.run_id, "transcript": messages.json()["messages"],
+            "run_id": result.run_id, "tenant": result.tenant,
+            "transcript": messages.json()["messages"],
             "target": rules.continue_target,
             "tools": [contract.declaration() for contract in self.registry]}
         answer = await self.http.post(

@@ -1,17 +1,21 @@
 """``modelevents demo``: the whole system on this machine, end to end, in one command.
 
 Starts the local Kafka broker if needed (or uses ``KAFKA_BOOTSTRAP_SERVERS``), creates the demo's
-topics, starts a worker process, the provider simulator and the gateway, and then, at once:
-feeds recorded sessions of every provider API from the project's own fixtures as frames —
-interleaved, with duplicated frames — and starts runs through the gateway (``POST /v1/runs``
-over real HTTP), which calls the simulator's OpenAI, Anthropic and Gemini endpoints, reads their
-SSE (one stream is cut and resumed, one call is answered 429 first, one runs in the background
-and is polled). It shows each run's state as it moves, and at the end checks every run against
-the offline truth (``modelevents normalize`` of the same recording): same final state, and
-``seq`` 0…n-1 on ``events`` with no gap and no duplicate.
+topics, starts a worker process, the provider simulator and the gateway; feeds recorded sessions
+of every provider API as frames (interleaved, some duplicated) and starts runs through the
+gateway over real HTTP (one stream cut and resumed, one call answered 429 first, one polled in
+the background), and checks every run against ``modelevents normalize`` of the same recording:
+same final state, ``seq`` 0…n-1 with no gap and no duplicate. Then the consumers: the tool
+executor runs a tool run to completion (receipts, the run continued through the gateway) and a
+write that waits for an approval the demo grants over HTTP; the demo's topics are archived and
+the archive verified; the finished runs are exported as OpenTelemetry spans to a collector in
+the process; and it prints the UI's address (``--keep``: leave it all running for a browser).
 
-The worker's state and log go to ``$XDG_STATE_HOME/modelevents/demo`` (the settings tree's
-``state_dir``, which places the worker's own default beside it).
+The upstream half in detail: the recordings are the project's own fixtures; each run's state is
+shown as it moves. The downstream half is services/cli/demo_stages.py. The worker's state and
+log, the tools' SQLite database (``tools.db``) and the archive (``archive/``) go to
+``$XDG_STATE_HOME/modelevents/demo`` (the settings tree's ``state_dir``, which places the
+worker's own default beside it).
 """
 
 from __future__ import annotations
@@ -81,8 +85,9 @@ GATEWAY_SESSIONS: tuple[tuple[str, str, str, str, str | None, dict[str, Any], di
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
-        help="run the whole system locally: broker, worker, gateway and provider simulator, "
-             "with recorded sessions of every provider API",
+        help="run the whole system locally: broker, worker, gateway and provider simulator "
+             "with recorded sessions of every provider API, the tool executor, the audit "
+             "archive, OpenTelemetry export and the UI",
         description=__doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`"))
     p.add_argument("--duplicate", type=float, default=0.15, metavar="RATE",
                    help="share of frames sent twice, as retries would (default: %(default)s)")
@@ -94,6 +99,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stop-broker", action="store_true",
                    help="stop the local broker at the end (default: leave it running for "
                         "`modelevents tail` and the next demo)")
+    p.add_argument("--keep", action="store_true",
+                   help="at the end, leave the worker, the gateway (its UI) and the simulator "
+                        "running until Ctrl-C")
     p.add_argument("--prefix", default="modelevents.demo.",
                    help="topic prefix of the demo (default: %(default)s)")
     p.set_defaults(run=run)
@@ -369,6 +377,13 @@ def run(args: argparse.Namespace) -> int:
         stats = asyncio.run(_feed_and_watch(settings, runs, worker, started + args.timeout, args,
                                             gateway.url))
         ok = _report(runs, stats)
+        ok &= _downstream(settings, gateway.url, tag, workdir, runs, args.timeout)
+        print(f"\nUI: {gateway.url}/ui (the runs above, live; API docs {gateway.url}/docs)")
+        print(f"\n{'all runs match' if ok else 'MISMATCH'} ({time.monotonic() - started:.1f} s)",
+              flush=True)
+        if args.keep:
+            ok &= _keep(broker_url=settings.bootstrap_servers, prefix=settings.topic_prefix,
+                  worker=worker, gateway_url=gateway.url, simulator_url=simulator.base_url)
     except KeyboardInterrupt:
         _say("\ninterrupted: stopping the worker")
         return 130
@@ -387,8 +402,54 @@ def run(args: argparse.Namespace) -> int:
             _say(f"broker left running at {settings.bootstrap_servers}; "
                  f"`modelevents tail --prefix {settings.topic_prefix} --topic runs` shows the runs; "
                  "`modelevents kafka stop` stops it")
-    print(f"\n{'all runs match' if ok else 'MISMATCH'} ({time.monotonic() - started:.1f} s)")
     return 0 if ok else 1
+
+
+def _downstream(settings: PipelineSettings, gateway_url: str, tag: str, workdir: Path,
+                runs: list[DemoRun], timeout: float) -> bool:
+    """The consumers' half (services/cli/demo_stages.py): tools, archive, OTel; True if all held."""
+    from modelevents.services.cli import demo_stages as stages
+
+    _say(f"tools: the tool executor for tenant {stages.TOOLS_TENANT}, two runs through the "
+         "gateway:")
+    tools = asyncio.run(stages.run_tools(settings, gateway_url, tag, workdir,
+                                         time.monotonic() + timeout, _say))
+    print()
+    stages.report_tools(tools, workdir / "tools.db")
+    _say("archive: the demo's topics up to their ends, then verify ...")
+    archived, _ = stages.archive_and_verify(settings, workdir / "archive", tag,
+                                            list(tools.run_ids.values()))
+    finished = [r.run_id for r in runs if r.state is not None
+                and r.state.status in stages.TERMINAL]
+    finished += [run_id for run_id, state in tools.states.items()
+                 if state["status"] in stages.TERMINAL]
+    _say(f"otel: exporting {len(finished)} finished runs to a collector in this process ...")
+    exported = stages.export_spans(settings, finished)
+    return tools.ok and archived and exported
+
+
+def _keep(*, broker_url: str, prefix: str, worker: subprocess.Popen, gateway_url: str,
+          simulator_url: str) -> bool:
+    """Leave everything running until Ctrl-C (or SIGTERM): True, or False when the worker
+    exits meanwhile."""
+    import signal
+
+    def _stop(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
+    print(f"\nkept running (--keep): the broker at {broker_url} (topics {prefix}*), the worker "
+          f"(pid {worker.pid}), the gateway at {gateway_url} (UI {gateway_url}/ui) and the "
+          f"provider simulator at {simulator_url}. Ctrl-C stops the worker, the gateway and the "
+          "simulator; `modelevents kafka stop` the broker.", flush=True)
+    try:
+        while worker.poll() is None:
+            time.sleep(0.5)
+        _say(f"the worker exited with code {worker.returncode}")
+        return False
+    except KeyboardInterrupt:
+        _say("\nstopping the worker, the gateway and the simulator")
+        return True
 
 
 def manifest_with_scenarios(manifest: Any) -> Any:
