@@ -2,9 +2,9 @@
 (:class:`BatchingConsumer`, its consumer thread, :class:`UnthreadedProducerBuffer`) and
 :func:`take_batches`.
 
-Measured on the pipeline bench (2 cores), faust-streaming 0.15.3's own path from the fetched
-records to an agent cost the worker more than its work (decoding, adapters, sequencing,
-encoding) and let it wait for records a third of the time: tasks and a wait per record in
+On the pipeline bench (2 cores), faust-streaming 0.15.3's own path from the fetched records to
+an agent costs the worker more than its work (decoding, adapters, sequencing, encoding) and
+leaves it waiting for records a third of the time: tasks and a wait per record in
 ``Consumer._drain_messages``, an event-loop turn per record in a stream's iterator, fetches held
 1.5 s at the broker, a settings lookup per record in the producer buffer. Each is fixed where it
 happens — in Faust's aiokafka driver (``faust.transport.drivers.aiokafka``), its conductor's
