@@ -1,7 +1,7 @@
 """The stream processor: the Faust app that turns provider frames into ordered events and run
 state (``app``: its topology, tables and agents), with its table values (``table_values``,
 ``plain_state``), its ordered output (``outbox``), what it needs of faust-streaming beyond the
-public API (``faust_workarounds``) and its health endpoint (``health``).
+public API (``faust``, by concern) and its health endpoint (``health``).
 
 Importing this package imports faust; the gateway and the consumers use ``run_logic`` instead.
 """

@@ -27,14 +27,10 @@ from modelevents.services.kafka.clients import partition_for_key, start_producer
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.kafka.topics import changelog_topics, internal_topics, replication_configs
 from modelevents.services.policy.hosted import HostedPolicy
-from modelevents.services.processor.faust_workarounds import (
-    LogStarts,
-    PartitionOrder,
-    RawRecords,
-    RecoveryWatch,
-    RunTable,
-    take_batches,
-)
+from modelevents.services.processor.faust.ordering import LogStarts, PartitionOrder
+from modelevents.services.processor.faust.recovery import RecoveryWatch
+from modelevents.services.processor.faust.tables import RawRecords, RunTable
+from modelevents.services.processor.faust.transport import take_batches
 from modelevents.services.processor.lane import Computed, Lane, TableWrite
 from modelevents.services.processor.outbox import Outbox, OutputProducer
 from modelevents.services.processor.stats import Stats

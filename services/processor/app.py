@@ -61,7 +61,7 @@ tenant that reaches it (by its key, or by the run's claim of an object it names)
 it is dead-lettered, stage ``resolve``, error type ``TenantMismatch``.
 
 Delivery: at-least-once with idempotent outputs (Faust's exactly_once has open duplicate bugs).
-Each agent takes records in batches (``faust_workarounds.take_batches``: what is waiting, up to
+Each agent takes records in batches (``take_batches`` in ``faust/transport.py``: what is waiting, up to
 ``batch_size``, or what arrives within ``batch_within`` of a batch's first record) and, per
 batch: computes; sends the outputs, and each touched run's state as a record of its table's
 changelog (one per run and batch: the adapters and the numbering together, so they never
@@ -78,9 +78,10 @@ gap. A stop (SIGTERM, Ctrl-C) or a rebalance lets the batches in flight finish: 
 the acks before it commits and hands a partition over (``modelevents worker`` leaves without the
 final commit if that hangs, which loses nothing). All this assumes each source partition is
 processed in offset order without holes, which faust-streaming 0.15.3 does not quite guarantee
-around rebalances and at start-up; ``services/processor/faust_workarounds.py`` restores it (and says how),
-and also takes Faust's per-record tasks and waits out of the path from the consumer to the agent
-(``BatchingConsumer``, ``take_batches``); ``services/processor/outbox.py`` sends outputs.
+around rebalances and at start-up; ``services/processor/faust/ordering.py`` restores it (and says
+how), and ``services/processor/faust/transport.py`` takes Faust's per-record tasks and waits out of
+the path from the consumer to the agent (``BatchingConsumer``, ``take_batches``);
+``services/processor/outbox.py`` sends outputs.
 
 Pipelining. The run agent computes batch ``n + 1`` while the broker acknowledges batch ``n``'s
 outputs: a batch's sending, table writes and acks run in a task of their own, chained after
@@ -136,11 +137,9 @@ from modelevents.services.kafka.clients import make_admin, start_client
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.kafka.topics import changelog_topics, internal_topics
 from modelevents.services.policy.hosted import HostedPolicy
-from modelevents.services.processor import faust_workarounds
 from modelevents.services.processor.agents import Processor
-from modelevents.services.processor.faust_workarounds import (
-    QuietMonitor,
-)
+from modelevents.services.processor.faust.monitor import QuietMonitor
+from modelevents.services.processor.faust.transport import transport
 from modelevents.services.processor.stats import Stats
 from modelevents.services.processor.tuning import ProcessorTuning
 
@@ -251,7 +250,7 @@ def create_app(settings: PipelineSettings, *, workdir: str | Path | None = None,
         datadir=str(datadir),
         stream_buffer_maxsize=tuning.stream_buffer,  # see ProcessorTuning
     )
-    app.transport = faust_workarounds.transport(app, tuning.fetch_max_wait)
+    app.transport = transport(app, tuning.fetch_max_wait)
     _STATS[app] = Processor(app, settings, tuning, policies).stats
     return app
 

@@ -24,7 +24,7 @@ class Stats:
         self.states_entered: Counter[str] = Counter()  # RunState.status a run moved into
         self.runs = RunsByState(partitions)  # the runs this worker owns, by latest state
         # (topic, partition) -> records on the log not processed yet, from the partition
-        # checks (faust_workarounds.PartitionOrder); replaced whole, never updated in place.
+        # checks (PartitionOrder, faust/ordering.py); replaced whole, never updated in place.
         self.lag: dict[tuple[str, int], int] = {}
 
     def line(self) -> str | None:
