@@ -27,16 +27,16 @@ Checks (``docs/audit.md``):
   (except the executor's and the approvals' events, transport ``executor``: they have none).
 * **input** — every run started through the gateway has its input packet, and each packet's
   fingerprint is its request's; a run fed or forwarded without one is listed, a note
-  (``audit_inputs.py``).
+  (``inputs.py``).
 * **offsets** — no offset missing in an archived partition of ``events``, ``frames`` or
-  ``receipts`` from the first archived to the last checkpointed (``audit_offsets.py``; the
+  ``receipts`` from the first archived to the last checkpointed (``offsets.py``; the
   compacted ``run-inputs`` has legitimate holes).
 * **anchor**, **digests** (when asked: ``Anchors``) — the archive holds the head kept outside it:
-  the topic's signed head, a head hash, a copied digest chain (``audit_anchor.py``).
+  the topic's signed head, a head hash, a copied digest chain (``anchor.py``).
 * **receipts** (archives of the ``receipts`` topic) — every ``tool.result`` the tool executor
   wrote has its final receipt, which says what the result says, and every receipt of a finished
   attempt names an archived ``tool.call`` of its run; tool calls without any receipt (answered
-  by the application) are listed, a note (``audit_receipts.py``).
+  by the application) are listed, a note (``receipts.py``).
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ from typing import Any
 
 from fastavro import parse_schema
 
-from modelevents.consumers.audit_anchor import Anchors, Chain, check_anchors
-from modelevents.consumers.audit_format import (
+from modelevents.consumers.audit.anchor import Anchors, Chain, check_anchors
+from modelevents.consumers.audit.format import (
     AUDIT_RECORD,
     CONTAINER_FINGERPRINT,
     FORMAT,
@@ -69,10 +69,10 @@ from modelevents.consumers.audit_format import (
     scan_blocks,
     tenant_of_dir,
 )
-from modelevents.consumers.audit_inputs import check_input_packets, take_input_packet
-from modelevents.consumers.audit_offsets import check_offset_holes
-from modelevents.consumers.audit_receipts import check_receipts, take_receipt
-from modelevents.consumers.audit_writer import CHECKPOINTS, read_checkpoints
+from modelevents.consumers.audit.inputs import check_input_packets, take_input_packet
+from modelevents.consumers.audit.offsets import check_offset_holes
+from modelevents.consumers.audit.receipts import check_receipts, take_receipt
+from modelevents.consumers.audit.writer import CHECKPOINTS, read_checkpoints
 from modelevents.schemas import codec
 from modelevents.schemas.avro_projection import compile_projection, named_records
 from modelevents.schemas.errors import CorruptRecord
@@ -84,7 +84,7 @@ CLOSE_SUFFIX = "#close"
 NO_FRAMES = "(no frames)"
 # What verify reads of a ModelEvent (the rest is skipped): the payload's branch, the provider
 # object id of a run.started (frames of a run can be keyed by it), and the payload of a tool.call
-# or tool.result (what the receipts check compares with the receipts: audit_receipts.py).
+# or tool.result (what the receipts check compares with the receipts: receipts.py).
 RECORD_FIELDS = {"topic": True, "partition": True, "offset": True, "value": True}
 EVENT_FIELDS = {"run_id": True, "tenant": True, "kind": True, "seq": True,
                 "source": {"frame_id": True, "transport": True}, "envelope": {"body": "length"},
@@ -258,7 +258,7 @@ def archive_id(root: Path) -> str | None:
 
 def verify_archive(root: Path, anchors: Anchors | None = None) -> Report:
     """Every check of the module docstring over the archive at ``root``, and its comparison
-    with the heads kept outside it that ``anchors`` names (audit_anchor.py)."""
+    with the heads kept outside it that ``anchors`` names (anchor.py)."""
     with _without_cycle_collection():
         return _verify(Path(root), anchors)
 
@@ -323,7 +323,7 @@ def _verify(root: Path, anchors: Anchors | None) -> Report:
                     frames, frame_keys, offsets_seen, tenant_of_dir(avro.parent.parent))
 
     last_checkpoint = _check_chain(report, root, chain_entries, verified_hashes)
-    # Compaction leaves holes in run-inputs' offsets; the other topics have none (audit_offsets).
+    # Compaction leaves holes in run-inputs' offsets; the other topics have none (offsets.py).
     gapless = {info[k] for k in ("events_topic", "frames_topic", "receipts_topic")
                if isinstance(info.get(k), str)}
     check_offset_holes(report, offsets_seen, gapless, last_checkpoint)
@@ -358,7 +358,7 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
         from fastavro import parse_schema
         from fastavro.schema import to_parsing_canonical_form
 
-        from modelevents.consumers.audit_format import fingerprint
+        from modelevents.consumers.audit.format import fingerprint
         found = fingerprint(to_parsing_canonical_form(parse_schema(schema, {})))
     except Exception as exc:
         found = f"unreadable ({exc})"
@@ -442,8 +442,8 @@ def _check_file(report: Report, rel: str, data: bytes, manifest: Any,
                         (run_id, rec_tenant, kind, seq, frame_id, transport, body_len, piece,
                          payload) = _event_fields(name, obj)
             except Exception as exc:
-                # Not the events' contract: an input packet (audit_inputs.py) or a tool receipt
-                # (audit_receipts.py) is taken here, off the events' path.
+                # Not the events' contract: an input packet (inputs.py) or a tool receipt
+                # (receipts.py) is taken here, off the events' path.
                 where = _where(topic, partition, offset)
                 if (take_input_packet(report, value, where, tenant)
                         or take_receipt(report, value, where, tenant)):

@@ -1,6 +1,6 @@
 """``audit verify``'s receipts check: what the tool executor did is proven by its receipts.
 
-Two calls from ``audit_verify.py``, kept here so that the decode path there stays the events':
+Two calls from ``verify.py``, kept here so that the decode path there stays the events':
 
     take_receipt(report, value, where, tenant)     # in the record loop: True when it took it
     check_receipts(report, events, archived)       # after the runs check
