@@ -35,9 +35,9 @@ from pathlib import Path
 from broker import bench_broker
 
 from modelevents.adapters.registry import normalize_bytes
-from modelevents.consumers.audit_format import archive_files
-from modelevents.consumers.audit_verify import verify_archive
-from modelevents.consumers.audit_writer import archive_topics
+from modelevents.consumers.audit.format import archive_files
+from modelevents.consumers.audit.verify import verify_archive
+from modelevents.consumers.audit.writer import archive_topics
 from modelevents.schemas import codec
 from modelevents.services.kafka import topics
 from modelevents.services.kafka.clients import make_consumer, start_client, start_producer
@@ -55,10 +55,13 @@ if tree:
     sys.path_hooks[:] = [h for h in sys.path_hooks if "__editable__" not in repr(h)]
     sys.path_importer_cache.clear()
     sys.path.insert(0, tree)
-from modelevents.consumers import audit_verify
-assert not tree or audit_verify.__file__.startswith(tree), audit_verify.__file__
+try:
+    from modelevents.consumers.audit import verify
+except ImportError:  # a revision from before consumers/audit/ (issue #28)
+    from modelevents.consumers import audit_verify as verify
+assert not tree or verify.__file__.startswith(tree), verify.__file__
 wall, cpu = time.perf_counter(), time.process_time()
-report = audit_verify.verify_archive(pathlib.Path(root))
+report = verify.verify_archive(pathlib.Path(root))
 print(json.dumps({"events": report.events, "ok": report.ok,
                   "wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}))
 """

@@ -29,7 +29,7 @@ from pathlib import Path
 from broker import bench_broker
 
 from modelevents.adapters.registry import normalize_bytes
-from modelevents.consumers import export, replay
+from modelevents.consumers.replay import checks, export
 from modelevents.schemas import codec
 from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.services.kafka import topics
@@ -92,8 +92,8 @@ def main() -> int:
         print(f"publishing {len(log):,} records {counts} ...", file=sys.stderr)
         asyncio.run(publish(source, log))
 
-        state, t_state = timed("state", lambda: asyncio.run(replay.check_state(source)))
-        parity, t_parity = timed("parity", lambda: asyncio.run(replay.check_parity(source)))
+        state, t_state = timed("state", lambda: asyncio.run(checks.check_state(source)))
+        parity, t_parity = timed("parity", lambda: asyncio.run(checks.check_parity(source)))
         assert state.ok and parity.ok, "the published log should compare equal"
         out = Path(tempfile.mkdtemp()) / "bench.avro"
         exported, t_export = timed("export", lambda: asyncio.run(export.export_archive(

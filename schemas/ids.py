@@ -56,7 +56,7 @@ def check_provider(value: str) -> str:
 # the call's number in its run, ``-``, 8 random hex digits (another gateway process may make calls
 # of the same run: frame ids must not collide). The ids of the call's frames are the tag, ``.``
 # and the stream or poll id; ``audit verify`` tells a run the gateway started by that prefix
-# (consumers/audit_inputs.py). One home for both, so the format cannot change under the audit.
+# (consumers/audit/inputs.py). One home for both, so the format cannot change under the audit.
 CALL_TAG = re.compile(r"c\d+-[0-9a-f]{8}")
 GATEWAY_FRAME_ID = re.compile(CALL_TAG.pattern + r"\.")
 

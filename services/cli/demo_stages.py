@@ -203,8 +203,8 @@ def report_tools(outcome: ToolsOutcome, db: Path) -> None:
 def archive_and_verify(settings: PipelineSettings, out: Path, tag: str,
                        tool_runs: list[str]) -> tuple[bool, Any]:
     """Archive the demo's topics up to their ends into ``out`` (afresh), verify it; (ok, report)."""
-    from modelevents.consumers.audit_verify import verify_archive
-    from modelevents.consumers.audit_writer import archive_topics
+    from modelevents.consumers.audit.verify import verify_archive
+    from modelevents.consumers.audit.writer import archive_topics
 
     shutil.rmtree(out, ignore_errors=True)
     asyncio.run(archive_topics(settings, out, group=f"{settings.app_id}-audit-{tag}",

@@ -58,7 +58,7 @@ TOPICS: dict[str, bool] = {
     # ToolReceipts of the tool executor (consumers/tools/receipts.py, key run_id): every attempt
     # of every application tool call; what a restarted executor dedupes and reconciles against.
     "receipts": False,
-    # The audit archives' signed heads (JSON, key archive id; consumers/audit_heads.py): the
+    # The audit archives' signed heads (JSON, key archive id; consumers/audit/heads.py): the
     # anchor `audit verify --heads` compares an archive with, kept out of the archive's reach.
     "audit-heads": True,
 }

@@ -37,7 +37,7 @@ __all__ = ["tool_result_event", "approval_event", "approval_resolution", "execut
 
 ADAPTER = "modelevents-tool-executor/1"
 # The transport of every event built here: they come from no provider frame (audit verify's
-# frames check passes over them; consumers/audit_verify.py).
+# frames check passes over them; consumers/audit/verify.py).
 TRANSPORT: Transport = "executor"
 # Approval.decision of an approval.resolved: exactly one of these (the executor runs the call on
 # GRANTED and refuses it on anything else).

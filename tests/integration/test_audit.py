@@ -31,8 +31,9 @@ import pytest
 from aiokafka import TopicPartition
 
 from modelevents.adapters.registry import normalize_file
-from modelevents.consumers import audit_export, replay
-from modelevents.consumers.audit_format import archive_files, manifest_path, read_manifest
+from modelevents.consumers.audit import export
+from modelevents.consumers.audit.format import archive_files, manifest_path, read_manifest
+from modelevents.consumers.replay import checks
 from modelevents.consumers.tools.executor import Executor
 from modelevents.consumers.tools.receipts import SCHEMA_PATH as RECEIPT_SCHEMA
 from modelevents.consumers.tools.sqlite_tools import make_registry
@@ -126,7 +127,7 @@ async def topic_records(settings: PipelineSettings, topic: str) -> list[tuple[in
 
 def archived(out: Path) -> Counter:
     return Counter((r.topic, r.partition, r.offset, r.value)
-                   for r in audit_export.archived_records(out))
+                   for r in export.archived_records(out))
 
 
 def assert_exactly_once(settings: PipelineSettings, out: Path) -> None:
@@ -163,7 +164,7 @@ def test_archive_of_worker_output_verifies(settings, start_worker, tmp_path: Pat
 
     # `replay state` reads the archive as it reads `events`: every run's state rebuilt from the
     # archive equals the one on `runs`.
-    state = run(replay.check_state(settings, archive=out))
+    state = run(checks.check_state(settings, archive=out))
     assert state.ok and {c.verdict for c in state.runs} == {"equal"}
     assert {c.run_id for c in state.runs} == set(counts)
     assert state.events_read == sum(counts.values())
@@ -336,11 +337,11 @@ def test_a_run_the_executor_served_is_archived_with_its_receipts(settings, start
                               "1 tool call(s) without a receipt: not executed by the tool "
                               "executor (answered by the application, or not yet): c7"}]
     exported = io.StringIO()
-    audit_export.export_jsonl(out, exported)
+    export.export_jsonl(out, exported)
     kinds = Counter(json.loads(line)["type"] for line in exported.getvalue().splitlines())
     assert kinds["receipt"] == 2
     # `replay state --archive` reads the runs' events from it, receipts beside them.
-    state = run(replay.check_state(settings, archive=out))
+    state = run(checks.check_state(settings, archive=out))
     assert state.ok and {c.run_id for c in state.runs} == {served, unserved}, state
 
     # The final receipt's block changed: the block is named, and so is the result it proved.

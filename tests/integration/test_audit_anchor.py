@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from modelevents.consumers import audit_export
-from modelevents.consumers.audit_heads import DIGESTS, digest_files
-from modelevents.consumers.audit_writer import AuditWriter
+from modelevents.consumers.audit import export
+from modelevents.consumers.audit.heads import DIGESTS, digest_files
+from modelevents.consumers.audit.writer import AuditWriter
 from modelevents.services.kafka.settings import PipelineSettings
 from tests.integration.pipeline import HANG_GUARD_S, ONE_PER_API, collect, feed, run
 from tests.integration.test_audit import audit_run, cli, frames_of, topic_records
@@ -93,7 +93,7 @@ def test_a_rewritten_archive_fails_its_anchors(settings, start_worker, tmp_path:
     assert all("signed by another key" in f for f in findings(report, "anchor"))
 
     # The rewrite: one run deleted, another cut short, offsets renumbered (no hole shows).
-    records = list(audit_export.archived_records(out))
+    records = list(export.archived_records(out))
     deleted, shortened = sorted(runs)[0].encode(), sorted(runs)[1].encode()
     events_topic = settings.topic("events")
     last_two = [r for r in records if r.topic == events_topic and r.key == shortened][-2:]

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from modelevents.consumers.audit_verify import verify_archive
+from modelevents.consumers.audit.verify import verify_archive
 from modelevents.consumers.tools.receipts import decode_receipt
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.run_state import RunState

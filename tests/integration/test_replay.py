@@ -25,8 +25,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from modelevents.adapters.openai_chat import OpenAIChatAdapter
 from modelevents.adapters.registry import ADAPTERS, normalize_bytes
-from modelevents.consumers import archive, export, replay
-from modelevents.consumers.topic_snapshot import RawRecord, Start, format_ms, read_snapshot
+from modelevents.consumers.replay import archive, checks, export
+from modelevents.consumers.replay.topic_snapshot import RawRecord, Start, format_ms, read_snapshot
 from modelevents.schemas import codec
 from modelevents.schemas.end_of_input import with_end_markers
 from modelevents.schemas.errors import ConfigError
@@ -141,7 +141,7 @@ def test_state_rebuilt_from_events_equals_runs(pipeline_settings: PipelineSettin
     again = runs[1].events[3:9]
     produce(pipeline_settings, "events", [(e.run_id, codec.encode(e)) for e in again])
 
-    report = asyncio.run(replay.check_state(pipeline_settings))
+    report = asyncio.run(checks.check_state(pipeline_settings))
     assert report.ok, report
     assert [(c.run_id, c.verdict) for c in report.runs] == sorted(
         (r.run_id, "equal") for r in runs)
@@ -165,7 +165,7 @@ def test_state_detects_a_tampered_runs_record_and_a_missing_one(
     wrong = dataclasses.replace(tampered.state, status="in_progress", last_seq=3)
     produce(pipeline_settings, "runs", [(tampered.run_id, codec.encode(wrong))])
 
-    report = asyncio.run(replay.check_state(pipeline_settings))
+    report = asyncio.run(checks.check_state(pipeline_settings))
     assert not report.ok
     verdicts = {c.run_id: c for c in report.runs}
     assert verdicts[good.run_id].verdict == "equal"
@@ -177,7 +177,7 @@ def test_state_detects_a_tampered_runs_record_and_a_missing_one(
         "last_seq": (len(tampered.events) - 1, 3),
     }
     # --ignore leaves fields out of the comparison.
-    ignoring = asyncio.run(replay.check_state(pipeline_settings, run_id=tampered.run_id,
+    ignoring = asyncio.run(checks.check_state(pipeline_settings, run_id=tampered.run_id,
                                               ignore=["status", "last_seq"]))
     assert [c.verdict for c in ignoring.runs] == ["equal"]
 
@@ -203,10 +203,10 @@ def test_state_from_an_offset_or_a_time(make_settings: Callable[..., PipelineSet
     publish(settings, second, frames=False, timestamp_ms=BASE_MS + HOUR)
     n = len(first.events)
 
-    from_second = asyncio.run(replay.check_state(settings, start=Start.at_offset(n)))
+    from_second = asyncio.run(checks.check_state(settings, start=Start.at_offset(n)))
     assert [(c.run_id, c.verdict) for c in from_second.runs] == [(second.run_id, "equal")]
 
-    inside_first = asyncio.run(replay.check_state(settings, start=Start.at_offset(2)))
+    inside_first = asyncio.run(checks.check_state(settings, start=Start.at_offset(2)))
     verdicts = {c.run_id: c for c in inside_first.runs}
     assert verdicts[first.run_id].verdict == "partial" and verdicts[first.run_id].first_seq == 2
     assert verdicts[second.run_id].verdict == "equal"
@@ -221,13 +221,13 @@ def test_state_errors_say_what_is_wrong(pipeline_settings: PipelineSettings,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     run = recorded("text")
     publish(pipeline_settings, run, frames=False, timestamp_ms=BASE_MS)
-    with pytest.raises(replay.NoSuchRun, match="no run run-nope"):
-        asyncio.run(replay.check_state(pipeline_settings, run_id="run-nope"))
+    with pytest.raises(checks.NoSuchRun, match="no run run-nope"):
+        asyncio.run(checks.check_state(pipeline_settings, run_id="run-nope"))
     later = Start.at_time(BASE_MS + HOUR)
-    with pytest.raises(replay.EmptyRange, match="no events on .*events from "):
-        asyncio.run(replay.check_state(pipeline_settings, start=later))
-    with pytest.raises(replay.EmptyRange, match=f"run {run.run_id} has no events"):
-        asyncio.run(replay.check_state(pipeline_settings, start=later, run_id=run.run_id))
+    with pytest.raises(checks.EmptyRange, match="no events on .*events from "):
+        asyncio.run(checks.check_state(pipeline_settings, start=later))
+    with pytest.raises(checks.EmptyRange, match=f"run {run.run_id} has no events"):
+        asyncio.run(checks.check_state(pipeline_settings, start=later, run_id=run.run_id))
 
     assert cli(pipeline_settings, "state", "--run-id", "run-nope") == 2
     assert "modelevents: error: no run run-nope" in capsys.readouterr().err
@@ -249,7 +249,7 @@ def test_parity_of_every_project_fixture_is_equal(pipeline_settings: PipelineSet
     for run in runs:
         publish(pipeline_settings, run, state=False)
 
-    report = asyncio.run(replay.check_parity(pipeline_settings))
+    report = asyncio.run(checks.check_parity(pipeline_settings))
     not_equal = [(r.run_id, r.verdict, r.first_diff, r.notes) for r in report.runs
                  if r.verdict != "equal"]
     assert not not_equal
@@ -272,7 +272,7 @@ def test_parity_detects_a_changed_event_a_lagging_run_and_a_run_without_events(
     publish(pipeline_settings, unpublished, frames=True, events=[], state=False)
     publish(pipeline_settings, fine)
 
-    report = asyncio.run(replay.check_parity(pipeline_settings))
+    report = asyncio.run(checks.check_parity(pipeline_settings))
     by_run = {r.run_id: r for r in report.runs}
     assert by_run[fine.run_id].verdict == "equal"
     assert by_run[unpublished.run_id].verdict == "missing"
@@ -304,7 +304,7 @@ def test_parity_after_an_adapter_fix(pipeline_settings: PipelineSettings,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     run = recorded("chat", FIXTURES / "openai-chat" / "reasoning-then-text.sse")
     publish(pipeline_settings, run)
-    assert asyncio.run(replay.check_parity(pipeline_settings)).ok
+    assert asyncio.run(checks.check_parity(pipeline_settings)).ok
 
     class Fixed(OpenAIChatAdapter):
         """A "fix" that changes what the adapter emits: text and reasoning deltas in upper case."""
@@ -317,7 +317,7 @@ def test_parity_after_an_adapter_fix(pipeline_settings: PipelineSettings,
             super().emit(kind, payload)
 
     monkeypatch.setitem(ADAPTERS, "openai-chat", Fixed)
-    report = asyncio.run(replay.check_parity(pipeline_settings, run_id=run.run_id))
+    report = asyncio.run(checks.check_parity(pipeline_settings, run_id=run.run_id))
     [result] = report.runs
     deltas = [e for e in run.events
               if e.kind in CHANGED_KINDS and e.payload.text.upper() != e.payload.text]
@@ -347,7 +347,7 @@ def test_parity_joins_frames_keyed_by_a_provider_object_id_to_their_run(
             [(poll.run_key, codec.encode(f)) for f in with_end_markers([poll])],
             timestamp_ms=BASE_MS + 1)
 
-    report = asyncio.run(replay.check_parity(pipeline_settings))
+    report = asyncio.run(checks.check_parity(pipeline_settings))
     assert [(r.run_id, r.verdict) for r in report.runs] == [(run.run_id, "equal")]
     assert report.runs[0].frames == len(run.frames) - 2 + 1  # its frames, no markers, the poll
     assert report.runs_from == "claims"  # no processor ran: the claims decide
@@ -358,13 +358,13 @@ def test_parity_joins_frames_keyed_by_a_provider_object_id_to_their_run(
     create_topic(pipeline_settings, rerouted)
     produce(pipeline_settings, rerouted,
             [(run.run_id, codec.encode(f)) for f in with_end_markers([poll])])
-    report = asyncio.run(replay.check_parity(pipeline_settings))
+    report = asyncio.run(checks.check_parity(pipeline_settings))
     assert report.runs_from == "processor"
     assert [(r.run_id, r.verdict) for r in report.runs] == [(run.run_id, "equal")]
     # … and a poll it did not re-key (it came before the claim) was a run of its own.
     late = dataclasses.replace(poll, frame_id="poll-again")
     produce(pipeline_settings, "frames", [(late.run_key, codec.encode(late))])
-    report = asyncio.run(replay.check_parity(pipeline_settings))
+    report = asyncio.run(checks.check_parity(pipeline_settings))
     assert {r.run_id: r.verdict for r in report.runs} == {run.run_id: "equal",
                                                           poll.run_key: "missing"}
 
@@ -384,8 +384,8 @@ def create_topic(settings: PipelineSettings, name: str) -> None:
 
 def test_parity_of_an_unknown_run_is_an_error(pipeline_settings: PipelineSettings,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(replay.NoSuchRun):
-        asyncio.run(replay.check_parity(pipeline_settings, run_id="run-nope"))
+    with pytest.raises(checks.NoSuchRun):
+        asyncio.run(checks.check_parity(pipeline_settings, run_id="run-nope"))
     assert cli(pipeline_settings, "parity", "--run-id", "run-nope") == 2
     assert "no run run-nope: no frames on" in capsys.readouterr().err
 
@@ -433,10 +433,10 @@ def test_export_is_a_standard_avro_file_and_import_gives_identical_records(
     asyncio.run(export.import_archive(target, out, with_frames=False, memory_budget=0))
     twice = [codec.decode(r.value) for r in snapshot(target, "events")]
     assert len(twice) == 2 * len(chosen.events)
-    deduped, _ = replay.published_sequence(twice)
+    deduped, _ = checks.published_sequence(twice)
     assert [codec.encode(e) for e in deduped] == [codec.encode(e) for e in chosen.events]
     # The imported log is whole: parity holds on the target (its frames came along).
-    assert asyncio.run(replay.check_parity(target)).ok
+    assert asyncio.run(checks.check_parity(target)).ok
 
 
 def test_export_a_time_range(make_settings: Callable[..., PipelineSettings], tmp_path: Path,
@@ -472,10 +472,10 @@ def test_export_and_import_errors(pipeline_settings: PipelineSettings, tmp_path:
     publish(pipeline_settings, run, timestamp_ms=BASE_MS)
     out = tmp_path / "x.avro"
 
-    with pytest.raises(replay.NoSuchRun, match="no run run-nope"):
+    with pytest.raises(checks.NoSuchRun, match="no run run-nope"):
         asyncio.run(export.export_archive(pipeline_settings, out,
                                           export.Selection(run_id="run-nope")))
-    with pytest.raises(replay.EmptyRange, match="nothing to export"):
+    with pytest.raises(checks.EmptyRange, match="nothing to export"):
         asyncio.run(export.export_archive(pipeline_settings, out,
                                           export.Selection(from_ms=BASE_MS + HOUR)))
     assert not out.exists() and not list(tmp_path.iterdir())  # no half-written file either
@@ -595,14 +595,14 @@ def test_replay_agrees_with_what_the_processor_published(
 
     deadline = time.monotonic() + HANG_GUARD_S
     while True:  # until the processor caught up (the log is then quiet)
-        parity = asyncio.run(replay.check_parity(settings))
+        parity = asyncio.run(checks.check_parity(settings))
         if parity.ok or time.monotonic() > deadline:
             break
         time.sleep(1.0)
     assert parity.ok, [(r.run_id, r.verdict, r.first_diff, r.notes) for r in parity.runs
                        if r.verdict != "equal"]
     assert len(parity.runs) == len(paths)
-    state = asyncio.run(replay.check_state(settings))
+    state = asyncio.run(checks.check_state(settings))
     assert state.ok and state.count("equal") == len(paths), [
         (c.run_id, c.verdict, c.diffs, c.note) for c in state.runs if c.verdict != "equal"]
 
@@ -615,7 +615,7 @@ def test_replay_agrees_with_what_the_processor_published(
         "emit": lambda self, kind, payload: base.emit(
             self, kind, dataclasses.replace(payload, text=payload.text.upper())
             if kind == "text.delta" else payload)})
-    published = {c.run_id: replay.published_sequence(
+    published = {c.run_id: checks.published_sequence(
         codec.decode(r.value) for r in snapshot(settings, "events", c.run_id))[0]
         for c in state.runs}
     changed = {run_id: next(e.seq for e in events if e.kind == "text.delta"
@@ -625,6 +625,6 @@ def test_replay_agrees_with_what_the_processor_published(
                                                 != e.payload.text for e in events)}
     assert changed
     monkeypatch.setitem(ADAPTERS, api, fixed)
-    after = asyncio.run(replay.check_parity(settings))
+    after = asyncio.run(checks.check_parity(settings))
     assert {r.run_id: r.first_diff.position for r in after.runs if r.verdict != "equal"} == changed
     assert all(r.first_diff.fields == ("payload",) for r in after.runs if r.verdict != "equal")

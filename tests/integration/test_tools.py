@@ -27,8 +27,8 @@ from typing import Any
 import orjson
 import pytest
 
-from modelevents.consumers.audit_verify import verify_archive
-from modelevents.consumers.audit_writer import archive_topics
+from modelevents.consumers.audit.verify import verify_archive
+from modelevents.consumers.audit.writer import archive_topics
 from modelevents.consumers.tools.approvals import resolve_approval
 from modelevents.consumers.tools.executor import Executor, operation_id
 from modelevents.consumers.tools.policy import Policy

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from modelevents.adapters.registry import normalize_file
-from modelevents.consumers.audit_verify import EVENT_FIELDS
+from modelevents.consumers.audit.verify import EVENT_FIELDS
 from modelevents.schemas import codec
 from modelevents.schemas.avro_projection import (
     BRANCH,

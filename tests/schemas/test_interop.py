@@ -58,7 +58,7 @@ def official_fingerprint(path: Path) -> bytes:
     The spec's [STRIP] step keeps only type, name, fields, symbols, items, values and size, and
     [PRIMITIVES] writes a primitive as its bare name, so ``{"type": "long", "logicalType":
     "timestamp-millis"}`` is ``"long"`` in canonical form (Java's SchemaNormalization and
-    fastavro agree; see the Java test in tests/consumers/test_archive_interop.py). avro 1.12's
+    fastavro agree; see the Java test in tests/consumers/replay/test_archive_interop.py). avro 1.12's
     Python ``canonical_form`` keeps ``{"type":"long"}`` for a primitive that carries any other
     attribute, against [PRIMITIVES]; stripping the logical types first gives it the spec's form.
     """
@@ -244,7 +244,7 @@ def test_the_new_fingerprint_is_not_the_old():
 def test_archives_give_timestamps_as_ints(tmp_path):
     """An archive's header carries model_event.avsc with its logical types, which fastavro
     reads as datetimes; read_archive gives the epoch-millisecond ints record_of gives."""
-    from modelevents.consumers import archive
+    from modelevents.consumers.replay import archive
 
     values = [codec.encode(model_event("text.done")), codec.encode(other_records()["provider_frame"])]
     out = tmp_path / "a.avro"

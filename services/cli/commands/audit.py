@@ -15,15 +15,8 @@ from pathlib import Path
 
 import orjson
 
-from modelevents.consumers import (
-    audit_anchor,
-    audit_export,
-    audit_heads,
-    audit_signing,
-    audit_verify,
-    audit_writer,
-)
-from modelevents.consumers.audit_format import CODECS
+from modelevents.consumers.audit import anchor, export, heads, signing, verify, writer
+from modelevents.consumers.audit.format import CODECS
 from modelevents.consumers.errors import AuditError
 from modelevents.services.cli.kafka_options import (
     ENV_HELP,
@@ -73,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="stop once what the topics held at the start is archived")
     p.add_argument("--idle-exit", type=positive_float, metavar="S",
                    help="stop after S seconds without a new record")
-    p.add_argument("--block-records", type=positive_int, default=audit_writer.BLOCK_RECORDS,
+    p.add_argument("--block-records", type=positive_int, default=writer.BLOCK_RECORDS,
                    metavar="N", help="records per block at most (default: %(default)s)")
     p.add_argument("--checkpoint-seconds", type=positive_float, default=1.0, metavar="S",
                    help="a checkpoint (fsync + commit) at least this often while records "
@@ -100,19 +93,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--quiet", action="store_true", help="problems and the summary only")
-    anchor = p.add_argument_group(
+    anchoring = p.add_argument_group(
         "anchors", "compare the archive with a head kept outside it: an archive rewritten or "
                    "cut short fails")
-    anchor.add_argument("--heads", action="store_true",
+    anchoring.add_argument("--heads", action="store_true",
                         help="the archive's latest head on the audit-heads topic (Kafka options "
                              "below)")
-    anchor.add_argument("--expect-head", metavar="HASH",
+    anchoring.add_argument("--expect-head", metavar="HASH",
                         help="a head hash kept elsewhere (printed by `audit verify`, the last "
                              "digest, the group's commit metadata)")
-    anchor.add_argument("--digests", type=Path, metavar="DIR2",
+    anchoring.add_argument("--digests", type=Path, metavar="DIR2",
                         help="a copy of DIR/digests/ kept elsewhere: the digest chain and each "
                              "head it names")
-    anchor.add_argument("--public-key", type=Path, metavar="FILE",
+    anchoring.add_argument("--public-key", type=Path, metavar="FILE",
                         help="the key the heads must be signed with (FILE.pub of `audit "
                              "keygen`); without it a signature proves only integrity")
     add_kafka_options(p)
@@ -135,7 +128,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "(pip install modelevents[audit]) and writes the tool receipts as a table "
                     "of their own beside FILE (a.parquet: a.receipts.parquet).")
     p.add_argument("dir", metavar="DIR")
-    p.add_argument("--format", choices=audit_export.FORMATS, default="jsonl")
+    p.add_argument("--format", choices=export.FORMATS, default="jsonl")
     p.add_argument("--output", "-o", metavar="FILE",
                    help="output file (jsonl default: stdout; required for parquet)")
     p.set_defaults(run=run_export)
@@ -149,14 +142,14 @@ def run_archive(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     group = args.group or f"{settings.app_id}-audit"
 
-    key = audit_signing.load_signing_key(args.signing_key) if args.signing_key else None
+    key = signing.load_signing_key(args.signing_key) if args.signing_key else None
     if key is not None:
-        _say(f"signing heads with key id {audit_signing.key_id(key.public_key())}")
+        _say(f"signing heads with key id {signing.key_id(key.public_key())}")
 
-    async def go() -> audit_writer.RunResult:
+    async def go() -> writer.RunResult:
         stop = asyncio.Event()
-        audit_writer.install_stop_signals(stop)
-        return await audit_writer.archive_topics(
+        writer.install_stop_signals(stop)
+        return await writer.archive_topics(
             settings, Path(args.out), group=group, with_frames=args.with_frames,
             with_receipts=args.with_receipts,
             codec=args.codec, until_end=args.until_end, idle_exit=args.idle_exit,
@@ -174,11 +167,11 @@ def run_archive(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _anchors(args: argparse.Namespace) -> audit_anchor.Anchors:
+def _anchors(args: argparse.Namespace) -> anchor.Anchors:
     """What the options ask the archive to be compared with (the topic read here)."""
-    anchors = audit_anchor.Anchors(
+    anchors = anchor.Anchors(
         expect_head=args.expect_head, digests=args.digests,
-        public_key=audit_signing.load_public_key(args.public_key) if args.public_key else None)
+        public_key=signing.load_public_key(args.public_key) if args.public_key else None)
     if args.expect_head is not None and not re.fullmatch(r"[0-9a-fA-F]{64}",
                                                          args.expect_head.strip()):
         raise AuditError(f"--expect-head {args.expect_head!r}: give the head's 64 hex digits")
@@ -186,16 +179,16 @@ def _anchors(args: argparse.Namespace) -> audit_anchor.Anchors:
         raise AuditError(f"--digests {args.digests}: not a directory")
     if args.heads:
         settings = settings_from_args(args)
-        anchors.heads_topic = settings.topic(audit_heads.HEADS_TOPIC)
-        archive_id = audit_verify.archive_id(Path(args.dir))
-        anchors.heads = (run_async(audit_heads.published_heads(settings, archive_id))
+        anchors.heads_topic = settings.topic(heads.HEADS_TOPIC)
+        archive_id = verify.archive_id(Path(args.dir))
+        anchors.heads = (run_async(heads.published_heads(settings, archive_id))
                          if archive_id else [])
     return anchors
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    report = audit_verify.verify_archive(Path(args.dir), _anchors(args))
-    # Input packets: archived with the events (run-inputs), checked by audit_inputs.py.
+    report = verify.verify_archive(Path(args.dir), _anchors(args))
+    # Input packets: archived with the events (run-inputs), checked by consumers/audit/inputs.py.
     summary = {**report.summary(), "input_packets": sum(map(len, report.input_packets.values())),
                "runs_with_input": len(report.input_packets)}
     if args.json:
@@ -223,10 +216,10 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_keygen(args: argparse.Namespace) -> int:
-    public = audit_signing.write_keypair(args.out)
+    public = signing.write_keypair(args.out)
     _say(f"private key {args.out} (mode 0600), public key {args.out}.pub")
-    print(f"public key {audit_signing.public_text(public)} (key id "
-          f"{audit_signing.key_id(public)})")
+    print(f"public key {signing.public_text(public)} (key id "
+          f"{signing.key_id(public)})")
     return EXIT_OK
 
 
@@ -234,13 +227,13 @@ def run_export(args: argparse.Namespace) -> int:
     root = Path(args.dir)
     if args.format == "parquet":
         if not args.output:
-            raise audit_export.AuditError("--format parquet needs --output FILE")
-        count = audit_export.export_parquet(root, Path(args.output))
-        _say(f"tool receipts in {audit_export.receipts_path(Path(args.output))}")
+            raise export.AuditError("--format parquet needs --output FILE")
+        count = export.export_parquet(root, Path(args.output))
+        _say(f"tool receipts in {export.receipts_path(Path(args.output))}")
     elif args.output:
         with open(args.output, "w") as out:
-            count = audit_export.export_jsonl(root, out)
+            count = export.export_jsonl(root, out)
     else:
-        count = audit_export.export_jsonl(root, sys.stdout)
+        count = export.export_jsonl(root, sys.stdout)
     _say(f"exported {count:,} records")
     return EXIT_OK

@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from modelevents.consumers import export, replay
-from modelevents.consumers.topic_snapshot import Start, format_ms
+from modelevents.consumers.replay import checks, export
+from modelevents.consumers.replay.topic_snapshot import Start, format_ms
 from modelevents.schemas.errors import ConfigError, InputError
 from modelevents.schemas.events import Usage, payload_dict
 from modelevents.services.cli.kafka_options import (
@@ -179,7 +179,7 @@ def _emit_json(obj: dict[str, Any]) -> None:
     sys.stdout.write(orjson.dumps(obj, default=_plain).decode() + "\n")
 
 
-def _unreadable(items: list[replay.Unreadable], as_json: bool) -> None:
+def _unreadable(items: list[checks.Unreadable], as_json: bool) -> None:
     for u in items:
         if as_json:
             _emit_json({"unreadable": f"{u.topic}/{u.partition}@{u.offset}", "reason": u.reason})
@@ -202,7 +202,7 @@ def run_state(args: argparse.Namespace) -> int:
     if args.archive is not None and not args.archive.is_dir():
         raise ConfigError(f"--archive {args.archive}: no such directory (an audit archive is the "
                           "--out directory of modelevents audit run)")
-    report = run_async(replay.check_state(settings, start=start, run_id=args.run_id,
+    report = run_async(checks.check_state(settings, start=start, run_id=args.run_id,
                                           ignore=ignore, archive=args.archive))
     for check in report.runs:
         if check.verdict == "equal" and not args.show_equal:
@@ -259,7 +259,7 @@ def _event_json(event: Any) -> Any:
 
 def run_parity(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    report = run_async(replay.check_parity(settings, run_id=args.run_id))
+    report = run_async(checks.check_parity(settings, run_id=args.run_id))
     for r in report.runs:
         if r.verdict == "equal" and not args.show_equal:
             continue

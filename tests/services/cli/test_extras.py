@@ -43,7 +43,7 @@ from modelevents.consumers import subscribe, follow_run
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.schemas import codec
 from modelevents.consumers.tools.receipts import decode_receipt
-import modelevents.consumers.archive, modelevents.consumers.audit_verify, modelevents.consumers.replay
+import modelevents.consumers.replay.archive, modelevents.consumers.audit.verify, modelevents.consumers.replay.checks
 print("ok")
 """)
     assert result.returncode == 0, result.stderr

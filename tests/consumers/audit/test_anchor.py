@@ -1,5 +1,5 @@
 """An audit archive against the heads kept outside it, and offset holes, without a broker
-(consumers/audit_anchor.py, audit_offsets.py, audit_heads.py): archives written by the real
+(consumers/audit/anchor.py, offsets.py, heads.py): archives written by the real
 AuditWriter with the digests a run writes. The same through `modelevents audit` on the real
 broker, the heads topic included: tests/integration/test_audit_anchor.py."""
 
@@ -10,12 +10,12 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from modelevents.consumers.audit_anchor import Anchors
-from modelevents.consumers.audit_heads import DIGESTS, DigestWriter, digest_files
-from modelevents.consumers.audit_verify import verify_archive
-from modelevents.consumers.audit_writer import AuditWriter, read_checkpoints
-from tests.consumers.test_audit import SOURCE, TS, _records
-from tests.consumers.test_audit_inputs import _packet
+from modelevents.consumers.audit.anchor import Anchors
+from modelevents.consumers.audit.heads import DIGESTS, DigestWriter, digest_files
+from modelevents.consumers.audit.verify import verify_archive
+from modelevents.consumers.audit.writer import AuditWriter, read_checkpoints
+from tests.consumers.audit.test_inputs import _packet
+from tests.consumers.audit.test_verify import SOURCE, TS, _records
 
 KEY = Ed25519PrivateKey.generate()
 

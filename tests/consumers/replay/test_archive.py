@@ -9,7 +9,7 @@ import fastavro
 import pytest
 
 from modelevents.adapters.registry import normalize_bytes
-from modelevents.consumers import archive
+from modelevents.consumers.replay import archive
 from modelevents.schemas import codec
 from modelevents.schemas.errors import InputError, SchemaError
 from modelevents.schemas.run_state import RunState

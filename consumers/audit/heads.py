@@ -28,8 +28,8 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from modelevents.consumers.audit_format import fsync_dir, write_bytes_atomic
-from modelevents.consumers.audit_signing import canonical, sign
+from modelevents.consumers.audit.format import fsync_dir, write_bytes_atomic
+from modelevents.consumers.audit.signing import canonical, sign
 from modelevents.services.kafka.clients import read_records, run_key_bytes
 from modelevents.services.kafka.settings import PipelineSettings
 

@@ -1,6 +1,6 @@
 """``audit verify``'s receipts check: what the tool executor did is proven by its receipts.
 
-Two calls from ``audit_verify.py``, kept here so that the decode path there stays the events':
+Two calls from ``verify.py``, kept here so that the decode path there stays the events':
 
     take_receipt(report, value, where, tenant)     # in the record loop: True when it took it
     check_receipts(report, events, archived)       # after the runs check
@@ -150,74 +150,105 @@ def check_receipts(report: _Report, events: dict[str, dict[int, list[Any]]],
         tools = _tool_events(events[run_id])
         if not tools and run_id not in receipts:
             continue
-        calls = {e.tool_call_id: e for e in tools if e.kind == "tool.call"}
-        results = [e for e in tools if e.kind == "tool.result"]
         run = f"run {run_id}"
+        results = [e for e in tools if e.kind == "tool.result"]
         if not archived:
-            executed = sum(1 for e in results if e.executed)
-            if executed:
-                report.note(RECEIPTS, run, f"{executed} tool result(s) from the executor; "
-                            "receipts are not archived here (audit run --no-receipts)")
+            _note_unarchived(report, run, results)
             continue
+        calls = {e.tool_call_id: e for e in tools if e.kind == "tool.call"}
         of_call: dict[str, list[ToolReceipt]] = defaultdict(list)
         for receipt in receipts.get(run_id, []):
             of_call[receipt.tool_call_id].append(receipt)
-        for result in results:
-            if not result.executed:
-                continue
-            where = f"{run} tool call {result.tool_call_id}"
-            final = [r for r in of_call.get(result.tool_call_id, [])
-                     if r.phase == "finished" and r.result is not None]
-            if not final:
-                report.fail(RECEIPTS, where, f"a tool.result from the executor (seq "
-                            f"{result.seq}) without its receipt: no final receipt of this call "
-                            "is archived")
-                continue
-            outcome = result.outcome
-            if not any(r.result == result.output and r.result_is_error == result.is_error
-                       and (outcome is None or r.outcome == outcome) for r in final):
-                got = final[-1]
-                report.fail(RECEIPTS, where, f"the receipt does not say what the tool.result "
-                            f"(seq {result.seq}) says: receipt {got.outcome}, "
-                            f"{'error' if got.result_is_error else 'output'} "
-                            f"{_preview(got.result)}; result {outcome}, "
-                            f"{'error' if result.is_error else 'output'} "
-                            f"{_preview(result.output)}")
+        _check_results(report, run, results, of_call)
         for call_id, attempts in sorted(of_call.items()):
-            where = f"{run} tool call {call_id}"
-            call = calls.get(call_id)
-            for receipt in attempts:
-                if receipt.phase != "finished":
-                    continue
-                if call is None:
-                    report.fail(RECEIPTS, where, f"a receipt of attempt {receipt.attempt} "
-                                f"({receipt.tool_name}, {receipt.outcome}) without its call: no "
-                                "tool.call of this id is archived for the run")
-                    break
-                if call.tool_name != receipt.tool_name:
-                    report.fail(RECEIPTS, where, f"a receipt of {receipt.tool_name!r} for a "
-                                f"tool.call of {call.tool_name!r}")
-                    break
-            finished = {r.attempt for r in attempts if r.phase == "finished"}
-            unfinished = sorted({r.attempt for r in attempts if r.phase == "started"} - finished)
-            if unfinished and not any(r.result is not None for r in attempts):
-                report.note(RECEIPTS, where, f"attempt {', '.join(map(str, unfinished))} "
-                            "started and never finished (the executor stopped mid-call; the "
-                            "next one reconciles it)")
-        for receipt in receipts.get(run_id, []):
-            if receipt.tenant != tenants.get(run_id):
-                report.fail(RECEIPTS, f"{run} tool call {receipt.tool_call_id}", f"a receipt "
-                            f"of tenant {receipt.tenant!r} for a run of another tenant")
-                break
-        unserved = sorted(set(calls) - set(of_call))
-        if unserved:
-            report.note(RECEIPTS, run, f"{len(unserved)} tool call(s) without a receipt: not "
-                        "executed by the tool executor (answered by the application, or not "
-                        f"yet): {', '.join(unserved[:20])}"
-                        + (f" … ({len(unserved) - 20} more)" if len(unserved) > 20 else ""))
+            _check_attempts(report, f"{run} tool call {call_id}", calls.get(call_id), attempts)
+        _check_tenant(report, run, receipts.get(run_id, []), tenants.get(run_id))
+        _note_unserved(report, run, sorted(set(calls) - set(of_call)))
     for run_id in sorted(set(receipts) - set(events)):
         report.note(RECEIPTS, f"run {run_id}", f"{len(receipts[run_id])} receipt(s), but none of "
                     "the run's events is in this archive")
+
+
+def _note_unarchived(report: _Report, run: str, results: list[_Tool]) -> None:
+    """An archive without receipts: the executor's results are listed, a note."""
+    executed = sum(1 for e in results if e.executed)
+    if executed:
+        report.note(RECEIPTS, run, f"{executed} tool result(s) from the executor; "
+                    "receipts are not archived here (audit run --no-receipts)")
+
+
+def _check_results(report: _Report, run: str, results: list[_Tool],
+                   of_call: dict[str, list[ToolReceipt]]) -> None:
+    """Every tool.result the executor wrote has its call's final receipt, which says what the
+    result says."""
+    for result in results:
+        if not result.executed:
+            continue
+        where = f"{run} tool call {result.tool_call_id}"
+        final = [r for r in of_call.get(result.tool_call_id, [])
+                 if r.phase == "finished" and r.result is not None]
+        if not final:
+            report.fail(RECEIPTS, where, f"a tool.result from the executor (seq "
+                        f"{result.seq}) without its receipt: no final receipt of this call "
+                        "is archived")
+        elif not any(_says(receipt, result) for receipt in final):
+            got = final[-1]
+            report.fail(RECEIPTS, where, f"the receipt does not say what the tool.result "
+                        f"(seq {result.seq}) says: receipt {got.outcome}, "
+                        f"{'error' if got.result_is_error else 'output'} "
+                        f"{_preview(got.result)}; result {result.outcome}, "
+                        f"{'error' if result.is_error else 'output'} "
+                        f"{_preview(result.output)}")
+
+
+def _says(receipt: ToolReceipt, result: _Tool) -> bool:
+    """Whether a final receipt says what an executed tool.result says."""
+    return (receipt.result == result.output and receipt.result_is_error == result.is_error
+            and (result.outcome is None or receipt.outcome == result.outcome))
+
+
+def _check_attempts(report: _Report, where: str, call: _Tool | None,
+                    attempts: list[ToolReceipt]) -> None:
+    """The receipts of one tool call id: a finished attempt names an archived tool.call of the
+    same tool (the first that does not, a failure); attempts started and never finished, a
+    note."""
+    for receipt in attempts:
+        if receipt.phase != "finished":
+            continue
+        if call is None:
+            report.fail(RECEIPTS, where, f"a receipt of attempt {receipt.attempt} "
+                        f"({receipt.tool_name}, {receipt.outcome}) without its call: no "
+                        "tool.call of this id is archived for the run")
+            break
+        if call.tool_name != receipt.tool_name:
+            report.fail(RECEIPTS, where, f"a receipt of {receipt.tool_name!r} for a "
+                        f"tool.call of {call.tool_name!r}")
+            break
+    finished = {r.attempt for r in attempts if r.phase == "finished"}
+    unfinished = sorted({r.attempt for r in attempts if r.phase == "started"} - finished)
+    if unfinished and not any(r.result is not None for r in attempts):
+        report.note(RECEIPTS, where, f"attempt {', '.join(map(str, unfinished))} "
+                    "started and never finished (the executor stopped mid-call; the "
+                    "next one reconciles it)")
+
+
+def _check_tenant(report: _Report, run: str, receipts: list[ToolReceipt],
+                  tenant: str | None) -> None:
+    """The run's receipts are of its tenant (the first that is not, a failure)."""
+    for receipt in receipts:
+        if receipt.tenant != tenant:
+            report.fail(RECEIPTS, f"{run} tool call {receipt.tool_call_id}", f"a receipt "
+                        f"of tenant {receipt.tenant!r} for a run of another tenant")
+            break
+
+
+def _note_unserved(report: _Report, run: str, unserved: list[str]) -> None:
+    """Tool calls without any receipt (answered by the application, or not yet), a note."""
+    if unserved:
+        report.note(RECEIPTS, run, f"{len(unserved)} tool call(s) without a receipt: not "
+                    "executed by the tool executor (answered by the application, or not "
+                    f"yet): {', '.join(unserved[:20])}"
+                    + (f" … ({len(unserved) - 20} more)" if len(unserved) > 20 else ""))
 
 
 def _preview(text: str | None, limit: int = 60) -> str:

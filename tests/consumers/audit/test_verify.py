@@ -1,11 +1,11 @@
 """The audit archive without a broker: the writer on the project's own fixtures, every kind of
-tampering caught and named by verify, crash recovery, interop with the official avro package,
-and the exports. The same on the real broker with the real worker: tests/integration/test_audit.py.
+tampering caught and named by verify, crash recovery, interop with the official avro package
+(the exports: test_export.py). The same on the real broker with the real worker:
+tests/integration/test_audit.py.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import io
 import json
@@ -18,12 +18,10 @@ import avro.datafile
 import avro.io
 import avro.schema
 import fastavro
-import orjson
 import pytest
 
 from modelevents.adapters.registry import normalize_file
-from modelevents.consumers import audit_export
-from modelevents.consumers.audit_format import (
+from modelevents.consumers.audit.format import (
     archive_files,
     block_bytes,
     compress,
@@ -32,8 +30,8 @@ from modelevents.consumers.audit_format import (
     read_manifest,
     topic_prefix_bytes,
 )
-from modelevents.consumers.audit_verify import verify_archive
-from modelevents.consumers.audit_writer import AuditWriter
+from modelevents.consumers.audit.verify import verify_archive
+from modelevents.consumers.audit.writer import AuditWriter
 from modelevents.schemas import codec
 from modelevents.schemas.events import Envelope
 from tests.integration.pipeline import ONE_PER_API, fixture_frames
@@ -307,47 +305,6 @@ def test_official_avro_reads_the_archive(archive: Path) -> None:
                         avro.io.BinaryDecoder(io.BytesIO(value[10:])))
                     assert event == {**event, "run_id": record["key"].decode()}
     assert count == verify_archive(archive).records
-
-
-def test_jsonl_export_is_exact(archive: Path) -> None:
-    out = io.StringIO()
-    count = audit_export.export_jsonl(archive, out)
-    lines = out.getvalue().splitlines()
-    assert count == len(lines) == verify_archive(archive).records
-    originals = {(r.topic, r.partition, r.offset): r for r in audit_export.archived_records(archive)}
-    for line in lines:
-        item = orjson.loads(line)
-        original = originals[(item["topic"], item["partition"], item["offset"])]
-        value = base64.b64decode(item["value"])
-        assert value == original.value and base64.b64decode(item["key"]) == original.key
-        assert item["record"] == orjson.loads(orjson.dumps(
-            audit_export.record_view(codec.decode(value))))
-        if item["type"] == "event":
-            assert base64.b64decode(item["record"]["envelope"]["body"]) == \
-                codec.decode(value).envelope.body
-
-
-def test_parquet_export(archive: Path, tmp_path: Path) -> None:
-    import pyarrow.parquet as pq
-
-    out = tmp_path / "a.parquet"
-    count = audit_export.export_parquet(archive, out)
-    table = pq.read_table(out)
-    assert table.num_rows == count == verify_archive(archive).records
-    rows = table.to_pylist()
-    events = [r for r in rows if r["type"] == "event"]
-    assert {r["tenant"] for r in rows} == {"default", "acme"}
-    assert all(codec.decode(r["value"]).seq == r["seq"] for r in events)
-
-
-def test_parquet_without_pyarrow_says_how(archive: Path, tmp_path: Path) -> None:
-    code = ("import sys; sys.modules['pyarrow'] = None\n"
-            "from modelevents.services.cli import main\n"
-            f"sys.exit(main(['audit', 'export', {str(archive)!r}, '--format', 'parquet', "
-            f"'-o', {str(tmp_path / 'x.parquet')!r}]))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 2
-    assert "pip install modelevents[audit]" in done.stderr
 
 
 def test_copy_of_archive_verifies_elsewhere(archive: Path, tmp_path: Path) -> None:

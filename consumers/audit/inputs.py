@@ -1,6 +1,6 @@
 """``audit verify``'s input-packet check: every run started through the gateway has its packet.
 
-Two calls from ``audit_verify.py``, kept here so that the decode path there stays the events':
+Two calls from ``verify.py``, kept here so that the decode path there stays the events':
 
     take_input_packet(report, value, where, tenant)   # in the record loop: True when it took it
     check_input_packets(report, events)                # after the runs check
@@ -43,7 +43,7 @@ class _Report(Protocol):
 
 def _assembler(report: _Report) -> PacketAssembler:
     # The pieces of packets too large for one record (schemas/run_input_pieces.py) are joined
-    # across the archive's records; the assembler rides on the report (audit_verify's Report
+    # across the archive's records; the assembler rides on the report (verify.py's Report
     # names no field for it).
     assembler: PacketAssembler = vars(report).setdefault("_input_pieces", PacketAssembler())
     return assembler

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from modelevents.consumers.errors import EmptyRange, MissingTopic, NoSuchRun
-from modelevents.consumers.topic_snapshot import RawRecord, Start, read_snapshot
+from modelevents.consumers.replay.topic_snapshot import RawRecord, Start, read_snapshot
 from modelevents.schemas import codec
 from modelevents.schemas.end_of_input import is_end_of_input
 from modelevents.schemas.errors import InputError, SchemaError
@@ -189,11 +189,11 @@ def _archived_events(archive: Path, run_id: str | None,
     """The events of an audit archive (``modelevents audit run``), per run id, in the order
     they were archived — the log order of their partition. Only blocks that match their
     manifest are read (``audit verify`` says whether any did not)."""
-    from modelevents.consumers.audit_export import archived_records
+    from modelevents.consumers.audit.export import archived_records
 
     by_run: dict[str, list[ModelEvent]] = {}
     for rec in archived_records(Path(archive)):
-        # Not events: frames, input packets (audit_inputs.py), tool receipts (audit_receipts.py).
+        # Not events: frames, input packets (audit/inputs.py), tool receipts (audit/receipts.py).
         if rec.topic.endswith(("frames", "run-inputs", "receipts")):
             continue
         try:

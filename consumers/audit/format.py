@@ -4,7 +4,7 @@ An archive is a directory (``docs/audit.md`` is the user's guide)::
 
     DIR/archive.json                                   what the archive holds (id, topics, group, policy)
     DIR/checkpoints.jsonl                              the chain's head at each checkpoint
-    DIR/digests/<hour>/<checkpoint>.json               each checkpoint's signed head (audit_heads.py)
+    DIR/digests/<hour>/<checkpoint>.json               each checkpoint's signed head (heads.py)
     DIR/tenant=<t>/hour=<YYYY-MM-DDTHH>/<seg>.avro     Avro object container file
     DIR/tenant=<t>/hour=<YYYY-MM-DDTHH>/<seg>.manifest.jsonl
     DIR/quarantine/                                    torn bytes cut off a file at recovery
@@ -319,7 +319,7 @@ def scan_blocks(data: bytes | memoryview, header: Header) -> Scan:
 
 
 class Findings(Protocol):
-    """Where a check reports (audit_verify's Report)."""
+    """Where a check reports (verify.py's Report)."""
 
     def fail(self, check: str, where: str, message: str) -> None: ...
 

@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from modelevents.consumers.audit_format import (
+from modelevents.consumers.audit.format import (
     RawRecord,
     archive_files,
     avro_path,

@@ -19,9 +19,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from modelevents.consumers.audit_format import Findings
-from modelevents.consumers.audit_heads import HEAD_FORMAT, Digest, read_digests
-from modelevents.consumers.audit_signing import signature_problem
+from modelevents.consumers.audit.format import Findings
+from modelevents.consumers.audit.heads import HEAD_FORMAT, Digest, read_digests
+from modelevents.consumers.audit.signing import signature_problem
 
 _COUNTS_LISTED = 6
 

@@ -1,4 +1,4 @@
-"""audit verify's receipts check (consumers/audit_receipts.py) and the export of receipts, without
+"""audit verify's receipts check (consumers/audit/receipts.py) and the export of receipts, without
 a broker: archives written by the real AuditWriter, tool results built by the executor's own
 event builder (services/run_logic/executor_events.py), receipts encoded by its own codec. The
 same on the real broker with the real executor: tests/integration/test_audit.py."""
@@ -14,10 +14,10 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from modelevents.consumers import audit_export
-from modelevents.consumers.audit_format import archive_files
-from modelevents.consumers.audit_verify import verify_archive
-from modelevents.consumers.audit_writer import AuditWriter
+from modelevents.consumers.audit import export
+from modelevents.consumers.audit.format import archive_files
+from modelevents.consumers.audit.verify import verify_archive
+from modelevents.consumers.audit.writer import AuditWriter
 from modelevents.consumers.errors import AuditError
 from modelevents.consumers.tools.receipts import ToolReceipt, encode_receipt
 from modelevents.schemas import codec
@@ -31,7 +31,7 @@ from modelevents.schemas.events import (
     ToolCall,
 )
 from modelevents.services.run_logic.executor_events import tool_result_event
-from tests.consumers.test_audit import write_archive
+from tests.consumers.audit.test_verify import write_archive
 
 SOURCE = {"events_topic": "t.events", "frames_topic": None, "inputs_topic": "t.run-inputs",
           "receipts_topic": "t.receipts", "group": "g"}
@@ -162,17 +162,17 @@ def test_receipts_are_exported(tmp_path: Path) -> None:
     root = tmp_path / "a"
     write_archive(root, _records(_run("run_x"), _receipts("run_x")), source=SOURCE)
     out = io.StringIO()
-    assert audit_export.export_jsonl(root, out) == 7
+    assert export.export_jsonl(root, out) == 7
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     receipts = [line for line in lines if line["type"] == "receipt"]
     assert [(r["record"]["phase"], r["record"]["outcome"]) for r in receipts] == [
         ("started", None), ("finished", "succeeded")]
     assert receipts[1]["record"]["result"] == OUTPUT and receipts[1]["topic"] == "t.receipts"
     path = tmp_path / "a.parquet"
-    assert audit_export.export_parquet(root, path) == 7
+    assert export.export_parquet(root, path) == 7
     assert pq.read_table(path).num_rows == 5
-    table = pq.read_table(audit_export.receipts_path(path)).to_pylist()
-    assert audit_export.receipts_path(path).name == "a.receipts.parquet"
+    table = pq.read_table(export.receipts_path(path)).to_pylist()
+    assert export.receipts_path(path).name == "a.receipts.parquet"
     assert [(r["phase"], r["tool_call_id"], r["attempt"], r["result"]) for r in table] == [
         ("started", "c1", 1, None), ("finished", "c1", 1, OUTPUT)]
 

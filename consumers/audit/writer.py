@@ -36,7 +36,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from modelevents.consumers.audit_format import (
+from modelevents.consumers.audit.format import (
     CODECS,
     CONTAINER_FINGERPRINT,
     DEFAULT_REDACTION,
@@ -58,7 +58,7 @@ from modelevents.consumers.audit_format import (
     topic_prefix_bytes,
     write_json_atomic,
 )
-from modelevents.consumers.audit_heads import (
+from modelevents.consumers.audit.heads import (
     HEADS_TOPIC,
     DigestWriter,
     new_archive_id,

@@ -27,7 +27,8 @@ from typing import Any
 
 from aiokafka.errors import KafkaConnectionError, UnknownTopicOrPartitionError
 
-from modelevents.consumers.archive import (
+from modelevents.consumers.errors import ArchiveError, EmptyRange, NoSuchRun
+from modelevents.consumers.replay.archive import (
     EVENT,
     FRAME,
     ArchiveWriter,
@@ -37,9 +38,8 @@ from modelevents.consumers.archive import (
     record_of,
     value_of,
 )
-from modelevents.consumers.errors import ArchiveError, EmptyRange, NoSuchRun
-from modelevents.consumers.replay import Unreadable
-from modelevents.consumers.topic_snapshot import Start, format_ms, read_snapshot
+from modelevents.consumers.replay.checks import Unreadable
+from modelevents.consumers.replay.topic_snapshot import Start, format_ms, read_snapshot
 from modelevents.schemas.errors import ConfigError, SchemaError
 from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.kafka.clients import await_acks, run_key_bytes, start_producer, topic_name

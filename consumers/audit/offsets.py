@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelevents.consumers.audit_format import Findings, ranges
+from modelevents.consumers.audit.format import Findings, ranges
 
 
 def check_offset_holes(report: Findings, seen: dict[tuple[str, int], set[int]],

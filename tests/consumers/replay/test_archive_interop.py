@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from modelevents.adapters.registry import normalize_bytes
-from modelevents.consumers import archive
+from modelevents.consumers.replay import archive
 from modelevents.schemas import codec
 from modelevents.services.local.feeder import frames_for_file
 from modelevents.services.settings.xdg import cache_dir

@@ -1,4 +1,4 @@
-"""The Ed25519 helpers that sign the audit archive's heads (consumers/audit_signing.py): keys
+"""The Ed25519 helpers that sign the audit archive's heads (consumers/audit/signing.py): keys
 from PEM or a raw seed, keygen's private file, signatures that hold only for the head signed and
 only against the key that signed it."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from modelevents.consumers.audit_signing import (
+from modelevents.consumers.audit.signing import (
     load_public_key,
     load_signing_key,
     public_bytes,

@@ -1,4 +1,4 @@
-"""audit verify's input-packet check (consumers/audit_inputs.py) without a broker: archives
+"""audit verify's input-packet check (consumers/audit/inputs.py) without a broker: archives
 written by the real AuditWriter from the project's fixtures, with packets built by the gateway's
 own InputPackets. The same on the real broker, gateway and worker:
 tests/integration/test_gateway_input_packet.py."""
@@ -9,14 +9,14 @@ import dataclasses
 from pathlib import Path
 
 from modelevents.adapters.registry import normalize_file
-from modelevents.consumers import audit_inputs
-from modelevents.consumers.audit_verify import verify_archive
+from modelevents.consumers.audit import inputs
+from modelevents.consumers.audit.verify import verify_archive
 from modelevents.schemas import codec, ids, run_input, run_input_pieces
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.input_packets import InputPackets
 from modelevents.services.gateway.runs import LocalRuns
-from tests.consumers.test_audit import write_archive
+from tests.consumers.audit.test_verify import write_archive
 from tests.integration.pipeline import ONE_PER_API
 
 SOURCE = {"events_topic": "t.events", "frames_topic": None, "inputs_topic": "t.run-inputs",
@@ -101,7 +101,7 @@ def test_a_packet_in_another_tenants_directory_or_without_events_is_reported(tmp
 
 def test_the_call_tags_the_gateway_makes_are_the_ones_the_audit_reads(tmp_path: Path):
     # One home for the format (schemas/ids.py): what LocalRuns.next_tag makes, the audit reads.
-    assert audit_inputs.GATEWAY_FRAME_ID is ids.GATEWAY_FRAME_ID
+    assert inputs.GATEWAY_FRAME_ID is ids.GATEWAY_FRAME_ID
     tags = {LocalRuns().next_tag("run_x") for _ in range(20)}
     assert len(tags) == 20 and all(ids.CALL_TAG.fullmatch(tag) for tag in tags)
     tag = tags.pop()
