@@ -1,10 +1,10 @@
-"""Prompt-injection signals' throughput (consumers/tools/injection.py) against the five phrase
+"""Prompt-injection signals' throughput (services/policy/injection.py) against the five phrase
 patterns of earlier versions, in one run, on the same texts.
 
     .venv/bin/python bench/injection.py [--rounds 5]
 
 Texts, each scanned as one tool output: a 1 MB search-results JSON (ASCII), the labelled
-corpus (tests/consumers/tools/injection_corpus.yaml, its texts one by one), 1 MB of
+corpus (tests/services/policy/injection_corpus.yaml, its texts one by one), 1 MB of
 multilingual prose (non-ASCII: the normalized second pass runs) and a 1 MB base64 image (the
 base64 run is decoded). Prints a Markdown table: MB/s of each (the best of ``--rounds``
 alternating rounds), the ratio to the earlier patterns and the time per corpus text. The earlier patterns also give the
@@ -27,7 +27,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/paths.py
 
-from modelevents.consumers.tools.injection import injection_signals
+from modelevents.services.policy.injection import injection_signals
 from tests.paths import INJECTION_CORPUS
 
 # The baseline: the patterns of earlier versions, unchanged.

@@ -13,7 +13,7 @@ sit in its own folder — ``Path(__file__).parent / "samples"`` — move with it
   tests that own it, ``<folder>/<api>/<what>.jsonl`` (see tests/snapshots.py).
 - ``SCHEMA_SAMPLES``: encoded records of each released schema version, one folder per version.
 - ``LEGACY_VALUES``: worker table values written by the last version that pickled them.
-- ``INJECTION_CORPUS``: texts labelled injection or benign (consumers/tools/injection.py's
+- ``INJECTION_CORPUS``: texts labelled injection or benign (services/policy/injection.py's
   test and bench/injection.py).
 - ``CORPUS_DIR``: the recorded provider corpus beside the repository (see tests/corpus.py).
 """
@@ -30,5 +30,5 @@ ADAPTER_SNAPSHOTS = TESTS_DIR / "adapters" / "snapshots"
 CONFORMANCE_SNAPSHOTS = TESTS_DIR / "conformance" / "snapshots"
 SCHEMA_SAMPLES = TESTS_DIR / "schemas" / "samples"
 LEGACY_VALUES = TESTS_DIR / "services" / "processor" / "legacy_values"
-INJECTION_CORPUS = TESTS_DIR / "consumers" / "tools" / "injection_corpus.yaml"
+INJECTION_CORPUS = TESTS_DIR / "services" / "policy" / "injection_corpus.yaml"
 CORPUS_DIR = (REPO_ROOT.parent / "shared" / "fixtures").resolve()

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from modelevents.consumers.tools.injection import injection_signals
+from modelevents.services.policy.injection import injection_signals
 
 __all__ = ["ToolOutput", "shape_output", "shape_error", "as_text", "injection_signals",
            "cut_text", "ENVELOPE_TYPE", "RESULT_BYTES", "ERROR_BYTES", "CUT"]

@@ -15,7 +15,10 @@ The worker hands each frame's candidate events to :func:`judge` with the tenant'
   - ``code_network_forbidden``: with ``code_network: false``, code execution whose code or
     output shows network use (:data:`NETWORK_USE`: URLs, HTTP clients, sockets, package
     installs). The stream shows what the code says and printed, never the packets: this finds
-    the attempts the code or its output reveal, not a connection made silently.
+    the attempts the code or its output reveal, not a connection made silently;
+  - ``injection_in_hosted_content``: what a hosted tool brought back (its evidence: fetched
+    pages, search snippets, MCP results, code output) holds text that addresses the model —
+    the tool executor's injection signals (``services/policy/injection.py``), named in the note.
 
 A violation's id is derived from the run, the violation, the call and the source, so the same
 finding on a call and on its result is one event (the sequencer drops the repeated id). The run
@@ -60,6 +63,9 @@ _CODE_KEYS = frozenset({"code", "input", "command", "stdout", "stderr", "output"
 # on every piece of an event cut into pieces (schemas/pieces.py), so it stays small (~50 KB).
 MAX_SOURCES = 50
 MAX_SOURCE_CHARS = 1024  # a longer source is judged whole and kept cut to this
+# How much of a hosted call's evidence text is scanned for injection (a page can be megabytes;
+# what a model reads first is at its start).
+MAX_SCANNED_CHARS = 256 * 1024
 _MAX_DEPTH = 12
 NETWORK_USE = re.compile(
     r"https?://|\b(?:requests|httpx|aiohttp|urllib\d?|http\.client|socket|ftplib|smtplib)\b"
@@ -166,6 +172,11 @@ def _hosted_violations(event: ModelEvent, payload: Hosted,
             found.append(_violation(event, "mcp_server_not_allowed", payload.call_id, server,
                                     f"MCP call {payload.name or '(unnamed)'!r} to {server}, a server the tenant's "
                                     "mcp_servers do not name"))
+    signals = _injection_in(payload)
+    if signals:
+        found.append(_violation(event, "injection_in_hosted_content", payload.call_id, None,
+                                f"{tool} brought back text that addresses the model "
+                                f"({', '.join(signals)}): data, not instructions"))
     if payload.tool_type == "code_execution" and not policy.code_network:
         match = _network_use(payload)
         if match is not None:
@@ -193,6 +204,26 @@ def _is_server_url(payload: Hosted, url: str) -> bool:
     return any(key == "server_url" and value == url
                for text in (payload.arguments, payload.evidence)
                for key, value in _leaves(_parsed(text), None, 0))
+
+
+def _injection_in(payload: Hosted) -> list[str]:
+    """The injection signals of the evidence's text (each string of its JSON, or the text)."""
+    if not payload.evidence:
+        return []
+    # Imported here: replay reads this module's ADAPTER in a core install, which lacks the
+    # confusables data the signals need (the worker's extra has it).
+    from modelevents.services.policy.injection import injection_signals
+
+    parsed = _parsed(payload.evidence)
+    texts = ([value for _key, value in _leaves(parsed, None, 0)] if parsed is not None
+             else [payload.evidence])
+    budget, signals = MAX_SCANNED_CHARS, dict[str, None]()
+    for text in texts:
+        if budget <= 0:
+            break
+        signals.update(dict.fromkeys(injection_signals(text[:budget])))
+        budget -= len(text)
+    return list(signals)
 
 
 def _network_use(payload: Hosted) -> str | None:

@@ -1,4 +1,4 @@
-"""Prompt-injection signals (consumers/tools/injection.py): their precision and recall over a
+"""Prompt-injection signals (services/policy/injection.py): their precision and recall over a
 labelled corpus (injection_corpus.yaml), and each signal's forms."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from modelevents.consumers.tools.injection import SIGNALS, injection_signals
+from modelevents.services.policy.injection import SIGNALS, injection_signals
 from tests.paths import INJECTION_CORPUS
 
 # The floors the signals reach on the corpus (docs/tools.md reports the figures).

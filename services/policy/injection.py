@@ -1,7 +1,9 @@
 """Prompt-injection signals: the ways a text addresses the model rather than informs it.
 
 A flag for the application and the model, never a filter: the names found travel on the
-``tool.result`` envelope (``injection``) and the text is passed on whole. Each rule is a regex
+``tool.result`` envelope (``injection``) of the tool executor, and on a ``policy.violation``
+(``injection_in_hosted_content``) when a provider-hosted tool brought such text back
+(``services/run_logic/source_trust.py``); the text is passed on whole. Each rule is a regex
 searched near the words it needs (a substring search finds them); a text with non-ASCII
 characters is scanned again after normalization (NFKC, format characters such as zero-width
 spaces removed, look-alikes of Latin letters — Cyrillic, Greek, Armenian, letter-like symbols —
