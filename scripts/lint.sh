@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Static checks, run first by scripts/test.sh: ruff (rules in pyproject.toml), the import rules
 # (lint-imports, contracts in pyproject.toml's [tool.importlinter]) and mypy over the
-# installed package layout. The repository keeps schemas/, adapters/, services/ and consumers/ at
+# installed package layout; then the UI's ES modules (services/gateway/static/, all `// @ts-check`):
+# ESLint and TypeScript's checker (tsc --noEmit over the JavaScript, JSDoc types), pinned in
+# tools/ui/package-lock.json and installed by scripts/bootstrap.sh. The repository keeps schemas/, adapters/, services/ and consumers/ at
 # its top level while they install as modelevents.*; mypy reads the package through a directory
 # of symlinks that mirrors the installed layout (made afresh under .venv, nothing to commit).
 set -euo pipefail
@@ -16,3 +18,11 @@ for package in schemas adapters services consumers; do
 done
 (cd "$layout" && "$root/.venv/bin/mypy" --config-file "$root/pyproject.toml" \
    --cache-dir "$root/.venv/mypy-cache" -p modelevents)
+ui_tools="$root/tools/ui/node_modules/.bin"
+[[ -x "$ui_tools/tsc" && -x "$ui_tools/eslint" ]] || {
+  echo "the UI's checks are not installed (tools/ui/node_modules): run scripts/bootstrap.sh" >&2
+  exit 1
+}
+"$ui_tools/eslint" --max-warnings 0 -c "$root/tools/ui/eslint.config.js" services/gateway/static tests/ui
+"$ui_tools/tsc" -p "$root/tools/ui/tsconfig.json"
+"$ui_tools/tsc" -p "$root/tools/ui/tsconfig.worker.json"

@@ -3,8 +3,10 @@ in the package (``services/gateway/static/``) — no build step, nothing from a 
 offline and behind any firewall.
 
     GET /ui                 the page (a run list, and one run live: ``#/runs/<run id>``)
-    GET /ui/{asset}         its scripts (the page's, the SSE reader, the backoff of a run view
-                            waiting for its run, the tabs' shared stream worker) and style sheet
+    GET /ui/{asset}         its ES modules (the entry ``app.js``, the API client, the SSE reader,
+                            the formatters, the state folding, the link allow-list, the views
+                            under ``views/``, the backoff of a run view waiting for its run, the
+                            tabs' shared stream worker) and style sheet
 
 The page only calls the gateway's own API: ``GET /v1/runs`` (the list, polled every second
 while it is shown), ``GET /v1/runs/{id}`` (the run's state), ``GET /v1/events?run=…`` (the events of
@@ -32,7 +34,9 @@ router = APIRouter(tags=["ui"])
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
           ".css": "text/css; charset=utf-8"}
 # Only the files shipped; nothing else can be asked for by name.
-ASSETS = ("index.html", "app.js", "sse.js", "run-wait.js", "stream-worker.js", "app.css")
+ASSETS = ("index.html", "app.css", "app.js", "api.js", "dom.js", "format.js", "links.js", "state.js",
+          "sse.js", "shared.js", "run-wait.js", "stream-worker.js", "views/list.js", "views/run.js",
+          "views/cards.js", "views/raw.js")
 _HEADERS = {
     "content-security-policy": ("default-src 'self'; img-src 'self' data:; "
                                 "style-src 'self'; script-src 'self'; frame-ancestors 'none'"),
@@ -60,6 +64,6 @@ async def page_slash() -> Response:
     return RedirectResponse("/ui", status_code=308)
 
 
-@router.get("/ui/{name}", include_in_schema=False)
+@router.get("/ui/{name:path}", include_in_schema=False)
 async def asset(name: str) -> Response:
     return _asset(name)

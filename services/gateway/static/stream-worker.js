@@ -1,3 +1,4 @@
+// @ts-check
 // modelevents UI: one connection for the run views of every tab of this browser (a SharedWorker).
 //
 // A browser keeps at most 6 HTTP/1.1 connections to one host; a run view holding a stream of
@@ -12,9 +13,11 @@
 // the run's first event reached the gateway) is waited for: left out of the stream, it is asked
 // for alone, GET /v1/runs/{id}, with a growing pause (run-wait.js), and followed again once the
 // gateway knows it. The tabs are told each pause, to say so.
-"use strict";
-
-importScripts("sse.js", "run-wait.js");
+//
+// A module worker (new SharedWorker(…, {type: "module"}), shared.js): it imports the page's SSE
+// parser and backoff.
+import { nextRunWait } from "./run-wait.js";
+import { readSse } from "./sse.js";
 
 const tabs = new Map(); // tab id → {port, runs: Map(run id → last seq handed to it)}
 const have = new Map(); // run id → last seq read from the gateway (-1: none yet)
@@ -23,6 +26,11 @@ const waiting = new Map(); // run id → {waitMs, timer, status, error}: not kno
 let token = "";
 let stream = null; // {controller, runs: Set, done: Promise}
 let pending = null; // timer of the next (re)connect
+
+/** The token's header, none without one. @returns {Record<string, string>} */
+function authorization() {
+  return token ? { Authorization: "Bearer " + token } : {};
+}
 
 function post(tabId, message) {
   const tab = tabs.get(tabId);
@@ -57,7 +65,7 @@ async function connect() {
   for (const [runId, after] of runs) query.append("run", after >= 0 ? `${runId}@${after}` : runId);
   for (const [runId, after] of runs) have.set(runId, after);
   const controller = new AbortController();
-  const headers = token ? { Authorization: "Bearer " + token } : {};
+  const headers = authorization();
   let response;
   try {
     response = await fetch("/v1/events?" + query, { headers, signal: controller.signal });
@@ -66,7 +74,7 @@ async function connect() {
     reconnectSoon(1000);
     return;
   }
-  if (!response.ok) {
+  if (!response.ok || !response.body) {
     let message = response.statusText;
     try { message = (await response.json()).error || message; } catch (e) { /* not JSON */ }
     broadcast(runs, { type: "refused", status: response.status, text: `Events: ${response.status} ${message}` });
@@ -135,7 +143,7 @@ function waitingMessage(entry) {
 }
 
 async function askAgain(runId, entry) {
-  const headers = token ? { Authorization: "Bearer " + token } : {};
+  const headers = authorization();
   let response = null;
   try {
     response = await fetch(`/v1/runs/${encodeURIComponent(runId)}`, { headers });
@@ -191,7 +199,7 @@ function dropTab(tabId) {
   tabs.delete(tabId);
 }
 
-self.onconnect = (event) => {
+/** @type {SharedWorkerGlobalScope} */ (/** @type {unknown} */ (self)).onconnect = (event) => {
   const port = event.ports[0];
   let tabId = null;
   port.onmessage = ({ data: message }) => {
