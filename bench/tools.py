@@ -13,8 +13,8 @@ A broker of its own (port --port), the pipeline's topics, and the SQLite example
   ingest. The tool's own time inside each call is measured by a wrapper around it.
 
 - (a') the tool alone in --max-concurrent threads at once, --calls times: calls/s — what the
-  tool itself sustains concurrently (the example writes its invocation log to SQLite on every
-  call: those writes wait on each other), the ceiling of (c);
+  tool itself sustains concurrently (the example writes its invocation log row to its SQLite
+  database, in WAL mode, on every call), the ceiling of (c);
 - (c) the executor as it runs: ``Executor.run`` with its lanes (consumers/tools/dispatch.py,
   ``--max-concurrent``), over --calls tool.call events of --runs runs of 8 tenants written to
   ``events`` first, as the worker writes them — read, scheduled, handled concurrently, committed.
@@ -204,9 +204,6 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=200, help="(c): runs the calls are spread over")
     parser.add_argument("--max-concurrent", type=int, default=DEFAULT_MAX_CONCURRENT,
                         help="(c): calls handled at once (tools.max_concurrent_calls)")
-    parser.add_argument("--wal", action="store_true",
-                        help="the tool's SQLite database in WAL mode (its writes — the "
-                             "invocation log — then wait less on each other)")
     parser.add_argument("--port", type=int, default=19990, help="port of the bench's own broker")
     args = parser.parse_args()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -227,8 +224,6 @@ def main() -> int:
         make_registry(db)
         with sqlite3.connect(db) as conn:
             conn.execute("INSERT INTO weather VALUES ('Paris', 14.0, 'cloudy')")
-            if args.wal:
-                conn.execute("PRAGMA journal_mode=WAL")
         for r in range(args.rounds):
             b, o, rate = asyncio.run(one_round(settings, db, args.calls))
             baseline += b

@@ -17,6 +17,12 @@ applies to the next ``remaining`` calls of ``tool``:
 
 Every call is logged in ``tool_invocations`` (tool, idempotency key, attempt): how a test sees
 how often a tool really ran.
+
+The database is in WAL mode with ``synchronous=NORMAL``, as a system of record under concurrent
+calls would be: readers never wait for the writer, and a commit appends to the log without an
+fsync of its own (a power cut may lose the last commits, never corrupt the file). A call takes
+the write lock for its invocation log row alone; only when a fault is armed for its tool does it
+take the lock to use one up.
 """
 
 from __future__ import annotations
@@ -46,21 +52,33 @@ CREATE TABLE IF NOT EXISTS tool_invocations (
 
 
 def create_database(path: Path) -> None:
-    with sqlite3.connect(path) as db:
-        db.executescript(SCHEMA)
+    db = sqlite3.connect(path)
+    try:
+        # The journal mode is the file's own: every later connection is in WAL mode too.
+        db.execute("PRAGMA journal_mode=WAL")
+        with db:
+            db.executescript(SCHEMA)
+    finally:
+        db.close()
 
 
 @contextmanager
 def _connect(path: Path) -> Iterator[sqlite3.Connection]:
     db = sqlite3.connect(path, timeout=30, isolation_level=None)
     try:
+        db.execute("PRAGMA synchronous=NORMAL")
         yield db
     finally:
         db.close()
 
 
 def _take_fault(db: sqlite3.Connection, tool: str, fault: str) -> float | None:
-    """Use up one occurrence of ``fault`` for ``tool``; its seconds, or None when none is left."""
+    """Use up one occurrence of ``fault`` for ``tool``; its seconds, or None when none is left.
+    Whether one is armed is read first, without the write lock: a healthy backend's calls do
+    not queue on each other for it."""
+    if db.execute("SELECT 1 FROM tool_faults WHERE tool = ? AND fault = ? AND remaining > 0 "
+                  "LIMIT 1", (tool, fault)).fetchone() is None:
+        return None
     db.execute("BEGIN IMMEDIATE")
     row = db.execute("SELECT rowid, seconds FROM tool_faults WHERE tool = ? AND fault = ? AND "
                      "remaining > 0 LIMIT 1", (tool, fault)).fetchone()

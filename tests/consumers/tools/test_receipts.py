@@ -13,12 +13,15 @@ from pathlib import Path
 import avro.io
 import avro.schema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modelevents.consumers.tools.receipts import (
     SCHEMA_PATH,
     ToolReceipt,
     decode_receipt,
     encode_receipt,
+    encode_receipt_with_fastavro,
     is_receipt,
 )
 from modelevents.schemas.errors import SchemaError
@@ -76,3 +79,34 @@ def test_the_official_library_writes_what_the_executor_reads():
 def test_a_record_of_another_schema_is_refused_by_name():
     with pytest.raises(SchemaError, match="not a ToolReceipt"):
         decode_receipt(b"\xc3\x01" + bytes(8) + b"\x00")
+
+
+def test_the_current_frozen_sample_encodes_to_its_bytes():
+    assert encode_receipt(ToolReceipt(**sample(2))) == (SAMPLES / "tool_receipt.v2.bin").read_bytes()
+
+
+_text = st.text(max_size=40)
+_optional_text = st.none() | _text
+_millis = st.integers(min_value=0, max_value=253_402_300_799_999)  # up to the year 9999
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.builds(
+    ToolReceipt, operation_id=_text, idempotency_key=_text, run_id=_text, tenant=_text,
+    tool_name=_text, tool_call_id=_text, schema_version=_text,
+    attempt=st.integers(min_value=-2**31, max_value=2**31 - 1),
+    phase=st.sampled_from(["started", "finished", "awaiting_approval"]) | _text,
+    started_at=_millis, finished_at=st.none() | _millis, outcome=_optional_text,
+    external_id=_optional_text, postcondition=_optional_text, error_class=_optional_text,
+    error=_optional_text, reconciled=st.booleans(), result=_optional_text,
+    result_is_error=st.booleans(), cost=st.floats(allow_nan=False),
+    approval_id=_optional_text, arguments_hash=_optional_text,
+    held_call=st.none() | st.binary(max_size=40)))
+def test_the_compiled_encoder_writes_fastavros_bytes(receipt: ToolReceipt):
+    assert encode_receipt(receipt) == encode_receipt_with_fastavro(receipt)
+    assert decode_receipt(encode_receipt(receipt)) == receipt
+
+
+def test_a_receipt_that_breaks_the_schema_is_refused_by_name():
+    with pytest.raises(SchemaError, match="ToolReceipt does not fit"):
+        encode_receipt(ToolReceipt("op", "k", "r", "t", "n", "c", "1", None, "started", 1))  # type: ignore[arg-type]
