@@ -23,6 +23,7 @@ their new fields at their defaults.
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import time
@@ -40,6 +41,9 @@ from modelevents.schemas.errors import SchemaError
 
 __all__ = ["ToolReceipt", "encode_receipt", "encode_receipt_with_fastavro", "decode_receipt",
            "is_receipt", "SCHEMA_PATH", "now_ms"]
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_MILLISECOND = datetime.timedelta(milliseconds=1)
 
 SCHEMA_PATH: Path = AVRO_DIR / "tools" / "tool_receipt.avsc"
 HISTORY_DIR: Path = AVRO_DIR / "tools" / "history"
@@ -141,5 +145,6 @@ def decode_receipt(data: bytes) -> ToolReceipt:
     for name in ("started_at", "finished_at"):
         value = record.get(name)
         if value is not None and not isinstance(value, int):
-            record[name] = int(value.timestamp() * 1000)
+            # Exact: a float of seconds times 1000 loses a millisecond (4112.195 s → 4112194).
+            record[name] = (value - _EPOCH) // _MILLISECOND
     return ToolReceipt(**record)
