@@ -31,14 +31,18 @@ pytestmark = pytest.mark.kafka
 
 
 def read_stream(url: str, params: list[tuple[str, str]]) -> list[tuple[str | None, str, str]]:
-    """(id, event, data) of every SSE event ``GET /v1/events`` sends until it ends."""
+    """(id, event, data) of every SSE event ``GET /v1/events`` sends until it ends. The
+    gateway's keep-alives never let a read time out, so a stream still open after
+    HANG_GUARD_S fails here: a test whose runs never end fails instead of hanging the suite."""
     out = []
     decoder = SSEDecoder(strict=True)
+    deadline = time.monotonic() + HANG_GUARD_S
     with httpx.stream("GET", f"{url}/v1/events", params=params, timeout=HANG_GUARD_S) as answer:
         assert answer.status_code == 200, answer.read()
         assert answer.headers["content-type"].startswith("text/event-stream")
         for chunk in answer.iter_raw():
             out.extend((m.id, m.event, m.data) for m in decoder.feed(chunk))
+            assert time.monotonic() < deadline, f"the stream did not end: {out[-3:]}"
     return out
 
 
