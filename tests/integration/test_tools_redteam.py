@@ -2,7 +2,8 @@
 worker and executor: what an operator is shown at approval is what runs (arguments elided from
 their tool.call, arguments with a key twice), a decision redelivered after the executor died
 between the final receipt and the tool.result still answers the call (and runs nothing), and
-one tenant's calls of many runs handled at once never overshoot its budget.
+one tenant's calls of many runs handled at once never overshoot its budget, and a grant under
+another tenant on the victim's very run and approval decides nothing.
 """
 
 from __future__ import annotations
@@ -148,3 +149,28 @@ def test_calls_of_one_tenant_in_many_runs_at_once_never_overshoot_its_budget(
     assert all("budget exhausted: 3 tool calls for this tenant" in r.output
                for r in results if r.is_error)
     assert tools.invocations(db, "get_weather") == 3
+
+
+def test_a_grant_on_the_same_run_and_approval_under_another_tenant_decides_nothing(
+        settings, start_executor, tenant, db):
+    # Another tenant of the same executor writes a grant (on ingest, as resolve_approval does)
+    # naming the victim's run and approval id; only the victim's own denial counts.
+    intruder = f"{tenant}x"
+    start_executor(tools.Policy.from_dict({"tenants": {tenant: NOTES, intruder: NOTES}}),
+                   tenant={tenant, intruder})
+    run_id = tools.propose(settings, tenant, [("add_note", "c1", tools.note_args("team", "v"))])
+    approval = tools.approval_of(settings, run_id, "c1")
+    run(resolve_approval(run_id, approval, True, "mallory", tenant=intruder, settings=settings))
+    # A later call of the run: once it is answered, whatever reached the executor was read.
+    tools.propose(settings, tenant, [("get_weather", "c2", '{"city": "Paris"}')],
+                  run_id=run_id, again=True)
+    answered = tools.results_of(settings, run_id, 1)
+    assert not answered["c2"].payload.is_error
+    # The worker keeps the run its owner's: the intruder's decision never reaches events.
+    assert not [e for e in tools.events_of(settings, run_id, lambda es: True, "")
+                if e.tenant != tenant]
+    assert tools.invocations(db, "add_note") == 0
+    run(resolve_approval(run_id, approval, False, "alice", tenant=tenant, settings=settings))
+    result = tools.results_of(settings, run_id, 2)["c1"].payload
+    assert result.is_error and "approval was denied" in result.output
+    assert tools.rows(db, "SELECT count(*) FROM notes") == [(0,)]
