@@ -153,6 +153,13 @@ def _topic_heads(report: Findings, anchors: Anchors, chain: Chain) -> None:
                     "published (the archive was written without the topic, or by another "
                     "cluster or prefix), or archive.json is not the original")
         return
+    # Without a trusted key, heads of one archive signed by different keys (or some unsigned)
+    # mean someone besides the writer published one: the latest proves nothing then.
+    keys = {signed.get("key_id") for signed in heads if signed is not None}
+    if anchors.public_key is None and len(keys) > 1:
+        report.fail("anchor", where, f"the heads of archive {chain.archive_id} are signed by "
+                    f"{len(keys)} different keys ({', '.join(sorted(map(str, keys)))}, None: "
+                    "unsigned); give --public-key to say which is yours")
     good: dict[str, Any] | None = None
     for position, signed in enumerate(heads):
         label = f"{where} head {position + 1} of {len(heads)}"

@@ -12,6 +12,10 @@ A decision that finds no waiting call is kept per (tenant, run, approval) — at
 :data:`EARLY_DECISIONS`, the least recently kept dropped first — and applied should that very
 approval be asked again (the same call proposed again after a restart).
 
+An approval whose call was decided is remembered as answered (:meth:`ApprovalBook.answered`,
+as many as early decisions): its decision read again — redelivered after the executor died
+between the final receipt and the ``tool.result`` — sends that result again, never nothing.
+
     book = ApprovalBook()
     book.park(Waiting(approval_id, tenant, run_id, operation, hashed, tool_call_event))
     waiting = book.take(decision.tenant, decision.run_id, approval_id)   # None: not this one
@@ -28,8 +32,9 @@ from modelevents.schemas import codec
 from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.events import ModelEvent, ToolCall
 from modelevents.schemas.limits import MAX_RECORD_BYTES
+from modelevents.services.run_logic.executor_events import RunOf
 
-__all__ = ["ApprovalBook", "Waiting", "EarlyDecision", "AWAITING", "EARLY_DECISIONS",
+__all__ = ["ApprovalBook", "Waiting", "EarlyDecision", "Answered", "AWAITING", "EARLY_DECISIONS",
            "HELD_CALL_BYTES", "held_call"]
 
 log = logging.getLogger(__name__)
@@ -70,6 +75,23 @@ class EarlyDecision:
     arguments_hash: str | None
 
 
+@dataclass(frozen=True)
+class Answered:
+    """A decided approval: its operation, and the run its tool.result is written to."""
+
+    operation_id: str
+    run: RunOf
+
+
+def _answered(waiting: Waiting) -> Answered | None:
+    try:
+        event = waiting.event()
+    except SchemaError:
+        return None
+    return Answered(waiting.operation_id, RunOf(event.run_id, event.tenant, event.provider,
+                                                event.api, event.model))
+
+
 def held_call(event: ModelEvent, arguments: str) -> tuple[ModelEvent, bytes]:
     """The tool.call as it is held for its approval — a plain event with the arguments asked
     for (whole: never elided) — and its encoded record for the awaiting receipt."""
@@ -86,6 +108,7 @@ class ApprovalBook:
         self._waiting: dict[str, Waiting] = {}  # approval id → the call waiting for it
         self._of_operation: dict[str, str] = {}  # operation id → its approval id
         self._early: OrderedDict[tuple[str, str, str], EarlyDecision] = OrderedDict()
+        self._answered: OrderedDict[tuple[str, str, str], Answered] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -112,7 +135,22 @@ class ApprovalBook:
         if waiting is None or waiting.tenant != tenant or waiting.run_id != run_id:
             return None
         self.withdraw(waiting.operation_id)
+        self._note_answered(waiting)
         return waiting
+
+    def answered(self, tenant: str, run_id: str, approval_id: str) -> Answered | None:
+        """The decided approval of ``tenant``'s run ``run_id`` named ``approval_id``, if any."""
+        return self._answered.get((tenant, run_id, approval_id))
+
+    def _note_answered(self, waiting: Waiting) -> None:
+        answered = _answered(waiting)
+        if answered is None:
+            return
+        key = (waiting.tenant, waiting.run_id, waiting.approval_id)
+        self._answered[key] = answered
+        self._answered.move_to_end(key)
+        while len(self._answered) > self.early_limit:
+            self._answered.popitem(last=False)
 
     def withdraw(self, operation_id: str) -> Waiting | None:
         approval = self._of_operation.pop(operation_id, None)
@@ -131,7 +169,9 @@ class ApprovalBook:
         it is no attempt); a final one ends its operation's wait."""
         if receipt.phase != AWAITING:
             if receipt.phase == "finished" and receipt.result is not None:  # the final one
-                self.withdraw(receipt.operation_id)
+                waiting = self.withdraw(receipt.operation_id)
+                if waiting is not None:
+                    self._note_answered(waiting)
             return False
         if receipt.approval_id and receipt.arguments_hash and receipt.held_call:
             self.park(Waiting(receipt.approval_id, receipt.tenant, receipt.run_id,

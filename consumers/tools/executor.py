@@ -46,6 +46,7 @@ from modelevents.consumers.client import subscribe
 from modelevents.consumers.tools.approval_book import (
     AWAITING,
     HELD_CALL_BYTES,
+    Answered,
     ApprovalBook,
     EarlyDecision,
     Waiting,
@@ -77,6 +78,7 @@ from modelevents.consumers.tools.results import (
     arguments_hash,
     decides_executor_approvals,
     decision_hash,
+    executor_event,
     new_approval_id,
     tool_result_event,
 )
@@ -351,10 +353,13 @@ class Executor:
         await self._request(call, waiting, why)
 
     async def _request(self, call: _Call, waiting: Waiting, why: str) -> None:
+        # The arguments shown are the ones that run, as their hash names them: never the text
+        # the model sent (duplicate keys a reader takes one way and the parser another; "" on a
+        # call whose arguments were elided).
         await self._ingest(approval_event(
             call.event, "approval.requested",
             Approval(approval_id=waiting.approval_id, tool_name=call.payload.tool_name,
-                     arguments=call.payload.arguments),
+                     arguments=orjson.dumps(call.arguments).decode()),
             orjson.dumps({"reason": why, "operation_id": call.operation_id,
                           HASH_FIELD: waiting.arguments_hash}), now_ms()))
 
@@ -366,10 +371,29 @@ class Executor:
         granted, hashed = payload.decision == GRANTED, decision_hash(event)
         waiting = self.book.take(event.tenant, event.run_id, payload.approval_id)
         if waiting is None:
+            answered = self.book.answered(event.tenant, event.run_id, payload.approval_id)
+            if answered is not None:
+                await self._answer_again(answered)
+                return
             self.book.keep_early(event.tenant, event.run_id, payload.approval_id,
                                  EarlyDecision(granted, hashed))
             return
         await self._decided(waiting, granted, hashed)
+
+    async def _answer_again(self, answered: Answered) -> None:
+        """A decision read again after its call was answered (redelivered: the executor may
+        have died between the final receipt and the tool.result): that result again, under
+        the same event id — nothing runs."""
+        latest = self.receipts.get(answered.operation_id)
+        if latest is None or latest.phase != "finished" or latest.result is None:
+            return  # decided and not final yet: its own handling answers it
+        about = orjson.dumps({"untrusted": True, "operation_id": answered.operation_id,
+                              "outcome": latest.outcome, "repeated": True})
+        await self._ingest(executor_event(
+            answered.run, "tool.result", latest.tool_call_id,
+            ToolResult(tool_name=latest.tool_name, tool_call_id=latest.tool_call_id,
+                       output=latest.result, is_error=latest.result_is_error),
+            about, ENVELOPE_TYPE, now_ms()))
 
     async def _decided(self, waiting: Waiting, granted: bool, hashed: str | None) -> None:
         try:
