@@ -1,51 +1,13 @@
 """Claude Messages API (``POST /v1/messages``, ``anthropic-version: 2023-06-01``, incl. the beta
 blocks of the SDK at 009b0353) → ModelEvents.
 
-Follows ``reference/anthropic.md``: §2 event sequence and index semantics, §3 delta types, §4
-content blocks, §5 stop reasons, §6 usage, §9 the adapter checklist. One adapter instance follows
+Follows the Claude Streaming Messages guide and the Messages API reference: event sequence and
+index semantics, delta types, content blocks, stop reasons, usage. One adapter instance follows
 one run, which may span several provider calls (a tool loop): every ``message_start`` opens a
 provider message (``run.started``), every ``message_stop`` closes it with ``run.awaiting`` or
 ``run.finished``.
 
-What maps to what:
-
-    message_start                   run.started (msg id; every provider call of the run),
-                                      message.started, usage (provisional); a message_start
-                                      that already holds content/stop_reason: those blocks too
-    text + text_delta               text.delta; text.done at content_block_stop
-    citations_delta / citations     citation (the whole block is the cited span)
-    thinking + thinking_delta       reasoning.delta (raw for Claude 3.x, else summary);
-      + signature_delta               reasoning.done with signature, valid_for provider/model
-    redacted_thinking               reasoning.done form redacted, data as encrypted_content
-    tool_use + input_json_delta     tool.call.started, tool.call.delta, tool.call (whole JSON,
-                                      "{}" when empty, arguments_valid)
-    server_tool_use / mcp_tool_use  hosted.call (SERVER_TOOLS; authority mcp:<server_name>)
-    *_tool_result, mcp_tool_result  hosted.result with evidence, billable quantity
-    container_upload                hosted.result (code_execution, the file id)
-    compaction + compaction_delta   hosted.call + hosted.result (tool_type compaction)
-    fallback                        run.status in_progress "fallback"; later events carry the
-                                      fallback model
-    message_delta                   usage (absolute); stop_reason kept; refusal (stop_details)
-    message_stop                    message.finished; run.awaiting / run.finished (STOP_REASONS)
-    error (stream or HTTP body)     error (provider_errors) + run.finished failed
-    ping                            nothing
-    anything else                   unknown (envelope kept)
-
-What the events mean here:
-- ``output_index`` is the provider's content-block ``index`` verbatim; it restarts at 0 in every
-  message, so block events carry the provider message id (``msg_…``) as ``item_id`` to keep two
-  calls of one run apart. ``message.started``/``message.finished`` carry the message's ordinal in
-  the run as their ``output_index``.
-- Text, thinking and tool input stream as deltas; the ``*.done`` / ``tool.call`` / ``hosted.call``
-  event comes at ``content_block_stop`` (or at ``message_delta`` when a ``max_tokens`` cut left the
-  block open). Blocks that arrive whole in ``content_block_start`` (tool results, redacted
-  thinking, fallback) are translated from that frame, so its envelope holds the evidence.
-- ``usage`` is an absolute snapshot per provider call: ``message_start`` usage overwritten field by
-  field by every ``message_delta`` usage (§6: cumulative values that replace, never add).
-  ``input_tokens`` counts all input, cached or not (input + cache writes + cache reads), as the
-  other providers count it; the cache parts are reported beside it.
-- A complete Message object (non-streaming, transport ``poll``) and an error body translate through
-  the same handlers as the stream.
+More on this module: docs/adapters.md, ``adapters/anthropic_messages.py``.
 """
 
 from __future__ import annotations
@@ -228,8 +190,8 @@ class _Block:
 
 class AnthropicMessagesAdapter(Adapter):
     name = "anthropic_messages"
-    # 2 (issue #12): usage summed over iterations; advisor evidence; recommended_model.
-    # 3 (issue #12): the closed vocabulary — an unknown server tool, result block or citation
+    # What each revision's events differ in: 2, usage summed over iterations; advisor evidence;
+    # recommended_model. 3, the closed vocabulary — an unknown server tool, result block or citation
     # location is "other".
     revision = "3"
     api = "anthropic-messages"

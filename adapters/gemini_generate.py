@@ -1,37 +1,14 @@
 """Gemini ``generateContent`` / ``streamGenerateContent`` (Gemini API ``v1beta`` and Vertex AI
 ``v1``/``v1beta1``) → ModelEvents.
 
-Follows ``reference/gemini.md`` Part B: B1 framing (SSE with ``alt=sse``, a streamed JSON array
-without it — both cut into one frame per ``GenerateContentResponse`` by ``adapters/framing.py``),
-B2 chunks and parts, finishReason, promptFeedback, usageMetadata, groundingMetadata, B3 function
-call keys, B4 the checklist. One adapter instance follows one run, which may span several
+Follows the Gemini generateContent reference (SSE with ``alt=sse``, a streamed JSON array
+without it — both cut into one frame per ``GenerateContentResponse`` by ``adapters/framing.py``;
+chunks and parts, finishReason, promptFeedback, usageMetadata, groundingMetadata) and the
+Function calling guide (call keys). One adapter instance follows one run, which may span several
 provider calls (a tool loop): a chunk with a new ``responseId`` after a terminal one starts the
 next call.
 
-What the events mean here:
-- A chunk has no event type; what varies is the *part* (``text``, ``functionCall``,
-  ``executableCode`` ...), so the dispatch table is keyed by the part's kind. Parts of one kind
-  that follow each other form one block; a block gets the next ``output_index`` of the response
-  (restarting at 0 for every provider call) and carries the ``responseId`` as ``item_id``
-  (``responseId/candidate`` for candidates other than 0). ``message.started``/``message.finished``
-  carry the message's ordinal in the run.
-- There is no terminal event: a candidate's ``finishReason`` (or a blocked prompt) ends the
-  response. A ``STOP`` after function calls is ``run.awaiting`` ``tool_results``.
-- ``thoughtSignature`` may sit on any part. On a thought part it completes that reasoning block;
-  on any other part it becomes a ``reasoning.done`` (form ``redacted``, empty text) with the
-  signature, the ``output_index`` of the part that carried it and, for a call, the call's id as
-  ``item_id`` — Gemini 3 rejects a replayed function call whose signature moved.
-- Function calls have no id on the Gemini API: ``tool_call_id`` is derived from run id,
-  responseId, the call's position and its name (same input → same id). Vertex streams arguments
-  as ``partialArgs`` (JSONPath + value fragments): they are reassembled into the whole argument
-  object and streamed as JSON text fragments whose concatenation is that object's JSON text.
-- ``usage`` is an absolute snapshot, emitted once per provider call when it ends (the last
-  ``usageMetadata``: a running snapshot, never a delta, whose mid-stream values are not
-  monotonic; every chunk's own snapshot stays in its envelope). ``input_tokens`` = prompt +
-  tool-use prompt tokens (both billed as input, cached ones included); ``output_tokens`` =
-  candidates + thoughts, so input + output = ``totalTokenCount``.
-- A complete ``GenerateContentResponse`` (unary call, transport ``poll``) and a Google error body
-  translate through the same handlers as the stream.
+More on this module: docs/adapters.md, ``adapters/gemini_generate.py``.
 """
 
 from __future__ import annotations
@@ -195,7 +172,7 @@ class _Candidate:
 
 class GeminiGenerateAdapter(Adapter):
     name = "gemini_generate"
-    revision = "2"  # 2 (issue #12): closed vocabulary (maps_search, place, error classes)
+    revision = "2"  # 2: closed vocabulary (maps_search, place, error classes)
     api = "gemini-generate"
     default_provider = "google"
 

@@ -1,8 +1,8 @@
 """Gemini Interactions API (``/v1beta/interactions``) → ModelEvents, both schema generations.
 
-Follows ``reference/gemini.md`` Part A: A1 (the two schema generations), A4 (the Interaction
-resource, status, usage), A5 (steps, step deltas, SSE framing, event ids), A6 (tool results,
-signatures), A7 (webhooks).
+Follows the Gemini Interactions API reference and guide (docs/design-notes.md): the Interaction
+resource, status, usage, steps, step deltas, SSE framing, event ids, tool results, signatures,
+webhooks.
 
 Two generations, told apart per frame by the event name alone, so a log that mixes them (a
 resumed stream, a replay across the cut-over) still reads:
@@ -13,36 +13,12 @@ resumed stream, a replay across the cut-over) still reads:
   the API default from 2026-05-20 (``Api-Revision: 2026-05-20``);
 - legacy schema — ``interaction.start``, ``content.start/delta/stop``, ``interaction.complete``;
   the resource lists ``outputs[]`` (each content block is its own index). Removed 2026-06-06
-  (third-party dates, see A1; docs "interactions-breaking-changes-may-2026").
+  (third-party dates; Google's "interactions-breaking-changes-may-2026" page).
 
 Both share ``interaction.status_update`` and ``error``. A complete Interaction object (poll, a
 webhook carrying one, an HTTP error body) goes through the same step handlers as the stream.
 
-What the events mean here:
-- ``output_index`` is the provider's step (legacy: content) ``index``; it restarts at 0 in every
-  interaction, so step events carry the interaction id as ``item_id`` (``None`` with
-  ``store:false``, which streams ``"id":""``). ``part_index`` counts content parts inside one
-  ``model_output`` step (text, then an image, then text again: parts 0, 1, 2).
-- Every interaction of the run (one per provider call of a tool loop) opens with
-  ``run.started`` carrying its id; the run machine banks the previous call's usage there.
-- There is no finish reason in Interactions: the end is the interaction ``status``
-  (``STATUS_OUTCOME``). ``requires_action`` — or ``completed`` after a function call, which
-  Vercel sees "in practice" — is ``run.awaiting`` ``tool_results``.
-- ``usage`` is the interaction's absolute total. ``input_tokens`` = ``total_input_tokens`` +
-  ``total_tool_use_tokens`` (tool-use prompt tokens are input the model read);
-  ``output_tokens`` = ``total_output_tokens`` + ``total_thought_tokens`` (reasoning inside
-  output, as OpenAI and Anthropic count it; ``reasoning_tokens`` is the thought part), so
-  input + output = ``total_tokens``. ``cache_read_tokens`` = ``total_cached_tokens`` (part of the
-  input); ``server_tool_units`` = ``grounding_tool_count`` by type.
-- Thought steps become ``reasoning.*``: ``summary`` when summaries were requested, ``redacted``
-  when the step carries only its opaque signature. Signatures are tagged ``google/<model>``.
-  A signed function-call or hosted-tool step (Gemini 3) adds a ``redacted`` ``reasoning.done``
-  holding that signature, its ``item_id`` = the call id (ToolCall/Hosted have no signature field).
-- Function calls without an id (``store:false`` streams ``"id":""``) get a stable synthesized
-  ``tool_call_id``: a hash of run, interaction (or its ordinal in the run), step index and name.
-- Duplicates: a frame whose ``event_id`` was seen is dropped (resume with ``last_event_id``, a
-  webhook after the stream); a step index already finished in this interaction is never
-  translated twice (a repeated poll of a running interaction, a stream followed by its poll).
+More on this module: docs/adapters.md, ``adapters/gemini_interactions.py``.
 """
 
 from __future__ import annotations
@@ -206,7 +182,7 @@ class _Step:
 
 class GeminiInteractionsAdapter(Adapter):
     name = "gemini_interactions"
-    revision = "2"  # 2 (issue #12): closed vocabulary (maps_search, place, error classes)
+    revision = "2"  # 2: closed vocabulary (maps_search, place, error classes)
     api = "gemini-interactions"
     default_provider = "google"
 

@@ -1,7 +1,7 @@
 """Google error bodies (``google.rpc.Status``) → the one ``Error`` payload both Gemini adapters emit.
 
 Google APIs answer a failed request with ``{"error": {"code", "message", "status", "details"}}``
-(reference/gemini.md B1): ``code`` is the HTTP status on an HTTP error body (429, 503), the rpc
+(Google API errors, google.rpc.Status): ``code`` is the HTTP status on an HTTP error body (429, 503), the rpc
 code (0..16) inside a ``google.rpc.Status`` embedded in a resource, and the rpc status *name*
 (``"UNAVAILABLE"``) on an Interactions stream ``error`` event; ``status`` is the rpc status name;
 ``details`` may carry ``RetryInfo`` (when to retry), ``QuotaFailure`` (which quota) and

@@ -3,8 +3,8 @@
 Speaks ``POST /v1/responses``: the streamed SSE events, the ``Response`` object itself (a
 non-streaming create, a background poll ``GET /v1/responses/{id}``, a cancel) and the HTTP error
 body ``{"error": {...}}``, as of the OpenAPI spec @ f85dbe22 / openai-python @ e43b4224 (Aug 2026).
-It follows shared/reference/openai.md: §1 framing, §2 event catalogue, §3 output items, §4 the
-Response object, §5 annotations, §6 terminal states, §7 usage, §8 errors, §9 background mode.
+It follows the OpenAI Responses API reference, the Responses streaming events reference and
+the Background mode guide (docs/design-notes.md).
 Compatible servers (Azure, LM Studio, OpenRouter, DeepSeek) speak the same events; their quirks
 are handled where they occur.
 
@@ -16,24 +16,7 @@ emits only what was not emitted yet. Streams, successive polls and the final ``R
 all go through it, which is how polls dedupe and how a terminal object fills in whatever a stream
 left out.
 
-Frames are put back in ``sequence_number`` order (§1.1: it starts at 0 on ``response.created`` and
-rises by one per event) before they are translated: a frame that arrives early is held until the
-numbers before it arrived, one already seen is a duplicate (a resumed stream replays events
-re-serialised, §9). The wait is bounded: when more than ``REORDER_WINDOW`` frames are held, at the
-end of input, and when another response begins, the held frames are translated in order and every
-gap that never closed becomes one ``error`` event (``sequence_gap``); a frame that comes after its
-gap was reported is dropped like a duplicate (the frames after it were translated without it).
-Frames without a sequence number (polls, error bodies, synthetic fixtures, some compatible servers)
-pass straight through. Only lifecycle events name their response, so a frame that arrives before
-any frame of its response said which one it is (after another response was followed) is taken
-for the previous response's: reordering is repaired within a response, not across two.
-
-What starts another response is what really starts one: its ``response.created``, or any lifecycle
-event (or polled object) once the response followed has ended. GitHub Copilot's endpoint and
-proxies before it give new item ids on every event (items are keyed by ``output_index`` anyway),
-and sanitized captures a new response id on every lifecycle event too: within one stream, numbered
-0..n, a lifecycle event under another id is the same response (its ids are kept as aliases, the
-events keep the first id).
+More on this module: docs/adapters.md, ``adapters/openai_responses.py``.
 """
 
 from __future__ import annotations
@@ -90,7 +73,7 @@ from modelevents.schemas.vocabulary import (
     normalized,
 )
 
-# --- mappings (checked against reference/openai.md in one glance) ------------------------------
+# --- mappings (checked against the OpenAI Responses streaming events reference in one glance) ---
 
 # Response.status values that keep the run going (§6).
 # (a mapping onto itself, so that the status read is typed as the vocabulary's once found here)
@@ -258,10 +241,11 @@ def _int(value: Any) -> int | None:
 
 class OpenAIResponsesAdapter(Adapter):
     name = "openai_responses"
-    # 2: frames put back in sequence_number order; sequence_gap errors. 3 (issue #12): rotating
-    # ids are one response; client-executed tools are tool.call; empty arguments "{}"; a
-    # mistyped item or output_index is a malformed_frame. 4 (issue #12): hosted statuses and
-    # result types in the closed vocabulary; non-object arguments are not valid.
+    # What each revision's events differ in: 2, frames put back in sequence_number order;
+    # sequence_gap errors. 3, rotating ids are one response; client-executed tools are
+    # tool.call; empty arguments "{}"; a mistyped item or output_index is a malformed_frame.
+    # 4, hosted statuses and result types in the closed vocabulary; non-object arguments are
+    # not valid.
     revision = "4"
     api = "openai-responses"
     default_provider = "openai"

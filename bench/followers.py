@@ -1,4 +1,4 @@
-"""Gateway memory with many SSE followers of one run (issue #11 §3, slow clients).
+"""Gateway memory with many SSE followers of one run (slow clients).
 
     .venv/bin/python bench/followers.py            # --followers 200 --deltas 2000
 

@@ -64,7 +64,7 @@ def deliveries(port: int, count: int, tag: str) -> list[bytes]:
     out = []
     for i in range(count):
         # response.failed would also be fetched; the bench measures the edge, so the webhooks
-        # name objects of a type that is not fetched: batch.completed (openai.md §11.1).
+        # name objects of a type that is not fetched: batch.completed (OpenAI Webhooks guide).
         body = json.dumps({"id": f"evt_{tag}_{i}", "object": "event", "created_at": 1,
                            "type": "batch.completed", "data": {"id": f"batch_{tag}_{i % 5000}"}},
                           separators=(",", ":")).encode()

@@ -1,7 +1,7 @@
 """Neutral request → Gemini ``generateContent`` / ``streamGenerateContent`` request.
 
-Follows reference/gemini.md B1 (path, ``alt=sse``), B2 (parts), B3 (function calls keyed by
-name; ids invented by clients are accepted; thought signatures); camelCase REST field names
+Follows the Gemini generateContent reference (path, ``alt=sse``, parts) and the Function calling
+guide (function calls keyed by name; ids invented by clients are accepted; thought signatures); camelCase REST field names
 (``google.genai.types`` aliases).
 
 | neutral | generateContent |
@@ -12,7 +12,7 @@ name; ids invented by clients are accepted; thought signatures); camelCase REST 
 | assistant (role ``model``) text / tool_call | ``text`` / ``functionCall`` {name, args, id} with
   its ``thoughtSignature`` when it came from this model |
 | tool_result | role ``user``: ``functionResponse`` {name, id, response: {output} or {error}}
-  (the API's convention for the response object, B2) |
+  (the API's convention for the response object) |
 | reasoning | ``text`` with ``thought: true`` and ``thoughtSignature`` — only back to Gemini
   generateContent and the model that produced it |
 

@@ -59,7 +59,7 @@ from modelevents.services.errors import (
     PortInUseError,
     StorageFormatError,
 )
-from modelevents.services.kafka.settings import (
+from modelevents.services.kafka.local_broker_address import (
     ENV_BOOTSTRAP,
     ENV_LOCAL_PORT,
     LOCAL_HOST,
@@ -521,7 +521,7 @@ def _server_properties(s: KafkaSettings) -> str:
         "controller.quorum.voters": f"1@{s.host}:{s.controller_port}",
         **_listener_properties(s),
         "log.dirs": str(s.data_dir),
-        # Topics are created explicitly with their partition counts (DESIGN.md "Topics").
+        # Topics are created explicitly with their partition counts (docs/design-notes.md, topics are explicit).
         "auto.create.topics.enable": "false",
         "num.partitions": s.num_partitions,
         "default.replication.factor": 1,
