@@ -9,8 +9,8 @@ nothing else to edit.
 - :class:`FollowUp` — what the API offers after the create call: read the object back, cancel
   it, resume its stream (OpenAI Background mode guide, Gemini Interactions API reference).
 - :class:`Webhooks` — the signed webhooks that name the API's objects (OpenAI Webhooks guide,
-  Gemini Interactions API reference): which gateway URL receives them, which event types name an object to fetch, where the
-  object id is in the payload.
+  Gemini Interactions API reference): which gateway URL receives them, which event types name an
+  object to fetch, where the object id is in the payload.
 - the cursor a stream frame carries (where a cut stream resumes), the object statuses after
   which nothing more happens without a new request, how the key is sent, how the API frames
   its SSE events.

@@ -54,8 +54,9 @@ from modelevents.schemas.vocabulary import (
 
 # --- mappings (check against the reference in one glance) --------------------------------------
 
-# finishReason -> (status, normalized reason, the model refused). B2 "finishReason"; SDK
-# FinishReason. STOP after function calls is not here: it is run.awaiting (B2, B3).
+# finishReason -> (status, normalized reason, the model refused). reference "finishReason"; SDK
+# FinishReason. STOP after function calls is not here: it is run.awaiting (reference, function
+# calling guide).
 FINISH_REASONS: dict[str, tuple[TerminalStatus, FinishReason, bool]] = {
     "STOP": ("completed", "end_turn", False),
     "MAX_TOKENS": ("incomplete", "max_tokens", False),
@@ -80,9 +81,9 @@ FINISH_REASONS: dict[str, tuple[TerminalStatus, FinishReason, bool]] = {
 # the fallback reason `other`, the raw value in raw_reason).
 UNMAPPED_FINISH: tuple[TerminalStatus, FinishReason, bool] = ("incomplete", "other", False)
 
-# Server-side tool invocation toolType -> (tool_type, billable unit). B2 "Parts" (SDK ToolType).
-# Google Search grounding is billed per search query (Gemini 3 pricing); the others have no
-# per-call unit. Names as in the Interactions adapter (schemas/vocabulary.py HostedToolType); a
+# Server-side tool invocation toolType -> (tool_type, billable unit). reference "Parts" (SDK
+# ToolType). Google Search grounding is billed per search query (Gemini 3 pricing); the others have
+# no per-call unit. Names as in the Interactions adapter (schemas/vocabulary.py HostedToolType); a
 # toolType not here is `other`, its raw name in Hosted.name.
 HOSTED_TOOL_TYPES: dict[str, tuple[HostedToolType, str | None]] = {
     "GOOGLE_SEARCH_WEB": ("web_search", "search_query"),
@@ -100,7 +101,7 @@ CODE_OUTCOMES: dict[str, tuple[HostedStatus, bool]] = {
     "OUTCOME_DEADLINE_EXCEEDED": ("failed", True),
 }
 
-# groundingChunks[] member -> neutral citation source type. B2 "groundingMetadata". A Maps
+# groundingChunks[] member -> neutral citation source type. reference "groundingMetadata". A Maps
 # chunk is a place (as Interactions' place_citation); a member not here is `other`.
 GROUNDING_SOURCES: dict[str, SourceType] = {
     "web": "url",
@@ -288,14 +289,16 @@ class GeminiGenerateAdapter(Adapter):
         self._terminal = True
         self.stream_complete = True
         if self._blocked is not None:
-            # Blocked prompt: the provider answered, with no output at all (B2 promptFeedback).
+            # Blocked prompt: the provider answered, with no output at all (reference:
+            # promptFeedback).
             self.emit("run.finished", RunFinished("incomplete", "content_filter", self._blocked))
             return
         first = self._cands[min(self._cands)]
         raw = first.finish
         status, reason, _ = FINISH_REASONS.get(raw, UNMAPPED_FINISH) if raw else UNMAPPED_FINISH
         if status == "completed" and first.calls:
-            # No TOOL_CALLS reason exists: a function-call turn ends STOP (B2, B3).
+            # No TOOL_CALLS reason exists: a function-call turn ends STOP (reference, function
+            # calling guide).
             self.emit("run.awaiting", RunAwaiting("tool_results", raw))
         else:
             self.emit("run.finished", RunFinished(status, reason, raw))
@@ -311,7 +314,7 @@ class GeminiGenerateAdapter(Adapter):
     def _emit_usage(self) -> None:
         # Once per response, when it ends: usageMetadata is a running snapshot whose mid-stream
         # values are not even monotonic (promptTokenCount 169 then 79, totalTokenCount 102 → 9
-        # → 165; B2 usageMetadata), so the last one is the step's usage. Every chunk's own
+        # → 165; reference usageMetadata), so the last one is the step's usage. Every chunk's own
         # snapshot stays in its envelope.
         usage = self._usage_seen
         if usage is None or usage == self._usage_sent:
@@ -320,7 +323,7 @@ class GeminiGenerateAdapter(Adapter):
         prompt = usage.get("promptTokenCount")
         total = usage.get("totalTokenCount")
         if prompt is None and total is None:
-            return  # Vertex partial-args chunks carry only {trafficType} (B2 usageMetadata)
+            return  # Vertex partial-args chunks carry only {trafficType} (reference: usageMetadata)
         thoughts = usage.get("thoughtsTokenCount")
         self.emit("usage", Usage(
             (prompt or 0) + (usage.get("toolUsePromptTokenCount") or 0),  # input_tokens
@@ -332,7 +335,7 @@ class GeminiGenerateAdapter(Adapter):
             {}))  # server_tool_units
 
     def _on_error(self, error: Any) -> None:
-        # An HTTP error body, or an error chunk after partial content on HTTP 200 (B1).
+        # An HTTP error body, or an error chunk after partial content on HTTP 200 (reference).
         for cand in self._cands.values():  # what was open stays partial: no tool.call from it
             cand.kind = None
             cand.call = None
@@ -487,7 +490,7 @@ class GeminiGenerateAdapter(Adapter):
     def _signature(self, cand: _Candidate, signature: str, output_index: int | None,
                    item_id: str | None) -> None:
         # The signature stays with the part that carried it: output_index, and the call id for a
-        # call (Gemini 3 rejects a replayed call whose signature moved; B3).
+        # call (Gemini 3 rejects a replayed call whose signature moved; function calling guide).
         self.emit("reasoning.done", Reasoning(
             self._next_output() if output_index is None else output_index, 0, "redacted", "",
             item_id or cand.item_id, signature, None, self.valid_for()))
@@ -516,7 +519,8 @@ class GeminiGenerateAdapter(Adapter):
             self.emit("text.delta", Text(cand.block, 0, text, cand.item_id))
         if cand.kind == _TEXT:
             return (cand.block, None)
-        # An empty text part (the last chunk's signature carrier, B2): no text block of its own.
+        # An empty text part (the last chunk's signature carrier, reference): no text block of its
+        # own.
         return (None, None)
 
     def _on_function_call(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -524,7 +528,8 @@ class GeminiGenerateAdapter(Adapter):
         name = call.get("name")
         more = call.get("willContinue") is True
         if name is None:
-            # A Vertex argument fragment, or the terminal {} (B3), of the open streamed call.
+            # A Vertex argument fragment, or the terminal {} (function calling guide), of the open
+            # streamed call.
             streamed = cand.call if cand.kind == _CALL else None
             if streamed is None:
                 if call.get("partialArgs") or call.get("args"):
@@ -534,7 +539,8 @@ class GeminiGenerateAdapter(Adapter):
                 return (None, None)
         else:
             self._close_block(cand)  # a name starts a new call, even without the terminal {}
-            # Gemini API calls have no id (B3): derive one that replays and retries reproduce.
+            # Gemini API calls have no id (function calling guide): derive one that replays and
+            # retries reproduce.
             call_id = call.get("id") or stable_id(self.run_id, self._response_id, cand.index,
                                                   cand.calls, name)
             cand.calls += 1
@@ -590,7 +596,7 @@ class GeminiGenerateAdapter(Adapter):
 
     def _on_function_response(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
         # Not expected in model output (it is how results go *to* the model); if a server echoes
-        # one, it is a result keyed by name (B3).
+        # one, it is a result keyed by name (function calling guide).
         response = part["functionResponse"]
         self._close_block(cand)
         name = str(response.get("name") or "")
@@ -635,7 +641,7 @@ class GeminiGenerateAdapter(Adapter):
         return (index, call_id)
 
     def _on_tool_call(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
-        # A server-side tool invocation (includeServerSideToolInvocations, B2).
+        # A server-side tool invocation (includeServerSideToolInvocations, reference).
         call = part["toolCall"]
         self._close_block(cand)
         index = self._next_output()
@@ -698,7 +704,8 @@ class GeminiGenerateAdapter(Adapter):
     # --- grounding, URL context, recitation ------------------------------------------------------
 
     def _on_url_context(self, cand: _Candidate, metadata: dict[str, Any]) -> None:
-        # The URL-context tool reports its fetches on the first chunk (B2 groundingMetadata).
+        # The URL-context tool reports its fetches on the first chunk (reference:
+        # groundingMetadata).
         cand.url_context = metadata
         if "web_fetch" in cand.hosted_types:
             return  # already reported by toolCall/toolResponse parts
@@ -725,7 +732,7 @@ class GeminiGenerateAdapter(Adapter):
         queries = [q for q in grounding.get("webSearchQueries") or () if q]
         if queries and not cand.searched and "web_search" not in cand.hosted_types:
             # Google Search grounding ran server-side; without toolCall parts this metadata is
-            # the only evidence of it (B4 "hosted tool").
+            # the only evidence of it (reference: "hosted tool").
             cand.searched = True
             index = self._next_output()
             call_id = stable_id(self.run_id, self._response_id, cand.index, "google_search")
@@ -794,7 +801,7 @@ def _grounding_source(chunk: dict[str, Any]) -> tuple[SourceType, dict[str, Any]
 
 def _locate(texts: list[tuple[int, Parts]], start_byte: int,
             end_byte: int) -> tuple[int, int, int]:
-    """Byte offsets into the candidate's whole text (B2: segment indices are bytes, over the
+    """Byte offsets into the candidate's whole text (reference: segment indices are bytes, over the
     concatenated text of all chunks) → (output_index of the text block where the span starts,
     start and end in characters from that block's start). A span may run on into the next block."""
     offset = 0
@@ -830,7 +837,8 @@ _ON_PART: dict[str, Callable[[GeminiGenerateAdapter, _Candidate, dict[str, Any]]
 
 
 # What the gateway, the simulator and the registry know of this API (adapters/api_facts.py):
-# no object to read back, cancel or resume (B1); SSE events end in CRLF, with no ``event:`` line.
+# no object to read back, cancel or resume (reference); SSE events end in CRLF, with no ``event:``
+# line.
 FACTS = ApiFacts(
     api=GeminiGenerateAdapter.api, provider=GeminiGenerateAdapter.default_provider,
     config_provider="gemini", auth_headers=key_header_auth("x-goog-api-key"),

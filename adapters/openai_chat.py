@@ -341,8 +341,8 @@ class OpenAIChatAdapter(Adapter):
             self._on_reasoning(choice, text, delta)
 
     def _on_refusal(self, choice: _Choice, text: Any, delta: dict[str, Any]) -> None:
-        # The refusal's first chunk carries refusal "" (reference §12); it ends with
-        # finish_reason stop (fx:openai-python/569c877e….bin).
+        # The refusal's first chunk carries refusal "" (Chat Completions streaming reference); it
+        # ends with finish_reason stop (fx:openai-python/569c877e….bin).
         if type(text) is str and text:
             self._close_parts(choice)
             choice.refusal.append(text)
@@ -524,7 +524,8 @@ class OpenAIChatAdapter(Adapter):
         status, reason = FINISH_REASONS.get(raw, ("incomplete", "other"))
         if status == "completed" and choice.tool_order:
             # A turn that asks for tools awaits their results whatever the literal says
-            # (docs/design-notes.md, a turn that asks for tools); compatible servers end such turns with `stop`.
+            # (docs/design-notes.md, a turn that asks for tools); compatible servers end such turns
+            # with `stop`.
             return RunAwaiting("tool_results", raw)
         if status == "completed" and choice.refusal:
             return RunFinished("completed", "refusal", raw)
@@ -654,7 +655,7 @@ _OBJECTS: dict[str | None, Callable[[OpenAIChatAdapter, Any], None]] = {
 _DELTA_FIELDS = {
     "content": OpenAIChatAdapter._on_content,
     "refusal": OpenAIChatAdapter._on_refusal,
-    "reasoning_content": OpenAIChatAdapter._on_reasoning,  # xAI, DeepSeek (§12)
+    "reasoning_content": OpenAIChatAdapter._on_reasoning,  # xAI, DeepSeek (streaming reference)
     "reasoning": OpenAIChatAdapter._on_reasoning_alias,
     "tool_calls": OpenAIChatAdapter._on_tool_calls,
     "function_call": OpenAIChatAdapter._on_function_call,
@@ -667,7 +668,8 @@ _DELTA_FIELDS = {
 
 
 # What the gateway, the simulator and the registry know of this API (adapters/api_facts.py):
-# no object to read back, cancel or resume (§12); SSE events without an ``event:`` line.
+# no object to read back, cancel or resume (Chat Completions streaming reference); SSE events
+# without an ``event:`` line.
 FACTS = ApiFacts(
     api=OpenAIChatAdapter.api, provider=OpenAIChatAdapter.default_provider,
     config_provider="openai", auth_headers=bearer_auth,

@@ -278,7 +278,7 @@ def main() -> int:
     from modelevents.services.local import kafka_broker
 
     workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-gateway-"))
-    kafka = kafka_broker.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="1g")
+    kafka = kafka_broker.LocalBrokerSettings(port=args.port, state_root=workdir / "kafka", heap="1g")
     say(f"starting a broker on {args.port} ...")
     broker = kafka_broker.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
     prefix = f"bench{uuid.uuid4().hex[:6]}."

@@ -4,7 +4,8 @@ Mirrors ``schemas/avro/model_event.avsc`` field for field (a test keeps the two 
 Plain slotted dataclasses, not pydantic models: adapters build hundreds of thousands of these
 per second and validation belongs at the edges (decoding, the gateway), not in the hot path.
 
-Every kind of the vocabulary (docs/vocabulary.md) maps to exactly one payload record (``KIND_PAYLOAD``);
+Every kind of the vocabulary (docs/vocabulary.md) maps to exactly one payload record
+(``KIND_PAYLOAD``);
 ``ModelEvent.payload`` must be an instance of that record's class.
 
 Fields that hold a normalized value are annotated with the closed vocabulary's ``Literal``

@@ -20,8 +20,8 @@ unknown fields are refused, and an error names the message and part at fault.
     └── max_output_tokens, temperature, structured_output
 
 Tool calls and results carry both ``tool_name`` and ``tool_call_id``: Gemini keys results by
-name, the others by id (Gemini Function calling guide, Claude Tool use guide). Reasoning parts keep opaque
-signatures and encrypted content together with their ``origin`` (provider, api, model): the
+name, the others by id (Gemini Function calling guide, Claude Tool use guide). Reasoning parts keep
+opaque signatures and encrypted content together with their ``origin`` (provider, api, model): the
 renderers send them back only to that origin (``Origin.accepts``).
 
 ``messages_from_events`` turns a finished run's ModelEvents into neutral messages so that a
@@ -150,7 +150,8 @@ class Origin(_Strict):
 
         Same provider and API, and the same model — where a dated snapshot the provider echoed
         (``gpt-5-2025-08-07``, ``claude-3-haiku-20240307``) counts as the alias it was asked for
-        (OpenAI Responses API reference: the response echoes the dated snapshot). An unknown model never matches.
+        (OpenAI Responses API reference: the response echoes the dated snapshot). An unknown model
+        never matches.
         """
         if self.provider != provider or self.api != api or not self.model:
             return False
@@ -375,7 +376,8 @@ def _check_transcript(transcript: list[Message]) -> None:
     - a tool_result answers an earlier tool_call with the same id and name;
     - tool_call ids are unique;
     - every tool call is answered before the next user or assistant message (all providers
-      reject an unanswered call, Claude Tool use guide); only the last assistant turn may be pending.
+      reject an unanswered call, Claude Tool use guide); only the last assistant turn may be
+      pending.
     """
     calls: dict[str, tuple[str, int]] = {}
     answered: set[str] = set()

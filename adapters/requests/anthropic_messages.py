@@ -10,12 +10,12 @@ statelessness, ordering); field names from the SDK's ``MessageCreateParams``.
   {source base64 PDF, plain text, url, or file id} |
 | assistant text / tool_call | ``text`` / ``tool_use`` {id, name, input} |
 | tool_result | ``tool_result`` {tool_use_id, content, is_error} in a **user** message, before
-  any text of that message (§7: results first, right after their tool_use turn) |
+  any text of that message (Claude Tool use guide: results first, right after their tool_use turn) |
 | reasoning | ``thinking`` {thinking, signature} or ``redacted_thinking`` {data} — only back to
-  Anthropic and the model that produced it (§4, §7) |
+  Anthropic and the model that produced it (Messages API reference, Claude Tool use guide) |
 
 Consecutive messages of one role are merged: a tool message and the user message after it
-become one user message, as §7 requires.
+become one user message, as Claude Tool use guide requires.
 
 More on this module: docs/adapters.md, ``adapters/requests/anthropic_messages.py``.
 """
@@ -86,7 +86,8 @@ def render(request: NeutralRequest, model: str, *, stream: bool,
            provider: str = PROVIDER) -> dict[str, Any]:
     if request.background:
         raise RenderError("the Messages API has no background mode (only Message Batches, "
-                          "Claude Messages API reference); set background to false or pick another target")
+                          "Claude Messages API reference); set background to false or pick another "
+                          "target")
     if request.temperature is not None and request.temperature > 1:
         raise RenderError(f"Claude takes temperature 0..1 (got {request.temperature}); lower it")
     messages: list[dict[str, Any]] = []

@@ -1,8 +1,8 @@
 """Neutral request → Gemini ``generateContent`` / ``streamGenerateContent`` request.
 
 Follows the Gemini generateContent reference (path, ``alt=sse``, parts) and the Function calling
-guide (function calls keyed by name; ids invented by clients are accepted; thought signatures); camelCase REST field names
-(``google.genai.types`` aliases).
+guide (function calls keyed by name; ids invented by clients are accepted; thought signatures);
+camelCase REST field names (``google.genai.types`` aliases).
 
 | neutral | generateContent |
 |---|---|
@@ -46,9 +46,9 @@ from modelevents.schemas.transcript import (
 API = "gemini-generate"
 PROVIDER = "google"
 
-# Gemini 3 rejects a model turn whose function call carries no thought signature (B3, HTTP
-# 400). A call that did not come from this model has none; Google names the dummy signature
-# "skip_thought_signature_validator" to skip the check for such injected calls
+# Gemini 3 rejects a model turn whose function call carries no thought signature (Gemini Thought
+# signatures guide, HTTP 400). A call that did not come from this model has none; Google names the
+# dummy signature "skip_thought_signature_validator" to skip the check for such injected calls
 # (ai.google.dev/gemini-api/docs/thought-signatures). thoughtSignature is bytes, base64 on the
 # wire: this is what the google-genai SDK sends for b"skip_thought_signature_validator" (the
 # workaround strands-agents/sdk-python#1298 shipped).

@@ -46,7 +46,7 @@ from modelevents.schemas.transcript import (
 API = "gemini-interactions"
 PROVIDER = "google"
 
-# The schema generation this renderer writes (steps, A1).
+# The schema generation this renderer writes (steps, Interactions API reference).
 API_REVISION = "2026-05-20"
 
 

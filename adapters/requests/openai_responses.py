@@ -1,7 +1,8 @@
 """Neutral request → OpenAI Responses API request (``POST /v1/responses``).
 
 Follows the OpenAI Responses API reference (item types), the Background mode guide and the
-Conversation state guide (server-side state, reasoning items), the SDK's ``ResponseCreateParams`` for field names.
+Conversation state guide (server-side state, reasoning items), the SDK's ``ResponseCreateParams``
+for field names.
 
 | neutral | Responses ``input`` item |
 |---|---|
@@ -11,7 +12,7 @@ Conversation state guide (server-side state, reasoning items), the SDK's ``Respo
 | tool_call | ``function_call`` {call_id, name, arguments (JSON text)} |
 | tool_result | ``function_call_output`` {call_id, output}; Responses has no error flag |
 | reasoning | ``reasoning`` {id, summary, encrypted_content} — only back to OpenAI Responses and
-  the model that produced it (§10), and only with its ``rs_`` id |
+  the model that produced it (OpenAI Reasoning guide), and only with its ``rs_`` id |
 
 Hosted tools go in ``tools`` beside the functions (SDK ``ToolParam``):
 

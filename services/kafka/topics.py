@@ -1,7 +1,7 @@
 """The pipeline's topics: create what is missing, refuse what does not match.
 
-The topics of docs/architecture.md: frames, ingest, events, runs (compacted) and dlq, the tool executor's receipts
-(never expired: consumers/tools/receipts.py), and the gateway's
+The topics of docs/architecture.md: frames, ingest, events, runs (compacted) and dlq, the tool
+executor's receipts (never expired: consumers/tools/receipts.py), and the gateway's
 run-owners (never expired nor compacted: services/gateway/owners.py), run-inputs and calls
 (compacted: services/gateway/calls.py), the audit archives' audit-heads (compacted, the latest
 head of each archive kept for ever: consumers/audit/heads.py), created explicitly because

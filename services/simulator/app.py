@@ -419,7 +419,8 @@ def _build_app(sim: Simulator) -> FastAPI:
         if not call.stream:
             return await sim.poll(call, run)
         if not run.background:
-            # OpenAI: only background responses can be streamed again (OpenAI Background mode guide).
+            # OpenAI: only background responses can be streamed again (OpenAI Background mode
+            # guide).
             return sim.error(call, 400, "This response cannot be streamed because it was not "
                                         "created with background=true.")
         after = request.query_params.get("starting_after")
@@ -590,7 +591,8 @@ async def _plain(sim: Simulator, api: str, request: Request) -> Response:
 
 
 def _after_sequence(frames: list[WireFrame], after: int) -> list[WireFrame]:
-    """Frames whose sequence_number is greater than ``after`` (exclusive; OpenAI Background mode guide)."""
+    """Frames whose sequence_number is greater than ``after`` (exclusive; OpenAI Background mode
+    guide)."""
     return [f for f in frames if f.cursor is not None and int(f.cursor) > after]
 
 
