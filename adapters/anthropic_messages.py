@@ -1,51 +1,13 @@
 """Claude Messages API (``POST /v1/messages``, ``anthropic-version: 2023-06-01``, incl. the beta
 blocks of the SDK at 009b0353) → ModelEvents.
 
-Follows ``reference/anthropic.md``: §2 event sequence and index semantics, §3 delta types, §4
-content blocks, §5 stop reasons, §6 usage, §9 the adapter checklist. One adapter instance follows
+Follows the Claude Streaming Messages guide and the Messages API reference: event sequence and
+index semantics, delta types, content blocks, stop reasons, usage. One adapter instance follows
 one run, which may span several provider calls (a tool loop): every ``message_start`` opens a
 provider message (``run.started``), every ``message_stop`` closes it with ``run.awaiting`` or
 ``run.finished``.
 
-What maps to what:
-
-    message_start                   run.started (msg id; every provider call of the run),
-                                      message.started, usage (provisional); a message_start
-                                      that already holds content/stop_reason: those blocks too
-    text + text_delta               text.delta; text.done at content_block_stop
-    citations_delta / citations     citation (the whole block is the cited span)
-    thinking + thinking_delta       reasoning.delta (raw for Claude 3.x, else summary);
-      + signature_delta               reasoning.done with signature, valid_for provider/model
-    redacted_thinking               reasoning.done form redacted, data as encrypted_content
-    tool_use + input_json_delta     tool.call.started, tool.call.delta, tool.call (whole JSON,
-                                      "{}" when empty, arguments_valid)
-    server_tool_use / mcp_tool_use  hosted.call (SERVER_TOOLS; authority mcp:<server_name>)
-    *_tool_result, mcp_tool_result  hosted.result with evidence, billable quantity
-    container_upload                hosted.result (code_execution, the file id)
-    compaction + compaction_delta   hosted.call + hosted.result (tool_type compaction)
-    fallback                        run.status in_progress "fallback"; later events carry the
-                                      fallback model
-    message_delta                   usage (absolute); stop_reason kept; refusal (stop_details)
-    message_stop                    message.finished; run.awaiting / run.finished (STOP_REASONS)
-    error (stream or HTTP body)     error (provider_errors) + run.finished failed
-    ping                            nothing
-    anything else                   unknown (envelope kept)
-
-What the events mean here:
-- ``output_index`` is the provider's content-block ``index`` verbatim; it restarts at 0 in every
-  message, so block events carry the provider message id (``msg_…``) as ``item_id`` to keep two
-  calls of one run apart. ``message.started``/``message.finished`` carry the message's ordinal in
-  the run as their ``output_index``.
-- Text, thinking and tool input stream as deltas; the ``*.done`` / ``tool.call`` / ``hosted.call``
-  event comes at ``content_block_stop`` (or at ``message_delta`` when a ``max_tokens`` cut left the
-  block open). Blocks that arrive whole in ``content_block_start`` (tool results, redacted
-  thinking, fallback) are translated from that frame, so its envelope holds the evidence.
-- ``usage`` is an absolute snapshot per provider call: ``message_start`` usage overwritten field by
-  field by every ``message_delta`` usage (§6: cumulative values that replace, never add).
-  ``input_tokens`` counts all input, cached or not (input + cache writes + cache reads), as the
-  other providers count it; the cache parts are reported beside it.
-- A complete Message object (non-streaming, transport ``poll``) and an error body translate through
-  the same handlers as the stream.
+More on this module: docs/adapters.md, ``adapters/anthropic_messages.py``.
 """
 
 from __future__ import annotations
@@ -84,7 +46,7 @@ from modelevents.schemas.vocabulary import (
 
 # --- mappings (check against the reference in one glance) --------------------------------------
 
-# stop_reason -> (status, normalized reason) of run.finished. §5.
+# stop_reason -> (status, normalized reason) of run.finished (Messages API reference).
 STOP_REASONS: dict[str, tuple[TerminalStatus, FinishReason]] = {
     "end_turn": ("completed", "end_turn"),
     "stop_sequence": ("completed", "stop_sequence"),
@@ -94,7 +56,8 @@ STOP_REASONS: dict[str, tuple[TerminalStatus, FinishReason]] = {
     # (the same outcome OpenAI reports as incomplete/content_filter). stop_details → `refusal`.
     "refusal": ("incomplete", "refusal"),
 }
-# stop_reason -> the reason of run.awaiting: the turn ended, the run did not. §5.
+# stop_reason -> the reason of run.awaiting: the turn ended, the run did not (Messages API
+# reference).
 STOP_AWAITING: dict[str, AwaitingReason] = {
     "tool_use": "tool_results",
     # "send the response back as-is to continue" — the turn is not over (SDK types/message.py).
@@ -104,8 +67,8 @@ STOP_AWAITING: dict[str, AwaitingReason] = {
     "compaction": "continuation",
 }
 
-# server_tool_use name -> (tool_type, billable unit as counted in usage.server_tool_use). §4.
-# Code execution is billed by container time, not per call: no per-call unit.
+# server_tool_use name -> (tool_type, billable unit as counted in usage.server_tool_use) (Messages
+# API reference). Code execution is billed by container time, not per call: no per-call unit.
 SERVER_TOOLS: dict[str, tuple[HostedToolType, str | None]] = {
     "web_search": ("web_search", "web_search_requests"),
     "web_fetch": ("web_fetch", "web_fetch_requests"),
@@ -117,7 +80,7 @@ SERVER_TOOLS: dict[str, tuple[HostedToolType, str | None]] = {
     "advisor": ("advisor", None),
 }
 
-# citation location type -> neutral source type. §3.
+# citation location type -> neutral source type (Claude streaming guide).
 CITATION_SOURCES: dict[str | None, SourceType] = {
     "char_location": "document",
     "page_location": "document",
@@ -180,7 +143,8 @@ def _mcp_evidence(content: Any) -> Any:
     return {"content": content}
 
 
-# result block type -> (tool_type when the call was not seen, evidence of a success). §4.
+# result block type -> (tool_type when the call was not seen, evidence of a success) (Messages API
+# reference).
 HOSTED_RESULTS: dict[str, tuple[HostedToolType, Callable[[Any], Any]]] = {
     "web_search_tool_result": ("web_search", _search_evidence),
     "web_fetch_tool_result": ("web_fetch", _fetch_evidence),
@@ -228,8 +192,8 @@ class _Block:
 
 class AnthropicMessagesAdapter(Adapter):
     name = "anthropic_messages"
-    # 2 (issue #12): usage summed over iterations; advisor evidence; recommended_model.
-    # 3 (issue #12): the closed vocabulary — an unknown server tool, result block or citation
+    # What each revision's events differ in: 2, usage summed over iterations; advisor evidence;
+    # recommended_model. 3, the closed vocabulary — an unknown server tool, result block or citation
     # location is "other".
     revision = "3"
     api = "anthropic-messages"
@@ -314,12 +278,12 @@ class AnthropicMessagesAdapter(Adapter):
         if not self._begin_message(message):
             return
         if isinstance(message.get("usage"), dict):
-            self._apply_usage(message["usage"])  # provisional for a stream (§6)
+            self._apply_usage(message["usage"])  # provisional for a stream (Claude streaming guide)
         self._message_content(message)
 
     def _message_content(self, message: dict[str, Any]) -> None:
         # Programmatic tool calling: a message_start may already hold its whole content and stop
-        # reason, followed directly by message_stop (reference §7).
+        # reason, followed directly by message_stop (Claude Tool use guide).
         for index, block in enumerate(message.get("content") or ()):
             self._open_block(index, block)
             self._close_block(index)
@@ -392,7 +356,7 @@ class AnthropicMessagesAdapter(Adapter):
         raw = delta.get("stop_reason")
         if raw is None:
             return
-        repeated = raw == self._stop_reason  # "one or more" message_delta (§2)
+        repeated = raw == self._stop_reason  # "one or more" message_delta (Claude streaming guide)
         self._stop_reason = raw
         if raw == "refusal" and not repeated:
             details = delta.get("stop_details")
@@ -411,7 +375,7 @@ class AnthropicMessagesAdapter(Adapter):
 
     def _apply_usage(self, usage: dict[str, Any]) -> None:
         merged = self._usage
-        merged.update(usage)  # message_delta values replace, field by field (§6)
+        merged.update(usage)  # message_delta values replace, field by field (streaming guide)
         fresh = _count(merged.get("input_tokens"))
         cache_write = _count(merged.get("cache_creation_input_tokens"))
         cache_read = _count(merged.get("cache_read_input_tokens"))
@@ -472,7 +436,8 @@ class AnthropicMessagesAdapter(Adapter):
         self._end_message()
 
     def _on_error(self, doc: dict[str, Any]) -> None:
-        # Mid-stream `event: error` (no message_stop follows) or an HTTP error body (§2).
+        # Mid-stream `event: error` (no message_stop follows) or an HTTP error body (Claude
+        # streaming guide).
         error = doc.get("error")
         error = error if type(error) is dict else {}
         raw = error.get("type") if type(error.get("type")) is str and error.get("type") else "error"
@@ -490,7 +455,7 @@ class AnthropicMessagesAdapter(Adapter):
         self.stream_complete = True  # the provider told us the outcome
 
     def _on_ping(self, doc: dict[str, Any]) -> None:
-        """Keep-alive, may appear anywhere (§2): deliberately nothing."""
+        """Keep-alive, may appear anywhere (Claude streaming guide): deliberately nothing."""
 
     # --- content blocks ---------------------------------------------------------------------------
 
@@ -574,9 +539,9 @@ class AnthropicMessagesAdapter(Adapter):
         self._citation(block, delta["citation"])
 
     def _citation(self, block: _Block, citation: dict[str, Any]) -> None:
-        # Anthropic cites a whole text block (§3: each cited span is its own block), so the text
-        # location is output_index; the char indexes in the citation point into the *source*
-        # document and stay in the envelope.
+        # Anthropic cites a whole text block (Claude streaming guide: each cited span is its own
+        # block), so the text location is output_index; the char indexes in the citation point into
+        # the *source* document and stay in the envelope.
         location = citation.get("type")
         self.emit("citation", Citation(
             output_index=block.index, part_index=0,
@@ -604,7 +569,7 @@ class AnthropicMessagesAdapter(Adapter):
 
     def _thinking_delta(self, block: _Block, delta: dict[str, Any]) -> None:
         text = delta["thinking"]
-        if text:  # an empty thinking_delta precedes the signature (§3)
+        if text:  # an empty thinking_delta precedes the signature (Claude streaming guide)
             block.parts.add(text)
             self.emit("reasoning.delta", Reasoning(block.index, 0, self._reasoning_form(), text,
                                                    self._message_id))
@@ -619,7 +584,8 @@ class AnthropicMessagesAdapter(Adapter):
         self.elide_last(block.parts, "text", "reasoning.delta")
 
     def _start_redacted_thinking(self, index: int, block_doc: dict[str, Any]) -> None:
-        # Arrives whole, no deltas (§4); the data must go back unchanged, to this model only.
+        # Arrives whole, no deltas (Messages API reference); the data must go back unchanged, to
+        # this model only.
         self.emit("reasoning.done", Reasoning(
             index, 0, "redacted", "", self._message_id, encrypted_content=block_doc["data"],
             valid_for=self.valid_for()))
@@ -637,7 +603,7 @@ class AnthropicMessagesAdapter(Adapter):
 
     def _input_json_delta(self, block: _Block, delta: dict[str, Any]) -> None:
         fragment = delta["partial_json"]
-        if not fragment:  # the first fragment is often "" (§3)
+        if not fragment:  # the first fragment is often "" (Claude streaming guide)
             return
         block.parts.add(fragment)
         if block.kind == "tool_use" and block.name is not None and block.call_id is not None:
@@ -798,7 +764,7 @@ _ON_BLOCK: dict[str, Callable[[AnthropicMessagesAdapter, int, dict[str, Any]], N
     "fallback": AnthropicMessagesAdapter._start_fallback,
 }
 
-# delta type -> (handler(block, delta), the block kinds it may extend). §3.
+# delta type -> (handler(block, delta), the block kinds it may extend) (Claude streaming guide).
 _TOOL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
 _ON_DELTA: dict[str, tuple[Callable[[AnthropicMessagesAdapter, _Block, dict[str, Any]], None], tuple[Any, ...]]] = {
     "text_delta": (AnthropicMessagesAdapter._text_delta, ("text",)),

@@ -7,10 +7,10 @@ from there, so adding an API means: its adapter, its request renderer, its facts
 nothing else to edit.
 
 - :class:`FollowUp` — what the API offers after the create call: read the object back, cancel
-  it, resume its stream (openai.md §9, gemini.md A2).
-- :class:`Webhooks` — the signed webhooks that name the API's objects (openai.md §11, gemini.md
-  A7): which gateway URL receives them, which event types name an object to fetch, where the
-  object id is in the payload.
+  it, resume its stream (OpenAI Background mode guide, Gemini Interactions API reference).
+- :class:`Webhooks` — the signed webhooks that name the API's objects (OpenAI Webhooks guide,
+  Gemini Interactions API reference): which gateway URL receives them, which event types name an
+  object to fetch, where the object id is in the payload.
 - the cursor a stream frame carries (where a cut stream resumes), the object statuses after
   which nothing more happens without a new request, how the key is sent, how the API frames
   its SSE events.
@@ -52,7 +52,7 @@ class Webhooks:
 
 
 def bearer_auth(key: str) -> dict[str, str]:
-    """``Authorization: Bearer <key>`` (openai.md §8)."""
+    """``Authorization: Bearer <key>`` (OpenAI API authentication)."""
     return {"authorization": f"Bearer {key}"}
 
 

@@ -17,49 +17,7 @@ The contract every adapter keeps (the run state machine relies on it):
 - every provider call ends with ``run.awaiting`` (tool results, approval, continuation) or
   ``run.finished`` — only on the provider's own terminal signal.
 
-What the base guarantees — "never raises for what the provider sent", kept here, in one place:
-- one guard around every handler (``handle``, ``undecodable``, ``finish``): an exception raised
-  while translating a frame becomes ONE ``error`` event (``unexpected_shape``) at the end of that
-  frame's events. The rule for what the frame already emitted: it is KEPT — those events are the
-  state changes the adapter made before it stopped (a block opened, a delta counted), and
-  dropping them would leave the events out of step with the adapter's state (a block finished
-  later whose start no consumer saw). The adapter stays usable: the next frame is translated as
-  if the bad one had stopped where it raised;
-- the error taxonomy for hostile input (``HOSTILE_INPUT_ERRORS``), the only names an adapter uses
-  for it:
-
-  ``malformed_frame``   the body cannot be used at all: not JSON (and no sentinel such as
-                        ``[DONE]``), or JSON of the wrong kind (an array or a number where the API
-                        sends an object); nothing of the frame is translated;
-  ``unexpected_shape``  a frame the adapter recognizes whose fields are missing or mistyped (a
-                        ``delta`` that is a string, a ``choices`` that is null): what the handler
-                        translated before it met the bad field is kept (above);
-  ``invalid_utf8``      the body is not valid UTF-8: the undecodable bytes are replaced by
-                        U+FFFD, the repaired body is translated as usual (a delta is not lost for
-                        one bad byte), and this error says the text holds replacements. The
-                        envelope keeps the bytes as received. A body that is still not JSON
-                        after the repair is ``malformed_frame``;
-  ``protocol_violation`` well-formed frames in an order or combination the protocol does not
-                        allow (a delta for a block of another kind, an argument fragment with no
-                        call open); the frame is ignored.
-
-  All four are ``retryable=False`` (retrying does not change what the provider sent);
-- every payload field holds its declared type (the Avro schema's): a provider value of another
-  type that an adapter passed through (an id that is a number, a token count that is a list or
-  beyond 64 bits, a model that is an object) is replaced by None (the field's empty value when
-  it is not optional: "", 0, False, {}) and the frame gets one ``unexpected_shape`` error naming
-  the fields — an event the stream processor cannot encode is never emitted; a model name is a
-  string of at most ``MODEL_CHARS`` characters, else None (about half a microsecond per event:
-  one compiled type test per payload record; the repair runs only when it fails);
-- a frame seen twice (same ``frame_id``) produces nothing the second time;
-- input that ends before the provider's terminal signal ends with an ``error`` event
-  (``stream_truncated``), never a ``run.finished``;
-- event ids are deterministic: ``<run hash>:<frame_id>:<index>`` (the run hash is 16 hex digits
-  of blake2b over the run id), so re-normalizing the same frames gives the same ids, and an id
-  says at a glance which frame it came from;
-- no event is too large for one Kafka record: one that would be is cut into pieces
-  (``schemas/pieces.py``, ids ``<id>~<i>``), and a block's deltas are held only to a bound
-  (``adapters/accumulate.py``), so the adapter's state stays small whatever the run's size.
+More on this module: docs/adapters.md, ``adapters/base.py``.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@
   images and audio) also reads what JavaScript's and binascii's decoders read: characters
   outside the alphabet skipped — as the Vercel AI SDK does with the same recordings.
 - ``byte_to_char``: Google counts citation and grounding offsets in UTF-8 *bytes* of the text
-  (reference/gemini.md B2 ``segment``; Interactions annotations); events count *characters*
-  (code points, what Python indexes). An offset inside a character counts that character as not
-  reached yet.
+  (Gemini generateContent reference, ``Segment``; Interactions annotations); events count
+  *characters* (code points, what Python indexes). An offset inside a character counts that
+  character as not reached yet.
 """
 
 from __future__ import annotations

@@ -1,37 +1,14 @@
 """Gemini ``generateContent`` / ``streamGenerateContent`` (Gemini API ``v1beta`` and Vertex AI
 ``v1``/``v1beta1``) → ModelEvents.
 
-Follows ``reference/gemini.md`` Part B: B1 framing (SSE with ``alt=sse``, a streamed JSON array
-without it — both cut into one frame per ``GenerateContentResponse`` by ``adapters/framing.py``),
-B2 chunks and parts, finishReason, promptFeedback, usageMetadata, groundingMetadata, B3 function
-call keys, B4 the checklist. One adapter instance follows one run, which may span several
+Follows the Gemini generateContent reference (SSE with ``alt=sse``, a streamed JSON array
+without it — both cut into one frame per ``GenerateContentResponse`` by ``adapters/framing.py``;
+chunks and parts, finishReason, promptFeedback, usageMetadata, groundingMetadata) and the
+Function calling guide (call keys). One adapter instance follows one run, which may span several
 provider calls (a tool loop): a chunk with a new ``responseId`` after a terminal one starts the
 next call.
 
-What the events mean here:
-- A chunk has no event type; what varies is the *part* (``text``, ``functionCall``,
-  ``executableCode`` ...), so the dispatch table is keyed by the part's kind. Parts of one kind
-  that follow each other form one block; a block gets the next ``output_index`` of the response
-  (restarting at 0 for every provider call) and carries the ``responseId`` as ``item_id``
-  (``responseId/candidate`` for candidates other than 0). ``message.started``/``message.finished``
-  carry the message's ordinal in the run.
-- There is no terminal event: a candidate's ``finishReason`` (or a blocked prompt) ends the
-  response. A ``STOP`` after function calls is ``run.awaiting`` ``tool_results``.
-- ``thoughtSignature`` may sit on any part. On a thought part it completes that reasoning block;
-  on any other part it becomes a ``reasoning.done`` (form ``redacted``, empty text) with the
-  signature, the ``output_index`` of the part that carried it and, for a call, the call's id as
-  ``item_id`` — Gemini 3 rejects a replayed function call whose signature moved.
-- Function calls have no id on the Gemini API: ``tool_call_id`` is derived from run id,
-  responseId, the call's position and its name (same input → same id). Vertex streams arguments
-  as ``partialArgs`` (JSONPath + value fragments): they are reassembled into the whole argument
-  object and streamed as JSON text fragments whose concatenation is that object's JSON text.
-- ``usage`` is an absolute snapshot, emitted once per provider call when it ends (the last
-  ``usageMetadata``: a running snapshot, never a delta, whose mid-stream values are not
-  monotonic; every chunk's own snapshot stays in its envelope). ``input_tokens`` = prompt +
-  tool-use prompt tokens (both billed as input, cached ones included); ``output_tokens`` =
-  candidates + thoughts, so input + output = ``totalTokenCount``.
-- A complete ``GenerateContentResponse`` (unary call, transport ``poll``) and a Google error body
-  translate through the same handlers as the stream.
+More on this module: docs/adapters.md, ``adapters/gemini_generate.py``.
 """
 
 from __future__ import annotations
@@ -77,8 +54,9 @@ from modelevents.schemas.vocabulary import (
 
 # --- mappings (check against the reference in one glance) --------------------------------------
 
-# finishReason -> (status, normalized reason, the model refused). B2 "finishReason"; SDK
-# FinishReason. STOP after function calls is not here: it is run.awaiting (B2, B3).
+# finishReason -> (status, normalized reason, the model refused). reference "finishReason"; SDK
+# FinishReason. STOP after function calls is not here: it is run.awaiting (reference, function
+# calling guide).
 FINISH_REASONS: dict[str, tuple[TerminalStatus, FinishReason, bool]] = {
     "STOP": ("completed", "end_turn", False),
     "MAX_TOKENS": ("incomplete", "max_tokens", False),
@@ -103,9 +81,9 @@ FINISH_REASONS: dict[str, tuple[TerminalStatus, FinishReason, bool]] = {
 # the fallback reason `other`, the raw value in raw_reason).
 UNMAPPED_FINISH: tuple[TerminalStatus, FinishReason, bool] = ("incomplete", "other", False)
 
-# Server-side tool invocation toolType -> (tool_type, billable unit). B2 "Parts" (SDK ToolType).
-# Google Search grounding is billed per search query (Gemini 3 pricing); the others have no
-# per-call unit. Names as in the Interactions adapter (schemas/vocabulary.py HostedToolType); a
+# Server-side tool invocation toolType -> (tool_type, billable unit). reference "Parts" (SDK
+# ToolType). Google Search grounding is billed per search query (Gemini 3 pricing); the others have
+# no per-call unit. Names as in the Interactions adapter (schemas/vocabulary.py HostedToolType); a
 # toolType not here is `other`, its raw name in Hosted.name.
 HOSTED_TOOL_TYPES: dict[str, tuple[HostedToolType, str | None]] = {
     "GOOGLE_SEARCH_WEB": ("web_search", "search_query"),
@@ -123,7 +101,7 @@ CODE_OUTCOMES: dict[str, tuple[HostedStatus, bool]] = {
     "OUTCOME_DEADLINE_EXCEEDED": ("failed", True),
 }
 
-# groundingChunks[] member -> neutral citation source type. B2 "groundingMetadata". A Maps
+# groundingChunks[] member -> neutral citation source type. reference "groundingMetadata". A Maps
 # chunk is a place (as Interactions' place_citation); a member not here is `other`.
 GROUNDING_SOURCES: dict[str, SourceType] = {
     "web": "url",
@@ -195,7 +173,7 @@ class _Candidate:
 
 class GeminiGenerateAdapter(Adapter):
     name = "gemini_generate"
-    revision = "2"  # 2 (issue #12): closed vocabulary (maps_search, place, error classes)
+    revision = "2"  # 2: closed vocabulary (maps_search, place, error classes)
     api = "gemini-generate"
     default_provider = "google"
 
@@ -311,14 +289,16 @@ class GeminiGenerateAdapter(Adapter):
         self._terminal = True
         self.stream_complete = True
         if self._blocked is not None:
-            # Blocked prompt: the provider answered, with no output at all (B2 promptFeedback).
+            # Blocked prompt: the provider answered, with no output at all (reference:
+            # promptFeedback).
             self.emit("run.finished", RunFinished("incomplete", "content_filter", self._blocked))
             return
         first = self._cands[min(self._cands)]
         raw = first.finish
         status, reason, _ = FINISH_REASONS.get(raw, UNMAPPED_FINISH) if raw else UNMAPPED_FINISH
         if status == "completed" and first.calls:
-            # No TOOL_CALLS reason exists: a function-call turn ends STOP (B2, B3).
+            # No TOOL_CALLS reason exists: a function-call turn ends STOP (reference, function
+            # calling guide).
             self.emit("run.awaiting", RunAwaiting("tool_results", raw))
         else:
             self.emit("run.finished", RunFinished(status, reason, raw))
@@ -334,7 +314,7 @@ class GeminiGenerateAdapter(Adapter):
     def _emit_usage(self) -> None:
         # Once per response, when it ends: usageMetadata is a running snapshot whose mid-stream
         # values are not even monotonic (promptTokenCount 169 then 79, totalTokenCount 102 → 9
-        # → 165; B2 usageMetadata), so the last one is the step's usage. Every chunk's own
+        # → 165; reference usageMetadata), so the last one is the step's usage. Every chunk's own
         # snapshot stays in its envelope.
         usage = self._usage_seen
         if usage is None or usage == self._usage_sent:
@@ -343,7 +323,7 @@ class GeminiGenerateAdapter(Adapter):
         prompt = usage.get("promptTokenCount")
         total = usage.get("totalTokenCount")
         if prompt is None and total is None:
-            return  # Vertex partial-args chunks carry only {trafficType} (B2 usageMetadata)
+            return  # Vertex partial-args chunks carry only {trafficType} (reference: usageMetadata)
         thoughts = usage.get("thoughtsTokenCount")
         self.emit("usage", Usage(
             (prompt or 0) + (usage.get("toolUsePromptTokenCount") or 0),  # input_tokens
@@ -355,7 +335,7 @@ class GeminiGenerateAdapter(Adapter):
             {}))  # server_tool_units
 
     def _on_error(self, error: Any) -> None:
-        # An HTTP error body, or an error chunk after partial content on HTTP 200 (B1).
+        # An HTTP error body, or an error chunk after partial content on HTTP 200 (reference).
         for cand in self._cands.values():  # what was open stays partial: no tool.call from it
             cand.kind = None
             cand.call = None
@@ -510,7 +490,7 @@ class GeminiGenerateAdapter(Adapter):
     def _signature(self, cand: _Candidate, signature: str, output_index: int | None,
                    item_id: str | None) -> None:
         # The signature stays with the part that carried it: output_index, and the call id for a
-        # call (Gemini 3 rejects a replayed call whose signature moved; B3).
+        # call (Gemini 3 rejects a replayed call whose signature moved; function calling guide).
         self.emit("reasoning.done", Reasoning(
             self._next_output() if output_index is None else output_index, 0, "redacted", "",
             item_id or cand.item_id, signature, None, self.valid_for()))
@@ -539,7 +519,8 @@ class GeminiGenerateAdapter(Adapter):
             self.emit("text.delta", Text(cand.block, 0, text, cand.item_id))
         if cand.kind == _TEXT:
             return (cand.block, None)
-        # An empty text part (the last chunk's signature carrier, B2): no text block of its own.
+        # An empty text part (the last chunk's signature carrier, reference): no text block of its
+        # own.
         return (None, None)
 
     def _on_function_call(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -547,7 +528,8 @@ class GeminiGenerateAdapter(Adapter):
         name = call.get("name")
         more = call.get("willContinue") is True
         if name is None:
-            # A Vertex argument fragment, or the terminal {} (B3), of the open streamed call.
+            # A Vertex argument fragment, or the terminal {} (function calling guide), of the open
+            # streamed call.
             streamed = cand.call if cand.kind == _CALL else None
             if streamed is None:
                 if call.get("partialArgs") or call.get("args"):
@@ -557,7 +539,8 @@ class GeminiGenerateAdapter(Adapter):
                 return (None, None)
         else:
             self._close_block(cand)  # a name starts a new call, even without the terminal {}
-            # Gemini API calls have no id (B3): derive one that replays and retries reproduce.
+            # Gemini API calls have no id (function calling guide): derive one that replays and
+            # retries reproduce.
             call_id = call.get("id") or stable_id(self.run_id, self._response_id, cand.index,
                                                   cand.calls, name)
             cand.calls += 1
@@ -613,7 +596,7 @@ class GeminiGenerateAdapter(Adapter):
 
     def _on_function_response(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
         # Not expected in model output (it is how results go *to* the model); if a server echoes
-        # one, it is a result keyed by name (B3).
+        # one, it is a result keyed by name (function calling guide).
         response = part["functionResponse"]
         self._close_block(cand)
         name = str(response.get("name") or "")
@@ -658,7 +641,7 @@ class GeminiGenerateAdapter(Adapter):
         return (index, call_id)
 
     def _on_tool_call(self, cand: _Candidate, part: dict[str, Any]) -> tuple[Any, ...] | None:
-        # A server-side tool invocation (includeServerSideToolInvocations, B2).
+        # A server-side tool invocation (includeServerSideToolInvocations, reference).
         call = part["toolCall"]
         self._close_block(cand)
         index = self._next_output()
@@ -721,7 +704,8 @@ class GeminiGenerateAdapter(Adapter):
     # --- grounding, URL context, recitation ------------------------------------------------------
 
     def _on_url_context(self, cand: _Candidate, metadata: dict[str, Any]) -> None:
-        # The URL-context tool reports its fetches on the first chunk (B2 groundingMetadata).
+        # The URL-context tool reports its fetches on the first chunk (reference:
+        # groundingMetadata).
         cand.url_context = metadata
         if "web_fetch" in cand.hosted_types:
             return  # already reported by toolCall/toolResponse parts
@@ -748,7 +732,7 @@ class GeminiGenerateAdapter(Adapter):
         queries = [q for q in grounding.get("webSearchQueries") or () if q]
         if queries and not cand.searched and "web_search" not in cand.hosted_types:
             # Google Search grounding ran server-side; without toolCall parts this metadata is
-            # the only evidence of it (B4 "hosted tool").
+            # the only evidence of it (reference: "hosted tool").
             cand.searched = True
             index = self._next_output()
             call_id = stable_id(self.run_id, self._response_id, cand.index, "google_search")
@@ -817,7 +801,7 @@ def _grounding_source(chunk: dict[str, Any]) -> tuple[SourceType, dict[str, Any]
 
 def _locate(texts: list[tuple[int, Parts]], start_byte: int,
             end_byte: int) -> tuple[int, int, int]:
-    """Byte offsets into the candidate's whole text (B2: segment indices are bytes, over the
+    """Byte offsets into the candidate's whole text (reference: segment indices are bytes, over the
     concatenated text of all chunks) → (output_index of the text block where the span starts,
     start and end in characters from that block's start). A span may run on into the next block."""
     offset = 0
@@ -853,7 +837,8 @@ _ON_PART: dict[str, Callable[[GeminiGenerateAdapter, _Candidate, dict[str, Any]]
 
 
 # What the gateway, the simulator and the registry know of this API (adapters/api_facts.py):
-# no object to read back, cancel or resume (B1); SSE events end in CRLF, with no ``event:`` line.
+# no object to read back, cancel or resume (reference); SSE events end in CRLF, with no ``event:``
+# line.
 FACTS = ApiFacts(
     api=GeminiGenerateAdapter.api, provider=GeminiGenerateAdapter.default_provider,
     config_provider="gemini", auth_headers=key_header_auth("x-goog-api-key"),

@@ -1,8 +1,8 @@
 """Gemini Interactions API (``/v1beta/interactions``) → ModelEvents, both schema generations.
 
-Follows ``reference/gemini.md`` Part A: A1 (the two schema generations), A4 (the Interaction
-resource, status, usage), A5 (steps, step deltas, SSE framing, event ids), A6 (tool results,
-signatures), A7 (webhooks).
+Follows the Gemini Interactions API reference and guide (docs/design-notes.md): the Interaction
+resource, status, usage, steps, step deltas, SSE framing, event ids, tool results, signatures,
+webhooks.
 
 Two generations, told apart per frame by the event name alone, so a log that mixes them (a
 resumed stream, a replay across the cut-over) still reads:
@@ -13,36 +13,12 @@ resumed stream, a replay across the cut-over) still reads:
   the API default from 2026-05-20 (``Api-Revision: 2026-05-20``);
 - legacy schema — ``interaction.start``, ``content.start/delta/stop``, ``interaction.complete``;
   the resource lists ``outputs[]`` (each content block is its own index). Removed 2026-06-06
-  (third-party dates, see A1; docs "interactions-breaking-changes-may-2026").
+  (third-party dates; Google's "interactions-breaking-changes-may-2026" page).
 
 Both share ``interaction.status_update`` and ``error``. A complete Interaction object (poll, a
 webhook carrying one, an HTTP error body) goes through the same step handlers as the stream.
 
-What the events mean here:
-- ``output_index`` is the provider's step (legacy: content) ``index``; it restarts at 0 in every
-  interaction, so step events carry the interaction id as ``item_id`` (``None`` with
-  ``store:false``, which streams ``"id":""``). ``part_index`` counts content parts inside one
-  ``model_output`` step (text, then an image, then text again: parts 0, 1, 2).
-- Every interaction of the run (one per provider call of a tool loop) opens with
-  ``run.started`` carrying its id; the run machine banks the previous call's usage there.
-- There is no finish reason in Interactions: the end is the interaction ``status``
-  (``STATUS_OUTCOME``). ``requires_action`` — or ``completed`` after a function call, which
-  Vercel sees "in practice" — is ``run.awaiting`` ``tool_results``.
-- ``usage`` is the interaction's absolute total. ``input_tokens`` = ``total_input_tokens`` +
-  ``total_tool_use_tokens`` (tool-use prompt tokens are input the model read);
-  ``output_tokens`` = ``total_output_tokens`` + ``total_thought_tokens`` (reasoning inside
-  output, as OpenAI and Anthropic count it; ``reasoning_tokens`` is the thought part), so
-  input + output = ``total_tokens``. ``cache_read_tokens`` = ``total_cached_tokens`` (part of the
-  input); ``server_tool_units`` = ``grounding_tool_count`` by type.
-- Thought steps become ``reasoning.*``: ``summary`` when summaries were requested, ``redacted``
-  when the step carries only its opaque signature. Signatures are tagged ``google/<model>``.
-  A signed function-call or hosted-tool step (Gemini 3) adds a ``redacted`` ``reasoning.done``
-  holding that signature, its ``item_id`` = the call id (ToolCall/Hosted have no signature field).
-- Function calls without an id (``store:false`` streams ``"id":""``) get a stable synthesized
-  ``tool_call_id``: a hash of run, interaction (or its ordinal in the run), step index and name.
-- Duplicates: a frame whose ``event_id`` was seen is dropped (resume with ``last_event_id``, a
-  webhook after the stream); a step index already finished in this interaction is never
-  translated twice (a repeated poll of a running interaction, a stream followed by its poll).
+More on this module: docs/adapters.md, ``adapters/gemini_interactions.py``.
 """
 
 from __future__ import annotations
@@ -91,7 +67,7 @@ from modelevents.schemas.vocabulary import (
 # --- mappings (check against the reference in one glance) --------------------------------------
 
 # Interaction status at the end of an interaction -> (status, reason) of run.finished, or the
-# reason of run.awaiting. A4 InteractionStatus. Vercel maps incomplete → "length"
+# reason of run.awaiting. reference InteractionStatus. Vercel maps incomplete → "length"
 # (map-google-interactions-finish-reason.ts): no finer reason is on the wire.
 STATUS_FINISHED: dict[str, tuple[TerminalStatus, FinishReason]] = {
     "completed": ("completed", "end_turn"),
@@ -113,9 +89,9 @@ LIVE_STATUSES = RUNNING_STATUSES | {"requires_action"}
 RUN_STATUS: dict[str, RunStatusValue] = {"queued": "queued", "in_progress": "in_progress", "idle": "in_progress",
               "requires_action": "requires_action"}
 
-# Provider-executed tool step type -> (tool_type, billable unit). A5 step types. Google Search
-# grounding is billed per search query on Gemini 3 (per grounded prompt before): quantity is the
-# number of queries. The other tools are billed as tokens.
+# Provider-executed tool step type -> (tool_type, billable unit). reference step types. Google
+# Search grounding is billed per search query on Gemini 3 (per grounded prompt before): quantity is
+# the number of queries. The other tools are billed as tokens.
 HOSTED_CALLS: dict[str, tuple[HostedToolType, str | None]] = {
     "google_search_call": ("web_search", "search_query"),
     "google_maps_call": ("maps_search", None),
@@ -131,8 +107,8 @@ HOSTED_CALLS: dict[str, tuple[HostedToolType, str | None]] = {
 HOSTED_RESULTS: dict[str, HostedToolType] = {
     call[: -len("_call")] + "_result": tool_type for call, (tool_type, _) in HOSTED_CALLS.items()}
 
-# Annotation type -> citation source type (A5 annotations). word_info and speech_metadata are
-# not citations: no event, the envelope keeps them.
+# Annotation type -> citation source type (reference: annotations). word_info and speech_metadata
+# are not citations: no event, the envelope keeps them.
 CITATION_SOURCES: dict[str | None, SourceType] = {
     "url_citation": "url",
     "file_citation": "file",
@@ -140,7 +116,7 @@ CITATION_SOURCES: dict[str | None, SourceType] = {
 }
 MEDIA_TYPES = frozenset({"image", "audio", "video", "document"})
 
-# Webhook event -> the status it announces (A7; payload shape not verified from a primary
+# Webhook event -> the status it announces (reference; payload shape not verified from a primary
 # source, so only a body carrying an interaction object or its id is read).
 WEBHOOK_STATUS: dict[str | None, str] = {
     "interaction.requires_action": "requires_action",
@@ -159,7 +135,7 @@ STEP_KINDS: dict[str | None, str] = {
     "text": OUTPUT, "image": OUTPUT, "audio": OUTPUT, "video": OUTPUT, "document": OUTPUT,
     "thought": THOUGHT,
     "function_call": CALL,
-    # What the application sent, echoed by GET's full timeline (A4): not model output. A
+    # What the application sent, echoed by GET's full timeline (reference): not model output. A
     # function result's tool.result is the executor's to record, never a second copy from here.
     "user_input": INPUT,
     "function_result": INPUT,
@@ -206,7 +182,7 @@ class _Step:
 
 class GeminiInteractionsAdapter(Adapter):
     name = "gemini_interactions"
-    revision = "2"  # 2 (issue #12): closed vocabulary (maps_search, place, error classes)
+    revision = "2"  # 2: closed vocabulary (maps_search, place, error classes)
     api = "gemini-interactions"
     default_provider = "google"
 
@@ -228,7 +204,7 @@ class GeminiInteractionsAdapter(Adapter):
         self._hosted: dict[str, tuple[HostedToolType, str, str | None]] = {}
         self._last_hosted: dict[str, str] = {}  # tool type -> last call id (results without one)
         self._seen_events: set[str] = set()
-        # Made on the first event id: most streams carry none (A5 `event_id` is optional).
+        # Made on the first event id: most streams carry none (reference: `event_id` is optional).
         self._seen_events_order: deque[str] | None = None
 
     @classmethod
@@ -244,7 +220,7 @@ class GeminiInteractionsAdapter(Adapter):
     # --- dispatch ---------------------------------------------------------------------------------
 
     def undecodable(self, frame: Any, error: orjson.JSONDecodeError) -> Any:
-        # The SDK's stream decoder ends on a `data: [DONE]` payload (A5 SSE framing).
+        # The SDK's stream decoder ends on a `data: [DONE]` payload (reference SSE framing).
         if is_done(frame.body):
             return DONE
         return super().undecodable(frame, error)  # reports the malformed frame
@@ -282,7 +258,8 @@ class GeminiInteractionsAdapter(Adapter):
             self.stream_complete = True
 
     def _first_sight(self, event_id: str) -> bool:
-        """Dedupe by the provider's event id (A5: "token to resume the stream from this event")."""
+        """Dedupe by the provider's event id (reference: "token to resume the stream from this
+        event")."""
         if event_id in self._seen_events:
             return False
         self._seen_events.add(event_id)
@@ -343,8 +320,8 @@ class GeminiInteractionsAdapter(Adapter):
         self._conclude("cancelled")
 
     def _on_error(self, doc: dict[str, Any]) -> None:
-        # `error` {error:{code,message}} (A1). Whether the stream goes on is not documented: the
-        # run ends failed only if no interaction.completed says otherwise (see finish()).
+        # `error` {error:{code,message}} (reference). Whether the stream goes on is not documented:
+        # the run ends failed only if no interaction.completed says otherwise (see finish()).
         self._steps.clear()  # what was open stays partial: no tool.call from a failed call
         failure = self._emit_error(doc.get("error"))
         self._provider_error = failure.code or "error"
@@ -353,7 +330,8 @@ class GeminiInteractionsAdapter(Adapter):
         """A body without ``event_type``: a complete Interaction (poll), an HTTP error body, a
         webhook delivery."""
         if isinstance(doc.get("error"), dict) and "status" not in doc:
-            # HTTP error body {"error":{code,message,status,details}} (B1): a whole answer.
+            # HTTP error body {"error":{code,message,status,details}} (Google API errors): a whole
+            # answer.
             failure = self._emit_error(doc["error"])
             self.emit("run.finished", RunFinished("failed", "error", failure.code or "error"))
             self._active = False
@@ -411,7 +389,7 @@ class GeminiInteractionsAdapter(Adapter):
             self.model = model
         steps = interaction.get("steps")
         if steps is None:
-            steps = interaction.get("outputs")  # legacy resource (A1)
+            steps = interaction.get("outputs")  # legacy resource (reference)
         for index, step in enumerate(steps or ()):
             if index not in self._done and index not in self._steps and type(step) is dict:
                 self._open(index, step)
@@ -685,7 +663,7 @@ class GeminiInteractionsAdapter(Adapter):
 
     def _carried_signature(self, step: _Step, signature: Any, item_id: str) -> None:
         # Gemini 3 signs function-call and hosted-tool steps too; the signature must go back with
-        # the step (A6). ToolCall/Hosted have no signature field, so it travels as an opaque
+        # the step (reference). ToolCall/Hosted have no signature field, so it travels as an opaque
         # reasoning record tied to the call id. Recorded streams send "" (nothing to keep).
         if signature:
             self.emit("reasoning.done", Reasoning(
@@ -705,7 +683,7 @@ class GeminiInteractionsAdapter(Adapter):
 
     def _call_id(self, step: _Step) -> str:
         if step.call_id is None:
-            # store:false streams "id":"" (A4): synthesize one that replays identically.
+            # store:false streams "id":"" (reference): synthesize one that replays identically.
             step.call_id = stable_id(self.run_id, self._iid or self._turn, step.index,
                                      step.name or "")
         return step.call_id
@@ -726,7 +704,7 @@ class GeminiInteractionsAdapter(Adapter):
                                               text, self._iid or None))
 
     def _arguments_delta(self, step: _Step, delta: dict[str, Any]) -> None:
-        # Current schema: `arguments` is a JSON *string* fragment (A1 table).
+        # Current schema: `arguments` is a JSON *string* fragment (reference: table).
         fragment = delta.get("arguments")
         if not isinstance(fragment, str):
             if fragment is not None:
@@ -771,7 +749,7 @@ class GeminiInteractionsAdapter(Adapter):
         step.body = dict(doc)
 
     def _hosted_delta(self, step: _Step, delta: dict[str, Any]) -> None:
-        # Hosted steps stream whole payloads, each delta type = the step type (A5).
+        # Hosted steps stream whole payloads, each delta type = the step type (reference).
         assert step.body is not None  # set by _open_hosted
         step.body.update(delta)
 
@@ -832,7 +810,8 @@ def _evidence(body: dict[str, Any]) -> str:
 
 _Handler = Callable[[GeminiInteractionsAdapter, dict[str, Any]], None]
 
-# Provider event type -> handler, both generations (A1 table). The fall-through is `unknown`.
+# Provider event type -> handler, both generations (reference: table). The fall-through is
+# `unknown`.
 _ON_EVENT: dict[str, _Handler] = {
     "interaction.created": GeminiInteractionsAdapter._on_created,
     "interaction.start": GeminiInteractionsAdapter._on_created,  # legacy
@@ -852,7 +831,8 @@ _ON_EVENT: dict[str, _Handler] = {
 
 _StepHandler = Callable[[GeminiInteractionsAdapter, _Step, dict[str, Any]], None]
 
-# Delta type -> (the step kind it extends, handler). A5 delta types; legacy names beside them.
+# Delta type -> (the step kind it extends, handler). reference delta types; legacy names beside
+# them.
 _ON_DELTA: dict[str, tuple[str, _StepHandler]] = {
     "text": (OUTPUT, GeminiInteractionsAdapter._text_delta),
     "text_annotation_delta": (OUTPUT, GeminiInteractionsAdapter._annotation_delta),
@@ -903,10 +883,10 @@ FACTS = ApiFacts(
     config_provider="gemini", auth_headers=key_header_auth("x-goog-api-key"),
     follow_up=FollowUp(get="/v1beta/interactions/{id}", cancel="/v1beta/interactions/{id}/cancel",
                        resume_param="last_event_id"),
-    # A3: every status but a running one ends what a poll waits for; requires_action waits for
-    # tool results. "expired" (a batch's status, A7) is kept as the gateway always did.
+    # reference: every status but a running one ends what a poll waits for; requires_action waits
+    # for tool results. "expired" (a batch's status, reference) is kept as the gateway always did.
     terminal_statuses=frozenset(STATUS_FINISHED) | {"requires_action", "expired"},
-    # A2: a stream resumes after its event id: the SSE id when the stream sets one.
+    # reference: a stream resumes after its event id: the SSE id when the stream sets one.
     stream_cursor=body_field_cursor("event_id", sse_id_first=True),
     stream_object_key="interaction", sse_event_field="event_type",
     webhooks=Webhooks(provider="gemini", fetch_prefix="interaction.",

@@ -1,10 +1,10 @@
 """Google error bodies (``google.rpc.Status``) → the one ``Error`` payload both Gemini adapters emit.
 
 Google APIs answer a failed request with ``{"error": {"code", "message", "status", "details"}}``
-(reference/gemini.md B1): ``code`` is the HTTP status on an HTTP error body (429, 503), the rpc
-code (0..16) inside a ``google.rpc.Status`` embedded in a resource, and the rpc status *name*
-(``"UNAVAILABLE"``) on an Interactions stream ``error`` event; ``status`` is the rpc status name;
-``details`` may carry ``RetryInfo`` (when to retry), ``QuotaFailure`` (which quota) and
+(Google API errors, google.rpc.Status): ``code`` is the HTTP status on an HTTP error body (429,
+503), the rpc code (0..16) inside a ``google.rpc.Status`` embedded in a resource, and the rpc status
+*name* (``"UNAVAILABLE"``) on an Interactions stream ``error`` event; ``status`` is the rpc status
+name; ``details`` may carry ``RetryInfo`` (when to retry), ``QuotaFailure`` (which quota) and
 ``ErrorInfo`` (a reason).
 
 What an ``Error`` made here carries:
@@ -49,7 +49,7 @@ RPC_ERROR_TYPES: dict[str, ProviderErrorType] = {
 }
 
 # google.rpc statuses of transient failures, worth a retry (429 RESOURCE_EXHAUSTED carries
-# RetryInfo.retryDelay, B1).
+# RetryInfo.retryDelay, Google API errors).
 RETRYABLE_STATUSES = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED",
                                 "INTERNAL", "ABORTED"})
 

@@ -3,8 +3,8 @@
 Speaks the ``stream: true`` chunk stream (``chat.completion.chunk`` frames ending in
 ``data: [DONE]``), the complete ``chat.completion`` object (non-streaming, transport ``poll``)
 and error bodies, as OpenAI (API version 2020-10-01, SDK types of openai-python 3.57), Azure,
-xAI, Groq, DeepSeek, vLLM, OpenRouter and Anthropic's compatible endpoint send them. Follows
-``reference/openai.md`` §1.2 (framing), §6 (terminal states), §7 (usage), §8 (errors) and §12.
+xAI, Groq, DeepSeek, vLLM, OpenRouter and Anthropic's compatible endpoint send them. Follows the
+OpenAI Chat Completions API reference and streaming reference (docs/design-notes.md).
 
 What maps to what (``output_index`` is the choice index; one choice is one assistant message):
 
@@ -25,13 +25,7 @@ What maps to what (``output_index`` is the choice index; one choice is one assis
     [DONE] (or close after every   run.finished, or run.awaiting tool_results when the turn asks
       choice finished)               for tool results
 
-The run's terminal event waits for ``[DONE]`` because the usage chunk (``choices: []``) comes
-after the last finish_reason. Streams without ``[DONE]`` (vercel-ai's chunk files, servers that
-just close) are complete when every choice has its finish_reason; otherwise they were cut.
-
-Usage is normalized so that ``output_tokens`` always includes reasoning tokens and
-``total_tokens = input_tokens + output_tokens`` (the provider's own total): OpenAI counts
-``reasoning_tokens`` inside ``completion_tokens``, xAI adds them on top (§7).
+More on this module: docs/adapters.md, ``adapters/openai_chat.py``.
 """
 
 from __future__ import annotations
@@ -122,8 +116,8 @@ class _Choice:
 
 class OpenAIChatAdapter(Adapter):
     name = "openai_chat"
-    # 2 (issue #12): mistyped fields are malformed_frame; empty arguments "{}".
-    # 3 (issue #12): an unknown finish_reason is "other"; arguments that are not a JSON object
+    # What each revision's events differ in: 2, mistyped fields are malformed_frame; empty
+    # arguments "{}". 3, an unknown finish_reason is "other"; arguments that are not a JSON object
     # are not valid.
     revision = "3"
     api = "openai-chat"
@@ -347,8 +341,8 @@ class OpenAIChatAdapter(Adapter):
             self._on_reasoning(choice, text, delta)
 
     def _on_refusal(self, choice: _Choice, text: Any, delta: dict[str, Any]) -> None:
-        # The refusal's first chunk carries refusal "" (reference §12); it ends with
-        # finish_reason stop (fx:openai-python/569c877e….bin).
+        # The refusal's first chunk carries refusal "" (Chat Completions streaming reference); it
+        # ends with finish_reason stop (fx:openai-python/569c877e….bin).
         if type(text) is str and text:
             self._close_parts(choice)
             choice.refusal.append(text)
@@ -530,7 +524,8 @@ class OpenAIChatAdapter(Adapter):
         status, reason = FINISH_REASONS.get(raw, ("incomplete", "other"))
         if status == "completed" and choice.tool_order:
             # A turn that asks for tools awaits their results whatever the literal says
-            # (DESIGN.md, run state); compatible servers end such turns with `stop`.
+            # (docs/design-notes.md, a turn that asks for tools); compatible servers end such turns
+            # with `stop`.
             return RunAwaiting("tool_results", raw)
         if status == "completed" and choice.refusal:
             return RunFinished("completed", "refusal", raw)
@@ -660,7 +655,7 @@ _OBJECTS: dict[str | None, Callable[[OpenAIChatAdapter, Any], None]] = {
 _DELTA_FIELDS = {
     "content": OpenAIChatAdapter._on_content,
     "refusal": OpenAIChatAdapter._on_refusal,
-    "reasoning_content": OpenAIChatAdapter._on_reasoning,  # xAI, DeepSeek (§12)
+    "reasoning_content": OpenAIChatAdapter._on_reasoning,  # xAI, DeepSeek (streaming reference)
     "reasoning": OpenAIChatAdapter._on_reasoning_alias,
     "tool_calls": OpenAIChatAdapter._on_tool_calls,
     "function_call": OpenAIChatAdapter._on_function_call,
@@ -673,7 +668,8 @@ _DELTA_FIELDS = {
 
 
 # What the gateway, the simulator and the registry know of this API (adapters/api_facts.py):
-# no object to read back, cancel or resume (§12); SSE events without an ``event:`` line.
+# no object to read back, cancel or resume (Chat Completions streaming reference); SSE events
+# without an ``event:`` line.
 FACTS = ApiFacts(
     api=OpenAIChatAdapter.api, provider=OpenAIChatAdapter.default_provider,
     config_provider="openai", auth_headers=bearer_auth,

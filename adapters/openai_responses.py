@@ -3,37 +3,19 @@
 Speaks ``POST /v1/responses``: the streamed SSE events, the ``Response`` object itself (a
 non-streaming create, a background poll ``GET /v1/responses/{id}``, a cancel) and the HTTP error
 body ``{"error": {...}}``, as of the OpenAPI spec @ f85dbe22 / openai-python @ e43b4224 (Aug 2026).
-It follows shared/reference/openai.md: §1 framing, §2 event catalogue, §3 output items, §4 the
-Response object, §5 annotations, §6 terminal states, §7 usage, §8 errors, §9 background mode.
-Compatible servers (Azure, LM Studio, OpenRouter, DeepSeek) speak the same events; their quirks
-are handled where they occur.
+It follows the OpenAI Responses API reference, the Responses streaming events reference and
+the Background mode guide (docs/design-notes.md). Compatible servers (Azure, LM Studio, OpenRouter,
+DeepSeek) speak the same events; their quirks are handled where they occur.
 
 One adapter follows one run, which may take several provider calls: every ``response.created``
 (or a polled object with a new id) starts the next call of the same run. Within a call, items are
-keyed by ``output_index`` (item ids are not stable behind some proxies, §3), and every item is
-translated by one "sync" function that is given the item as the provider last described it and
-emits only what was not emitted yet. Streams, successive polls and the final ``Response.output``
-all go through it, which is how polls dedupe and how a terminal object fills in whatever a stream
-left out.
+keyed by ``output_index`` (item ids are not stable behind some proxies, Responses API reference),
+and every item is translated by one "sync" function that is given the item as the provider last
+described it and emits only what was not emitted yet. Streams, successive polls and the final
+``Response.output`` all go through it, which is how polls dedupe and how a terminal object fills in
+whatever a stream left out.
 
-Frames are put back in ``sequence_number`` order (§1.1: it starts at 0 on ``response.created`` and
-rises by one per event) before they are translated: a frame that arrives early is held until the
-numbers before it arrived, one already seen is a duplicate (a resumed stream replays events
-re-serialised, §9). The wait is bounded: when more than ``REORDER_WINDOW`` frames are held, at the
-end of input, and when another response begins, the held frames are translated in order and every
-gap that never closed becomes one ``error`` event (``sequence_gap``); a frame that comes after its
-gap was reported is dropped like a duplicate (the frames after it were translated without it).
-Frames without a sequence number (polls, error bodies, synthetic fixtures, some compatible servers)
-pass straight through. Only lifecycle events name their response, so a frame that arrives before
-any frame of its response said which one it is (after another response was followed) is taken
-for the previous response's: reordering is repaired within a response, not across two.
-
-What starts another response is what really starts one: its ``response.created``, or any lifecycle
-event (or polled object) once the response followed has ended. GitHub Copilot's endpoint and
-proxies before it give new item ids on every event (items are keyed by ``output_index`` anyway),
-and sanitized captures a new response id on every lifecycle event too: within one stream, numbered
-0..n, a lifecycle event under another id is the same response (its ids are kept as aliases, the
-events keep the first id).
+More on this module: docs/adapters.md, ``adapters/openai_responses.py``.
 """
 
 from __future__ import annotations
@@ -90,9 +72,9 @@ from modelevents.schemas.vocabulary import (
     normalized,
 )
 
-# --- mappings (checked against reference/openai.md in one glance) ------------------------------
+# --- mappings (checked against the OpenAI Responses streaming events reference in one glance) ---
 
-# Response.status values that keep the run going (§6).
+# Response.status values that keep the run going (Responses API reference).
 # (a mapping onto itself, so that the status read is typed as the vocabulary's once found here)
 LIVE_STATUSES: dict[str, RunStartedStatus] = {"queued": "queued", "in_progress": "in_progress"}
 
@@ -106,15 +88,15 @@ TERMINAL_STATUSES: dict[str, tuple[TerminalStatus, FinishReason]] = {
     "cancelled": ("cancelled", "cancelled"),
 }
 
-# incomplete_details.reason → normalized reason (§6).
+# incomplete_details.reason → normalized reason (Responses API reference).
 INCOMPLETE_REASONS: dict[str, FinishReason] = {
     "max_output_tokens": "max_tokens",
-    "max_tokens": "max_tokens",  # the spec's own example says this, against its enum (§6)
+    "max_tokens": "max_tokens",  # the spec's own example says this, against its enum
     "content_filter": "content_filter",
 }
 
 # Terminal stream event → the status it announces. There is no response.cancelled stream event
-# in the spec (§6); it is accepted in case a server sends one.
+# in the spec (Responses API reference); it is accepted in case a server sends one.
 TERMINAL_EVENTS = {
     "response.completed": "completed",
     "response.incomplete": "incomplete",
@@ -122,9 +104,9 @@ TERMINAL_EVENTS = {
     "response.cancelled": "cancelled",
 }
 
-# Output items that are tools the provider runs (§3): item type → (tool_type, billable unit,
-# quantity per call, executor, argument fields). Whatever else the item carries (minus
-# bookkeeping) is the evidence.
+# Output items that are tools the provider runs (Responses API reference): item type → (tool_type,
+# billable unit, quantity per call, executor, argument fields). Whatever else the item carries
+# (minus bookkeeping) is the evidence.
 HOSTED_ITEMS: dict[str, tuple[HostedToolType, str | None, float | None, Executor,
                              tuple[str, ...]]] = {
     "web_search_call": ("web_search", "call", 1, "provider", ()),
@@ -229,7 +211,8 @@ class _Call:
 
     def __init__(self, response_id: str | None) -> None:
         self.response_id = response_id
-        # Every id this response was given: behind some proxies each event names it anew (§3).
+        # Every id this response was given: behind some proxies each event names it anew (Responses
+        # API reference).
         self.aliases: set[str] = {response_id} if response_id is not None else set()
         self.status: str | None = None
         self.items: dict[int, _Item] = {}
@@ -258,10 +241,11 @@ def _int(value: Any) -> int | None:
 
 class OpenAIResponsesAdapter(Adapter):
     name = "openai_responses"
-    # 2: frames put back in sequence_number order; sequence_gap errors. 3 (issue #12): rotating
-    # ids are one response; client-executed tools are tool.call; empty arguments "{}"; a
-    # mistyped item or output_index is a malformed_frame. 4 (issue #12): hosted statuses and
-    # result types in the closed vocabulary; non-object arguments are not valid.
+    # What each revision's events differ in: 2, frames put back in sequence_number order;
+    # sequence_gap errors. 3, rotating ids are one response; client-executed tools are
+    # tool.call; empty arguments "{}"; a mistyped item or output_index is a malformed_frame.
+    # 4, hosted statuses and result types in the closed vocabulary; non-object arguments are
+    # not valid.
     revision = "4"
     api = "openai-responses"
     default_provider = "openai"
@@ -299,7 +283,8 @@ class OpenAIResponsesAdapter(Adapter):
     def undecodable(self, frame: ProviderFrame, error: orjson.JSONDecodeError) -> Any:
         # Broken UTF-8 never gets here: the base repaired it (adapters/base.py).
         if is_done(frame.body):
-            # OpenRouter ends its Responses stream so (§12); OpenAI itself never does (§1.1).
+            # OpenRouter ends its Responses stream so (compatible servers); OpenAI itself never
+            # does (streaming events reference).
             return DONE
         return super().undecodable(frame, error)
 
@@ -364,7 +349,8 @@ class OpenAIResponsesAdapter(Adapter):
             self._fast_seq = None
             self._seq_rid = None
 
-    # --- sequencing (§1.1, §9) ----------------------------------------------------------------
+    # --- sequencing (streaming events reference, OpenAI Background mode guide)
+    # ----------------------------------------------------------------
 
     def _resequence(self, doc: dict[str, Any], seq: int) -> None:
         """The slow path: a frame out of order, a duplicate, the first frame of another response,
@@ -374,8 +360,8 @@ class OpenAIResponsesAdapter(Adapter):
         if rid is not None:
             if rid in self._finished_ids:
                 return  # a late replay of a response already finished
-            # The next response (§2.8: a log may hold several): numbering starts afresh at 0,
-            # and nothing more of the current one can come.
+            # The next response (streaming events reference: a log may hold several): numbering
+            # starts afresh at 0, and nothing more of the current one can come.
             if self._held:
                 self._release_before(doc, rid, seq)
                 return
@@ -419,9 +405,10 @@ class OpenAIResponsesAdapter(Adapter):
 
     def _renamed(self, doc: dict[str, Any], rid: str) -> bool:
         """A lifecycle event naming the response being followed by yet another id: GitHub
-        Copilot's endpoint and proxies before it give ids anew on every event (§3), while one
-        stream's sequence_number runs 0..n. Only what really starts a response starts one: its
-        response.created, or any lifecycle event once the response followed has ended. The id of
+        Copilot's endpoint and proxies before it give ids anew on every event (Responses API
+        reference), while one stream's sequence_number runs 0..n. Only what really starts a response
+        starts one: its response.created, or any lifecycle event once the response followed has
+        ended. The id of
         a response that ended is never another name of the one followed (a late replay)."""
         if doc.get("type") == "response.created" or type(doc.get("sequence_number")) is not int \
                 or rid in self._finished_ids:
@@ -543,7 +530,8 @@ class OpenAIResponsesAdapter(Adapter):
         if not isinstance(response, dict):
             if doc.get("object") == "event" or (
                     isinstance(doc.get("data"), dict) and "response" not in doc):
-                # A webhook notification (§11.1: {"object":"event","type":"response.completed",
+                # A webhook notification (OpenAI Webhooks guide:
+                # {"object":"event","type":"response.completed",
                 # "data":{"id":...}}, `object` optional) names the event but carries only the
                 # response id. It is understood and deliberately says nothing: the gateway
                 # fetches GET /v1/responses/{id}, and that poll frame carries the content and
@@ -633,7 +621,8 @@ class OpenAIResponsesAdapter(Adapter):
             if index is None:
                 known = call.items.get(position)
                 if known is None or known.type == item.get("type"):
-                    # Same slot: OpenRouter renames items between .done and completed (§3).
+                    # Same slot: OpenRouter renames items between .done and completed (Responses
+                    # API reference).
                     index = position
                 else:
                     index = max(call.items) + 1
@@ -680,7 +669,8 @@ class OpenAIResponsesAdapter(Adapter):
         self.emit("run.finished", RunFinished(final_status, reason, raw))
 
     def _usage(self, usage: dict[str, Any], call: _Call) -> None:
-        # §7: cached ⊂ input and reasoning ⊂ output; total = input + output. Per response.
+        # Responses API reference: cached ⊂ input and reasoning ⊂ output; total = input + output.
+        # Per response.
         inputs = usage.get("input_tokens_details")
         outputs = usage.get("output_tokens_details")
         inputs = inputs if isinstance(inputs, dict) else {}
@@ -705,7 +695,8 @@ class OpenAIResponsesAdapter(Adapter):
             code=code or raw_type, http_status=http_status, retryable=retryable))
 
     def _on_error_event(self, doc: dict[str, Any]) -> None:
-        # §8.1: the wire nests the fields under "error"; the spec has them flat. Read both.
+        # OpenAI Error codes guide: the wire nests the fields under "error"; the spec has them
+        # flat. Read both.
         nested = doc.get("error")
         if not isinstance(nested, dict):
             nested = {"code": doc.get("code"), "message": doc.get("message")}  # `type` is "error"
@@ -713,7 +704,8 @@ class OpenAIResponsesAdapter(Adapter):
         self._call.errored = True
 
     def _http_error(self, error: dict[str, Any]) -> None:
-        """An HTTP error body (§8.2), or a mid-stream `{"error":...}` the SDK raises on (§1.1):
+        """An HTTP error body (OpenAI Error codes guide), or a mid-stream `{"error":...}` the SDK
+        raises on (streaming events reference):
         either way the provider call is over."""
         frame = self._frame
         self._error(error, frame.http_status if frame is not None else None)
@@ -837,7 +829,8 @@ class OpenAIResponsesAdapter(Adapter):
         elif part_type == "refusal":
             self._sync_refusal(state, content_index, _str(part.get("refusal")) or "", final)
         elif part_type == "reasoning_text":
-            # LM Studio, OpenRouter and DeepSeek put raw reasoning in content parts (§2.5).
+            # LM Studio, OpenRouter and DeepSeek put raw reasoning in content parts (streaming
+            # events reference).
             self._sync_reasoning(state, state.parts, content_index, "raw",
                                  _str(part.get("text")) or "", final)
         elif part_type == "summary_text":
@@ -947,7 +940,7 @@ class OpenAIResponsesAdapter(Adapter):
                 _int(annotation.get("end_index")), url=_str(annotation.get("url")),
                 title=_str(annotation.get("title")))
         elif kind in ("file_citation", "file_path"):
-            # A single position `index`, not a span (§5).
+            # A single position `index`, not a span (Responses API reference).
             # Both cite a stored file by file_id (file_path: one the response wrote).
             citation = Citation(
                 index, "file", content_index,
@@ -1015,7 +1008,8 @@ class OpenAIResponsesAdapter(Adapter):
                         self._sync_reasoning(state, table, index, form,
                                              _str(part.get("text")) or "", final)
         encrypted = item.get("encrypted_content")
-        # The blob in output_item.added may be incomplete; only the final one is kept (§10).
+        # The blob in output_item.added may be incomplete; only the final one is kept (OpenAI
+        # Reasoning guide).
         if final and isinstance(encrypted, str) and encrypted and not state.encrypted_done:
             state.encrypted_done = True
             self.emit("reasoning.done", Reasoning(
@@ -1094,7 +1088,8 @@ class OpenAIResponsesAdapter(Adapter):
 
     def _expand_parallel(self, state: _Item, call_id: str, arguments: str) -> bool:
         """Azure leaks its internal parallel-dispatch wrapper as one function_call named
-        `parallel` with {"tool_uses":[{recipient_name, parameters}]} (§3; vercel/ai 6be0f51d)."""
+        `parallel` with {"tool_uses":[{recipient_name, parameters}]} (Responses API reference;
+        vercel/ai 6be0f51d)."""
         try:
             wrapper = orjson.loads(arguments)
         except orjson.JSONDecodeError:
@@ -1122,8 +1117,8 @@ class OpenAIResponsesAdapter(Adapter):
                 state.index, state.name, state.call_id, delta, state.id))
 
     def _on_arguments_done(self, doc: dict[str, Any]) -> None:
-        # Azure and OpenAI leave `name` out of .done (§2.4): it came with output_item.added.
-        # The whole text is kept; tool.call is emitted with the item's own .done.
+        # Azure and OpenAI leave `name` out of .done (streaming events reference): it came with
+        # output_item.added. The whole text is kept; tool.call is emitted with the item's own .done.
         state = self._state_for(doc)
         for key in ("arguments", "input"):
             value = doc.get(key)
@@ -1286,7 +1281,8 @@ class OpenAIResponsesAdapter(Adapter):
             approval_id, decision="approved" if item.get("approve") else "denied"))
 
     def _on_audio(self, doc: dict[str, Any]) -> None:
-        """response.audio.* (§2.6): audio output is gathered and emitted whole on .done."""
+        """response.audio.* (streaming events reference): audio output is gathered and emitted whole
+        on .done."""
         event_type = doc["type"]
         state = self._state_for(doc)
         if event_type == "response.audio.delta" and isinstance(doc.get("delta"), str):
@@ -1305,7 +1301,7 @@ class OpenAIResponsesAdapter(Adapter):
                                  message=f"{what} is not valid base64"))
 
     _DISPATCH: dict[str | None, Callable[[OpenAIResponsesAdapter, dict[str, Any]], None]] = {
-        # §2.1 lifecycle
+        # lifecycle
         "response.created": _on_lifecycle,
         "response.queued": _on_lifecycle,
         "response.in_progress": _on_lifecycle,
@@ -1314,30 +1310,30 @@ class OpenAIResponsesAdapter(Adapter):
         "response.failed": _on_lifecycle,
         "response.cancelled": _on_lifecycle,
         "error": _on_error_event,
-        # §2.2 items and parts
+        # items and parts
         "response.output_item.added": _on_item_added,
         "response.output_item.done": _on_item_done,
         "response.content_part.added": _on_content_part,
         "response.content_part.done": _on_content_part,
-        # §2.3 text, refusal, annotations
+        # text, refusal, annotations
         "response.output_text.delta": _on_text_delta,
         "response.output_text.done": _on_text_done,
         "response.output_text.annotation.added": _on_annotation,
         "response.refusal.delta": _on_refusal_delta,
         "response.refusal.done": _on_refusal_done,
-        # §2.4 function and custom tool calls
+        # function and custom tool calls
         "response.function_call_arguments.delta": _on_arguments_delta,
         "response.function_call_arguments.done": _on_arguments_done,
         "response.custom_tool_call_input.delta": _on_arguments_delta,
         "response.custom_tool_call_input.done": _on_arguments_done,
-        # §2.5 reasoning
+        # reasoning
         "response.reasoning_summary_part.added": _on_reasoning_done,
         "response.reasoning_summary_part.done": _on_reasoning_done,
         "response.reasoning_summary_text.delta": _on_reasoning_delta,
         "response.reasoning_summary_text.done": _on_reasoning_done,
         "response.reasoning_text.delta": _on_reasoning_delta,
         "response.reasoning_text.done": _on_reasoning_done,
-        # §2.6 hosted tool progress
+        # hosted tool progress
         "response.web_search_call.in_progress": _on_progress,
         "response.web_search_call.searching": _on_progress,
         "response.web_search_call.completed": _on_progress,
@@ -1370,7 +1366,7 @@ class OpenAIResponsesAdapter(Adapter):
         "response.audio.done": _on_audio,
         "response.audio.transcript.delta": _on_progress,
         "response.audio.transcript.done": _on_progress,
-        # §2.7 seen on the wire, absent from spec and SDK (OpenAI apply_patch tool)
+        # seen on the wire, absent from spec and SDK (OpenAI apply_patch tool)
         "response.apply_patch_call_operation_diff.delta": _on_progress,
         "response.apply_patch_call_operation_diff.done": _on_progress,
     }
@@ -1390,14 +1386,15 @@ class OpenAIResponsesAdapter(Adapter):
 FACTS = ApiFacts(
     api=OpenAIResponsesAdapter.api, provider=OpenAIResponsesAdapter.default_provider,
     config_provider="openai", auth_headers=bearer_auth,
-    # §9: only background responses can be cancelled or streamed again.
+    # OpenAI Background mode guide: only background responses can be cancelled or streamed again.
     follow_up=FollowUp(get="/v1/responses/{id}", cancel="/v1/responses/{id}/cancel",
                        resume_param="starting_after", resume_background_only=True),
     terminal_statuses=frozenset(TERMINAL_STATUSES),
-    # §9: a stream resumes after its events' sequence_number.
+    # OpenAI Background mode guide: a stream resumes after its events' sequence_number.
     stream_cursor=body_field_cursor("sequence_number", sse_id_first=False),
     stream_object_key="response", sse_event_field="type",
     sse_content_type="text/event-stream; charset=utf-8",
-    # §11.1: response.* payloads are thin (data.id only): the gateway fetches the response.
+    # OpenAI Webhooks guide: response.* payloads are thin (data.id only): the gateway fetches the
+    # response.
     webhooks=Webhooks(provider="openai", fetch_prefix="response."),
 )

@@ -20,22 +20,7 @@ One deliberate departure: at ``close()`` a final event that lacks its terminatin
 dispatched, not discarded (recorded bodies often end right after the last ``data:`` line). Pass
 ``strict=True`` for the spec's discard.
 
-Speed: a chunk made only of whole one-line ``data: `` events (Chat Completions, both Gemini APIs,
-most recordings) is cut into its payloads by one split on ``\\n\\ndata: ``, checked by one scan
-for line breaks left inside them; a chunk made only of ``event:`` + ``data:`` events (Anthropic,
-OpenAI Responses) is cut by one regular expression whose matches must tile the chunk (both in
-``_whole_events``). Otherwise complete events are cut out with ``bytes.split(b"\\n\\n")`` and
-the overwhelmingly common single-line ``data:`` block (and ``event:`` + ``data:``) takes a fast
-path with no per-line loop. A whole body read at once (``messages_of_body``, the bulk path of
-``adapters/framing.py``) in one of the two shapes is cut without making a decoder at all.
-Input without a blank line is only appended to a list, so a huge event arriving in many small
-chunks costs linear time.
-
-Bounded: an event (the bytes between two blank lines) longer than ``max_event_bytes`` (default
-64 MiB, adapters/limits.py) raises :class:`~modelevents.adapters.limits.InputLimitError` as soon
-as its pending bytes pass the bound — a stream that never sends a blank line cannot grow the
-decoder without end. The check costs one addition per chunk; only a chunk larger than the bound
-itself has its events measured.
+More on this module: docs/adapters.md, ``adapters/sse.py``.
 """
 
 from __future__ import annotations

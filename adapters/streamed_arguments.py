@@ -3,8 +3,8 @@ JSON text, fragment by fragment.
 
 Vertex streams a call's arguments as a list of partial arguments, each a JSONPath (``$.a.b[0]``)
 and a value fragment (``stringValue`` — a string may arrive in several pieces, ``willContinue``
-between them — ``numberValue``, ``boolValue``, ``nullValue``); reference/gemini.md B3. This module
-rebuilds the argument object (``StreamedArguments.tree``) and, as long as the paths arrive in
+between them — ``numberValue``, ``boolValue``, ``nullValue``); Gemini Function calling guide. This
+module rebuilds the argument object (``StreamedArguments.tree``) and, as long as the paths arrive in
 document order, the JSON text of that object as fragments, so an adapter can stream
 ``tool.call.delta`` events whose concatenation is exactly ``json_text(tree)``.
 

@@ -1,6 +1,6 @@
 """Adapter throughput over the recorded corpus, one core, one run.
 
-    .venv/bin/python bench/adapters.py [--corpus ../shared/fixtures] [--seconds 0.5] [--rounds 5]
+    .venv/bin/python bench/adapters.py [--corpus DIR] [--seconds 0.5] [--rounds 5]
 
 For every provider API, over every recorded *stream* of the corpus (frames re-framed as SSE
 bytes, exactly what a provider sends), measures frames per second of:

@@ -57,7 +57,7 @@ if tree:
     sys.path.insert(0, tree)
 try:
     from modelevents.consumers.audit import verify
-except ImportError:  # a revision from before consumers/audit/ (issue #28)
+except ImportError:  # an older revision: the verifier is consumers/audit_verify.py
     from modelevents.consumers import audit_verify as verify
 assert not tree or verify.__file__.startswith(tree), verify.__file__
 wall, cpu = time.perf_counter(), time.process_time()

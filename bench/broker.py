@@ -35,7 +35,7 @@ def bench_broker(port: int, name: str) -> Iterator[str]:
         yield external
         return
     workdir = Path(tempfile.mkdtemp(prefix=f"modelevents-bench-{name}-"))
-    kafka = kafka_broker.KafkaSettings(port=port, state_root=workdir / "kafka", heap="512m")
+    kafka = kafka_broker.LocalBrokerSettings(port=port, state_root=workdir / "kafka", heap="512m")
     started = kafka_broker.start(kafka, fresh=True, progress=_say)
     try:
         yield started.bootstrap_servers

@@ -1,4 +1,4 @@
-"""Gateway memory with many SSE followers of one run (issue #11 §3, slow clients).
+"""Gateway memory with many SSE followers of one run (slow clients).
 
     .venv/bin/python bench/followers.py            # --followers 200 --deltas 2000
 
@@ -115,7 +115,7 @@ def main() -> int:
     from modelevents.services.local import kafka_broker
 
     workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-followers-"))
-    kafka = kafka_broker.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="512m")
+    kafka = kafka_broker.LocalBrokerSettings(port=args.port, state_root=workdir / "kafka", heap="512m")
     say(f"starting a broker on {args.port} ...")
     broker = kafka_broker.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
     prefix = f"bench{uuid.uuid4().hex[:6]}."

@@ -64,7 +64,7 @@ def deliveries(port: int, count: int, tag: str) -> list[bytes]:
     out = []
     for i in range(count):
         # response.failed would also be fetched; the bench measures the edge, so the webhooks
-        # name objects of a type that is not fetched: batch.completed (openai.md §11.1).
+        # name objects of a type that is not fetched: batch.completed (OpenAI Webhooks guide).
         body = json.dumps({"id": f"evt_{tag}_{i}", "object": "event", "created_at": 1,
                            "type": "batch.completed", "data": {"id": f"batch_{tag}_{i % 5000}"}},
                           separators=(",", ":")).encode()
@@ -278,7 +278,7 @@ def main() -> int:
     from modelevents.services.local import kafka_broker
 
     workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-gateway-"))
-    kafka = kafka_broker.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="1g")
+    kafka = kafka_broker.LocalBrokerSettings(port=args.port, state_root=workdir / "kafka", heap="1g")
     say(f"starting a broker on {args.port} ...")
     broker = kafka_broker.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
     prefix = f"bench{uuid.uuid4().hex[:6]}."

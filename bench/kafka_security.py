@@ -36,7 +36,7 @@ from tests.tls_certs import make_tls_files  # noqa: E402
 USER, PASSWORD = "bench", "bench-Pa55word"
 
 
-def configurations(broker: kafka_broker.KafkaSettings, ca: Path) -> dict[str, tuple[str, KafkaSecurity]]:
+def configurations(broker: kafka_broker.LocalBrokerSettings, ca: Path) -> dict[str, tuple[str, KafkaSecurity]]:
     def sasl(protocol: str, mechanism: str) -> KafkaSecurity:
         return KafkaSecurity(protocol=protocol, sasl_mechanism=mechanism, sasl_username=USER,
                              sasl_password=PASSWORD,
@@ -62,7 +62,7 @@ async def measure(settings: PipelineSettings, frames: list) -> tuple[float, floa
 async def main(args: argparse.Namespace) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-security-"))
     tls = make_tls_files(workdir / "tls")
-    broker = kafka_broker.KafkaSettings(
+    broker = kafka_broker.LocalBrokerSettings(
         port=args.port, sasl_port=args.port + 2, ssl_port=args.port + 3, sasl_ssl_port=args.port + 4,
         sasl_users={USER: PASSWORD}, scram_users={USER: PASSWORD},
         ssl_server_cert=tls.server_cert, ssl_server_key=tls.server_key,

@@ -402,7 +402,7 @@ def main() -> int:
 
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-"))
-    kafka = kafka_broker.KafkaSettings(port=args.port, state_root=workdir / "kafka", heap="1g")
+    kafka = kafka_broker.LocalBrokerSettings(port=args.port, state_root=workdir / "kafka", heap="1g")
     broker = kafka_broker.start(kafka, fresh=True, progress=lambda line: say(f"  {line}"))
 
     def settings(tag: str) -> PipelineSettings:

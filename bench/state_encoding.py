@@ -4,7 +4,7 @@ of earlier versions), in one run, on the same states.
     .venv/bin/python bench/state_encoding.py [--every 1] [--rounds 5]
 
 The states are those a run's value holds after each frame (``--every``: after every n-th) of
-every project fixture (and of the recorded corpus in ../shared/fixtures when it is there):
+every project fixture (and of the recorded corpus, ``SOURCES``, when it is there):
 a RunWork of the run's adapters and numbering, as the run agent writes it once per batch that
 changed the run, and reads it when it is not cached. Prints a Markdown table: µs per state
 (the best of ``--rounds`` alternating rounds, so that the machine's slow moments hit both),

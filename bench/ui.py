@@ -1,4 +1,4 @@
-"""The UI's figures (issue #15): event on ``events`` → shown in the page, and the page's memory.
+"""The UI's figures: event on ``events`` → shown in the page, and the page's memory.
 
     .venv/bin/python bench/ui.py            # --runs 20 --rate 200 --seconds 20 --events 10000
 
@@ -25,10 +25,7 @@ the browser's six connections.
    ``Performance.getMetrics``) are read with the run view empty (baseline), after a tenth of
    the events, and after all of them; ratios against the baseline.
 
-A table is printed (markdown). Both clocks are this machine's wall clock. With ``--trace`` the
-gateway runs through bench/traced_gateway.py and the table gains where an event's time goes:
-produced → decoded by the gateway's tail of ``events`` → its SSE bytes handed to the server →
-in the page's DOM.
+More on this module: docs/performance.md, ``bench/ui.py``.
 """
 
 from __future__ import annotations
@@ -208,8 +205,8 @@ def wait_pages(pages: list, want: int, what: str, timeout: float = 600) -> None:
 def latency(stack: Stack, browser, args: argparse.Namespace) -> dict[str, float]:
     run_ids = [f"lat-{uuid.uuid4().hex[:8]}-{n}" for n in range(args.runs)]
     open_runs(stack, run_ids)
-    # A browser context per page, as separate operators (the same as before issue #15's shared
-    # stream, when a profile's sixth open run view waited for a connection), or one for all.
+    # A browser context per page, as separate operators (each with its own connections: one
+    # profile holds at most six per host), or one for all.
     contexts, pages = [], []
     for run_id in run_ids:
         if not args.profiles and contexts:

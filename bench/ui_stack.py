@@ -46,7 +46,7 @@ class Stack:
 
         self.trace = trace
         self.workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-ui-"))
-        self.kafka = kafka_broker.KafkaSettings(port=broker_port,
+        self.kafka = kafka_broker.LocalBrokerSettings(port=broker_port,
                                                 state_root=self.workdir / "kafka", heap="512m")
         say(f"starting a broker on {broker_port} ...")
         broker = kafka_broker.start(self.kafka, fresh=True, progress=lambda line: say(f"  {line}"))

@@ -18,67 +18,7 @@ Entry points (all re-exported from :mod:`modelevents.consumers`):
   elided (docs/vocabulary.md "How big payloads travel"), from the run's deltas.
 * :func:`at_offset` / :func:`at_time` — explicit start positions (``start=``).
 
-**Process then commit.** An item counts as processed when the caller asks for the next one
-(``for``/``async for``), when its handler returns (:meth:`Subscription.consume`; with
-``batch=True``, when the handler of the list it came in returns), or when the
-``with`` block it was yielded in ends without an exception — unless the caller took it with
-:meth:`Subscription.hold`, which keeps it unprocessed until the function ``hold`` returned is
-called, so that items can finish out of order (handled concurrently). Only offsets of processed records are
-committed — every ``commit_interval`` seconds while reading, when partitions are revoked, and on
-close — and never past a record that is not processed yet (a piece of an event still being
-assembled, an item still queued). An item whose handler raises, or whose ``with`` block ends
-with an exception, is not committed: the next consumer of the group gets it again.
-
-**What a user sees (dedupe).** Within a process, an event whose ``seq`` is not above the highest
-``seq`` already yielded for its run is dropped (``stats.duplicates``), so each ``(run_id, seq)``
-is yielded once and a run's events come in increasing ``seq``; the high-water marks are kept for
-the ``max_runs`` most recently active runs (LRU). A RunState equal to, or older (lower
-``last_seq``) than, the last one yielded for its run is dropped too. Across a restart (a crash,
-SIGKILL, a rebalance to another member) the group resumes from its committed offsets: the items
-processed since the last commit — at most ``commit_interval`` seconds of them, plus the one being
-handled — are delivered again, once. Before resuming, a group member reads back up to
-``dedupe_lookback`` records of each partition it is assigned from before the offset it resumes
-at, its committed offset (without yielding them), to rebuild its high-water marks, so copies the pipeline itself wrote
-again (its own at-least-once redelivery) that straddle the committed offset are still dropped.
-Without ``group`` nothing is committed and every subscription reads from ``start``.
-
-**Big payloads.** By default an event that travels in pieces is yielded once, assembled
-(``schemas/pieces.py``); ``raw_pieces=True`` yields the pieces as they are. With
-``rebuild_elided=True`` a done event whose value was elided (``event.elided``) is yielded with the
-field filled from the run's deltas (``elided`` stays set, saying it was rebuilt); this holds each
-open block's deltas in memory until its done event, so it is off by default.
-
-**Lazily decoded events.** What is read from ``events`` is deduplicated, ordered and filtered
-by each record's header alone (run id, seq, tenant, provider, kind, piece — compiled
-projections of the record's first fields: ``schemas/lazy_event.py``); a record that is dropped
-is never decoded. An event yielded is a :class:`~modelevents.schemas.lazy_event.LazyModelEvent`: a
-``ModelEvent`` (``isinstance``, equality with any ModelEvent, ``repr``, pickling — as a plain
-ModelEvent — ``dataclasses.replace`` hold) whose ``event_id``, ``run_id``, ``tenant``,
-``provider``, ``api``, ``model``, ``kind``, ``seq``, ``piece`` and ``elided`` are set, and whose
-``payload``, ``source``, ``envelope``, ``received_at`` and ``adapter`` are decoded together the
-first time one is read. A handler that routes by kind and run pays for no payload. Events of an
-earlier schema version, the pieces of an event being joined, and every event when
-``rebuild_elided`` is on, are decoded whole before they are yielded.
-
-**Errors.** An unreachable broker is :class:`~modelevents.services.errors.KafkaUnavailable`, a
-missing topic :class:`MissingTopic` (a ConfigError naming the prefix and the command that creates
-the topics), an unknown kind or topic a ConfigError. A record whose header does not decode —
-not Avro, an unknown schema, a header cut short or whose lengths do not hold (for a record with
-a piece or an elided value: any part of it) — is skipped before it is yielded, with a warning on
-the ``modelevents.consumers.client`` logger, and counted in ``stats.undecodable``
-(``on_undecodable="raise"`` raises the SchemaError instead). What the header step does not
-check — the rest of the record's structure and end, the UTF-8 of its strings, that the payload
-is the record its kind carries — is checked when the rest is decoded: a record that fails there
-is yielded, and reading its payload (or event id, source, envelope, received_at, adapter) raises
-:class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the record's topic,
-partition, offset and the event) — at the latest when it is touched, never a half-decoded
-value. A duplicate or a filtered-out record is dropped without that check. Under
-:meth:`Subscription.consume` a handler that lets it out gets the ``on_undecodable`` treatment:
-skipped (counted, logged, committed past — its seq is not taken as seen, so a good copy of it
-read next is handed on) or raised (not committed); a batch handler that lets it out raises it
-(its list is not committed). In a ``for`` / ``async for`` loop it is the caller's: caught, the
-event counts as processed when the next is asked for; let out of the ``with`` block, it is not
-committed and the next consumer of the group gets it again. Nothing is lost either way.
+More on this module: docs/consumer-api.md, ``consumers/client.py``.
 """
 
 from __future__ import annotations

@@ -16,22 +16,7 @@ repeat on every event: their encodings are memoized. Records written with a curr
 read by readers compiled from it (``avro_reader``; the tests hold them equal to fastavro's
 reader); records of an earlier schema version are read, and resolved, by fastavro.
 
-Fingerprints are the spec's (issue #11 §4): every schema file is self-contained and parsed
-alone, so the fingerprint is CRC-64-AVRO of the Parsing Canonical Form official Avro (Java's
-``SchemaNormalization``, Python's ``avro``) computes from that one file, and Java's
-``BinaryMessageDecoder`` given the file reads the record. Until v2, run_state.avsc referred to
-``modelevents.Usage`` of model_event.avsc and the codec hashed a canonical form that named Usage
-without defining it: RunState records carried 6cad731c9afff2f0, not the spec's 00f0530e69598914
-(the other records' fingerprints were already right). ``LEGACY_FINGERPRINTS`` maps each such old
-fingerprint to the history file of the schema it named (history/run_state.v1.avsc, Usage defined
-inline), so records already on the compacted ``runs`` topic stay readable — through the compiled
-reader, their binary form being today's; nothing is written under an old fingerprint any more.
-Timestamps are ``timestamp-millis`` longs (epoch milliseconds, UTC) and stay ``int`` in Python:
-the compiled reader and writer see a long, and fastavro reads with schemas stripped of logical
-types (it would give datetimes); a logical type changes neither the encoding nor the fingerprint.
-
-The Confluent wire form (magic 0 + 4-byte registry id) is the other common choice; it needs a
-registry service and is left to the Kafka layer to add when one is configured.
+More on this module: docs/schemas.md, ``schemas/codec.py``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Mirrors ``schemas/avro/model_event.avsc`` field for field (a test keeps the two 
 Plain slotted dataclasses, not pydantic models: adapters build hundreds of thousands of these
 per second and validation belongs at the edges (decoding, the gateway), not in the hot path.
 
-Every kind of DESIGN.md's vocabulary maps to exactly one payload record (``KIND_PAYLOAD``);
+Every kind of the vocabulary (docs/vocabulary.md) maps to exactly one payload record
+(``KIND_PAYLOAD``);
 ``ModelEvent.payload`` must be an instance of that record's class.
 
 Fields that hold a normalized value are annotated with the closed vocabulary's ``Literal``
@@ -18,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-# The value tuples were first defined here; they stay importable from here (re-exports).
+# Re-exported: code that reads events finds the status tuples beside the records.
 from modelevents.schemas.vocabulary import AWAITING_REASONS as AWAITING_REASONS
 from modelevents.schemas.vocabulary import RUN_STATUSES as RUN_STATUSES
 from modelevents.schemas.vocabulary import TERMINAL_STATUSES as TERMINAL_STATUSES
@@ -235,7 +236,7 @@ Payload = (
     | Unknown | PolicyViolation
 )
 
-# kind -> payload record. The vocabulary of DESIGN.md, nothing more.
+# kind -> payload record. The vocabulary of docs/vocabulary.md, nothing more.
 KIND_PAYLOAD: dict[str, type] = {
     "run.started": RunStarted,
     "run.status": RunStatus,

@@ -1,42 +1,6 @@
 """A ModelEvent read in two steps: its header from the record's bytes, its body on first use.
 
-The consumer API (``consumers/client.py``) drops most of what a subscription reads before a user
-sees it — duplicates, other tenants, other kinds — and a router that hands events on by kind and
-run needs none of their payloads. Decoding a whole ModelEvent (~15 fields, three nested records,
-the payload) costs about twice what the Kafka client spends handing out its bytes; this module
-splits that cost:
-
-* :func:`header_reader` gives, for a record of the current ModelEvent schema, compiled
-  projections (``schemas/avro_projection.py``) that build only the header,
-  :data:`HEADER_FIELDS`. Nearly every event has neither ``piece`` nor ``elided``, the last two
-  fields of the record: both null, it ends with the bytes ``00 00``, and its header is read
-  from its first fields, up to ``seq``, alone (what follows is neither read nor checked yet). A
-  record that ends otherwise is walked whole — every length, varint, boolean, branch and the
-  record's end checked — to read them. (Only a record against the contract — a piece whose count
-  is 0, an elided value of size 0 whose ``from_kind`` is empty or ends in a NUL — ends in
-  ``00 00`` with either set; the body step refuses it, below.) The run id, tenant, provider,
-  api and model are most often those of the event read before (a run's events come together
-  on its partition): when the record's bytes there are the run of bytes the previous record
-  had, its values are taken with one comparison (the projection's ``"last"`` fields); the kind
-  is one of a few (``"memo"``). The event id is walked, not read: nothing on the way to a
-  handler needs it.
-* :class:`LazyModelEvent` is a ``ModelEvent`` (a subclass: ``isinstance``, ``match``,
-  ``dataclasses.fields`` / ``replace`` / ``asdict`` hold) whose header fields are set from that
-  projection (the event id is read from the kept bytes when first asked for) and whose
-  :data:`DEFERRED_FIELDS` — ``payload``, ``source``, ``envelope``, ``received_at``,
-  ``adapter`` — are decoded from the kept bytes, all at once, the first time one of them is
-  read, from where the header ended (for a common record: its header fields were all read). Equality compares field by field with any ModelEvent (lazy or not),
-  ``repr`` and pickling are a plain ModelEvent's (a pickle loads as a plain ModelEvent).
-
-A header that reads does not make the rest of the record readable: what the header step did not
-check — the fields after ``seq`` of a common record, the UTF-8 of every string it skipped, that
-the payload is the record the kind carries — is checked when the rest is decoded. A record that
-fails there (cut short, a byte left over, a length or branch beyond it, bytes that are not
-UTF-8, a ``Usage`` payload on a ``text.delta``) raises
-:class:`~modelevents.schemas.errors.UndecodableEvent` (a SchemaError naming the record's topic,
-partition and offset, and the event) when a deferred field is first read, and again on every
-later read (an event id that is not UTF-8: when it is read): nothing half-decoded is ever returned. (``codec.decode`` refuses the same records,
-but for bytes left over after one and a piece or elided against the contract, which it reads.)
+More on this module: docs/schemas.md, ``schemas/lazy_event.py``.
 """
 
 from __future__ import annotations

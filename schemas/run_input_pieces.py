@@ -18,23 +18,9 @@ byte for byte as before.
 share one (only the last piece would stay). Piece 0 is keyed ``run_id`` — the key of a whole
 packet — and piece ``i`` ``run_id#i`` (``#`` is no id character, ``schemas/ids.py``: no run id
 can be mistaken for it). All are written, in index order, to the partition the run id maps to
-(the producer is told the partition: the keys differ). What that guarantees:
+(the producer is told the partition: the keys differ).
 
-- the latest write's records are each the last of their key, so compaction keeps all of them,
-  whole or cut, and keeps the offset order;
-- the record keyed ``run_id`` that compaction keeps is the latest write's head (a whole packet,
-  or its piece 0): the packet is the write of the last head read, its pieces following it;
-- an earlier write loses its head to the next write; its pieces ``i ≥ 1`` that the next write
-  did not overwrite (it had fewer pieces) stay as orphans — never joined, since their head is
-  gone (or, before compaction ran, since a later head comes after them) — a few hundred KiB
-  per run at most, and only when a packet shrank across its revisions (revision 1 is revision 0
-  with a cursor and an object id: the same count).
-
-The key carries no piece count (``run_id#i/n``): a packet whose count changed would leave its
-earlier write's pieces complete under other keys for ever, to be told apart by offset alone.
-One run's writes must not interleave: the gateway writes revision 1 only after revision 0 was
-acknowledged; a write that fails half way leaves a head without all its pieces, read as no
-packet (that write was answered 503: send it again).
+More on this module: docs/schemas.md, ``schemas/run_input_pieces.py``.
 """
 
 from __future__ import annotations

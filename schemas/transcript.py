@@ -1,6 +1,6 @@
 """The neutral request: the body of ``POST /v1/runs`` and the stored history of a session.
 
-DESIGN.md "Edge": history is kept in this provider-neutral form and rendered to a provider's
+History is kept in this provider-neutral form and rendered to a provider's
 wire format only when a request leaves (``adapters/requests/``), so switching provider
 mid-session converts nothing. Pydantic models, because this is an edge: every field is checked,
 unknown fields are refused, and an error names the message and part at fault.
@@ -20,8 +20,8 @@ unknown fields are refused, and an error names the message and part at fault.
     └── max_output_tokens, temperature, structured_output
 
 Tool calls and results carry both ``tool_name`` and ``tool_call_id``: Gemini keys results by
-name, the others by id (reference/gemini.md B3, anthropic.md §7). Reasoning parts keep opaque
-signatures and encrypted content together with their ``origin`` (provider, api, model): the
+name, the others by id (Gemini Function calling guide, Claude Tool use guide). Reasoning parts keep
+opaque signatures and encrypted content together with their ``origin`` (provider, api, model): the
 renderers send them back only to that origin (``Origin.accepts``).
 
 ``messages_from_events`` turns a finished run's ModelEvents into neutral messages so that a
@@ -53,7 +53,8 @@ from modelevents.schemas.hosted_tools import HostedTool, check_hosted_tools
 # --- the capability vocabulary (shared by requests, the manifest and the router) -------------
 
 MODALITIES = ("text", "image", "file", "audio")
-# DESIGN.md "hosted.call" tool types, plus Gemini's url_context and google_maps (gemini.md A5).
+# The vocabulary's hosted.call tool types, plus Gemini's url_context and google_maps (Gemini
+# Interactions API reference, tools).
 HOSTED_TOOLS = ("web_search", "file_search", "code_execution", "web_fetch", "image_generation",
                 "mcp", "shell", "computer", "tool_search", "url_context", "google_maps")
 FEATURES = ("tools", "server_state", "background", "webhooks", "citations", "prompt_caching",
@@ -149,7 +150,8 @@ class Origin(_Strict):
 
         Same provider and API, and the same model — where a dated snapshot the provider echoed
         (``gpt-5-2025-08-07``, ``claude-3-haiku-20240307``) counts as the alias it was asked for
-        (openai.md §4: the response echoes the dated snapshot). An unknown model never matches.
+        (OpenAI Responses API reference: the response echoes the dated snapshot). An unknown model
+        never matches.
         """
         if self.provider != provider or self.api != api or not self.model:
             return False
@@ -178,7 +180,8 @@ class ToolCallPart(_Strict):
     # The model's argument text when it was not a JSON object (then ``arguments`` is {}): kept
     # so nothing the model said is lost; renderers that take a string send it as it was.
     raw_arguments: str | None = None
-    # Gemini 3 signs function calls; the signature must go back on the same part (gemini.md B3).
+    # Gemini 3 signs function calls; the signature must go back on the same part
+    # (Gemini Thought signatures guide).
     signature: Signature | None = None
 
 
@@ -194,7 +197,7 @@ class ReasoningPart(_Strict):
     """The model's reasoning: readable summary/raw text and the opaque blobs that carry it.
 
     ``item_id`` is the provider's id of the reasoning item (OpenAI ``rs_…``; required when an
-    OpenAI reasoning item is sent back, openai.md §10).
+    OpenAI reasoning item is sent back, OpenAI Reasoning guide).
     """
 
     type: Literal["reasoning"] = "reasoning"
@@ -373,7 +376,8 @@ def _check_transcript(transcript: list[Message]) -> None:
     - a tool_result answers an earlier tool_call with the same id and name;
     - tool_call ids are unique;
     - every tool call is answered before the next user or assistant message (all providers
-      reject an unanswered call, anthropic.md §7); only the last assistant turn may be pending.
+      reject an unanswered call, Claude Tool use guide); only the last assistant turn may be
+      pending.
     """
     calls: dict[str, tuple[str, int]] = {}
     answered: set[str] = set()

@@ -27,17 +27,12 @@ ended without a finish reason, FINISH_REASON_UNSPECIFIED).
 input — adapters/base.py's taxonomy — truncation, size, sequencing, damaged media or arguments)
 and the normalized class of an error the provider reported (``ProviderErrorType``).
 
-``check_event(event)`` returns what in one ModelEvent is outside the vocabulary (empty: all
-in). tests/schemas/test_vocabulary.py runs it over every event of the corpus and the fixtures.
+``schemas/vocabulary_check.py`` checks one ModelEvent against these vocabularies.
 """
 
 from __future__ import annotations
 
-from functools import cache
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
-
-if TYPE_CHECKING:  # events.py annotates its payloads with the Literals here: no import cycle
-    from modelevents.schemas.events import ModelEvent
+from typing import Any, Literal, TypeVar, get_args
 
 __all__ = [
     "ADAPTER_ERROR_TYPES", "AWAITING_REASONS", "ERROR_TYPES", "EXECUTORS", "FINISH_REASONS",
@@ -47,7 +42,7 @@ __all__ = [
     "AwaitingReason", "ErrorType", "Executor", "FinishReason", "HostedStatus", "HostedToolType",
     "HostileInputError", "PolicyViolationType", "ProviderErrorType", "ReasoningForm", "Role",
     "RunStartedStatus", "RunStatusValue", "SourceTrust", "SourceType", "TerminalStatus",
-    "Transport", "check_event", "normalized",
+    "Transport", "normalized",
 ]
 
 
@@ -179,47 +174,3 @@ ADAPTER_ERROR_TYPES: tuple[AdapterErrorType, ...] = _values(AdapterErrorType)
 PROVIDER_ERROR_TYPES: tuple[ProviderErrorType, ...] = _values(ProviderErrorType)
 ERROR_TYPES: tuple[ErrorType, ...] = ADAPTER_ERROR_TYPES + PROVIDER_ERROR_TYPES
 TRANSPORTS: tuple[Transport, ...] = _values(Transport)
-
-@cache
-def _closed_fields() -> dict[type, tuple[tuple[str, tuple[Any, ...]], ...]]:
-    """Payload record -> (field, the values it may hold); a field that may be None says so by
-    containing None."""
-    from modelevents.schemas import events as e
-
-    return {
-        e.RunStarted: (("status", RUN_STARTED_STATUSES),),
-        e.RunStatus: (("status", RUN_STATUSES),),
-        e.RunAwaiting: (("reason", AWAITING_REASONS),),
-        e.RunFinished: (("status", TERMINAL_STATUSES), ("reason", FINISH_REASONS)),
-        e.Message: (("role", ROLES),),
-        e.Reasoning: (("form", REASONING_FORMS),),
-        e.Hosted: (("tool_type", HOSTED_TOOL_TYPES), ("executor", EXECUTORS),
-                   ("status", HOSTED_STATUSES + (None,)), ("trust", SOURCE_TRUSTS)),
-        e.Citation: (("source_type", SOURCE_TYPES), ("trust", SOURCE_TRUSTS)),
-        e.PolicyViolation: (("violation", POLICY_VIOLATIONS),),
-        e.Error: (("error_type", ERROR_TYPES),),
-    }
-
-
-def check_event(event: ModelEvent) -> list[str]:
-    """What in ``event`` is outside the closed vocabulary: one line per value off, [] if none."""
-    from modelevents.schemas import events as e
-
-    off: list[str] = []
-    kind = event.kind
-    expected = e.KIND_PAYLOAD.get(kind)
-    if expected is None:
-        off.append(f"kind {kind!r} is not a ModelEvent kind")
-    elif type(event.payload) is not expected:
-        off.append(f"{kind}: payload is {type(event.payload).__name__}, not {expected.__name__}")
-    for name, allowed in _closed_fields().get(type(event.payload), ()):
-        value = getattr(event.payload, name)
-        if value not in allowed:
-            off.append(f"{kind}.{name} {value!r} is not in the vocabulary")
-    if isinstance(event.payload, e.Hosted):
-        off += [f"{kind}.source_trust[{source!r}] {value!r} is not in the vocabulary"
-                for source, value in event.payload.source_trust.items()
-                if value not in SOURCE_TRUSTS]
-    if event.source.transport not in TRANSPORTS:
-        off.append(f"source.transport {event.source.transport!r} is not a transport")
-    return off

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: ruff and mypy (scripts/lint.sh), then unit tests, conformance over
-# ../shared/fixtures (when present beside the checkout), and integration tests against a real
+# the recorded provider corpus (when present beside the checkout, tests/corpus.py), and integration tests against a real
 # Kafka broker that this script starts.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

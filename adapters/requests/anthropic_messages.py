@@ -1,6 +1,6 @@
 """Neutral request → Claude Messages API request (``POST /v1/messages``).
 
-Follows reference/anthropic.md §1 (request headers), §4 (content blocks), §7 (tool results,
+Follows the Claude Messages API reference and the Claude Tool use guide (tool results,
 statelessness, ordering); field names from the SDK's ``MessageCreateParams``.
 
 | neutral | Messages |
@@ -10,28 +10,14 @@ statelessness, ordering); field names from the SDK's ``MessageCreateParams``.
   {source base64 PDF, plain text, url, or file id} |
 | assistant text / tool_call | ``text`` / ``tool_use`` {id, name, input} |
 | tool_result | ``tool_result`` {tool_use_id, content, is_error} in a **user** message, before
-  any text of that message (§7: results first, right after their tool_use turn) |
+  any text of that message (Claude Tool use guide: results first, right after their tool_use turn) |
 | reasoning | ``thinking`` {thinking, signature} or ``redacted_thinking`` {data} — only back to
-  Anthropic and the model that produced it (§4, §7) |
+  Anthropic and the model that produced it (Messages API reference, Claude Tool use guide) |
 
 Consecutive messages of one role are merged: a tool message and the user message after it
-become one user message, as §7 requires.
+become one user message, as Claude Tool use guide requires.
 
-Hosted (server) tools go in ``tools`` (SDK ``ToolUnionParam``); MCP servers in the beta
-``mcp_servers`` list with the ``anthropic-beta`` header ``headers_for`` adds:
-
-| neutral | Messages |
-|---|---|
-| web_search | ``web_search_20250305`` {allowed_domains or blocked_domains} |
-| web_fetch | ``web_fetch_20250910`` {allowed_domains or blocked_domains} |
-| code_execution | ``code_execution_20250825`` (no request field for network) |
-| mcp | ``mcp_servers``: {type: url, name, url, tool_configuration: {allowed_tools}}; Claude
-  never asks for approval of an MCP call, so ``require_approval: always`` is refused |
-
-Claude takes ``allowed_domains`` or ``blocked_domains``, never both. With both, only the
-allowed list is sent when it already keeps every blocked domain out (none lies inside an
-allowed one); otherwise the rules cannot be enforced and rendering fails (the router refuses
-such a target first).
+More on this module: docs/adapters.md, ``adapters/requests/anthropic_messages.py``.
 """
 
 from __future__ import annotations
@@ -100,7 +86,8 @@ def render(request: NeutralRequest, model: str, *, stream: bool,
            provider: str = PROVIDER) -> dict[str, Any]:
     if request.background:
         raise RenderError("the Messages API has no background mode (only Message Batches, "
-                          "anthropic.md §8); set background to false or pick another target")
+                          "Claude Messages API reference); set background to false or pick another "
+                          "target")
     if request.temperature is not None and request.temperature > 1:
         raise RenderError(f"Claude takes temperature 0..1 (got {request.temperature}); lower it")
     messages: list[dict[str, Any]] = []

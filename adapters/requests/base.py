@@ -119,8 +119,8 @@ def unrenderable(tool: HostedTool, api: str, known: dict[str, Egress]) -> Render
 def replayable(origin: Origin | None, provider: str, api: str, model: str) -> bool:
     """May an opaque signature / encrypted blob from ``origin`` go to this target?
 
-    Only back to the provider, API and model that produced it (DESIGN.md "reasoning.done":
-    "only replayed where valid"); anywhere else it is dropped — and so is the readable text of
+    Only back to the provider, API and model that produced it (docs/design-notes.md,
+    reasoning replay); anywhere else it is dropped — and so is the readable text of
     that reasoning: another model's private reasoning replayed as if it were said aloud would
     change what the conversation claims the assistant said. The visible answer (text parts) and
     the tool calls carry the session over.

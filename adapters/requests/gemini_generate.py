@@ -1,8 +1,8 @@
 """Neutral request → Gemini ``generateContent`` / ``streamGenerateContent`` request.
 
-Follows reference/gemini.md B1 (path, ``alt=sse``), B2 (parts), B3 (function calls keyed by
-name; ids invented by clients are accepted; thought signatures); camelCase REST field names
-(``google.genai.types`` aliases).
+Follows the Gemini generateContent reference (path, ``alt=sse``, parts) and the Function calling
+guide (function calls keyed by name; ids invented by clients are accepted; thought signatures);
+camelCase REST field names (``google.genai.types`` aliases).
 
 | neutral | generateContent |
 |---|---|
@@ -12,7 +12,7 @@ name; ids invented by clients are accepted; thought signatures); camelCase REST 
 | assistant (role ``model``) text / tool_call | ``text`` / ``functionCall`` {name, args, id} with
   its ``thoughtSignature`` when it came from this model |
 | tool_result | role ``user``: ``functionResponse`` {name, id, response: {output} or {error}}
-  (the API's convention for the response object, B2) |
+  (the API's convention for the response object) |
 | reasoning | ``text`` with ``thought: true`` and ``thoughtSignature`` — only back to Gemini
   generateContent and the model that produced it |
 
@@ -46,9 +46,9 @@ from modelevents.schemas.transcript import (
 API = "gemini-generate"
 PROVIDER = "google"
 
-# Gemini 3 rejects a model turn whose function call carries no thought signature (B3, HTTP
-# 400). A call that did not come from this model has none; Google names the dummy signature
-# "skip_thought_signature_validator" to skip the check for such injected calls
+# Gemini 3 rejects a model turn whose function call carries no thought signature (Gemini Thought
+# signatures guide, HTTP 400). A call that did not come from this model has none; Google names the
+# dummy signature "skip_thought_signature_validator" to skip the check for such injected calls
 # (ai.google.dev/gemini-api/docs/thought-signatures). thoughtSignature is bytes, base64 on the
 # wire: this is what the google-genai SDK sends for b"skip_thought_signature_validator" (the
 # workaround strands-agents/sdk-python#1298 shipped).

@@ -1,7 +1,7 @@
 """Neutral request → Gemini Interactions API request (``POST /v1beta/interactions``).
 
-Follows reference/gemini.md A2 (endpoint, ``stream`` in the body), A3 (create fields), A5
-(steps), A6 (function results as steps; stateless multi-turn resends the whole history);
+Follows the Gemini Interactions API reference (endpoint, ``stream`` in the body, create fields,
+steps, function results as steps; stateless multi-turn resends the whole history);
 snake_case field names of the SDK's ``CreateModelInteractionParam``.
 
 The whole history goes as ``input: [Step]`` every time (the neutral transcript is the state;
@@ -22,7 +22,7 @@ Hosted tools go in ``tools`` (SDK ``Tool``): ``google_search`` (web_search), ``c
 only ``search_types``), and an MCP server has no approval step.
 
 A signature that Gemini put on a function call step has no field in the SDK's
-``FunctionCallStepParam`` and is not sent (recorded streams carry ``""`` there, A5).
+``FunctionCallStepParam`` and is not sent (recorded streams carry ``""`` there).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from modelevents.schemas.transcript import (
 API = "gemini-interactions"
 PROVIDER = "google"
 
-# The schema generation this renderer writes (steps, A1).
+# The schema generation this renderer writes (steps, Interactions API reference).
 API_REVISION = "2026-05-20"
 
 

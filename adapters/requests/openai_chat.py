@@ -1,7 +1,7 @@
 """Neutral request → OpenAI Chat Completions request (``POST /v1/chat/completions``).
 
-Also what OpenAI-compatible servers take (reference/openai.md §12). Field names from the SDK's
-``CompletionCreateParams``.
+Also what OpenAI-compatible servers take (OpenAI Chat Completions API reference). Field names from
+the SDK's ``CompletionCreateParams``.
 
 | neutral | Chat message |
 |---|---|
@@ -94,7 +94,8 @@ def render(request: NeutralRequest, model: str, *, stream: bool,
             "name": so.name, "schema": so.json_schema, "strict": so.strict}}
     body["stream"] = stream
     if stream:
-        # Without it the stream carries no usage at all (openai.md §12).
+        # Without it the stream carries no usage at all (OpenAI Chat Completions streaming
+        # reference, ``stream_options.include_usage``).
         body["stream_options"] = {"include_usage": True}
     return body
 

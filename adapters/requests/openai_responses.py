@@ -1,7 +1,8 @@
 """Neutral request → OpenAI Responses API request (``POST /v1/responses``).
 
-Follows reference/openai.md §3 (item types), §9 (background), §10 (server-side state,
-reasoning items), the SDK's ``ResponseCreateParams`` for field names.
+Follows the OpenAI Responses API reference (item types), the Background mode guide and the
+Conversation state guide (server-side state, reasoning items), the SDK's ``ResponseCreateParams``
+for field names.
 
 | neutral | Responses ``input`` item |
 |---|---|
@@ -11,7 +12,7 @@ reasoning items), the SDK's ``ResponseCreateParams`` for field names.
 | tool_call | ``function_call`` {call_id, name, arguments (JSON text)} |
 | tool_result | ``function_call_output`` {call_id, output}; Responses has no error flag |
 | reasoning | ``reasoning`` {id, summary, encrypted_content} — only back to OpenAI Responses and
-  the model that produced it (§10), and only with its ``rs_`` id |
+  the model that produced it (OpenAI Reasoning guide), and only with its ``rs_`` id |
 
 Hosted tools go in ``tools`` beside the functions (SDK ``ToolParam``):
 
@@ -73,7 +74,7 @@ HOSTED: dict[str, Egress] = {
     "computer": Egress(note="no domain restriction: the application carries out the actions"),
 }
 
-# spec:CreateResponse.max_output_tokens has minimum 16 (openai.md §6).
+# spec:CreateResponse.max_output_tokens has minimum 16 (OpenAI Responses API reference).
 MIN_OUTPUT_TOKENS = 16
 
 
@@ -105,7 +106,7 @@ def render(request: NeutralRequest, model: str, *, stream: bool,
         body["text"] = {"format": {"type": "json_schema", "name": so.name,
                                    "schema": so.json_schema, "strict": so.strict}}
     if request.background:
-        # Background responses must be stored to be polled (openai.md §9).
+        # Background responses must be stored to be polled (OpenAI Background mode guide).
         body["background"] = True
         body["store"] = True
     body["stream"] = stream

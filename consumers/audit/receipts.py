@@ -13,23 +13,7 @@ call's final ``finished`` receipt (``consumers/tools/executor.py``: ``_finish``)
 another adapter came from the provider's stream or from an application that answered the call
 itself (``ingest``, or the next call's transcript).
 
-**What holds, per run** (when the archive holds ``receipts``, ``archive.json``'s
-``receipts_topic``):
-
-* every ``tool.result`` the executor wrote has a final receipt (``finished``, with a result) of
-  its run and tool call id, and that receipt says what the result says: the same output, the
-  same error flag, the outcome its envelope names — else a failure (a receipt removed, or
-  edited together with its block and manifest);
-* every receipt of a finished attempt names a ``tool.call`` of its run that is archived, under
-  the same tool name — else a failure (a receipt without a call); a run none of whose events is
-  in the archive is a note (``receipts`` never expire, ``events`` do);
-* a receipt sits in its tenant's directory, and its tenant is its run's;
-* notes, never failures: an attempt ``started`` and never finished (the executor stopped
-  mid-call: the next one reconciles it), and a run's tool calls that have no receipt — the
-  application answered them itself, or nobody has yet (listed with their call ids).
-
-An archive made without receipts (``audit run --no-receipts``, or before they were archived)
-lists the executor's results as a note.
+More on this module: docs/audit.md, ``consumers/audit/receipts.py``.
 """
 
 from __future__ import annotations

@@ -5,38 +5,7 @@
     report.problems                # [Finding(check, where, message)], each a failure
     report.notes                   # informational findings (open runs, no input packet, …)
 
-Checks (``docs/audit.md``):
-
-* **files** — every container file has its manifest and every manifest its file; the header is
-  the one the manifest recorded (sha256, sync marker).
-* **chain** — every block in every file is the block its manifest recorded at that position:
-  a block whose bytes changed is *modified*, one the manifest does not know *inserted*, one
-  the file lacks *removed*, blocks out of order *reordered*, a file ending inside or before its
-  recorded blocks *truncated*; across files, blocks 0…n of the archive link by
-  ``hash = sha256(prev || block bytes)`` with no index missing or twice, and the last
-  checkpoint names the last block (a file removed at the end of the chain is found there).
-* **records** — every record decodes, sits in its tenant's directory, lies inside the offsets
-  its block's manifest line states, and no Kafka offset is archived twice.
-* **runs** — per run: ``seq`` contiguous from 0 (an identical copy of an event is a note, a
-  different event under the same ``seq`` a failure), pieces whole, a run whose last event is
-  ``run.finished`` is terminal and must be whole; a run without one is listed as open (note).
-* **envelopes** — every event carries its verbatim provider envelope (non-empty body, over its
-  pieces), except what the end of input emits (``source.frame_id`` ending ``#close``: no frame,
-  no bytes — ``adapters/base.py``).
-* **frames** (archives with ``--with-frames``) — the frame every event names is archived
-  (except the executor's and the approvals' events, transport ``executor``: they have none).
-* **input** — every run started through the gateway has its input packet, and each packet's
-  fingerprint is its request's; a run fed or forwarded without one is listed, a note
-  (``inputs.py``).
-* **offsets** — no offset missing in an archived partition of ``events``, ``frames`` or
-  ``receipts`` from the first archived to the last checkpointed (``offsets.py``; the
-  compacted ``run-inputs`` has legitimate holes).
-* **anchor**, **digests** (when asked: ``Anchors``) — the archive holds the head kept outside it:
-  the topic's signed head, a head hash, a copied digest chain (``anchor.py``).
-* **receipts** (archives of the ``receipts`` topic) — every ``tool.result`` the tool executor
-  wrote has its final receipt, which says what the result says, and every receipt of a finished
-  attempt names an archived ``tool.call`` of its run; tool calls without any receipt (answered
-  by the application) are listed, a note (``receipts.py``).
+More on this module: docs/audit.md, ``consumers/audit/verify.py``.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> PipelineSet
     ``app_id=args.app_id``; None: not given) the command's own options over it."""
     options = {f"kafka.{key}": (value, f"--{key.replace('_', '-')}")
                for key, value in extra.items()}
-    return load_from_args(args, options).settings.kafka.pipeline()
+    return PipelineSettings.from_kafka(load_from_args(args, options).settings.kafka)
 
 
 def positive_float(text: str) -> float:

@@ -4,8 +4,8 @@ One place decides how modelevents talks to Kafka, so the gateway, the feeder, th
 helpers and the CLI all get the same guarantees:
 
 * producers are idempotent with ``acks="all"``: a retried send never writes a second copy, and
-  an acknowledged record is on every in-sync replica (DESIGN.md "Edge": answer 2xx only after
-  Kafka acknowledged the frame);
+  an acknowledged record is on every in-sync replica (docs/design-notes.md: answer 2xx
+  only after Kafka acknowledged the frame);
 * keys are the UTF-8 bytes of the run key / run id, so all records of a run land on one partition
   (aiokafka's default partitioner is murmur2, the same as Java clients and Faust);
 * values are the contract records in Avro single-object encoding (``schemas.codec``);
@@ -94,8 +94,8 @@ PRODUCER_BATCH_BYTES = 256 * 1024
 # ``read_records`` of a whole topic). aiokafka leaves a partition whose fetched records still
 # wait to be taken out of its next fetch, and the broker holds a fetch up to fetch_max_wait_ms
 # (default 500) while its partitions have nothing new: on a busy machine, where the records
-# wait a moment, a partition's next records waited for that fetch, up to half a second (the
-# p99 of issue #15's Kafka reader). The cost of a short wait: ten empty fetches a second idle.
+# wait a moment, a partition's next records waited for that fetch, up to half a second (a
+# live reader's p99). The cost of a short wait: ten empty fetches a second idle.
 LIVE_FETCH_MAX_WAIT_MS = 100
 
 _HOW_TO_START = (

@@ -23,24 +23,21 @@ is in :data:`KAFKA_ENV`)::
       ssl_password: ...                   # KAFKA_SSL_PASSWORD(_FILE): the key file's password
 
 :class:`~modelevents.services.kafka.settings.PipelineSettings` is the value the clients are
-built with; :meth:`KafkaConfig.pipeline` makes it.
+built with; ``PipelineSettings.from_kafka`` makes it of a resolved section.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
 from modelevents.schemas.errors import ConfigError
+from modelevents.services.kafka.local_broker_address import LOCAL_HOST, LOCAL_PORT
 from modelevents.services.kafka.security import SECURITY_ENV, KafkaSecurity
-from modelevents.services.kafka.settings import LOCAL_HOST
 from modelevents.services.settings.loader import ENV_CONFIG, LayeredSettings, resolve
 from modelevents.services.settings.sources import EnvVar
-
-if TYPE_CHECKING:
-    from modelevents.services.kafka.settings import PipelineSettings
 
 __all__ = ["KAFKA_ENV", "KafkaConfig", "WATCHED", "resolve_kafka", "security_problems"]
 
@@ -68,7 +65,7 @@ class KafkaConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     bootstrap_servers: str | None = None
-    local_port: int = Field(9092, ge=1, le=65535)
+    local_port: int = Field(LOCAL_PORT, ge=1, le=65535)
     topic_prefix: str = "modelevents."
     partitions: int = Field(4, ge=1)
     replication_factor: int = Field(1, ge=1)
@@ -117,15 +114,6 @@ class KafkaConfig(BaseModel):
     @property
     def security(self) -> KafkaSecurity:
         return self._security
-
-    def pipeline(self) -> PipelineSettings:
-        from modelevents.services.kafka.settings import PipelineSettings
-
-        return PipelineSettings(
-            bootstrap_servers=self.bootstrap, topic_prefix=self.topic_prefix,
-            partitions=self.partitions, replication_factor=self.replication_factor,
-            min_insync_replicas=self.min_insync_replicas, app_id=self.app_id,
-            tenant=self.tenant, security=self._security)
 
 
 def security_problems(section: Any) -> list[str]:

@@ -39,7 +39,7 @@ from modelevents.services.kafka.security import KafkaSecurity
 if TYPE_CHECKING:  # pydantic loads on the first PipelineSettings(), not with this module
     from modelevents.services.kafka.config import KafkaConfig
 
-# The topics of DESIGN.md "Topics": name → whether the topic is compacted.
+# The pipeline's topics (docs/architecture.md): name → whether the topic is compacted.
 TOPICS: dict[str, bool] = {
     "frames": False,  # ProviderFrame, key run key; the source of truth, long retention
     "ingest": False,  # ModelEvent candidates, key run_id; duplicates and disorder allowed
@@ -64,12 +64,6 @@ TOPICS: dict[str, bool] = {
 }
 
 
-# Where Kafka is when nothing says: the project's own local broker (services/local/kafka_broker.py
-# starts it, reading these same names), so that a pipeline and `modelevents kafka start` agree.
-ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
-ENV_LOCAL_PORT = "MODELEVENTS_KAFKA_PORT"
-LOCAL_HOST = "127.0.0.1"
-LOCAL_PORT = 9092
 ENV_REPLICATION_FACTOR = "MODELEVENTS_REPLICATION_FACTOR"
 ENV_MIN_INSYNC_REPLICAS = "MODELEVENTS_MIN_INSYNC_REPLICAS"
 
@@ -78,12 +72,14 @@ _cache: dict[tuple[Any, ...], tuple[KafkaConfig, PipelineSettings]] = {}
 
 def _environment() -> tuple[KafkaConfig, PipelineSettings]:
     # Resolved again only when one of the variables changed (tests change them, services not).
+    # Imported here, not with this module: config.py loads pydantic, which a command loads when
+    # it runs, not when the CLI builds its parser.
     from modelevents.services.kafka import config
 
     snapshot = tuple(map(os.environ.get, config.WATCHED))
     if (found := _cache.get(snapshot)) is None:
         kafka = config.resolve_kafka()
-        found = (kafka, kafka.pipeline())
+        found = (kafka, PipelineSettings.from_kafka(kafka))
         _cache.clear()  # only the latest
         _cache[snapshot] = found
     return found
@@ -113,6 +109,14 @@ class PipelineSettings:
     app_id: str = field(default_factory=lambda: _env_default("app_id"))
     tenant: str = field(default_factory=lambda: _env_default("tenant"))
     security: KafkaSecurity = field(default_factory=lambda: _env_default("security"))
+
+    @classmethod
+    def from_kafka(cls, kafka: KafkaConfig) -> PipelineSettings:
+        """The settings of a resolved ``kafka`` section."""
+        return cls(bootstrap_servers=kafka.bootstrap, topic_prefix=kafka.topic_prefix,
+                   partitions=kafka.partitions, replication_factor=kafka.replication_factor,
+                   min_insync_replicas=kafka.min_insync_replicas, app_id=kafka.app_id,
+                   tenant=kafka.tenant, security=kafka.security)
 
     def __post_init__(self) -> None:
         if self.replication_factor < 1:

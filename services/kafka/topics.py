@@ -1,13 +1,13 @@
 """The pipeline's topics: create what is missing, refuse what does not match.
 
-DESIGN.md "Topics": frames, ingest, events, runs (compacted) and dlq, the tool executor's receipts
-(never expired: consumers/tools/receipts.py), and the gateway's
+The topics of docs/architecture.md: frames, ingest, events, runs (compacted) and dlq, the tool
+executor's receipts (never expired: consumers/tools/receipts.py), and the gateway's
 run-owners (never expired nor compacted: services/gateway/owners.py), run-inputs and calls
 (compacted: services/gateway/calls.py), the audit archives' audit-heads (compacted, the latest
 head of each archive kept for ever: consumers/audit/heads.py), created explicitly because
 the broker's auto-create is off. Every topic has ``settings.partitions`` partitions: Faust creates
 its changelog and repartition topics with that same count and stops with PartitionsMismatch (an
-agent crash loop, infra.md §2) when a source topic differs — so a mismatch is refused here, with
+agent crash loop) when a source topic differs — so a mismatch is refused here, with
 the fix, before any worker starts.
 
 Public API::

@@ -7,7 +7,7 @@ classpath into a per-version cache. The broker then runs as a detached JVM with 
 
 Public API::
 
-    settings = KafkaSettings(port=19092)       # every field has a sensible default
+    settings = LocalBrokerSettings(port=19092)       # every field has a sensible default
     ensure_jars(settings, progress=print)      # -> Path of the cached libs/ dir
     result = start(settings)                   # -> StartResult (no-op if already running)
     status(settings)                           # -> KafkaStatus
@@ -59,7 +59,7 @@ from modelevents.services.errors import (
     PortInUseError,
     StorageFormatError,
 )
-from modelevents.services.kafka.settings import (
+from modelevents.services.kafka.local_broker_address import (
     ENV_BOOTSTRAP,
     ENV_LOCAL_PORT,
     LOCAL_HOST,
@@ -70,7 +70,7 @@ from modelevents.services.settings.xdg import cache_dir, state_dir
 __all__ = [
     "DEFAULT_VERSION",
     "DEFAULT_PORT",
-    "KafkaSettings",
+    "LocalBrokerSettings",
     "StartResult",
     "KafkaStatus",
     "KafkaSetupError",
@@ -119,7 +119,7 @@ def _env_int(name: str, default: int) -> int:
 
 
 @dataclass(frozen=True)
-class KafkaSettings:
+class LocalBrokerSettings:
     """Where and how the local broker runs. Defaults come from the environment at construction.
 
     ``controller_port`` defaults to ``port + 1``; ``heap`` is the JVM's ``-Xmx`` (e.g. ``512m``).
@@ -275,12 +275,12 @@ class KafkaStatus:
         return self.state == "running"
 
 
-def bootstrap_servers(settings: KafkaSettings | None = None) -> str:
+def bootstrap_servers(settings: LocalBrokerSettings | None = None) -> str:
     """``$KAFKA_BOOTSTRAP_SERVERS`` if set, else ``127.0.0.1:<port>`` of the local broker."""
     external = os.environ.get(ENV_BOOTSTRAP, "").strip()
     if external:
         return external
-    return (settings or KafkaSettings()).local_bootstrap
+    return (settings or LocalBrokerSettings()).local_bootstrap
 
 
 def _external() -> str | None:
@@ -395,14 +395,14 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def ensure_jars(settings: KafkaSettings | None = None, progress: Progress | None = None) -> Path:
+def ensure_jars(settings: LocalBrokerSettings | None = None, progress: Progress | None = None) -> Path:
     """Make sure the broker's jars for ``settings.version`` are cached; return the libs directory.
 
     The first call runs Maven (Kafka 4.1.1: 46 jars, 43 MB, plus ~64 MB in ``~/.m2``; about
     10 s on a fast link); later calls only check the cache. The download goes to a temporary directory that is renamed
     into place when complete, so an interrupted download is never mistaken for a complete one.
     """
-    settings = settings or KafkaSettings()
+    settings = settings or LocalBrokerSettings()
     progress = progress or _noop
     libs = settings.libs_dir
     if _jars_complete(libs, settings.version):
@@ -470,7 +470,7 @@ def _jaas_value(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _listener_properties(s: KafkaSettings) -> dict[str, Any]:
+def _listener_properties(s: LocalBrokerSettings) -> dict[str, Any]:
     """The client listeners: PLAINTEXT always (brokers and controller talk over it too), SASL
     (SASL_PLAINTEXT), SSL and SASL_SSL when their ports are set."""
     listeners = {"PLAINTEXT": s.port, "SASL": s.sasl_port, "SSL": s.ssl_port, "SASL_SSL": s.sasl_ssl_port}
@@ -512,7 +512,7 @@ def _listener_properties(s: KafkaSettings) -> dict[str, Any]:
     return props
 
 
-def _server_properties(s: KafkaSettings) -> str:
+def _server_properties(s: LocalBrokerSettings) -> str:
     props: dict[str, Any] = {
         "process.roles": "broker,controller",
         "node.id": 1,
@@ -521,7 +521,8 @@ def _server_properties(s: KafkaSettings) -> str:
         "controller.quorum.voters": f"1@{s.host}:{s.controller_port}",
         **_listener_properties(s),
         "log.dirs": str(s.data_dir),
-        # Topics are created explicitly with their partition counts (DESIGN.md "Topics").
+        # Topics are created explicitly with their partition counts (docs/design-notes.md, topics
+        # are explicit).
         "auto.create.topics.enable": "false",
         "num.partitions": s.num_partitions,
         "default.replication.factor": 1,
@@ -571,7 +572,7 @@ logger.metadata.level = WARN
 """
 
 
-def _write_config(s: KafkaSettings) -> None:
+def _write_config(s: LocalBrokerSettings) -> None:
     s.state_dir.mkdir(parents=True, exist_ok=True)
     s.logs_dir.mkdir(parents=True, exist_ok=True)
     if s.ssl_server_cert is not None and s.ssl_server_key is not None:
@@ -596,7 +597,7 @@ def _new_cluster_id() -> str:
             return cid
 
 
-def _jvm_common(s: KafkaSettings) -> list[str]:
+def _jvm_common(s: LocalBrokerSettings) -> list[str]:
     return [
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={s.log4j_file}",
@@ -606,7 +607,7 @@ def _jvm_common(s: KafkaSettings) -> list[str]:
     ]
 
 
-def _broker_jvm_opts(s: KafkaSettings) -> list[str]:
+def _broker_jvm_opts(s: LocalBrokerSettings) -> list[str]:
     opts = [
         f"-Xmx{s.heap}",
         "-Xms64m",
@@ -631,7 +632,7 @@ def _broker_jvm_opts(s: KafkaSettings) -> list[str]:
     return opts + list(s.jvm_opts)  # last, so they win
 
 
-def _format_storage(s: KafkaSettings, java: str) -> None:
+def _format_storage(s: LocalBrokerSettings, java: str) -> None:
     meta = s.data_dir / "meta.properties"
     if meta.is_file():
         return
@@ -667,14 +668,14 @@ def _format_storage(s: KafkaSettings, java: str) -> None:
 _children: dict[int, subprocess.Popen[bytes]] = {}
 
 
-def _read_pid(s: KafkaSettings) -> int | None:
+def _read_pid(s: LocalBrokerSettings) -> int | None:
     try:
         return int(s.pid_file.read_text().strip())
     except (OSError, ValueError):
         return None
 
 
-def _is_our_broker(pid: int, s: KafkaSettings) -> bool:
+def _is_our_broker(pid: int, s: LocalBrokerSettings) -> bool:
     """True if ``pid`` is alive (not a zombie) and is the kafka.Kafka JVM using this state dir."""
     child = _children.get(pid)
     if child is not None:
@@ -711,7 +712,7 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _port_taken_error(s: KafkaSettings, port: int) -> PortInUseError:
+def _port_taken_error(s: LocalBrokerSettings, port: int) -> PortInUseError:
     role = {s.port: "broker", s.sasl_port: "SASL listener", s.ssl_port: "TLS listener",
             s.sasl_ssl_port: "SASL_SSL listener"}.get(port, "controller")
     return PortInUseError(
@@ -723,7 +724,7 @@ def _port_taken_error(s: KafkaSettings, port: int) -> PortInUseError:
     )
 
 
-def _log_tail(s: KafkaSettings, lines: int = 40) -> str:
+def _log_tail(s: LocalBrokerSettings, lines: int = 40) -> str:
     try:
         with open(s.log_file, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -777,13 +778,13 @@ async def _probe(bootstrap: str, timeout: float) -> bool:
             await admin.close()
 
 
-def _broker_ready(s: KafkaSettings, timeout: float = 5.0) -> bool:
+def _broker_ready(s: LocalBrokerSettings, timeout: float = 5.0) -> bool:
     if not _accepting(s.host, s.port):
         return False
     return bool(_run_coro(_probe(s.local_bootstrap, timeout)))
 
 
-def _wait_ready(s: KafkaSettings, pid: int, timeout: float) -> None:
+def _wait_ready(s: LocalBrokerSettings, pid: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     delay = 0.2
     while True:
@@ -814,18 +815,18 @@ def _wait_ready(s: KafkaSettings, pid: int, timeout: float) -> None:
     )
 
 
-def _remove_pid_file(s: KafkaSettings, pid: int | None = None) -> None:
+def _remove_pid_file(s: LocalBrokerSettings, pid: int | None = None) -> None:
     if pid is None or _read_pid(s) == pid:
         with contextlib.suppress(FileNotFoundError):
             s.pid_file.unlink()
 
 
-def _rotate_log(s: KafkaSettings) -> None:
+def _rotate_log(s: LocalBrokerSettings) -> None:
     if s.log_file.exists():
         os.replace(s.log_file, s.log_file.with_name("server.log.1"))
 
 
-def _launch(s: KafkaSettings, java: str) -> int:
+def _launch(s: LocalBrokerSettings, java: str) -> int:
     _rotate_log(s)
     cmd = [java, *_broker_jvm_opts(s), *_jvm_common(s), "kafka.Kafka", str(s.properties_file)]
     with open(s.log_file, "ab") as log:
@@ -845,7 +846,7 @@ def _launch(s: KafkaSettings, java: str) -> int:
     return proc.pid
 
 
-def _terminate(s: KafkaSettings, pid: int, timeout: float | None = None) -> None:
+def _terminate(s: LocalBrokerSettings, pid: int, timeout: float | None = None) -> None:
     timeout = s.stop_timeout if timeout is None else timeout
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
@@ -871,7 +872,7 @@ def _terminate(s: KafkaSettings, pid: int, timeout: float | None = None) -> None
 
 
 def start(
-    settings: KafkaSettings | None = None,
+    settings: LocalBrokerSettings | None = None,
     progress: Progress | None = None,
     *,
     timeout: float | None = None,
@@ -886,7 +887,7 @@ def start(
       wipes it first: empty topics), write the config, launch the JVM detached and wait up to
       ``timeout`` (default ``settings.start_timeout``) for a real admin/metadata round-trip.
     """
-    settings = settings or KafkaSettings()
+    settings = settings or LocalBrokerSettings()
     progress = progress or _noop
     timeout = settings.start_timeout if timeout is None else timeout
     t0 = time.monotonic()
@@ -931,11 +932,11 @@ def start(
         return StartResult(settings.local_bootstrap, True, pid, False, seconds)
 
 
-def stop(settings: KafkaSettings | None = None, progress: Progress | None = None, *, timeout: float | None = None) -> bool:
+def stop(settings: LocalBrokerSettings | None = None, progress: Progress | None = None, *, timeout: float | None = None) -> bool:
     """Stop this project's broker on ``settings.port``: SIGTERM (controlled shutdown), then SIGKILL
     after ``timeout`` s (default ``settings.stop_timeout``). Returns False if none was running.
     An external ``$KAFKA_BOOTSTRAP_SERVERS`` broker is never touched."""
-    settings = settings or KafkaSettings()
+    settings = settings or LocalBrokerSettings()
     progress = progress or _noop
     pid = _read_pid(settings)
     if pid is None or not _is_our_broker(pid, settings):
@@ -950,9 +951,9 @@ def stop(settings: KafkaSettings | None = None, progress: Progress | None = None
     return True
 
 
-def status(settings: KafkaSettings | None = None) -> KafkaStatus:
+def status(settings: LocalBrokerSettings | None = None) -> KafkaStatus:
     """Whether this project's broker runs on ``settings.port``, and where its files are."""
-    settings = settings or KafkaSettings()
+    settings = settings or LocalBrokerSettings()
     pid = _read_pid(settings)
     alive = pid is not None and _is_our_broker(pid, settings)
     if alive:
@@ -971,7 +972,7 @@ def status(settings: KafkaSettings | None = None) -> KafkaStatus:
     )
 
 
-def replace(settings: KafkaSettings, **changes: Any) -> KafkaSettings:
+def replace(settings: LocalBrokerSettings, **changes: Any) -> LocalBrokerSettings:
     """``dataclasses.replace`` that recomputes the default controller port when ``port`` changes."""
     if "port" in changes and "controller_port" not in changes and settings.controller_port == settings.port + 1:
         changes["controller_port"] = None

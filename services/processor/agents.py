@@ -44,7 +44,7 @@ from modelevents.services.processor.table_values import (
     unpack_run,
 )
 from modelevents.services.processor.tuning import ProcessorTuning
-from modelevents.services.processor.working_state import WorkingState
+from modelevents.services.processor.working_copies import WorkingCopies
 from modelevents.services.run_logic.normalizer import RunNormalizer
 from modelevents.services.run_logic.run_machine import RunMachine
 from modelevents.services.run_logic.sequencer import RunSequence
@@ -116,7 +116,7 @@ class Processor:
 
         self.run_table = table("run", "run id → RunWork (the run's adapters, seq, dedupe, RunState)")
         self.aliases_table = table("aliases", "provider object id → run id that claimed it")
-        self.working = WorkingState(self.run_table, tuning.cached_runs)
+        self.working = WorkingCopies(self.run_table, tuning.cached_runs)
         # Tables are written through the agents' outbox, not Faust's producer (see _write).
         self.changelogs = changelog_topics(settings)
         self.run_lane, self.alias_lane = Lane(), Lane()

@@ -16,21 +16,7 @@ tables or runs a long batch:
 Both answer a small JSON object: ``{"status": "ok" | "starting" | "recovering" | "stopping" |
 "stalled", "detail": …}``.
 
-``GET /metrics``  Prometheus text: the worker's counters since it started (frames normalized,
-                  by provider and API; candidate events; ingest records; events sequenced, by
-                  provider, API and kind; duplicates dropped; dead letters, by stage and error
-                  type; runs that entered each state; batches), the consumer lag of each input
-                  partition it holds, the runs it owns by their latest state (the gauge
-                  ``modelevents_worker_runs{state}``: services/processor/run_gauge.py) — read
-                  from the processor's own counters at scrape time,
-                  so scraping costs the pipeline nothing — and the process's CPU, memory and
-                  file descriptors (prometheus-client's process collector).
-
-Any other path is 404.
-
-``python -m modelevents.services.processor.health [PORT] [PATH]`` is the image's HEALTHCHECK: exit
-status 0 when ``GET http://127.0.0.1:PORT/PATH`` (default /healthz) answers 2xx, 1 otherwise;
-PORT defaults to $MODELEVENTS_HEALTHCHECK_PORT, and without one there is nothing to check (0).
+More on this module: docs/worker.md, ``services/processor/health.py``.
 """
 
 from __future__ import annotations

@@ -23,19 +23,7 @@ tree of JSON values and back, with these rules:
   anything up by a name it read beyond that table, and the only code it runs is the project's
   own (a class's ``__setstate__``, an adapter's constructor for the defaults below).
 
-Reading after an upgrade: a dataclass field the tree lacks takes its declared default; an
-adapter attribute the tree lacks takes the value a new adapter starts with; a slot of another
-class takes what the class's ``state_defaults`` (slot name → function of the object, its stored
-fields set) gives — declare one when adding a slot, or states written before it are refused. A field the class no
-longer has is left out. A slot without a default, or a class the table does not know, raises
-:class:`UnreadableState` naming it (the worker then drops what it could not read — see
-``services/processor/table_values.py``).
-
-Why not a library: the state graph is the adapters' own objects (slotted classes, int-keyed
-dicts, sets of tuples), which JSON, Avro or msgpack libraries do not round-trip by themselves.
-The walk is one dispatch per non-string value; over the project's fixtures and the recorded
-corpus it encodes a run's state in about the time ``pickle.dumps`` takes (both measured in
-``bench/state_encoding.py``), and orjson writes the tree.
+More on this module: docs/worker.md, ``services/processor/plain_state.py``.
 """
 
 from __future__ import annotations

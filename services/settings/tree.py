@@ -8,27 +8,7 @@ command's options. The gateway, the worker, the tool executor, the UI and the co
 read or write topics (audit, replay, feed, tail, topics, otel) all go through it, and
 ``modelevents config show`` prints it with every value's origin.
 
-The worker's and the tool executor's sections, in the file::
-
-    worker:
-      state_dir: /var/lib/modelevents     # MODELEVENTS_STATE_DIR; --workdir
-      run_retention_s: 3600               # MODELEVENTS_RUN_RETENTION; --retention
-      batch_size: 1000                    # --batch-size
-      stream_buffer: 16384                # --stream-buffer
-      session_timeout_s: 30               # --session-timeout
-      policy: policy.yaml                 # --policy: the tenants' hosted sections judge the
-                                          # sources of citations and hosted tools (optional)
-    tools:
-      policy: policy.yaml                 # --policy (required by `tools run`, here or there);
-                                          # the gateway reads its hosted: sections too (unless
-                                          # gateway.policy / $MODELEVENTS_POLICY names another)
-      module: modelevents.consumers.tools.sqlite_tools   # --tools
-      db: notes.db                        # --db
-      group: modelevents-tools            # --group
-      gateway_url: http://127.0.0.1:8080  # --gateway
-      metrics_port: 9464                  # --metrics-port
-      metrics_host: 127.0.0.1             # --metrics-host (0.0.0.0: every interface)
-      max_concurrent_calls: 16            # --max-concurrent (runs' calls handled at once)
+More on this module: docs/operations.md, ``services/settings/tree.py``.
 """
 
 from __future__ import annotations
@@ -123,7 +103,7 @@ class Settings(LayeredSettings):
 
     @model_validator(mode="after")
     def _share_kafka(self) -> Settings:
-        self.gateway.kafka = self.kafka.pipeline()
+        self.gateway.kafka = PipelineSettings.from_kafka(self.kafka)
         return self
 
     @model_validator(mode="after")

@@ -1,7 +1,6 @@
 """The simulator's ASGI app: the providers' endpoints, answered from recorded scenarios.
 
-Endpoints as the providers spell them (reference/openai.md §1, §9; anthropic.md; gemini.md A4,
-B1):
+Endpoints as the providers spell them (their API references, docs/design-notes.md):
 
     POST /v1/responses                      OpenAI Responses (stream, background)
     GET  /v1/responses/{id}                 poll a background response;
@@ -394,8 +393,8 @@ def _build_app(sim: Simulator) -> FastAPI:
         if isinstance(recording, Response):
             return recording
         background = bool(call.body.get("background"))
-        # Stored responses can be read back (openai.md §10: store defaults to true); only
-        # background ones can be streamed again or cancelled (§9).
+        # Stored responses can be read back (OpenAI Conversation state guide: store defaults to
+        # true); only background ones can be streamed again or cancelled (Background mode guide).
         if recording.status < 400 and (background or call.body.get("store", True) is not False):
             run = sim.store(call, recording, background=background)
             if run is not None and background and not call.stream:
@@ -420,7 +419,8 @@ def _build_app(sim: Simulator) -> FastAPI:
         if not call.stream:
             return await sim.poll(call, run)
         if not run.background:
-            # OpenAI: only background responses can be streamed again (reference/openai.md §9).
+            # OpenAI: only background responses can be streamed again (OpenAI Background mode
+            # guide).
             return sim.error(call, 400, "This response cannot be streamed because it was not "
                                         "created with background=true.")
         after = request.query_params.get("starting_after")
@@ -477,7 +477,7 @@ def _build_app(sim: Simulator) -> FastAPI:
             return sim.recorded_object(call, recording)
         if request.query_params.get("alt") == "sse" or recording.status >= 400:
             return sim.stream_or_error(call, recording)
-        # Without alt=sse the endpoint streams one JSON array (reference/gemini.md B1).
+        # Without alt=sse the endpoint streams one JSON array (Gemini generateContent reference).
         array = recording.json_array or (b"[" + b",\r\n".join(
             orjson.dumps(f.payload) for f in recording.frames or () if f.payload is not None)
             + b"]")
@@ -591,7 +591,8 @@ async def _plain(sim: Simulator, api: str, request: Request) -> Response:
 
 
 def _after_sequence(frames: list[WireFrame], after: int) -> list[WireFrame]:
-    """Frames whose sequence_number is greater than ``after`` (exclusive, reference §9)."""
+    """Frames whose sequence_number is greater than ``after`` (exclusive; OpenAI Background mode
+    guide)."""
     return [f for f in frames if f.cursor is not None and int(f.cursor) > after]
 
 

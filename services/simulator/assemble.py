@@ -2,11 +2,10 @@
 
 So one recorded stream serves both ``stream: true`` and ``stream: false`` requests, and the
 terminal object of a background run. Each function follows its provider's streaming section:
-OpenAI Responses (reference/openai.md §2: the terminal event carries the whole ``response``),
-Chat Completions (§12: choices' deltas concatenated), Claude Messages (reference/anthropic.md:
-``message_start`` + content blocks + ``message_delta``), Gemini generateContent (B1/B2: chunks'
-parts concatenated, last ``finishReason`` and ``usageMetadata``), Interactions (A5:
-``interaction.completed`` carries the interaction).
+OpenAI Responses (the terminal event carries the whole ``response``), Chat Completions
+(choices' deltas concatenated), Claude Messages (``message_start`` + content blocks +
+``message_delta``), Gemini generateContent (chunks' parts concatenated, last ``finishReason`` and
+``usageMetadata``), Interactions (``interaction.completed`` carries the interaction).
 
 Each returns None when the stream holds no terminal object (a truncated recording): the
 simulator then says so instead of inventing one.

@@ -4,14 +4,14 @@ The simulator's imitation of each provider's envelope, one :class:`Envelope` per
 API's provider is its fact, ``adapters.registry.api_facts(api).provider``). Shapes from the
 references (no secrets, no real organisation ids):
 
-- OpenAI (reference/openai.md §8): ``x-request-id: req_…``, ``openai-version``,
+- OpenAI (OpenAI Error codes guide): ``x-request-id: req_…``, ``openai-version``,
   ``openai-processing-ms``, ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` (reset as
   Go durations); errors ``{"error": {"message", "type", "param", "code"}}``; the SDK honours
   ``retry-after-ms`` then ``retry-after``.
-- Anthropic (reference/anthropic.md, errors): ``request-id``, ``anthropic-ratelimit-*``;
+- Anthropic (Claude Errors reference): ``request-id``, ``anthropic-ratelimit-*``;
   errors ``{"type": "error", "error": {"type", "message"}, "request_id"}``; 529 is
   ``overloaded_error``.
-- Google (reference/gemini.md B1): errors ``{"error": {"code", "message", "status",
+- Google (Google API errors): errors ``{"error": {"code", "message", "status",
   "details"}}`` with ``google.rpc.RetryInfo{retryDelay}`` on 429; ``server-timing`` and ``vary``
   as recorded.
 
@@ -40,13 +40,13 @@ _GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISS
                   503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 
 # A provider's error word → the HTTP status it comes with (what a recorded error body was
-# answered with). Anthropic: error.type (reference/anthropic.md, errors).
+# answered with). Anthropic: error.type (Claude Errors reference).
 ANTHROPIC_ERROR_STATUS = {
     "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
     "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
     "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
 }
-# OpenAI error types/codes → HTTP status (reference/openai.md §8).
+# OpenAI error types/codes → HTTP status (OpenAI Error codes guide).
 OPENAI_ERROR_STATUS = {
     "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
     "not_found_error": 404, "rate_limit_exceeded": 429, "insufficient_quota": 429,

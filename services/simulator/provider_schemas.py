@@ -13,7 +13,7 @@ the official SDKs rather than written here, so they follow the providers' own de
   ``…NonStreaming`` (the beta types too, and the sampling fields SDK 2.x no longer declares)
 - ``gemini-interactions``: ``google.genai._gaos.types.interactions``
   ``CreateModelInteractionParam`` / ``CreateAgentInteractionParam`` (snake_case on the wire,
-  reference/gemini.md A2)
+  Gemini Interactions API reference)
 - ``gemini-generate``: the REST body ``{contents, systemInstruction, generationConfig, tools,
   toolConfig, safetySettings, …}`` with a ``google.genai.types`` model for each field (camelCase
   on the wire; the models accept their aliases)
@@ -179,7 +179,7 @@ def _with_sampling(request_type: Any) -> Any:
 
     anthropic-sdk-python 2.x dropped ``temperature``, ``top_p`` and ``top_k`` from
     MessageCreateParams, but the Messages API still accepts them for the models that support
-    them (recorded requests in ../shared/fixtures/anthropic/llm-anthropic send ``temperature``
+    them (recorded requests of the corpus's anthropic/llm-anthropic folder send ``temperature``
     and were answered 200).
     """
     declared = set(getattr(request_type, "__annotations__", {}))

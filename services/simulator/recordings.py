@@ -6,15 +6,15 @@ result, or an HTTP error body with its status). What each file holds:
 
     .sse            served verbatim; cut at the blank lines that end SSE messages
     .jsonl / .txt   bare JSON payloads, one per line (the Vercel AI SDK's ``*.chunks.txt``):
-                    framed as the provider frames them (reference/*.md §framing): ``event:`` +
-                    ``data:`` for OpenAI Responses, Claude and Interactions, ``data:`` alone for
-                    Chat Completions, ``data:`` with CRLF CRLF for Gemini generateContent
+                    framed as the provider frames them (each provider's streaming reference):
+                    ``event:`` + ``data:`` for OpenAI Responses, Claude and Interactions, ``data:``
+                    alone for Chat Completions, ``data:`` with CRLF CRLF for Gemini generateContent
     .json-array     Gemini's streamed JSON array (kept whole for requests without ``alt=sse``)
     .json           one object; an error body (``{"error": …}``) carries its HTTP status
     .yaml           a VCR cassette: the Nth model call's response body (``name#N``, default 0)
 
-Resume cursors (reference/openai.md §9, reference/gemini.md A5): OpenAI Responses frames carry
-``sequence_number``; Interactions frames carry ``event_id`` (or an SSE ``id:`` line).
+Resume cursors (OpenAI Background mode guide, Gemini Interactions API reference): OpenAI Responses
+frames carry ``sequence_number``; Interactions frames carry ``event_id`` (or an SSE ``id:`` line).
 """
 
 from __future__ import annotations

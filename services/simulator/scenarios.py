@@ -5,7 +5,8 @@ A scenario is a recorded file, the API it belongs to, and behaviour knobs. Scena
 - the project's fixtures: every file under ``tests/fixtures/<api>/`` is ``"<api>/<stem>"``;
 - ``services/simulator/scenarios.yaml``: hand-written recordings, named behaviour
   (``fail: "429:1"``, ``cut_after_frame: 5`` …) and the default scenario of each endpoint;
-- extra folders (``--fixtures DIR``; ``../shared/fixtures`` when present, as ``"corpus/…"``):
+- extra folders (``--fixtures DIR``; the recorded corpus ``CORPUS_FIXTURES`` when present, as
+  ``"corpus/…"``):
   every file is ``"<folder name>/<relative path without suffix>"``, its API detected on first
   use. A VCR cassette serves its first model call; ``name#N`` its Nth.
 
@@ -113,7 +114,7 @@ class ScenarioRegistry:
     @classmethod
     def default(cls, extra_dirs: list[Path] | None = None, *,
                 with_corpus: bool = True) -> ScenarioRegistry:
-        """The project's fixtures and scenario file, ../shared/fixtures if present, extras."""
+        """The project's fixtures and scenario file, the recorded corpus if present, extras."""
         registry = cls()
         registry.add_api_folders(PROJECT_FIXTURES)
         if SCENARIO_FILE.is_file():

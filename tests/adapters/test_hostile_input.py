@@ -36,6 +36,7 @@ from modelevents.schemas.events import KIND_PAYLOAD, ModelEvent
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.schemas.pieces import assemble
+from modelevents.schemas.vocabulary_check import check_event
 from tests.paths import FIXTURES
 
 APIS = sorted(ADAPTERS)
@@ -106,7 +107,7 @@ def check(api: str, events: list[ModelEvent]) -> None:
     for event in assemble(events):  # the events a consumer reads (pieces joined)
         assert event.kind in KIND_PAYLOAD, event.kind
         assert type(event.payload) is KIND_PAYLOAD[event.kind], (event.kind, event.payload)
-        for line in vocabulary.check_event(event):
+        for line in check_event(event):
             field = line.split(" ", 1)[0]
             assert api in RAW_VALUES_PASSED_THROUGH.get(field, ()), f"{api}: {line}"
         if event.kind == "error" and event.payload.error_type in vocabulary.HOSTILE_INPUT_ERRORS:

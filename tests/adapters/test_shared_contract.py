@@ -12,8 +12,8 @@ import orjson
 
 from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.registry import ADAPTERS
-from modelevents.schemas import vocabulary
 from modelevents.schemas.events import ModelEvent
+from modelevents.schemas.vocabulary_check import check_event
 from tests.helpers import of_kind
 
 RUN = "run-shared"
@@ -34,7 +34,7 @@ def normalize(api: str, body: bytes, model: str | None = None) -> list[ModelEven
         events += adapter.feed(frame)
     events += adapter.close()
     for event in events:  # every event of these streams is inside the closed vocabulary
-        assert vocabulary.check_event(event) == [], (event.kind, event.payload)
+        assert check_event(event) == [], (event.kind, event.payload)
     return events
 
 

@@ -60,7 +60,7 @@ def worker_port(base_port: int) -> int:
 def start_test_broker(tmp_path_factory: pytest.TempPathFactory, base_port: int,
                       ) -> tuple[str, Callable[[], None]]:
     """Start a broker on this worker's port with a throw-away state dir: (bootstrap, stop)."""
-    settings = local_kafka.KafkaSettings(
+    settings = local_kafka.LocalBrokerSettings(
         port=worker_port(base_port),
         state_root=tmp_path_factory.mktemp(f"kafka-{base_port}"),
         heap=os.environ.get("MODELEVENTS_TEST_KAFKA_HEAP", "256m"),

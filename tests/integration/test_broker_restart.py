@@ -24,8 +24,8 @@ pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture(scope="module")
-def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_kafka.KafkaSettings]:
-    settings = local_kafka.KafkaSettings(
+def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_kafka.LocalBrokerSettings]:
+    settings = local_kafka.LocalBrokerSettings(
         port=worker_port(19700), state_root=tmp_path_factory.mktemp("kafka-restart"),
         heap=os.environ.get("MODELEVENTS_TEST_KAFKA_HEAP", "256m"))
     local_kafka.start(settings, fresh=True)
@@ -36,7 +36,7 @@ def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_
 
 
 @pytest.fixture(scope="module")
-def kafka_broker(broker_settings: local_kafka.KafkaSettings) -> str:
+def kafka_broker(broker_settings: local_kafka.LocalBrokerSettings) -> str:
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         pytest.fail("this test restarts the project's own broker; unset KAFKA_BOOTSTRAP_SERVERS")
     return broker_settings.local_bootstrap

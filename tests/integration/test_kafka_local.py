@@ -23,7 +23,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import UnknownTopicOrPartitionError
 
 from modelevents.services.local import kafka_broker as local_kafka
-from modelevents.services.local.kafka_broker import KafkaSettings
+from modelevents.services.local.kafka_broker import LocalBrokerSettings
 from tests.helpers import free_port_pair
 from tests.integration.conftest import worker_port
 
@@ -43,15 +43,15 @@ def _pid_alive(pid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSettings]:
+def settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBrokerSettings]:
     state_root = tmp_path_factory.mktemp("kafka-state")
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)  # this suite is about the local broker
-        yield KafkaSettings(port=TEST_PORT, state_root=state_root)
+        yield LocalBrokerSettings(port=TEST_PORT, state_root=state_root)
 
 
 @pytest.fixture(scope="module")
-def broker(settings: KafkaSettings) -> Iterator[local_kafka.StartResult]:
+def broker(settings: LocalBrokerSettings) -> Iterator[local_kafka.StartResult]:
     result = local_kafka.start(settings)
     try:
         yield result
@@ -60,7 +60,7 @@ def broker(settings: KafkaSettings) -> Iterator[local_kafka.StartResult]:
         assert not _pid_alive(result.pid or -1), "broker left running after the tests"
 
 
-def test_start_launches_a_real_broker(broker: local_kafka.StartResult, settings: KafkaSettings) -> None:
+def test_start_launches_a_real_broker(broker: local_kafka.StartResult, settings: LocalBrokerSettings) -> None:
     assert broker.started and not broker.external
     assert broker.bootstrap_servers == f"127.0.0.1:{TEST_PORT}"
     assert broker.pid is not None and _pid_alive(broker.pid)
@@ -149,7 +149,7 @@ def test_topics_are_not_auto_created(broker: local_kafka.StartResult) -> None:
     assert topic not in asyncio.run(scenario())
 
 
-def test_start_again_is_a_noop(broker: local_kafka.StartResult, settings: KafkaSettings) -> None:
+def test_start_again_is_a_noop(broker: local_kafka.StartResult, settings: LocalBrokerSettings) -> None:
     again = local_kafka.start(settings)
     assert not again.started
     assert again.pid == broker.pid
@@ -157,7 +157,7 @@ def test_start_again_is_a_noop(broker: local_kafka.StartResult, settings: KafkaS
     assert again.seconds < 10
 
 
-def test_bootstrap_servers_prefers_the_environment(settings: KafkaSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bootstrap_servers_prefers_the_environment(settings: LocalBrokerSettings, monkeypatch: pytest.MonkeyPatch) -> None:
     assert local_kafka.bootstrap_servers(settings) == f"127.0.0.1:{TEST_PORT}"
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "kafka.example:9092")
     assert local_kafka.bootstrap_servers(settings) == "kafka.example:9092"
@@ -166,7 +166,7 @@ def test_bootstrap_servers_prefers_the_environment(settings: KafkaSettings, monk
     assert result.bootstrap_servers == "kafka.example:9092"
 
 
-def test_taken_port_is_reported(settings: KafkaSettings) -> None:
+def test_taken_port_is_reported(settings: LocalBrokerSettings) -> None:
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
@@ -179,7 +179,7 @@ def test_taken_port_is_reported(settings: KafkaSettings) -> None:
     assert not taken.pid_file.exists()
 
 
-def test_jvm_that_cannot_start_reports_its_log(settings: KafkaSettings) -> None:
+def test_jvm_that_cannot_start_reports_its_log(settings: LocalBrokerSettings) -> None:
     broken = local_kafka.replace(settings, port=free_port_pair(), jvm_opts=("-XX:+UseSerialGC", "-XX:+UseParallelGC"))
     with pytest.raises(local_kafka.BrokerStartError) as info:
         local_kafka.start(broken, timeout=30)
@@ -188,7 +188,7 @@ def test_jvm_that_cannot_start_reports_its_log(settings: KafkaSettings) -> None:
     assert not broken.pid_file.exists()
 
 
-def test_stop_then_status_says_stopped(broker: local_kafka.StartResult, settings: KafkaSettings) -> None:
+def test_stop_then_status_says_stopped(broker: local_kafka.StartResult, settings: LocalBrokerSettings) -> None:
     assert local_kafka.stop(settings) is True
     st = local_kafka.status(settings)
     assert st.state == "stopped" and st.pid is None and not st.running

@@ -61,9 +61,9 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
 
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory: pytest.TempPathFactory, tls: TLSFiles,
-                  ) -> Iterator[local_kafka.KafkaSettings]:
+                  ) -> Iterator[local_kafka.LocalBrokerSettings]:
     port = worker_port(BASE_PORT)
-    broker = local_kafka.KafkaSettings(
+    broker = local_kafka.LocalBrokerSettings(
         port=port, sasl_port=port + 2, ssl_port=port + 3, sasl_ssl_port=port + 4,
         sasl_users={PLAIN_USER: PLAIN_PASSWORD}, scram_users={SCRAM_USER: SCRAM_PASSWORD},
         ssl_server_cert=tls.server_cert, ssl_server_key=tls.server_key, ssl_client_ca=tls.ca,
@@ -92,7 +92,7 @@ def sasl(mechanism: str = "PLAIN", user: str = PLAIN_USER, password: str = PLAIN
 
 
 @pytest.fixture
-def made(secure_broker: local_kafka.KafkaSettings) -> Iterator[list[PipelineSettings]]:
+def made(secure_broker: local_kafka.LocalBrokerSettings) -> Iterator[list[PipelineSettings]]:
     """The settings a test made; their topics are deleted afterwards (over plaintext)."""
     settings: list[PipelineSettings] = []
     yield settings

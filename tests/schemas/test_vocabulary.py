@@ -24,6 +24,7 @@ from modelevents.schemas.events import (
     Text,
 )
 from modelevents.schemas.events import TRANSPORTS as EVENTS_TRANSPORTS
+from modelevents.schemas.vocabulary_check import check_event
 from tests.corpus import corpus_files, corpus_id, require_corpus
 from tests.paths import FIXTURES
 
@@ -46,7 +47,7 @@ def _violations(path: Path) -> set[tuple[str, str, object]]:
     found: set[tuple[str, str, object]] = set()
     for event in events:
         adapter = event.adapter.split("@")[0]
-        for line in v.check_event(event):
+        for line in check_event(event):
             found.add(_named(adapter, event, line))
     return found
 
@@ -97,23 +98,23 @@ def _event(kind: str, payload, transport: str = "sse") -> ModelEvent:
 
 
 def test_check_event_passes_vocabulary_values() -> None:
-    assert v.check_event(_event("run.finished", RunFinished("completed", "end_turn", "STOP"))) == []
-    assert v.check_event(_event("hosted.call", Hosted(0, "c", "maps_search", "provider"))) == []
-    assert v.check_event(_event("citation", Citation(0, "place"))) == []
-    assert v.check_event(_event("error", Error("unexpected_shape", "m"))) == []
+    assert check_event(_event("run.finished", RunFinished("completed", "end_turn", "STOP"))) == []
+    assert check_event(_event("hosted.call", Hosted(0, "c", "maps_search", "provider"))) == []
+    assert check_event(_event("citation", Citation(0, "place"))) == []
+    assert check_event(_event("error", Error("unexpected_shape", "m"))) == []
 
 
 def test_check_event_names_every_value_off() -> None:
-    off = v.check_event(_event("run.finished", RunFinished("done", "solar_flare", None),
+    off = check_event(_event("run.finished", RunFinished("done", "solar_flare", None),
                                transport="carrier_pigeon"))
     assert len(off) == 3
     assert any("'done'" in line for line in off) and any("'solar_flare'" in line for line in off)
     assert any("carrier_pigeon" in line for line in off)
-    assert v.check_event(_event("hosted.call", Hosted(0, "c", "maps", "provider"))) != []
-    assert v.check_event(_event("citation", Citation(0, "maps"))) != []
-    assert v.check_event(_event("error", Error("RESOURCE_EXHAUSTED", "m"))) != []
+    assert check_event(_event("hosted.call", Hosted(0, "c", "maps", "provider"))) != []
+    assert check_event(_event("citation", Citation(0, "maps"))) != []
+    assert check_event(_event("error", Error("RESOURCE_EXHAUSTED", "m"))) != []
 
 
 def test_check_event_names_a_payload_of_the_wrong_record() -> None:
-    (line,) = v.check_event(_event("run.finished", Text(0, 0, "x")))
+    (line,) = check_event(_event("run.finished", Text(0, 0, "x")))
     assert "payload is Text, not RunFinished" in line

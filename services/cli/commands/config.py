@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from modelevents.services import logs
 from modelevents.services.cli.kafka_options import ENV_HELP, add_kafka_options, load_from_args
+from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.settings.sources import SERVICES
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def _sections(resolved: Resolved[Settings], service: str | None) -> dict[str, An
     kafka = settings.kafka
     everything: dict[str, Any] = {
         "kafka": {**kafka.model_dump(mode="json"), "bootstrap_servers": kafka.bootstrap,
-                  "min_insync_replicas": kafka.pipeline().min_insync},
+                  "min_insync_replicas": PipelineSettings.from_kafka(kafka).min_insync},
         "gateway": settings.gateway.model_dump(mode="json"),  # SecretStr dumps as **********
         "worker": {**settings.worker.model_dump(mode="json"),
                    "state_dir": str(settings.worker.workdir)},
@@ -78,7 +79,8 @@ def effective(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]
     document = _sections(resolved, args.service)
     sources = {".".join(key): str(resolved.origin(key)) for key, _ in _leaves((), document)}
     if "kafka" in document:
-        document["kafka"]["topics"] = resolved.settings.kafka.pipeline().topic_names
+        pipeline = PipelineSettings.from_kafka(resolved.settings.kafka)
+        document["kafka"]["topics"] = pipeline.topic_names
     document["log_format"] = "json" if logs.is_json() else "text"
     return document, sources
 

@@ -16,7 +16,7 @@ import sys
 
 from modelevents.services.errors import KafkaSetupError
 from modelevents.services.local import kafka_broker
-from modelevents.services.local.kafka_broker import KafkaSettings
+from modelevents.services.local.kafka_broker import LocalBrokerSettings
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -91,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def _settings(args: argparse.Namespace) -> KafkaSettings:
+def _settings(args: argparse.Namespace) -> LocalBrokerSettings:
     overrides: dict[str, object] = {}
     if args.port is not None:
         overrides["port"] = args.port
@@ -101,7 +101,7 @@ def _settings(args: argparse.Namespace) -> KafkaSettings:
         overrides["version"] = args.kafka_version
     if args.heap is not None:
         overrides["heap"] = args.heap
-    return KafkaSettings(**overrides)  # type: ignore[arg-type]
+    return LocalBrokerSettings(**overrides)  # type: ignore[arg-type]
 
 
 def _progress(message: str) -> None:

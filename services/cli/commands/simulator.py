@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a folder of recordings to serve as well (repeatable); every file "
                         "becomes a scenario named <folder>/<path without suffix>")
     p.add_argument("--no-corpus", action="store_true",
-                   help="do not serve ../shared/fixtures even when it is present")
+                   help="do not serve the recorded provider corpus (a shared/fixtures "
+                        "folder beside the checkout) even when it is present")
     p.add_argument("--no-validate", action="store_true",
                    help="answer requests without checking them against the providers' schemas")
     p.set_defaults(run=run)

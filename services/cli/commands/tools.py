@@ -17,6 +17,7 @@ from modelevents.services.cli.kafka_options import (
     load_from_args,
     run_async,
 )
+from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.settings.sources import EXAMPLE_TOOLS
 
 
@@ -88,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     options = {"db": config.db} if config.db is not None else {}
     executor = Executor(load_registry(config.module, **options), Policy.from_file(config.policy),
-                        resolved.settings.kafka.pipeline(), group=config.group,
+                        PipelineSettings.from_kafka(resolved.settings.kafka), group=config.group,
                         gateway_url=config.gateway_url, tenant=config.tenants,
                         max_concurrent_calls=config.max_concurrent_calls)
     if config.metrics_port is not None:

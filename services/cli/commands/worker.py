@@ -27,6 +27,7 @@ from modelevents.services.cli.kafka_options import (
     run_async,
 )
 from modelevents.services.kafka import topics
+from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.policy.hosted import load_policy_file
 from modelevents.services.processor.health import HealthServer, WorkerHealth
 
@@ -113,7 +114,8 @@ def worker_options(args: argparse.Namespace) -> dict[str, tuple[object, str]]:
 
 def run(args: argparse.Namespace) -> int:
     resolved = load_from_args(args, worker_options(args))  # an invalid one stops us here
-    settings, config = resolved.settings.kafka.pipeline(), resolved.settings.worker
+    settings = PipelineSettings.from_kafka(resolved.settings.kafka)
+    config = resolved.settings.worker
     # Faust is imported here, not at module level: `modelevents --help` and the other commands
     # should not pay for it.
     import faust

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from modelevents.services.local.kafka_broker import KafkaSettings
+from modelevents.services.local.kafka_broker import LocalBrokerSettings
 from modelevents.services.settings.tree import WorkerConfig, cache_dir, state_dir
 
 
@@ -37,14 +37,14 @@ def test_the_local_broker_keeps_its_state_and_jars_where_it_always_did(
         monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    broker = KafkaSettings(port=19092, version="4.1.0")
+    broker = LocalBrokerSettings(port=19092, version="4.1.0")
     assert broker.state_root == state_dir("kafka") == tmp_path / "state" / "modelevents" / "kafka"
     assert broker.state_dir == tmp_path / "state" / "modelevents" / "kafka" / "19092"
     assert broker.data_dir == tmp_path / "state" / "modelevents" / "kafka" / "19092" / "data"
     assert broker.cache_root == cache_dir("kafka") == tmp_path / "cache" / "modelevents" / "kafka"
     assert broker.libs_dir == tmp_path / "cache" / "modelevents" / "kafka" / "4.1.0" / "libs"
     # Explicit roots win over the defaults.
-    own = KafkaSettings(port=19092, state_root=tmp_path / "s", cache_root=tmp_path / "c")
+    own = LocalBrokerSettings(port=19092, state_root=tmp_path / "s", cache_root=tmp_path / "c")
     assert (own.state_dir, own.version_dir.parent) == (tmp_path / "s" / "19092", tmp_path / "c")
 
 
@@ -54,7 +54,7 @@ def test_the_broker_ignores_an_unset_empty_or_relative_xdg_home(
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XDG_STATE_HOME", value)
     monkeypatch.setenv("XDG_CACHE_HOME", value)
-    broker = KafkaSettings(port=19092)
+    broker = LocalBrokerSettings(port=19092)
     assert broker.state_root == tmp_path / ".local" / "state" / "modelevents" / "kafka"
     assert broker.cache_root == tmp_path / ".cache" / "modelevents" / "kafka"
     monkeypatch.delenv("XDG_CACHE_HOME")

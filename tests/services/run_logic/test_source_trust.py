@@ -10,7 +10,7 @@ import pytest
 
 from modelevents.adapters.registry import normalize_file
 from modelevents.schemas.events import Hosted, ModelEvent, Piece
-from modelevents.schemas.vocabulary import check_event
+from modelevents.schemas.vocabulary_check import check_event
 from modelevents.services.policy.hosted import HostedPolicy, McpServer
 from modelevents.services.run_logic.run_machine import run_state_of
 from modelevents.services.run_logic.sequencer import RunSequence

@@ -16,7 +16,7 @@ from modelevents.services.processor.table_values import (
 )
 
 
-class WorkingState:
+class WorkingCopies:
     """The run agent's view of the ``run`` table while batches are in flight (see "Pipelining").
 
     ``get`` gives the cached state of a run, else the table's. A state that the batch being
