@@ -50,34 +50,35 @@ from starlette.routing import Route
 from modelevents.schemas import __version__
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.services.errors import Unauthorized
-from modelevents.services.gateway import (
+from modelevents.services.gateway.auth import CHALLENGE, token_tenant
+from modelevents.services.gateway.calls import handover
+from modelevents.services.gateway.calls.capabilities import MANIFEST_PATH, Manifest, load_manifest
+from modelevents.services.gateway.calls.fetch import Fetcher
+from modelevents.services.gateway.calls.in_flight import LocalRuns
+from modelevents.services.gateway.calls.records import CallsView, new_incarnation
+from modelevents.services.gateway.config import GatewayConfig
+from modelevents.services.gateway.connections import server_options
+from modelevents.services.gateway.errors import error_answer
+from modelevents.services.gateway.events.followers import RunFollowers
+from modelevents.services.gateway.events.owners import RunOwners
+from modelevents.services.gateway.events.run_states import RunStates
+from modelevents.services.gateway.inputs.deliveries import Deliveries
+from modelevents.services.gateway.inputs.packets import InputPackets
+from modelevents.services.gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
+from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, problem_response
+from modelevents.services.gateway.routes import (
     approvals,
     event_frames,
     event_streams,
-    forwarded,
+    forwarded_frames,
     forwarded_input,
-    handover,
     health,
     run_list,
     runs,
     ui,
     webhooks,
 )
-from modelevents.services.gateway.auth import CHALLENGE, token_tenant
-from modelevents.services.gateway.calls import CallsView, new_incarnation
-from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, load_manifest
-from modelevents.services.gateway.config import GatewayConfig
-from modelevents.services.gateway.connections import server_options
-from modelevents.services.gateway.deliveries import Deliveries
-from modelevents.services.gateway.errors import error_answer
-from modelevents.services.gateway.fetch import Fetcher
-from modelevents.services.gateway.followers import RunFollowers
-from modelevents.services.gateway.input_packets import InputPackets
-from modelevents.services.gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
-from modelevents.services.gateway.openapi import install_docs
-from modelevents.services.gateway.owners import RunOwners
-from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, problem_response
-from modelevents.services.gateway.run_views import RunStates
+from modelevents.services.gateway.routes.openapi import install_docs
 from modelevents.services.gateway.state import Gateway
 from modelevents.services.kafka.clients import start_producer
 from modelevents.services.policy.hosted import load_policy_file
@@ -89,7 +90,7 @@ log = logging.getLogger("modelevents.gateway")
 # One router per concern; the order is the order of /docs.
 ROUTERS = (health.router, run_list.router, runs.router, event_streams.router, event_frames.router,
            approvals.router,
-           webhooks.router, forwarded.router, forwarded_input.router, ui.router)
+           webhooks.router, forwarded_frames.router, forwarded_input.router, ui.router)
 
 _DESCRIPTION = """\
 The edge of modelevents: provider output enters here and leaves as ProviderFrames on the Kafka
@@ -128,13 +129,13 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
             timeout=httpx.Timeout(config.call_timeout_s, connect=10.0),
             limits=httpx.Limits(max_connections=config.max_provider_connections,
                                 max_keepalive_connections=config.max_provider_connections))
-        gateway.runs = runs.LocalRuns(config.local_runs)
+        gateway.runs = LocalRuns(config.local_runs)
         gateway.packets = InputPackets(config)
         # The read side: the views of whole topics (read from their start; /readyz waits for
         # them) and the shared readers of followed runs.
         gateway.owners = RunOwners(config.kafka)
         gateway.run_states = RunStates(config.kafka)
-        # The calls records the replicas share (services/gateway/calls.py, handover.py).
+        # The calls records the replicas share (services/gateway/calls/records.py, handover.py).
         gateway.calls = CallsView(config.kafka)
         gateway.incarnation = new_incarnation()
         gateway.calls.listeners.append(lambda record: handover.nudge_on_cancel(gateway, record))

@@ -52,7 +52,7 @@ the same way (``ClaimConflict``); the second run keeps only its own frames.
 
 The gateway narrows that race at the edge: a webhook naming an object of a run it knows (a call
 it made, or a run whose state on ``runs`` names the object) is keyed by that run's id, so it
-lands on the run's partition behind the run's own frames (services/gateway/webhooks.py). What
+lands on the run's partition behind the run's own frames (services/gateway/routes/webhooks.py). What
 remains is an object no gateway knows yet: another gateway's run that ``runs`` does not show
 yet, or frames from a producer of its own.
 

@@ -9,11 +9,11 @@ import httpx
 import pytest
 
 from modelevents.adapters.registry import API_FACTS, api_facts
+from modelevents.services.gateway.calls.fetch import fetch_target
+from modelevents.services.gateway.calls.handover import READ_BACK_APIS
+from modelevents.services.gateway.calls.http import auth_headers
 from modelevents.services.gateway.config import PROVIDERS, WEBHOOK_PROVIDERS, GatewayConfig
-from modelevents.services.gateway.fetch import fetch_target
-from modelevents.services.gateway.handover import READ_BACK_APIS
-from modelevents.services.gateway.provider_http import auth_headers
-from modelevents.services.gateway.webhooks import webhook_object
+from modelevents.services.gateway.routes.webhooks import webhook_object
 from modelevents.services.simulator import provider_http, provider_schemas
 from modelevents.services.simulator.app import Simulator
 from modelevents.services.simulator.assemble import complete_object, first_object

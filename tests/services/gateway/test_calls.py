@@ -1,4 +1,4 @@
-"""The calls records (services/gateway/calls.py): their format, and how the view decides races.
+"""The calls records (services/gateway/calls/records.py): their format, and how the view decides races.
 
 The view is fed records as its consumer hands them over (key, value, partition, offset); what a
 real broker does with them — the order of a partition, compaction — is in
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import orjson
 import pytest
 
-from modelevents.services.gateway.calls import (
+from modelevents.services.gateway.calls.records import (
     ENDED,
     PENDING_TTL_MS,
     CallRecord,

@@ -1,4 +1,4 @@
-"""Hosted tools under the tenant's policy, before anything is sent (services/gateway/egress.py,
+"""Hosted tools under the tenant's policy, before anything is sent (services/gateway/calls/egress.py,
 router.py ``admit`` and ``route``): each enabled tool is a required capability; what the policy
 forbids is refused on every candidate; what a target cannot enforce refuses that target; the
 tenant's domains are merged into what is rendered."""
@@ -9,8 +9,8 @@ import pytest
 
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services.errors import CapabilityRejected
-from modelevents.services.gateway.capabilities import load_manifest
-from modelevents.services.gateway.router import admit, route
+from modelevents.services.gateway.calls.capabilities import load_manifest
+from modelevents.services.gateway.calls.router import admit, route
 from modelevents.services.policy.hosted import HostedPolicy, McpServer
 
 GPT = {"provider": "openai", "api": "openai-responses", "model": "gpt-5"}

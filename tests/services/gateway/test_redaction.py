@@ -1,5 +1,5 @@
-"""The input packet's redaction policy (services/gateway/redaction.py) and the packet the gateway
-builds from a neutral request (services/gateway/input_packets.py), without a broker."""
+"""The input packet's redaction policy (services/gateway/inputs/redaction.py) and the packet the gateway
+builds from a neutral request (services/gateway/inputs/packets.py), without a broker."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from modelevents.schemas import run_input
 from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
-from modelevents.services.gateway.input_packets import InputPackets
-from modelevents.services.gateway.redaction import RedactionConfig, Redactor
+from modelevents.services.gateway.inputs.packets import InputPackets
+from modelevents.services.gateway.inputs.redaction import RedactionConfig, Redactor
 
 KEY = "sk-live-0123456789abcdef0123"
 

@@ -1,5 +1,5 @@
-"""The capability manifest (services/gateway/capabilities.py + capabilities.yaml) and the router
-(services/gateway/router.py): incompatible targets are rejected before anything is sent, with
+"""The capability manifest (services/gateway/calls/capabilities.py + capabilities.yaml) and the router
+(services/gateway/calls/router.py): incompatible targets are rejected before anything is sent, with
 exactly what each candidate lacks."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from modelevents.schemas.errors import InputError
 from modelevents.schemas.transcript import CAPABILITIES, NeutralRequest
 from modelevents.services.errors import CapabilityRejected, ManifestError
-from modelevents.services.gateway.capabilities import load_manifest, parse_manifest
-from modelevents.services.gateway.router import route
+from modelevents.services.gateway.calls.capabilities import load_manifest, parse_manifest
+from modelevents.services.gateway.calls.router import route
 
 
 @pytest.fixture(scope="module")

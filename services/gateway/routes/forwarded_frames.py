@@ -63,7 +63,7 @@ from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.errors import InputError, InvalidId
 from modelevents.schemas.ids import check_id, check_provider
 from modelevents.services.gateway.auth import caller_tenant
-from modelevents.services.gateway.forwarded_writes import publish_body
+from modelevents.services.gateway.inputs.forwarded import publish_body
 from modelevents.services.gateway.problems import problem_response
 from modelevents.services.gateway.state import gateway_of
 

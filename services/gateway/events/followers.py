@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import orjson
 
 from modelevents.schemas.events import ModelEvent
-from modelevents.services.gateway.event_reads import IDLE_TICK_S, live_run_events, run_history
-from modelevents.services.gateway.events_tail import EventsTail
+from modelevents.services.gateway.events.reads import IDLE_TICK_S, live_run_events, run_history
+from modelevents.services.gateway.events.tail import EventsTail
 from modelevents.services.kafka.settings import PipelineSettings
 
 __all__ = ["RunFollowers", "sse_event", "json_default", "KEEP_ALIVE", "LAGGED"]

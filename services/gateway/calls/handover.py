@@ -54,15 +54,20 @@ from fastapi import HTTPException
 from modelevents.adapters.registry import API_FACTS
 from modelevents.adapters.requests import Endpoint, WireRequest
 from modelevents.services.errors import KafkaUnavailable
-from modelevents.services.gateway.calls import (
+from modelevents.services.gateway.calls.host import CallsHost
+from modelevents.services.gateway.calls.records import (
     CANCEL_REQUESTED,
     ENDED,
     CallRecord,
     InstanceBeat,
     now_ms,
 )
-from modelevents.services.gateway.runner import CallOutcome, CallRunner, CallTiming, ProviderCall
-from modelevents.services.gateway.state import Gateway
+from modelevents.services.gateway.calls.runner import (
+    CallOutcome,
+    CallRunner,
+    CallTiming,
+    ProviderCall,
+)
 
 __all__ = ["begin_call", "carry_out", "cancel_elsewhere", "keep_calls", "take_up_calls", "take_up",
            "read_back_runner", "update_call", "READ_BACK_APIS"]
@@ -74,7 +79,7 @@ READ_BACK_APIS = frozenset(api for api, facts in API_FACTS.items() if facts.foll
 _TRIES = 5  # writes of one record version that may lose a race in a row
 
 
-def in_flight_elsewhere(gateway: Gateway, record: CallRecord | None) -> bool:
+def in_flight_elsewhere(gateway: CallsHost, record: CallRecord | None) -> bool:
     """Whether ``record`` is a call in flight that is not one of this process's (one of ours
     that no longer runs here is over, whatever its record says: its end was not written)."""
     if record is None or not record.in_flight:
@@ -92,7 +97,7 @@ def conflict(record: CallRecord) -> HTTPException:
         f"{record.instance!r}; wait for it to end (GET the run) before sending its next call"))
 
 
-async def begin_call(gateway: Gateway, call: ProviderCall, *, note: str | None = None,
+async def begin_call(gateway: CallsHost, call: ProviderCall, *, note: str | None = None,
                      object_id: str | None = None, supersede: str | None = None) -> CallRecord:
     """Claim ``call`` as its run's call in flight (module docstring): 409 while another one is
     (but the call ``supersede``, which this one takes up), KafkaUnavailable (503) when the record
@@ -120,7 +125,7 @@ async def begin_call(gateway: Gateway, call: ProviderCall, *, note: str | None =
                            f"{gateway.config.ack_timeout_s:g} s")
 
 
-async def update_call(gateway: Gateway, run_id: str, call_tag: str,
+async def update_call(gateway: CallsHost, run_id: str, call_tag: str,
                       **changes: Any) -> CallRecord | None:
     """Write the next version of the run's record while it names ``call_tag`` (best effort:
     None, logged, when it names another call or Kafka did not take it)."""
@@ -143,7 +148,7 @@ async def update_call(gateway: Gateway, run_id: str, call_tag: str,
     return None
 
 
-async def carry_out(gateway: Gateway, runner: CallRunner,
+async def carry_out(gateway: CallsHost, runner: CallRunner,
                     work: Awaitable[CallOutcome]) -> None:
     """Carry out ``work`` (the runner's run or settle) and keep the call's record current."""
     call = runner.call
@@ -179,7 +184,7 @@ async def carry_out(gateway: Gateway, runner: CallRunner,
                               object_id=outcome.object_id, cursor=runner.cursor, note=note)
 
 
-def read_back_runner(gateway: Gateway, record: CallRecord, call_tag: str) -> CallRunner:
+def read_back_runner(gateway: CallsHost, record: CallRecord, call_tag: str) -> CallRunner:
     """A runner of the provider object ``record`` names, as a new call of its run (a read-back:
     its frames have a call tag of their own, so they never collide with the first call's)."""
     provider = gateway.config.provider(record.provider)
@@ -196,14 +201,14 @@ def read_back_runner(gateway: Gateway, record: CallRecord, call_tag: str) -> Cal
     return runner
 
 
-def timing(gateway: Gateway) -> CallTiming:
+def timing(gateway: CallsHost) -> CallTiming:
     config = gateway.config
     return CallTiming(poll_initial=config.poll_initial_s, poll_max=config.poll_max_s,
                       terminal_timeout=config.terminal_timeout_s, attempts=config.call_attempts,
                       backoff=config.call_backoff_s)
 
 
-async def cancel_elsewhere(gateway: Gateway, record: CallRecord) -> dict[str, Any] | None:
+async def cancel_elsewhere(gateway: CallsHost, record: CallRecord) -> dict[str, Any] | None:
     """Ask the provider to cancel the call another process polls (module docstring); the
     provider's answer, None when the record names no object yet."""
     if record.object_id is None:
@@ -214,7 +219,7 @@ async def cancel_elsewhere(gateway: Gateway, record: CallRecord) -> dict[str, An
     return answer
 
 
-def nudge_on_cancel(gateway: Gateway, record: CallRecord) -> None:
+def nudge_on_cancel(gateway: CallsHost, record: CallRecord) -> None:
     """A listener of the calls view: a cancel another process sent for one of this process's
     calls makes it poll now."""
     if record.state != CANCEL_REQUESTED or record.incarnation != gateway.incarnation:
@@ -224,7 +229,7 @@ def nudge_on_cancel(gateway: Gateway, record: CallRecord) -> None:
         runner.look_again()
 
 
-async def take_up(gateway: Gateway, record: CallRecord, why: str) -> CallRunner | None:
+async def take_up(gateway: CallsHost, record: CallRecord, why: str) -> CallRunner | None:
     """Take the call ``record`` names up here (module docstring); the runner polling it, or None
     when it cannot be polled (its record is then ended with a note)."""
     if not (record.background and record.object_id and record.api in READ_BACK_APIS
@@ -243,7 +248,7 @@ async def take_up(gateway: Gateway, record: CallRecord, why: str) -> CallRunner 
     return runner
 
 
-async def keep_calls(gateway: Gateway) -> None:
+async def keep_calls(gateway: CallsHost) -> None:
     """While the gateway runs (a task of the app's lifespan): once the calls view has read the
     topic, and then every third of the lease, this instance's heartbeat and
     :func:`take_up_calls`."""
@@ -267,7 +272,7 @@ async def keep_calls(gateway: Gateway) -> None:
         await asyncio.sleep(gateway.config.call_lease_s / 3)
 
 
-async def take_up_calls(gateway: Gateway, *, at_start: bool = False) -> int:
+async def take_up_calls(gateway: CallsHost, *, at_start: bool = False) -> int:
     """Take up the calls in flight that an earlier process of this instance id left (``at_start``
     only: later, another process of this id is a live twin, whose calls stay its own), and those
     of instances not heard of for the lease (module docstring); how many."""

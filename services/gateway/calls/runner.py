@@ -70,7 +70,7 @@ from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.errors import FollowUpFailed, ProviderHTTPError
-from modelevents.services.gateway.provider_http import json_request, send
+from modelevents.services.gateway.calls.http import json_request, send
 
 __all__ = ["CallRunner", "ProviderCall", "CallOutcome", "CallTiming", "FollowUpFailed"]
 

@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 
 from modelevents.schemas.ids import check_id
 from modelevents.services.gateway.problems import problem_response
-from modelevents.services.gateway.runs import known_run
+from modelevents.services.gateway.routes.runs import known_run
 from modelevents.services.gateway.state import gateway_of
 from modelevents.services.run_logic.executor_events import approval_resolution, hash_of_approval
 

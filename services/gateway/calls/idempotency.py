@@ -14,14 +14,14 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 
 from modelevents.services.errors import KafkaUnavailable
-from modelevents.services.gateway.calls import ANSWERED, PENDING, CallsView, KeyRecord
+from modelevents.services.gateway.calls.host import CallsHost
+from modelevents.services.gateway.calls.records import ANSWERED, PENDING, CallsView, KeyRecord
 from modelevents.services.gateway.problems import problem_response
-from modelevents.services.gateway.state import Gateway
 
 __all__ = ["answer_or_claim", "remember", "release"]
 
 
-async def answer_or_claim(gateway: Gateway, tenant: str, key: str,
+async def answer_or_claim(gateway: CallsHost, tenant: str, key: str,
                           digest: str) -> Response | KeyRecord:
     """The key's first answer again, a refusal (422, 409), or the key's claim for this request
     (go on; then :func:`remember` its 202 or :func:`release` it). KafkaUnavailable (503) when
@@ -53,7 +53,7 @@ def _refusal_or_replay(known: KeyRecord, digest: str) -> Response:
         "Location": answer["links"]["state"], "Idempotent-Replayed": "true"})
 
 
-async def remember(gateway: Gateway, claim: KeyRecord, answer: dict[str, Any]) -> None:
+async def remember(gateway: CallsHost, claim: KeyRecord, answer: dict[str, Any]) -> None:
     """The key's answer, for ever, written before the call is sent (KafkaUnavailable: the
     caller's 503, with nothing sent)."""
     record = CallsView.answered(claim, answer)
@@ -72,14 +72,14 @@ async def remember(gateway: Gateway, claim: KeyRecord, answer: dict[str, Any]) -
     await gateway.calls.wait_read(written.partition, written.offset, gateway.config.ack_timeout_s)
 
 
-async def _read_back(gateway: Gateway, record: KeyRecord) -> bool:
+async def _read_back(gateway: CallsHost, record: KeyRecord) -> bool:
     def answered() -> bool:
         known = gateway.calls.key(record.tenant, record.key)
         return known is not None and known.nonce == record.nonce and known.state == ANSWERED
     return await gateway.calls.wait_until(answered, gateway.config.ack_timeout_s)
 
 
-async def release(gateway: Gateway, claim: KeyRecord) -> None:
+async def release(gateway: CallsHost, claim: KeyRecord) -> None:
     """A request that got no 202 leaves nothing: its retry is a new attempt (best effort: an
     unreleased claim holds the key for PENDING_TTL_MS)."""
     record = CallsView.released(claim)

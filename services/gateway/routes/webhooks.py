@@ -28,7 +28,7 @@ What a delivery gets, in order:
    signature in the header matches any of the tenant's secrets (several at once: rotation) →
    401. Comparison is constant-time (``hmac.compare_digest``). A rejected delivery writes
    nothing;
-4. one send per (tenant, provider, webhook-id) (``services/gateway/deliveries.py``): copies of
+4. one send per (tenant, provider, webhook-id) (``services/gateway/inputs/deliveries.py``): copies of
    a delivery arriving together wait for the one send; a copy after it was acknowledged → 200
    ``duplicate`` without a second write; a retry after a 503 whose send was acknowledged later
    (the broker came back) → 200, nothing written again;
@@ -43,7 +43,7 @@ What a delivery gets, in order:
    acknowledged the frame, 503 (with Retry-After) when it did not within ``ack_timeout_s``, so
    the provider retries: nothing acknowledged is ever lost;
 6. a webhook that names an object but not its content (OpenAI ``response.*``, Gemini
-   ``interaction.*``) schedules the fetch of that object (``services/gateway/fetch.py``) once
+   ``interaction.*``) schedules the fetch of that object (``services/gateway/calls/fetch.py``) once
    its frame is acknowledged — once per delivery, however many copies came.
 
 A signed body that is not JSON is still the provider's delivery: it is kept verbatim as a frame
@@ -80,13 +80,13 @@ from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.ids import MAX_ID_LENGTH, is_valid_id
 from modelevents.services.errors import KafkaUnavailable, WebhookRejected
+from modelevents.services.gateway.calls.fetch import FetchJob, fetch_target
 from modelevents.services.gateway.config import WEBHOOK_PROVIDERS
-from modelevents.services.gateway.deliveries import Deliveries
 from modelevents.services.gateway.errors import error_answer
-from modelevents.services.gateway.fetch import FetchJob, fetch_target
+from modelevents.services.gateway.inputs.deliveries import Deliveries
+from modelevents.services.gateway.inputs.webhook_limits import KEPT_VALUE_CAPS
 from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, problem_response
 from modelevents.services.gateway.state import Gateway, gateway_of
-from modelevents.services.gateway.webhook_limits import KEPT_VALUE_CAPS
 from modelevents.services.kafka.clients import await_acks, send_frame
 
 __all__ = ["router", "WebhookRejected", "accept_delivery", "serve_delivery", "verify_signature",
@@ -212,7 +212,7 @@ async def accept_delivery(gateway: Gateway, provider: str, tenant: str | None,
 
 
 def deliveries_of(gateway: Gateway) -> Deliveries:
-    """The gateway's deliveries in single flight (services/gateway/deliveries.py), made on first
+    """The gateway's deliveries in single flight (services/gateway/inputs/deliveries.py), made on first
     use when the app's lifespan did not (an app that includes ``router`` alone)."""
     deliveries = getattr(gateway, "deliveries", None)
     if deliveries is None:

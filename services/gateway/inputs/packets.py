@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from modelevents.adapters.registry import ADAPTERS, api_facts
 from modelevents.schemas.run_input import RunInput, canonical_request, request_fingerprint
 from modelevents.schemas.run_input_pieces import PacketAssembler, is_packet_key
 from modelevents.schemas.transcript import NeutralRequest
-from modelevents.services.gateway.config import GatewayConfig
-from modelevents.services.gateway.redaction import Redactor
+from modelevents.services.gateway.inputs.redaction import RedactionConfig, Redactor
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 
@@ -51,10 +50,22 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class PacketPolicy(Protocol):
+    """What a packet is built under (the gateway's ``GatewayConfig`` is one)."""
+
+    @property
+    def redaction(self) -> RedactionConfig: ...
+
+    @property
+    def terminal_timeout_s(self) -> float: ...
+
+    def held_secrets(self) -> list[str]: ...
+
+
 class InputPackets:
     """Builds redacted packets under the gateway's policy (one per gateway, built at start)."""
 
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: PacketPolicy) -> None:
         self.config = config
         self.redactor = Redactor(config.redaction, config.held_secrets())
 

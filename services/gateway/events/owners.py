@@ -48,7 +48,7 @@ from typing import Any
 
 import orjson
 
-from modelevents.services.gateway.topic_view import TopicView
+from modelevents.services.gateway.events.topic_view import TopicView
 from modelevents.services.kafka.settings import PipelineSettings
 
 __all__ = ["RunOwners", "encode_claim", "decode_claim", "claim_document", "CLAIM_VERSION"]

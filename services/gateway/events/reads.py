@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 
 from modelevents.schemas.events import ModelEvent
-from modelevents.services.gateway.events_tail import EventsTail
+from modelevents.services.gateway.events.tail import EventsTail
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 

@@ -19,9 +19,9 @@ import orjson
 from fastapi import APIRouter, HTTPException, Request
 
 from modelevents.schemas.events import ModelEvent
-from modelevents.services.gateway.followers import json_default
-from modelevents.services.gateway.run_views import run_history
-from modelevents.services.gateway.runs import known_run
+from modelevents.services.gateway.events.followers import json_default
+from modelevents.services.gateway.events.run_states import run_history
+from modelevents.services.gateway.routes.runs import known_run
 from modelevents.services.gateway.state import gateway_of
 
 __all__ = ["router", "event_with_frame"]

@@ -28,8 +28,8 @@ import httpx
 from modelevents.adapters.registry import api_facts
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.services.gateway.calls.http import retryable
 from modelevents.services.gateway.config import PROVIDERS, GatewayConfig
-from modelevents.services.gateway.provider_http import retryable
 
 __all__ = ["FetchJob", "Fetcher", "fetch_target"]
 

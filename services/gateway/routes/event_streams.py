@@ -33,8 +33,8 @@ from fastapi.responses import StreamingResponse
 
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES
 from modelevents.services.gateway.auth import caller_tenant
-from modelevents.services.gateway.followers import LAGGED
-from modelevents.services.gateway.runs import known_run
+from modelevents.services.gateway.events.followers import LAGGED
+from modelevents.services.gateway.routes.runs import known_run
 from modelevents.services.gateway.state import Gateway, gateway_of
 
 __all__ = ["router", "MAX_RUNS", "parse_runs"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiokafka.errors import (
     KafkaError,
@@ -36,14 +36,37 @@ from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.services.errors import how_to_reach_kafka
-from modelevents.services.gateway.state import RETRY_AFTER_S, Gateway
+from modelevents.services.gateway.errors import RETRY_AFTER_S
 from modelevents.services.kafka.clients import PRODUCER_BATCH_BYTES, send_frame
+from modelevents.services.kafka.settings import PipelineSettings
 
-__all__ = ["Unkept", "publish_body"]
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaProducer
+
+__all__ = ["Unkept", "Writer", "publish_body"]
 
 log = logging.getLogger("modelevents.gateway")
 
 _TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError)
+
+
+class _Deadlines(Protocol):
+    @property
+    def ack_timeout_s(self) -> float: ...
+
+
+class Writer(Protocol):
+    """What a body's writing needs of the gateway (``state.Gateway`` is one)."""
+
+    producer: AIOKafkaProducer
+
+    @property
+    def config(self) -> _Deadlines: ...
+
+    @property
+    def settings(self) -> PipelineSettings: ...
+
+    def count_written(self, frames: list[ProviderFrame]) -> None: ...
 
 
 @dataclass
@@ -56,7 +79,7 @@ class Unkept:
     causes: list[str] = field(default_factory=list)
     failed: ModelEventsError | None = None  # the gateway's own failure while queueing
 
-    def answer(self, gateway: Gateway, body_frames: int) -> tuple[int, dict[str, Any],
+    def answer(self, gateway: Writer, body_frames: int) -> tuple[int, dict[str, Any],
                                                                    dict[str, str]]:
         """``(status, problem body, headers)`` to answer the client."""
         kept = sum(self.acked[:body_frames])
@@ -105,7 +128,7 @@ def _cause(exc: BaseException, timeout_s: float) -> str:
     return f"Kafka answered {exc.__class__.__name__}: {exc}"
 
 
-async def publish_body(gateway: Gateway, frames: list[ProviderFrame]) -> Unkept | None:
+async def publish_body(gateway: Writer, frames: list[ProviderFrame]) -> Unkept | None:
     """Write ``frames`` (pipelined) and wait up to ``ack_timeout_s`` for every acknowledgement:
     None when Kafka acknowledged them all, else what it did not."""
     timeout_s = gateway.config.ack_timeout_s

@@ -3,7 +3,7 @@
 What one gateway process used to keep in memory — the answer to an ``Idempotency-Key``, the
 call of a run in flight, the provider object a background call polls — is kept here, so that any
 replica answers the same and the calls a stopped gateway was polling are taken up
-(``services/gateway/handover.py``). Three kinds of record, JSON values (the topic is the gateway's
+(``services/gateway/calls/handover.py``). Three kinds of record, JSON values (the topic is the gateway's
 own, read by nothing else):
 
 **The run's call** — key the run id (so it lands on the run's partition), the latest call::
@@ -59,7 +59,7 @@ from typing import Any
 
 import orjson
 
-from modelevents.services.gateway.topic_view import TopicView
+from modelevents.services.gateway.events.topic_view import TopicView
 from modelevents.services.kafka.settings import PipelineSettings
 
 __all__ = ["CallRecord", "KeyRecord", "InstanceBeat", "CallsView", "IN_FLIGHT", "CANCEL_REQUESTED", "ENDED",

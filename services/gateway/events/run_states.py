@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from modelevents.schemas.run_state import RunState
-from modelevents.services.gateway.event_reads import IDLE_TICK_S, live_run_events, run_history
-from modelevents.services.gateway.topic_view import TopicView
+from modelevents.services.gateway.events.reads import IDLE_TICK_S, live_run_events, run_history
+from modelevents.services.gateway.events.topic_view import TopicView
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 

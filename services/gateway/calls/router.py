@@ -35,8 +35,8 @@ from modelevents.schemas.transcript import (
     ToolResultPart,
 )
 from modelevents.services.errors import CapabilityRejected
-from modelevents.services.gateway.capabilities import Capabilities, Manifest
-from modelevents.services.gateway.egress import Refusal, apply_policy, target_refusals
+from modelevents.services.gateway.calls.capabilities import Capabilities, Manifest
+from modelevents.services.gateway.calls.egress import Refusal, apply_policy, target_refusals
 from modelevents.services.policy.hosted import HostedPolicy
 
 
