@@ -1,9 +1,9 @@
-"""The gateway's ASGI app: ``create_app(config)`` composes one router per concern.
+"""The gateway's ASGI app: ``create_app(config)`` mounts one router per resource (``routes/``).
 
     health.py     GET /healthz, GET /readyz
     webhooks.py   POST /webhooks/{provider}[/{tenant}]   (Standard Webhooks, OpenAI and Gemini)
     runs.py       POST /v1/runs, GET /v1/runs/{id}[/events|/messages], POST /v1/runs/{id}/cancel
-    forwarded.py  POST /v1/runs/{run_id}/frames          (streams an application tees to us)
+    forwarded_frames.py  POST /v1/runs/{run_id}/frames   (streams an application tees to us)
     forwarded_input.py  POST /v1/runs/{run_id}/input     (the input packet of such a run)
     run_list.py   GET /v1/runs                           (the runs the caller may see, paged)
     event_frames.py  GET /v1/runs/{run_id}/events/{seq}  (one event and its raw frame)
@@ -11,8 +11,9 @@
     approvals.py  POST /v1/runs/{run_id}/approvals/{id}  (grant/deny → approval.resolved)
     ui.py         GET /ui                                (the operator's page, static files)
 
-Another concern is one more module with an ``APIRouter`` named ``router`` and one more entry in
-:data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs`` (``openapi.py``: local
+Another resource is one more module of ``routes/`` with an ``APIRouter`` named ``router`` and one
+more entry in :data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs``
+(``routes/openapi.py``: local
 assets, every error an RFC 9457 problem, ``problems.py``).
 
 The app's lifespan starts what every request shares through ``app.state.gateway``
@@ -21,7 +22,7 @@ client to the providers, the capability manifest, the calls in flight, the views
 ``run-owners``, ``runs`` and ``calls`` topics (read from their start: ``/readyz`` is 503 until
 they have read what the topics held) and the shared readers of followed runs, and takes up the
 background calls its instance id was polling before it stopped, or an instance silent for the
-lease was (``handover.py``); it stops them on shutdown,
+lease was (``calls/handover.py``); it stops them on shutdown,
 closing their Kafka consumers (calls in flight are cancelled: their frames so far are on Kafka,
 and the run's state says where it stopped). A :class:`KafkaUnavailable` raised
 while a request waits for Kafka becomes 503 with ``Retry-After``: the sender retries, and nothing

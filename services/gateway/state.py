@@ -7,7 +7,7 @@ records every replica shares (:attr:`Gateway.calls`: services/gateway/calls/reco
 (services/gateway/events/followers.py).
 
 One :class:`Gateway` lives in ``app.state.gateway`` from the app's startup to its shutdown
-(``services/gateway/app.py``); routes reach it with :func:`gateway_of`. Publishing goes through
+(``services/gateway/app.py``); routes are given it by ``Depends`` (``services/gateway/dependencies.py``). Publishing goes through
 :meth:`Gateway.publish` / :meth:`Gateway.publish_all`, which wait for the broker's
 acknowledgement (acks=all, idempotent producer: DESIGN.md "Edge") but never longer than
 ``ack_timeout_s``: an unreachable broker is :class:`KafkaUnavailable`, which the app answers
@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aiokafka.errors import KafkaError
-from fastapi import Request
 
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
@@ -57,7 +56,7 @@ if TYPE_CHECKING:
     from modelevents.services.gateway.inputs.deliveries import Deliveries
     from modelevents.services.gateway.inputs.packets import InputPackets
 
-__all__ = ["AckedDeliveries", "Gateway", "gateway_of"]
+__all__ = ["AckedDeliveries", "Gateway"]
 
 
 class AckedDeliveries:
@@ -285,6 +284,4 @@ class Gateway:
             raise KafkaUnavailable(self.settings.bootstrap_servers, repr(exc)) from exc
 
 
-def gateway_of(request: Request) -> Gateway:
-    return request.app.state.gateway
 

@@ -1,4 +1,4 @@
-"""What the gateway does with the calls records (``calls.py``) so that its replicas act as one.
+"""What the gateway does with the calls records (``records.py``) so that its replicas act as one.
 
 - :func:`begin_call` claims a run's call before anything is sent: a call of the run in flight on
   any replica is a 409, and of two replicas racing the partition's order picks one.

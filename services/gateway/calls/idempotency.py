@@ -3,7 +3,7 @@
 A client that retries a POST sends the same key: the first answer is given again (header
 ``Idempotent-Replayed: true``) and nothing is sent twice, whichever replica the retry reaches;
 the same key with another body is a 422; a retry while the first request is still being
-answered is a 409 (retry shortly). The keys are records of the ``calls`` topic (``calls.py``:
+answered is a 409 (retry shortly). The keys are records of the ``calls`` topic (``records.py``:
 pending → answered, or released when the request got no 202), per tenant.
 """
 

@@ -40,7 +40,7 @@ end). An error answer to a follow-up (a resume, a poll, a read-back) is not — 
 well finish the run — so it is not published: it is noted on the call, the call stops, and the
 run ends as its frames say (a truncated stream, a background run still in progress: the
 outcome is unknown until somebody asks the provider again; a webhook may still settle it).
-Retries (network errors, 408/409/429/5xx, ``retry-after``) are ``provider_http.send``'s.
+Retries (network errors, 408/409/429/5xx, ``retry-after``) are ``http.send``'s.
 
 Every published frame waits for Kafka's acknowledgement (acks=all) before the next read. The end
 of a streamed call that is not a background job is marked with the end-of-stream marker the

@@ -2,7 +2,7 @@
 
 One reader per followed run, whatever the number of its followers, and one Kafka consumer for
 all of them (the gateway's tail of ``events``, events_tail.py): a :class:`_Reader` reads the
-run's events of its owner (``event_reads.live_run_events``), encodes each
+run's events of its owner (``reads.live_run_events``), encodes each
 as SSE once, keeps the last :attr:`RunFollowers.buffer_events` of them for followers that join
 late, and hands each to every follower's bounded queue (:attr:`RunFollowers.max_pending` events
 it has not sent yet). When a queue is full the reader waits for it to have room, as long as

@@ -3,7 +3,7 @@
 - :func:`run_history` reads them up to what the topic holds now (only the partition the run's
   key maps to, from its start: cost grows with the partition, not the run — fine for the
   gateway's interactive use; bulk readers use ``replay``); :func:`live_run_events` reads that
-  and then goes on with what the gateway's one tail of ``events`` (events_tail.py) reads, until
+  and then goes on with what the gateway's one tail of ``events`` (tail.py) reads, until
   the run finished or the caller stops reading (followers of one run share one such reader:
   followers.py).
 - Every record is authorized, not only the request: only events of ``tenant`` (the run id's
@@ -36,7 +36,7 @@ async def live_run_events(tail: EventsTail, settings: PipelineSettings, run_id: 
     """The run's events of ``tenant`` (None: any) in order, each once, until ``run.finished``
     (or the caller stops iterating); ``None`` every ``idle_tick`` s while nothing arrives (a
     keep-alive tick). What ``events`` holds is read from the run's partition; what comes after
-    from the gateway's one tail of ``events`` (events_tail.py), subscribed to first, so that
+    from the gateway's one tail of ``events`` (tail.py), subscribed to first, so that
     nothing falls between the two (the overlap is dropped by seq)."""
     subscription = await tail.subscribe(run_id)
     try:

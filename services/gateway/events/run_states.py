@@ -9,8 +9,8 @@
   (:meth:`RunStates.run_of_object`). The other parts of the read side, the owners of run ids
   (``owners.py``) and the shared readers of followed runs (``followers.py``), are its peers: the
   app's lifespan starts and stops all three (``app.py``), and readiness waits for the views
-  (``health.py``).
-- :func:`live_run_events` / :func:`run_history` (``event_reads.py``, re-exported here) read one run's
+  (``routes/health.py``).
+- :func:`live_run_events` / :func:`run_history` (``reads.py``, re-exported here) read one run's
   events of one tenant from ``events``, each ``seq`` once, in order.
 
 All of this only reads: the one write of the read side is a claim (``owners.py``), made through

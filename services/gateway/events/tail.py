@@ -9,7 +9,7 @@ docs/performance.md). Now the gateway tails ``events`` once — every partition,
 and hands each record, decoded once, to the :class:`Subscription` of its run key.
 
 A subscription gets every record of its key the tail reads after :meth:`EventsTail.subscribe`
-returned; what the topic held before, the subscriber reads on its own (``event_reads.
+returned; what the topic held before, the subscriber reads on its own (``reads.
 live_run_events`` reads the run's history to the end offsets it finds after subscribing, and
 drops the overlap by ``seq``). The tail never waits for a subscriber: a subscription that holds
 more than ``inbox_limit`` records its reader did not take (a reader held back by a stalled

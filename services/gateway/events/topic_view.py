@@ -2,7 +2,7 @@
 
 :class:`TopicView` reads every partition of its topic from offset 0 when it starts and then
 follows it, handing each record to :meth:`TopicView.apply` (the subclass keeps what it needs:
-``run_views.RunStates`` the latest RunState per run, ``owners.RunOwners`` the first claim per run
+``run_states.RunStates`` the latest RunState per run, ``owners.RunOwners`` the first claim per run
 id). It says when it has read what the topic held at its start (:attr:`TopicView.caught_up`: a
 run not in the view is then really unknown, not just not read yet) and how far it has read each
 partition (:meth:`TopicView.wait_read`: a claim written by this gateway is known to the view

@@ -32,9 +32,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from modelevents.schemas.ids import check_id
+from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.problems import problem_response
 from modelevents.services.gateway.routes.runs import known_run
-from modelevents.services.gateway.state import gateway_of
 from modelevents.services.run_logic.executor_events import approval_resolution, hash_of_approval
 
 __all__ = ["router", "Decision"]
@@ -64,10 +64,9 @@ class Decision(BaseModel):
                         409: {"description": "the run is not waiting for this approval"},
                         503: {"description": "Kafka did not acknowledge: nothing was kept"}})
 async def decide(run_id: str, approval_id: str, decision: Decision,
-                 request: Request) -> JSONResponse:
-    gateway = gateway_of(request)
+                 request: Request, gateway: RunningGateway) -> JSONResponse:
     check_id(approval_id, "approval id")
-    _state, owner = known_run(request, run_id)
+    _state, owner = known_run(gateway, request, run_id)
     state = await gateway.run_states.wait_for(
         run_id, lambda s: approval_id in s.pending_approvals, PENDING_WAIT_S)
     if state is None or state.tenant != owner or approval_id not in state.pending_approvals:

@@ -19,10 +19,10 @@ import orjson
 from fastapi import APIRouter, HTTPException, Request
 
 from modelevents.schemas.events import ModelEvent
+from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.events.followers import json_default
 from modelevents.services.gateway.events.run_states import run_history
 from modelevents.services.gateway.routes.runs import known_run
-from modelevents.services.gateway.state import gateway_of
 
 __all__ = ["router", "event_with_frame"]
 
@@ -43,9 +43,9 @@ def event_with_frame(event: ModelEvent) -> dict[str, Any]:
 
 @router.get("/v1/runs/{run_id}/events/{seq}", summary="One event and its raw provider frame",
             responses={404: {"description": "no such run, or no event with this seq yet"}})
-async def get_event(run_id: str, seq: int, request: Request) -> dict[str, Any]:
-    gateway = gateway_of(request)
-    _state, owner = known_run(request, run_id)
+async def get_event(run_id: str, seq: int, request: Request,
+                    gateway: RunningGateway) -> dict[str, Any]:
+    _state, owner = known_run(gateway, request, run_id)
     if seq < 0:
         raise HTTPException(422, detail="seq is a whole number from 0")
     async with aclosing(run_history(gateway.config.kafka, run_id, owner,

@@ -33,9 +33,10 @@ from fastapi.responses import StreamingResponse
 
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES
 from modelevents.services.gateway.auth import caller_tenant
+from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.events.followers import LAGGED
 from modelevents.services.gateway.routes.runs import known_run
-from modelevents.services.gateway.state import Gateway, gateway_of
+from modelevents.services.gateway.state import Gateway
 
 __all__ = ["router", "MAX_RUNS", "parse_runs"]
 
@@ -80,17 +81,16 @@ def parse_runs(values: list[str]) -> list[tuple[str, int]]:
         "`stream.end` event per run (`data`: run_id, reason, status, error)")},
         401: {"description": "a token that is no tenant's"},
         422: {"description": "no run, too many, one named twice, or a malformed `run`"}})
-async def stream_runs(request: Request,
+async def stream_runs(request: Request, gateway: RunningGateway,
                       run: list[str] = _RUN_QUERY) -> StreamingResponse:
     """The named runs' events, each once and in seq order per run (module docstring)."""
-    gateway = gateway_of(request)
     if gateway.config.api_tokens:
         caller_tenant(request)  # a bad token refuses the whole stream
     parts: list[tuple[str, str, int]] = []  # run id, owner, after
     ends: list[bytes] = []
     for run_id, after in parse_runs(run):
         try:
-            state, owner = known_run(request, run_id)
+            state, owner = known_run(gateway, request, run_id)
         except HTTPException as exc:
             ends.append(_end(run_id, _REFUSALS.get(exc.status_code, "not_found"),
                              exc.status_code, str(exc.detail)))

@@ -30,7 +30,7 @@ accepted as an ``X-Modelevents-<Name>`` header):
   so a stream cut before the provider's terminal event is reported as truncated), ``run`` (no
   more input for the run at all), or ``none`` (more of this stream follows in another body).
 
-The run id belongs to the tenant that first used it (``owners.py``): the first body forwarded
+The run id belongs to the tenant that first used it (``events/owners.py``): the first body forwarded
 under a new id claims it on ``run-owners`` (after the body was read and parsed, before any frame
 is written); another tenant's body for it is 404, as for a run it cannot see, and nothing of it
 is written. Run ids and stream ids are checked with ``schemas/ids.check_id`` (1 to 200 ASCII
@@ -38,7 +38,7 @@ letters, digits and ``._:-``; CR, LF or NUL would forge log lines): anything els
 
 Every frame (and the marker) is acknowledged by Kafka (acks=all) before the 2xx, which says how
 many frames were accepted. When Kafka did not take them all, the answer counts the frames it
-did (``kept``, ``first_not_kept_index``) and names the cause (``forwarded_writes.py``): 503 for
+did (``kept``, ``first_not_kept_index``) and names the cause (``inputs/forwarded.py``): 503 for
 an acknowledgement that did not come (send the same body again: the copies are dropped), 413
 for a frame larger than the frames topic takes.
 """
@@ -63,9 +63,9 @@ from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.errors import InputError, InvalidId
 from modelevents.schemas.ids import check_id, check_provider
 from modelevents.services.gateway.auth import caller_tenant
+from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.inputs.forwarded import publish_body
 from modelevents.services.gateway.problems import problem_response
-from modelevents.services.gateway.state import gateway_of
 
 __all__ = ["router", "FRAMINGS_BY_CONTENT_TYPE"]
 
@@ -181,10 +181,10 @@ _OPENAPI: dict[str, Any] = {
 
 @router.post("/v1/runs/{run_id}/frames", summary="Forward a provider stream for a run",
              openapi_extra=_OPENAPI, response_class=JSONResponse)
-async def forward_frames(request: Request, run_id: str) -> Response:
+async def forward_frames(request: Request, run_id: str,
+                         gateway: RunningGateway) -> Response:
     """Publish the frames of a provider stream the application received itself (see the
     parameters); 200 with the number of frames once Kafka acknowledged all of them."""
-    gateway = gateway_of(request)
     config = gateway.config
     try:
         framing = _framing(request)

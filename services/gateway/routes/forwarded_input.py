@@ -1,14 +1,14 @@
 """``POST /v1/runs/{run_id}/input``: the input packet of a run an application forwards.
 
 An application that calls a provider itself and tees the stream to ``/v1/runs/{id}/frames``
-(``forwarded.py``) may also say what it asked: the neutral request it rendered the provider call
+(``forwarded_frames.py``) may also say what it asked: the neutral request it rendered the provider call
 from, the target it called, and what it knows of the call. The gateway redacts it under its
 policy and writes it to ``run-inputs`` as the gateway does for the runs it starts
-(``input_packets.py``, origin ``forwarded``), so ``/messages`` and the audit archive have the
+(``inputs/packets.py``, origin ``forwarded``), so ``/messages`` and the audit archive have the
 request's side of the run too. A forwarded run without one is no error: ``audit verify`` lists
 it as a run without an input packet.
 
-The run id is claimed for the caller's tenant as forwarded frames claim it (``owners.py``);
+The run id is claimed for the caller's tenant as forwarded frames claim it (``events/owners.py``);
 another tenant's id is 404 with nothing written. ``stream`` is the stream id the frames of this
 call are (or will be) forwarded under (default ``s0``): ``/messages`` takes the model's side from
 that stream's first event on. Kafka unavailable → 503: send the same body again (the packet is
@@ -26,8 +26,8 @@ from modelevents.schemas.errors import InputError, InvalidId
 from modelevents.schemas.ids import check_id, check_provider
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services.gateway.auth import caller_tenant
+from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.problems import problem_response
-from modelevents.services.gateway.state import gateway_of
 
 __all__ = ["router", "ForwardedInput"]
 
@@ -57,8 +57,8 @@ class ForwardedInput(BaseModel):
                                               "unknown api"},
                         503: {"description": "Kafka unavailable: send the same body again"}})
 async def record_input(run_id: str, body: ForwardedInput, request: Request,
+                       gateway: RunningGateway,
                        x_correlation_id: str | None = Header(None, max_length=255)) -> Response:
-    gateway = gateway_of(request)
     try:
         check_id(run_id)
         check_id(body.stream, "stream id")

@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from modelevents.schemas.errors import ModelEventsError
-from modelevents.services.gateway.state import Gateway, gateway_of
+from modelevents.services.gateway.dependencies import RunningGateway
+from modelevents.services.gateway.state import Gateway
 from modelevents.services.kafka import topics
 
 __all__ = ["router", "readiness"]
@@ -40,11 +41,11 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz", summary="Readiness: Kafka reachable, the topics exist, the views read",
             responses={503: {"description": "Kafka unreachable, a topic missing/mismatched, or "
                                             "the run owners and states not read yet"}})
-async def readyz(request: Request) -> JSONResponse:
+async def readyz(gateway: RunningGateway) -> JSONResponse:
     """200 when Kafka answers, every pipeline topic exists with the configured partitions and the
     gateway has read the run owners and states; 503 with the reason (and what to do)
     otherwise."""
-    status, body = await readiness(gateway_of(request))
+    status, body = await readiness(gateway)
     return JSONResponse(body, status_code=status)
 
 

@@ -2,7 +2,7 @@
 
     GET /v1/runs?status=&provider=&tenant=&q=&cursor=&limit=[&watch=true]
 
-Answered from the gateway's view of the ``runs`` topic (``run_views.RunStates``: the latest
+Answered from the gateway's view of the ``runs`` topic (``events/run_states.RunStates``: the latest
 RunState of every run the topic still holds), newest first (by start, then run id). Filters:
 ``status`` (repeat it, or comma-separate, for several; ``waiting`` stands for both waiting
 states), ``provider``, ``tenant``, and ``q``, which finds a run by a part of its id or of one of
@@ -20,7 +20,7 @@ Where the rows go in the list is the client's (the sort key is ``started_at``, t
 comment and the end of the stream: ask again for a fresh first page.
 
 Tenants: with ``api_tokens`` configured the token decides the tenant and only its runs are
-listed (``tenant=`` naming another is 403); a run whose id another tenant owns (``owners.py``)
+listed (``tenant=`` naming another is 403); a run whose id another tenant owns (``events/owners.py``)
 is not listed, as ``GET /v1/runs/{id}`` would not show it. Without tokens every tenant's runs are
 listed and ``tenant=`` filters.
 
@@ -49,7 +49,8 @@ from fastapi.responses import StreamingResponse
 
 from modelevents.schemas.run_state import RUN_STATES, RunState
 from modelevents.services.gateway.auth import caller_tenant
-from modelevents.services.gateway.state import Gateway, gateway_of
+from modelevents.services.gateway.dependencies import RunningGateway
+from modelevents.services.gateway.state import Gateway
 
 __all__ = ["router", "run_row", "select_runs", "RunFilter", "first_page"]
 
@@ -173,7 +174,7 @@ def select_runs(gateway: Gateway, shown: RunFilter, *, after: tuple[int, str] | 
                        403: {"description": "`tenant` names another tenant than the token's"},
                        422: {"description": "an unknown status"},
                        503: {"description": "the gateway is still reading `runs`"}})
-async def list_runs(request: Request,
+async def list_runs(request: Request, gateway: RunningGateway,
                     status: list[str] = _STATUS_QUERY,
                     tenant: str | None = Query(None, description="only this tenant's runs"),
                     provider: str | None = Query(None, description="only this provider's runs"),
@@ -187,7 +188,6 @@ async def list_runs(request: Request,
     """``runs``: rows as the module docstring says; ``next_cursor``: null on the last page;
     ``complete``: false while the gateway has not yet read the ``runs`` topic to its end (just
     started: the list may still grow)."""
-    gateway = gateway_of(request)
     config = gateway.config
     seen_tenant = caller_tenant(request, tenant) if config.api_tokens else tenant
     after = _decode_cursor(cursor) if cursor else None

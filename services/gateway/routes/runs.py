@@ -15,7 +15,7 @@ same 422, code ``egress_rejected``; the tenant's domain rules merged into what i
 not take would be lost); the wire request is rendered from the neutral form only now, for the
 target chosen (``adapters/requests``); its input packet — the neutral request, redacted, its
 fingerprint, the target — is written to ``run-inputs`` and acknowledged before the call is sent
-(``input_packets.py``; 503 with nothing sent when Kafka does not take it), and the call is
+(``inputs/packets.py``; 503 with nothing sent when Kafka does not take it), and the call is
 carried out by
 :class:`~modelevents.services.gateway.calls.runner.CallRunner` in the background, its ``calls``
 record kept current by ``handover.carry_out``. The answer does not
@@ -32,14 +32,14 @@ key with another body is a 422 (``idempotency.py``).
 
 **Replicas.** What those rules need is on Kafka, not in a process: the compacted ``calls`` topic
 holds every run's latest call (which gateway instance has it in flight, its provider object,
-``in_flight`` / ``cancel_requested`` / ``ended``) and every key's answer (``calls.py``). So any
+``in_flight`` / ``cancel_requested`` / ``ended``) and every key's answer (``calls/records.py``). So any
 number of gateways behind a load balancer answer as one, with no affinity: a key answered by
 one is answered again by another, a call in flight on one is a 409 on the others, a cancel sent
 to any reaches the provider (by the object the record names; the polling gateway then polls at
 once), and ``GET /v1/runs/{id}`` shows the record as ``call_record``. A gateway that restarts —
 SIGKILL, crash or deploy — takes up the background calls its instance id was polling, with no
 client request, and the calls of an instance silent for ``call_lease_s`` are taken up by another
-replica (``handover.py`` says the rule, and what happens when the previous process is still
+replica (``calls/handover.py`` says the rule, and what happens when the previous process is still
 alive).
 
 A run whose outcome is unknown — the polling timed out, a stream was cut, its gateway is gone for
@@ -48,14 +48,14 @@ Responses, Interactions) with the same backoff and terminal timeout, and the run
 provider says. A call another gateway instance has in flight is refused (409: two gateways never
 poll one call) unless ``?take_over=true`` (that instance is not coming back).
 
-A run id belongs to one tenant (``owners.py``): the first request naming it (or the gateway,
+A run id belongs to one tenant (``events/owners.py``): the first request naming it (or the gateway,
 making one up) claims it on ``run-owners`` before anything is sent to a provider, and a request
 of another tenant for an owned id — a POST, any GET, a cancel, a reconcile, forwarded frames —
 is answered 404 as for a run it cannot see, with nothing sent or written. ``/events`` and
 ``/messages`` pass on only records of the owner (every record is authorized, not only the
 request). Run ids are 1 to 200 characters of ASCII letters, digits and ``._:-``
 (``schemas/ids.py``): anything else is a 422 with what is allowed. Followers of ``/events``
-share one reader of the run (``followers.py``); one that falls too far behind the run is ended
+share one reader of the run (``events/followers.py``); one that falls too far behind the run is ended
 cleanly and resumes with ``Last-Event-ID``.
 
 Errors have one shape across the gateway: an RFC 9457 problem (``services/gateway/problems.py``:
@@ -91,13 +91,14 @@ from modelevents.services.gateway.calls import handover, idempotency
 from modelevents.services.gateway.calls.records import ENDED, CallRecord, KeyRecord
 from modelevents.services.gateway.calls.router import admit, route
 from modelevents.services.gateway.calls.runner import CallRunner, ProviderCall
+from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.errors import RETRY_AFTER_S
 from modelevents.services.gateway.events.followers import json_default, sse_event
 from modelevents.services.gateway.events.run_states import run_history
 from modelevents.services.gateway.inputs.packets import InputPackets, latest_packet, packet_summary
 from modelevents.services.gateway.problems import problem_response
 from modelevents.services.gateway.routes.health import readiness
-from modelevents.services.gateway.state import Gateway, gateway_of
+from modelevents.services.gateway.state import Gateway
 
 __all__ = ["router", "known_run"]
 
@@ -130,11 +131,10 @@ def _error(status: int, message: str, code: str | None = None, headers: dict[str
                                     "reused"},
                429: {"description": "too many calls in flight; retry after Retry-After"},
                503: {"description": "Kafka is not ready: nothing was sent to a provider"}})
-async def start_run(neutral: NeutralRequest, request: Request,
+async def start_run(neutral: NeutralRequest, request: Request, gateway: RunningGateway,
                     idempotency_key: str | None = Header(None, max_length=MAX_IDEMPOTENCY_KEY),
                     x_correlation_id: str | None = Header(None, max_length=MAX_CORRELATION_ID)
                     ) -> Response:
-    gateway = gateway_of(request)
     tenant = caller_tenant(request, neutral.tenant)
     if neutral.run_id is not None:
         try:
@@ -247,14 +247,13 @@ async def _run_and_record(gateway: Gateway, runner: CallRunner, packet: RunInput
 @router.get("/v1/runs/{run_id}", summary="The run's current RunState",
             responses={404: {"description": "no such run on `runs`, nor started here"},
                        503: {"description": "the gateway is still reading `runs` (just started)"}})
-async def get_run(run_id: str, request: Request) -> dict[str, Any]:
+async def get_run(run_id: str, request: Request, gateway: RunningGateway) -> dict[str, Any]:
     """``state``: the latest RunState on the ``runs`` topic (null until the processor wrote one);
     ``calls``: the provider calls this gateway process made for the run, newest last (another
     gateway process of a deployment knows its own); ``call_record``: the run's latest call as
     every replica knows it (the ``calls`` topic: its gateway instance, provider object,
     ``in_flight`` / ``cancel_requested`` / ``ended``), null for a run no gateway called."""
-    gateway = gateway_of(request)
-    state, owner = known_run(request, run_id)
+    state, owner = known_run(gateway, request, run_id)
     record = gateway.calls.call(run_id)
     return {"run_id": run_id, "state": _jsonable(state), "calls": gateway.runs.describe(run_id),
             "call_record": record.describe() if record is not None and record.tenant == owner
@@ -270,7 +269,7 @@ async def get_run(run_id: str, request: Request) -> dict[str, Any]:
         204: {"description": "the run ended and every event was sent already"},
         400: {"description": "Last-Event-ID / after is not a seq"},
         404: {"description": "no such run"}})
-async def stream_events(run_id: str, request: Request,
+async def stream_events(run_id: str, request: Request, gateway: RunningGateway,
                         last_event_id: str | None = Header(None),
                         after: int | None = Query(None, description="send events with seq > after"
                                                   " (as Last-Event-ID; the header wins)"),
@@ -280,7 +279,6 @@ async def stream_events(run_id: str, request: Request,
     """Each event once, in ``seq`` order, from ``seq`` 0 or after the one named; the stream ends
     after ``run.finished`` (or, with ``follow=false``, at the end of what ``events`` holds).
     A reconnect after the end (EventSource does that) is answered 204, which stops it."""
-    gateway = gateway_of(request)
     if last_event_id not in (None, ""):
         try:
             after = int(last_event_id)
@@ -291,7 +289,7 @@ async def stream_events(run_id: str, request: Request,
     if after < -1:
         raise HTTPException(400, detail="Last-Event-ID / after must be -1 (from the start) or a "
                                         "seq")
-    state, owner = known_run(request, run_id)
+    state, owner = known_run(gateway, request, run_id)
     if state is not None and state.status in TERMINAL_RUN_STATES and after >= state.last_seq:
         return Response(status_code=204)
     return StreamingResponse(_event_stream(gateway, run_id, owner, after, follow),
@@ -302,7 +300,8 @@ async def stream_events(run_id: str, request: Request,
 @router.get("/v1/runs/{run_id}/messages", summary="The run's whole transcript: what it was "
             "asked (its input packet), then what the model said",
             responses={404: {"description": "no input packet and no events for this run"}})
-async def get_messages(run_id: str, request: Request) -> dict[str, Any]:
+async def get_messages(run_id: str, request: Request,
+                       gateway: RunningGateway) -> dict[str, Any]:
     """``messages``: the request's side first — the transcript of the run's latest input packet
     (``run-inputs``: the call's request as the gateway recorded it, redacted), its
     ``instructions`` beside — then the model's side: the provider calls from that packet's call
@@ -312,8 +311,7 @@ async def get_messages(run_id: str, request: Request) -> dict[str, Any]:
     only the model's side, and ``input`` is null. To continue the turn, POST these messages and
     the next results or question with this ``run_id``, on any provider — signatures go back only
     to the model that made them."""
-    gateway = gateway_of(request)
-    _state, owner = known_run(request, run_id)
+    _state, owner = known_run(gateway, request, run_id)
     packet = await latest_packet(gateway.config.kafka, run_id, owner)
     events = [e async for e in run_history(gateway.config.kafka, run_id, owner)]
     if not events and packet is None:
@@ -359,11 +357,10 @@ def _from_call(events: list[ModelEvent], call: str) -> list[ModelEvent]:
                         409: {"description": "not a background call, its provider object is "
                                              "not known yet, or it ended already"},
                         502: {"description": "the provider refused or could not be reached"}})
-async def cancel_run(run_id: str, request: Request) -> JSONResponse:
+async def cancel_run(run_id: str, request: Request, gateway: RunningGateway) -> JSONResponse:
     """The run ends ``cancelled`` only when the provider confirms it: watch ``events``. A call
     another replica polls is cancelled by the provider object its calls record names; that
     replica polls at once."""
-    gateway = gateway_of(request)
     _check_path_id(run_id)
     runner = gateway.runs.latest(run_id)
     record = gateway.calls.call(run_id)
@@ -441,7 +438,7 @@ def _cancel_answer(run_id: str, call_tag: str, answer: dict[str, Any]) -> JSONRe
                                              "gateway (without take_over), or its API has no "
                                              "object to read back"},
                         422: {"description": "the run's provider is not configured here"}})
-async def reconcile_run(run_id: str, request: Request,
+async def reconcile_run(run_id: str, request: Request, gateway: RunningGateway,
                         take_over: bool = Query(False, description=(
                             "take the run's call in flight on another gateway instance over "
                             "(that instance is gone for good): it stops polling if it is alive"))
@@ -450,8 +447,7 @@ async def reconcile_run(run_id: str, request: Request,
     a stream was cut): the provider's object — the last one the run's events named — is polled
     to its end and published, so the run ends as the provider says. A call another gateway
     polls is refused (409: two gateways never poll one call) unless ``take_over``."""
-    gateway = gateway_of(request)
-    state, _owner = known_run(request, run_id)
+    state, _owner = known_run(gateway, request, run_id)
     if state is None:
         raise HTTPException(409, detail=f"run {run_id!r} has no state on the runs topic yet; "
                                         "nothing to reconcile")
@@ -484,12 +480,11 @@ async def reconcile_run(run_id: str, request: Request,
                         status_code=202, headers={"Location": f"/v1/runs/{run_id}"})
 
 
-def known_run(request: Request, run_id: str) -> tuple[RunState | None, str]:
+def known_run(gateway: Gateway, request: Request, run_id: str) -> tuple[RunState | None, str]:
     """The run's state (None before the processor wrote one, or when the latest state on
     ``runs`` is another tenant's) and its owner; 422 for an invalid id, 404 for a run nobody
     owns or the caller may not see, 503 while the gateway has not read ``runs`` and
     ``run-owners`` up to their ends yet."""
-    gateway = gateway_of(request)
     _check_path_id(run_id)
     owner = gateway.owner_of(run_id)
     if owner is None:

@@ -82,11 +82,12 @@ from modelevents.schemas.ids import MAX_ID_LENGTH, is_valid_id
 from modelevents.services.errors import KafkaUnavailable, WebhookRejected
 from modelevents.services.gateway.calls.fetch import FetchJob, fetch_target
 from modelevents.services.gateway.config import WEBHOOK_PROVIDERS
+from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.errors import error_answer
 from modelevents.services.gateway.inputs.deliveries import Deliveries
 from modelevents.services.gateway.inputs.webhook_limits import KEPT_VALUE_CAPS
 from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, problem_response
-from modelevents.services.gateway.state import Gateway, gateway_of
+from modelevents.services.gateway.state import Gateway
 from modelevents.services.kafka.clients import await_acks, send_frame
 
 __all__ = ["router", "WebhookRejected", "accept_delivery", "serve_delivery", "verify_signature",
@@ -223,7 +224,7 @@ def deliveries_of(gateway: Gateway) -> Deliveries:
 
 def _check_kept_values(headers: Mapping[str, str]) -> None:
     # What the frame keeps is bounded, so that any accepted delivery fits one record
-    # (webhook_limits.py); checked before the body is read or any signature computed.
+    # (inputs/webhook_limits.py); checked before the body is read or any signature computed.
     for name, cap in KEPT_VALUE_CAPS.items():
         if len(headers.get(name, "")) > cap:
             raise WebhookRejected(431, f"the {name} header is longer than {cap} characters; "
@@ -283,7 +284,7 @@ async def _send(gateway: Gateway, frame: ProviderFrame, job: FetchJob | None) ->
 
 
 def _too_large(exc: Exception) -> WebhookRejected:
-    # Cannot happen within the limits (webhook_limits.py); if it does, a retry never succeeds,
+    # Cannot happen within the limits (inputs/webhook_limits.py); if it does, a retry never succeeds,
     # so it is a 413, not a 503.
     return WebhookRejected(413, f"Kafka refuses this delivery's frame as too large ({exc}); "
                                 "lower max_body_bytes in the gateway config")
@@ -314,8 +315,9 @@ _OPENAPI = {
 }
 
 
-async def _receive(request: Request, provider: str, tenant: str | None) -> Response:
-    status, answer = await accept_delivery(gateway_of(request), provider, tenant,
+async def _receive(gateway: Gateway, request: Request, provider: str,
+                   tenant: str | None) -> Response:
+    status, answer = await accept_delivery(gateway, provider, tenant,
                                            request.headers, request.stream())
     if status >= 400:
         return problem_response(status, answer)
@@ -324,19 +326,21 @@ async def _receive(request: Request, provider: str, tenant: str | None) -> Respo
 
 @router.post("/webhooks/{provider}", summary="Receive a provider webhook (default tenant)",
              openapi_extra=_OPENAPI, response_class=JSONResponse)
-async def receive_webhook(request: Request, provider: str) -> Response:
+async def receive_webhook(request: Request, gateway: RunningGateway,
+                          provider: str) -> Response:
     """A Standard Webhooks delivery from OpenAI (`openai`) or Gemini (`gemini`) for the default
     tenant: verified against the tenant's secrets, written verbatim to the frames topic, and
     acknowledged only after Kafka did (acks=all)."""
-    return await _receive(request, provider, None)
+    return await _receive(gateway, request, provider, None)
 
 
 @router.post("/webhooks/{provider}/{tenant}", summary="Receive a provider webhook for a tenant",
              openapi_extra=_OPENAPI, response_class=JSONResponse)
-async def receive_tenant_webhook(request: Request, provider: str, tenant: str) -> Response:
+async def receive_tenant_webhook(request: Request, gateway: RunningGateway, provider: str,
+                                 tenant: str) -> Response:
     """As `POST /webhooks/{provider}`, verified against the named tenant's secrets and stamped
     with that tenant."""
-    return await _receive(request, provider, tenant)
+    return await _receive(gateway, request, provider, tenant)
 
 
 async def serve_delivery(gateway: Gateway, scope: dict, receive: Any, send: Any) -> bool:
