@@ -5,9 +5,8 @@ The app's lifespan keeps one :class:`~modelevents.services.gateway.state.Gateway
 
     async def get_run(run_id: str, request: Request, gateway: RunningGateway) -> ...
 
-and FastAPI hands it over per request; a test can replace it with
-``app.dependency_overrides[running_gateway]``. Helpers that are given only the request (the
-caller's tenant: ``auth.py``) read it with :func:`running_gateway` too.
+and FastAPI hands it over per request. Helpers that are given only the request (the caller's
+tenant: ``auth.py``) read it with :func:`running_gateway` too.
 """
 
 from __future__ import annotations
