@@ -1,4 +1,4 @@
-"""What the calls records (services/gateway/calls.py) add to ``POST /v1/runs``, against a real
+"""What the calls records (services/gateway/calls/records.py) add to ``POST /v1/runs``, against a real
 broker, beside a baseline measured in the same run:
 
     .venv/bin/python bench/calls_records.py [--ops 200] [--port 19897]
@@ -28,8 +28,8 @@ from typing import Any
 
 from broker import bench_topics
 
-from modelevents.services.gateway.calls import CallRecord, CallsView, now_ms
-from modelevents.services.gateway.owners import RunOwners
+from modelevents.services.gateway.calls.records import CallRecord, CallsView, now_ms
+from modelevents.services.gateway.events.owners import RunOwners
 from modelevents.services.kafka.clients import start_producer
 from modelevents.services.kafka.settings import PipelineSettings
 

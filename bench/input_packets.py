@@ -3,7 +3,7 @@ each figure beside a baseline measured in the same run:
 
     .venv/bin/python bench/input_packets.py [--runs 200] [--reads 30] [--port 19895]
 
-  latest     latest_packet (services/gateway/input_packets.py) as /messages calls it: a fresh
+  latest     latest_packet (services/gateway/inputs/packets.py) as /messages calls it: a fresh
              consumer on the run's partition, read from its start to its end, pieces joined
   baseline   the same packet's records joined and decoded in memory (no broker)
   latest-big the same for a packet of ~2.5 MB (4 pieces)
@@ -28,7 +28,7 @@ from broker import bench_broker
 
 from modelevents.schemas.run_input import RedactionPolicy, RunInput, request_fingerprint
 from modelevents.schemas.run_input_pieces import PacketAssembler, packet_records
-from modelevents.services.gateway.input_packets import latest_packet
+from modelevents.services.gateway.inputs.packets import latest_packet
 from modelevents.services.kafka import topics
 from modelevents.services.kafka.clients import partition_for_key, run_key_bytes, start_producer
 from modelevents.services.kafka.settings import PipelineSettings

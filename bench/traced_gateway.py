@@ -3,9 +3,9 @@
     python bench/traced_gateway.py gateway --port … (the CLI's arguments)
 
 Writes one line per event and stage to ``$MODELEVENTS_BENCH_TRACE``: ``got <run> <seq> <ms>``
-when the gateway's tail of ``events`` decoded the record (services/gateway/events_tail.py), and
+when the gateway's tail of ``events`` decoded the record (services/gateway/events/tail.py), and
 ``sse <run> <seq> <ms>`` when a follower's stream handed the event's SSE bytes to the server to
-write (services/gateway/followers.py; once per follower). Epoch ms of this machine's clock, as
+write (services/gateway/events/followers.py; once per follower). Epoch ms of this machine's clock, as
 bench/ui.py's. Only the bench runs the gateway this way: the product has no tracing hooks.
 """
 
@@ -16,7 +16,8 @@ import sys
 import time
 
 from modelevents.services.cli.main import main
-from modelevents.services.gateway import events_tail, followers
+from modelevents.services.gateway.events import followers
+from modelevents.services.gateway.events import tail as events_tail
 from modelevents.services.kafka import clients
 
 trace = open(os.environ["MODELEVENTS_BENCH_TRACE"], "w", buffering=1)

@@ -14,7 +14,7 @@ govern where it may reach — what egress policy is about:
     image_generation, computer, url_context, google_maps   no options
 
 How each API renders them, and what an API cannot enforce, is in ``adapters/requests/``; the
-tenant's policy narrows them before anything is sent (``services/gateway/egress.py``).
+tenant's policy narrows them before anything is sent (``services/gateway/calls/egress.py``).
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def check_provider(value: str) -> str:
                     "(e.g. openai, groq, vllm)")
 
 
-# The tag of a call the gateway makes (``LocalRuns.next_tag``, services/gateway/runs.py): ``c``,
+# The tag of a call the gateway makes (``LocalRuns.next_tag``, services/gateway/calls/in_flight.py): ``c``,
 # the call's number in its run, ``-``, 8 random hex digits (another gateway process may make calls
 # of the same run: frame ids must not collide). The ids of the call's frames are the tag, ``.``
 # and the stream or poll id; ``audit verify`` tells a run the gateway started by that prefix

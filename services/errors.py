@@ -139,7 +139,7 @@ class WebhookRejected(RequestRefused):
 
 
 class Rejection(Protocol):
-    """Why one candidate target cannot take a request (``services/gateway/router.py``)."""
+    """Why one candidate target cannot take a request (``services/gateway/calls/router.py``)."""
 
     @property
     def refused(self) -> tuple[Any, ...]: ...

@@ -56,5 +56,5 @@ def build(request: NeutralRequest, api: str, model: str, *, stream: bool,
 
 def render(api: str, request: NeutralRequest, model: str, *, stream: bool,
            provider: str | None = None) -> dict[str, Any]:
-    """Only the JSON body of ``build(...)`` (what services/gateway/runs.py sends)."""
+    """Only the JSON body of ``build(...)`` (what services/gateway/routes/runs.py sends)."""
     return build(request, api, model, stream=stream, provider=provider).body

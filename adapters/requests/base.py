@@ -8,7 +8,7 @@ A renderer module (one per provider API) exposes
   query and the non-secret headers the call needs (auth is the caller's business);
 - ``HOSTED: dict[str, Egress]``: the hosted tools it renders (``NeutralRequest.hosted_tools``
   types) and, for each, what the API lets the request restrict at the provider — the table the
-  router reads to refuse what a target cannot enforce (``services/gateway/egress.py``);
+  router reads to refuse what a target cannot enforce (``services/gateway/calls/egress.py``);
 - optionally ``headers_for(request) -> dict``: headers only some requests need (a beta flag).
 
 Renderers are pure: no I/O, no clock, the same request renders to the same body. What a

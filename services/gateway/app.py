@@ -1,9 +1,9 @@
-"""The gateway's ASGI app: ``create_app(config)`` composes one router per concern.
+"""The gateway's ASGI app: ``create_app(config)`` mounts one router per resource (``routes/``).
 
     health.py     GET /healthz, GET /readyz
     webhooks.py   POST /webhooks/{provider}[/{tenant}]   (Standard Webhooks, OpenAI and Gemini)
     runs.py       POST /v1/runs, GET /v1/runs/{id}[/events|/messages], POST /v1/runs/{id}/cancel
-    forwarded.py  POST /v1/runs/{run_id}/frames          (streams an application tees to us)
+    forwarded_frames.py  POST /v1/runs/{run_id}/frames   (streams an application tees to us)
     forwarded_input.py  POST /v1/runs/{run_id}/input     (the input packet of such a run)
     run_list.py   GET /v1/runs                           (the runs the caller may see, paged)
     event_frames.py  GET /v1/runs/{run_id}/events/{seq}  (one event and its raw frame)
@@ -11,9 +11,9 @@
     approvals.py  POST /v1/runs/{run_id}/approvals/{id}  (grant/deny → approval.resolved)
     ui.py         GET /ui                                (the operator's page, static files)
 
-Another concern is one more module with an ``APIRouter`` named ``router`` and one more entry in
-:data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs`` (``openapi.py``: local
-assets, every error an RFC 9457 problem, ``problems.py``).
+Another resource is one more module of ``routes/`` with an ``APIRouter`` named ``router`` and one
+more entry in :data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs``
+(``routes/openapi.py``: local assets, every error an RFC 9457 problem, ``problems.py``).
 
 The app's lifespan starts what every request shares through ``app.state.gateway``
 (``services/gateway/state.py``): one idempotent Kafka producer (acks=all), the fetcher, the HTTP
@@ -21,12 +21,10 @@ client to the providers, the capability manifest, the calls in flight, the views
 ``run-owners``, ``runs`` and ``calls`` topics (read from their start: ``/readyz`` is 503 until
 they have read what the topics held) and the shared readers of followed runs, and takes up the
 background calls its instance id was polling before it stopped, or an instance silent for the
-lease was (``handover.py``); it stops them on shutdown,
-closing their Kafka consumers (calls in flight are cancelled: their frames so far are on Kafka,
-and the run's state says where it stopped). A :class:`KafkaUnavailable` raised
-while a request waits for Kafka becomes 503 with ``Retry-After``: the sender retries, and nothing
-that was acknowledged is ever lost; a client's mistake is a 4xx saying what to change
-(``services/gateway/errors.py``).
+lease was (``calls/handover.py``); it stops them on shutdown (calls in flight are cancelled:
+their frames so far are on Kafka, and the run's state says where it stopped). A
+:class:`KafkaUnavailable` while a request waits for Kafka becomes 503 with ``Retry-After``; a
+client's mistake is a 4xx saying what to change (``services/gateway/errors.py``).
 
 Every HTTP request first meets :class:`Edge`: the bearer token (``/v1/``), the route's body
 limit and the read timeout, each decided before the body is read.
@@ -50,34 +48,35 @@ from starlette.routing import Route
 from modelevents.schemas import __version__
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.services.errors import Unauthorized
-from modelevents.services.gateway import (
+from modelevents.services.gateway.auth import CHALLENGE, token_tenant
+from modelevents.services.gateway.calls import handover
+from modelevents.services.gateway.calls.capabilities import MANIFEST_PATH, Manifest, load_manifest
+from modelevents.services.gateway.calls.fetch import Fetcher
+from modelevents.services.gateway.calls.in_flight import LocalRuns
+from modelevents.services.gateway.calls.records import CallsView, new_incarnation
+from modelevents.services.gateway.config import GatewayConfig
+from modelevents.services.gateway.connections import server_options
+from modelevents.services.gateway.errors import error_answer
+from modelevents.services.gateway.events.followers import RunFollowers
+from modelevents.services.gateway.events.owners import RunOwners
+from modelevents.services.gateway.events.run_states import RunStates
+from modelevents.services.gateway.inputs.deliveries import Deliveries
+from modelevents.services.gateway.inputs.packets import InputPackets
+from modelevents.services.gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
+from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, problem_response
+from modelevents.services.gateway.routes import (
     approvals,
     event_frames,
     event_streams,
-    forwarded,
+    forwarded_frames,
     forwarded_input,
-    handover,
     health,
     run_list,
     runs,
     ui,
     webhooks,
 )
-from modelevents.services.gateway.auth import CHALLENGE, token_tenant
-from modelevents.services.gateway.calls import CallsView, new_incarnation
-from modelevents.services.gateway.capabilities import MANIFEST_PATH, Manifest, load_manifest
-from modelevents.services.gateway.config import GatewayConfig
-from modelevents.services.gateway.connections import server_options
-from modelevents.services.gateway.deliveries import Deliveries
-from modelevents.services.gateway.errors import error_answer
-from modelevents.services.gateway.fetch import Fetcher
-from modelevents.services.gateway.followers import RunFollowers
-from modelevents.services.gateway.input_packets import InputPackets
-from modelevents.services.gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
-from modelevents.services.gateway.openapi import install_docs
-from modelevents.services.gateway.owners import RunOwners
-from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, problem_response
-from modelevents.services.gateway.run_views import RunStates
+from modelevents.services.gateway.routes.openapi import install_docs
 from modelevents.services.gateway.state import Gateway
 from modelevents.services.kafka.clients import start_producer
 from modelevents.services.policy.hosted import load_policy_file
@@ -89,7 +88,7 @@ log = logging.getLogger("modelevents.gateway")
 # One router per concern; the order is the order of /docs.
 ROUTERS = (health.router, run_list.router, runs.router, event_streams.router, event_frames.router,
            approvals.router,
-           webhooks.router, forwarded.router, forwarded_input.router, ui.router)
+           webhooks.router, forwarded_frames.router, forwarded_input.router, ui.router)
 
 _DESCRIPTION = """\
 The edge of modelevents: provider output enters here and leaves as ProviderFrames on the Kafka
@@ -128,13 +127,13 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
             timeout=httpx.Timeout(config.call_timeout_s, connect=10.0),
             limits=httpx.Limits(max_connections=config.max_provider_connections,
                                 max_keepalive_connections=config.max_provider_connections))
-        gateway.runs = runs.LocalRuns(config.local_runs)
+        gateway.runs = LocalRuns(config.local_runs)
         gateway.packets = InputPackets(config)
         # The read side: the views of whole topics (read from their start; /readyz waits for
         # them) and the shared readers of followed runs.
         gateway.owners = RunOwners(config.kafka)
         gateway.run_states = RunStates(config.kafka)
-        # The calls records the replicas share (services/gateway/calls.py, handover.py).
+        # The calls records the replicas share (services/gateway/calls/records.py, handover.py).
         gateway.calls = CallsView(config.kafka)
         gateway.incarnation = new_incarnation()
         gateway.calls.listeners.append(lambda record: handover.nudge_on_cancel(gateway, record))

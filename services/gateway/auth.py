@@ -22,7 +22,7 @@ from fastapi import HTTPException, Request
 
 from modelevents.services.errors import Unauthorized
 from modelevents.services.gateway.config import GatewayConfig
-from modelevents.services.gateway.state import gateway_of
+from modelevents.services.gateway.dependencies import running_gateway
 
 __all__ = ["Unauthorized", "caller_tenant", "may_see", "token_tenant"]
 
@@ -51,7 +51,7 @@ def token_tenant(config: GatewayConfig, authorization: str) -> str:
 
 def caller_tenant(request: Request, asked: str | None = None) -> str:
     """The request's tenant (see the module docstring); raises 401/403."""
-    config = gateway_of(request).config
+    config = running_gateway(request).config
     if not config.api_tokens:
         return asked or config.default_tenant
     try:
@@ -66,6 +66,6 @@ def caller_tenant(request: Request, asked: str | None = None) -> str:
 
 def may_see(request: Request, run_tenant: str | None) -> bool:
     """Whether the caller may see a run of ``run_tenant`` (None: not known yet)."""
-    if not gateway_of(request).config.api_tokens or run_tenant is None:
+    if not running_gateway(request).config.api_tokens or run_tenant is None:
         return True
     return caller_tenant(request) == run_tenant

@@ -45,7 +45,7 @@ SASL included)::
                                               # process with this id takes up its background
                                               # calls ($MODELEVENTS_GATEWAY_INSTANCE or
                                               # --instance-id win over the file; default the
-                                              # host name; services/gateway/handover.py)
+                                              # host name; services/gateway/calls/handover.py)
     call_lease_s: 60                          # an instance silent this long: other replicas
                                               # take up its calls
     follower_buffer_events: 256               # GET /v1/runs/{id}/events: events of a followed run
@@ -53,10 +53,10 @@ SASL included)::
     follower_queue_events: 1024               # … events one follower may have queued, not sent …
     follower_patience_s: 2.0                  # … and how long a follower with a full queue may
                                               # send nothing before its stream ends (it resumes
-                                              # with Last-Event-ID): services/gateway/followers.py
+                                              # with Last-Event-ID): services/gateway/events/followers.py
     api_tokens: {default: [tok_...]}          # or $MODELEVENTS_API_TOKEN; empty: open /v1/runs
     redaction:                                # cut from input packets before they are written
-      name: default                           # (services/gateway/redaction.py; the secrets
+      name: default                           # (services/gateway/inputs/redaction.py; the secrets
       fields: [api_key, authorization, ...]   # above are always cut)
       patterns: {email: '...', openai_key: 'sk-...'}
     kafka:                                    # or the KAFKA_* / MODELEVENTS_* variables
@@ -103,8 +103,8 @@ from modelevents.adapters.registry import API_FACTS
 from modelevents.schemas.errors import ConfigError, InvalidId
 from modelevents.schemas.ids import check_id
 from modelevents.schemas.limits import MAX_RECORD_BYTES
-from modelevents.services.gateway.redaction import RedactionConfig
-from modelevents.services.gateway.webhook_limits import WEBHOOK_BODY_FIT
+from modelevents.services.gateway.inputs.redaction import RedactionConfig
+from modelevents.services.gateway.inputs.webhook_limits import WEBHOOK_BODY_FIT
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.settings.sources import EnvVar
 
@@ -252,7 +252,7 @@ class GatewayConfig(BaseModel):
     # How long a request waits for Kafka's acknowledgement before answering 503 (the provider
     # retries; the record, if it is delivered after all, dedupes by frame_id).
     ack_timeout_s: float = Field(10.0, gt=0)
-    # webhook-ids sent or acknowledged recently (services/gateway/deliveries.py): a redelivery
+    # webhook-ids sent or acknowledged recently (services/gateway/inputs/deliveries.py): a redelivery
     # shares the first send, or is answered 200 without a second write, for dedupe_ttl_s (OpenAI
     # retries a delivery for up to 72 hours) and among the latest dedupe_cache_size.
     dedupe_cache_size: int = Field(100_000, ge=0)
@@ -282,11 +282,11 @@ class GatewayConfig(BaseModel):
     # restart (a StatefulSet's pod name), so that the next process with it takes up its calls.
     instance_id: str = Field(default_factory=lambda: _default_instance())
     # A gateway instance not heard of for this long (its heartbeat on the calls topic) has its
-    # calls in flight taken up by another replica (services/gateway/handover.py).
+    # calls in flight taken up by another replica (services/gateway/calls/handover.py).
     call_lease_s: float = Field(60.0, gt=0)
     # Connections to the providers (all calls share one pool).
     max_provider_connections: int = Field(200, ge=1)
-    # Followers of GET /v1/runs/{id}/events (services/gateway/followers.py): the events of a
+    # Followers of GET /v1/runs/{id}/events (services/gateway/events/followers.py): the events of a
     # followed run its one shared reader keeps for followers that join late, the events each
     # follower may have queued and not sent yet (at least the buffer: a joiner gets all of it),
     # and how long followers may send nothing while one's queue is full before that one (its

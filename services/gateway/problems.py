@@ -28,7 +28,7 @@ __all__ = ["PROBLEM_JSON", "PROBLEM_SCHEMA", "problem", "problem_bytes", "proble
 PROBLEM_JSON = "application/problem+json"
 TYPE_PREFIX = "urn:modelevents:problem:"
 
-# The OpenAPI schema of a problem (services/gateway/openapi.py puts it under every 4xx/5xx).
+# The OpenAPI schema of a problem (services/gateway/routes/openapi.py puts it under every 4xx/5xx).
 PROBLEM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "An RFC 9457 problem. `code` names the problem for a client to branch on; "

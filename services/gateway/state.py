@@ -1,15 +1,16 @@
 """What the gateway's routes share while it runs: its config, the Kafka producer, the recently
 acknowledged webhook deliveries, the fetcher, and for runs the capability manifest, the HTTP
 client to the providers, the calls in flight, the view of run states, the owners of run ids
-(:meth:`Gateway.owner_of`, :meth:`Gateway.claim_run`: services/gateway/owners.py), the calls
-records every replica shares (:attr:`Gateway.calls`: services/gateway/calls.py; this process is
+(:meth:`Gateway.owner_of`, :meth:`Gateway.claim_run`: services/gateway/events/owners.py), the calls
+records every replica shares (:attr:`Gateway.calls`: services/gateway/calls/records.py; this process is
 ``instance`` / ``incarnation`` in them) and the followers of runs' events
-(services/gateway/followers.py).
+(services/gateway/events/followers.py).
 
 One :class:`Gateway` lives in ``app.state.gateway`` from the app's startup to its shutdown
-(``services/gateway/app.py``); routes reach it with :func:`gateway_of`. Publishing goes through
+(``services/gateway/app.py``); routes are given it by ``Depends``
+(``services/gateway/dependencies.py``). Publishing goes through
 :meth:`Gateway.publish` / :meth:`Gateway.publish_all`, which wait for the broker's
-acknowledgement (acks=all, idempotent producer: DESIGN.md "Edge") but never longer than
+acknowledgement (acks=all, idempotent producer: docs/architecture.md) but never longer than
 ``ack_timeout_s``: an unreachable broker is :class:`KafkaUnavailable`, which the app answers
 with 503 so that the sender retries.
 """
@@ -22,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aiokafka.errors import KafkaError
-from fastapi import Request
 
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
@@ -30,8 +30,8 @@ from modelevents.schemas.run_input import RunInput
 from modelevents.schemas.run_input_pieces import packet_records
 from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.gateway.config import GatewayConfig
+from modelevents.services.gateway.events.topic_view import TopicView
 from modelevents.services.gateway.metrics import GatewayMetrics
-from modelevents.services.gateway.topic_view import TopicView
 from modelevents.services.kafka.clients import (
     await_acks,
     partition_for_key,
@@ -47,17 +47,17 @@ if TYPE_CHECKING:
     import httpx
     from aiokafka import AIOKafkaProducer
 
-    from modelevents.services.gateway.calls import CallsView
-    from modelevents.services.gateway.capabilities import Manifest
-    from modelevents.services.gateway.deliveries import Deliveries
-    from modelevents.services.gateway.fetch import Fetcher
-    from modelevents.services.gateway.followers import RunFollowers
-    from modelevents.services.gateway.input_packets import InputPackets
-    from modelevents.services.gateway.owners import RunOwners
-    from modelevents.services.gateway.run_views import RunStates
-    from modelevents.services.gateway.runs import LocalRuns
+    from modelevents.services.gateway.calls.capabilities import Manifest
+    from modelevents.services.gateway.calls.fetch import Fetcher
+    from modelevents.services.gateway.calls.in_flight import LocalRuns
+    from modelevents.services.gateway.calls.records import CallsView
+    from modelevents.services.gateway.events.followers import RunFollowers
+    from modelevents.services.gateway.events.owners import RunOwners
+    from modelevents.services.gateway.events.run_states import RunStates
+    from modelevents.services.gateway.inputs.deliveries import Deliveries
+    from modelevents.services.gateway.inputs.packets import InputPackets
 
-__all__ = ["AckedDeliveries", "Gateway", "gateway_of", "unavailable", "RETRY_AFTER_S"]
+__all__ = ["AckedDeliveries", "Gateway"]
 
 
 class AckedDeliveries:
@@ -149,10 +149,10 @@ class Gateway:
 
     @property
     def instance(self) -> str:
-        """The instance id the calls records name (services/gateway/handover.py)."""
+        """The instance id the calls records name (services/gateway/calls/handover.py)."""
         return self.config.instance_id
 
-    # --- run ids and their owners (services/gateway/owners.py) --------------------------------
+    # --- run ids and their owners (services/gateway/events/owners.py) --------------------------------
 
     def owner_of(self, run_id: str) -> str | None:
         """The tenant that owns ``run_id``: its first claim on ``run-owners``; for a run from
@@ -207,7 +207,7 @@ class Gateway:
             topic, key=run_key_bytes(run_id), value=value))
 
     async def publish_call(self, key: bytes, value: bytes) -> Any:
-        """Write one calls record (services/gateway/calls.py) and wait for its
+        """Write one calls record (services/gateway/calls/records.py) and wait for its
         acknowledgement; RecordMetadata."""
         return await self._bounded(self.producer.send_and_wait(
             self.settings.topic("calls"), key=key, value=value))
@@ -285,20 +285,4 @@ class Gateway:
             raise KafkaUnavailable(self.settings.bootstrap_servers, repr(exc)) from exc
 
 
-def gateway_of(request: Request) -> Gateway:
-    return request.app.state.gateway
 
-
-# Seconds a sender is asked to wait before it retries after a 503.
-RETRY_AFTER_S = 5
-
-
-def unavailable(exc: Exception) -> tuple[int, dict[str, str], dict[str, str]]:
-    """The answer when Kafka did not acknowledge (or a topic is missing): 503, the reason, and
-    Retry-After, so that the provider or application sends the same request again. The client
-    is told what happened, not how to run Kafka (the gateway's log says that to the operator)."""
-    reason = (f"Kafka behind the gateway did not take the request "
-              f"({exc.detail or 'unreachable'})" if isinstance(exc, KafkaUnavailable) else str(exc))
-    return (503, {"error": reason, "code": "kafka_unavailable",
-                  "retry": "nothing was kept; send the same request again"},
-            {"Retry-After": str(RETRY_AFTER_S)})

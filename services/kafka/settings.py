@@ -46,13 +46,13 @@ TOPICS: dict[str, bool] = {
     "events": False,  # ModelEvent, key run_id; deduped, ordered, contiguous seq from 0
     "runs": True,  # RunState, key run_id; latest state of each run
     "dlq": False,  # DeadLetter, key run key; what could not be decoded, translated or applied
-    # Claims of run ids (JSON, key run_id; services/gateway/owners.py): the first claim of a key
+    # Claims of run ids (JSON, key run_id; services/gateway/events/owners.py): the first claim of a key
     # is its owner for ever, so the topic is never compacted and never expires.
     "run-owners": False,
-    # Input packets of runs (RunInput, key run_id; services/gateway/input_packets.py): the
+    # Input packets of runs (RunInput, key run_id; services/gateway/inputs/packets.py): the
     # latest packet of each run.
     "run-inputs": True,
-    # The gateway's calls (JSON; services/gateway/calls.py): per run its latest call (key run_id)
+    # The gateway's calls (JSON; services/gateway/calls/records.py): per run its latest call (key run_id)
     # and the idempotency keys' answers, shared by the replicas and kept over restarts.
     "calls": True,
     # ToolReceipts of the tool executor (consumers/tools/receipts.py, key run_id): every attempt

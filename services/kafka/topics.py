@@ -2,8 +2,8 @@
 
 The topics of docs/architecture.md: frames, ingest, events, runs (compacted) and dlq, the tool
 executor's receipts (never expired: consumers/tools/receipts.py), and the gateway's
-run-owners (never expired nor compacted: services/gateway/owners.py), run-inputs and calls
-(compacted: services/gateway/calls.py), the audit archives' audit-heads (compacted, the latest
+run-owners (never expired nor compacted: services/gateway/events/owners.py), run-inputs and calls
+(compacted: services/gateway/calls/records.py), the audit archives' audit-heads (compacted, the latest
 head of each archive kept for ever: consumers/audit/heads.py), created explicitly because
 the broker's auto-create is off. Every topic has ``settings.partitions`` partitions: Faust creates
 its changelog and repartition topics with that same count and stops with PartitionsMismatch (an
@@ -78,7 +78,7 @@ RETENTION_MS: dict[str, int] = {
     "events": WEEK_MS,
     # Read and act on dead letters well within this.
     "dlq": WEEK_MS,
-    # A run id's first claim is its owner for ever (services/gateway/owners.py): never expired
+    # A run id's first claim is its owner for ever (services/gateway/events/owners.py): never expired
     # (a claim must outlive the run's retention).
     "run-owners": -1,
     # A receipt is the only proof that a side effect was attempted: a redelivered tool call of

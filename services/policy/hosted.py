@@ -2,7 +2,7 @@
 they may reach, and how far their sources are trusted.
 
 The tool executor's policy file (``consumers/tools/policy.py``) holds, per tenant, a
-``hosted:`` section that the gateway (egress, before sending: ``services/gateway/egress.py``)
+``hosted:`` section that the gateway (egress, before sending: ``services/gateway/calls/egress.py``)
 and the worker (source trust, after the fact) read too::
 
     tenants:

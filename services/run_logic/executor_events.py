@@ -3,7 +3,7 @@
 sends them acks=all).
 
 Both the executor (``consumers/tools``) and the gateway (``POST /v1/runs/{id}/approvals/{id}``,
-``services/gateway/approvals.py``) build them here, so a decision made from the UI is the very
+``services/gateway/routes/approvals.py``) build them here, so a decision made from the UI is the very
 event the executor waits for. Their ids are deterministic (the operation id, the approval id):
 a result written again after a restart, or a second decision of one approval, is deduped by the
 processor like any repeated event — the first decision stands.

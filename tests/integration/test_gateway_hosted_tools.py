@@ -17,7 +17,7 @@ import pytest
 
 from modelevents.services.cli.commands.demo import manifest_with_scenarios
 from modelevents.services.gateway.app import create_app
-from modelevents.services.gateway.capabilities import load_manifest
+from modelevents.services.gateway.calls.capabilities import load_manifest
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
 from modelevents.services.kafka import topics
 from modelevents.services.kafka.settings import PipelineSettings

@@ -17,7 +17,7 @@ import pytest
 
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.config import GatewayConfig, load_config
-from modelevents.services.gateway.owners import encode_claim
+from modelevents.services.gateway.events.owners import encode_claim
 from modelevents.services.kafka import clients
 from modelevents.services.local.asgi_thread import serve_in_thread
 from tests.integration.pipeline import HANG_GUARD_S, run

@@ -34,8 +34,8 @@ import yaml
 
 from modelevents.services.cli.commands import tail as tail_command
 from modelevents.services.cli.commands.demo import manifest_with_scenarios
-from modelevents.services.gateway.calls import CallRecord, now_ms
-from modelevents.services.gateway.capabilities import load_manifest
+from modelevents.services.gateway.calls.capabilities import load_manifest
+from modelevents.services.gateway.calls.records import CallRecord, now_ms
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.simulator.server import SimulatorHandle
 from tests.helpers import free_port

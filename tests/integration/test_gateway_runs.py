@@ -30,7 +30,7 @@ from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services.cli.commands.demo import manifest_with_scenarios
 from modelevents.services.gateway.app import create_app
-from modelevents.services.gateway.capabilities import load_manifest
+from modelevents.services.gateway.calls.capabilities import load_manifest
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
 from modelevents.services.kafka import clients, topics
 from modelevents.services.kafka.settings import PipelineSettings

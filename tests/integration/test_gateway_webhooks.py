@@ -40,8 +40,8 @@ from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.services.errors import WebhookRejected
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig, load_config
-from modelevents.services.gateway.webhook_limits import WEBHOOK_BODY_FIT
-from modelevents.services.gateway.webhooks import verify_signature
+from modelevents.services.gateway.inputs.webhook_limits import WEBHOOK_BODY_FIT
+from modelevents.services.gateway.routes.webhooks import verify_signature
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.local import kafka_broker as local_kafka

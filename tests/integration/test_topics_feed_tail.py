@@ -26,7 +26,7 @@ from modelevents.schemas.run_state import DeadLetter, RunState
 from modelevents.services import cli
 from modelevents.services.cli.commands import tail as tail_command
 from modelevents.services.errors import how_to_reach_kafka
-from modelevents.services.gateway.owners import encode_claim
+from modelevents.services.gateway.events.owners import encode_claim
 from modelevents.services.kafka import clients, topics
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 from modelevents.services.local import feeder

@@ -359,7 +359,7 @@ def test_rendered_chart_keeps_its_promises(tools, helm_env, values: Path | None)
         "terminationGracePeriodSeconds"], "the worker's stop timeout must end before SIGKILL"
 
     if "gateway" in pods_by_component:
-        from modelevents.services.gateway.health import router
+        from modelevents.services.gateway.routes.health import router
 
         served = {route.path for route in router.routes}
         gateway = pods_by_component["gateway"]["spec"]["template"]["spec"]["containers"][0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from modelevents.services.gateway.ui import ASSETS
+from modelevents.services.gateway.routes.ui import ASSETS
 from tests.paths import REPO_ROOT
 
 STATIC = REPO_ROOT / "services" / "gateway" / "static"

@@ -318,7 +318,7 @@ async def _feed_and_watch(settings, runs, worker, deadline, args, gateway_url):
 def _start_servers(settings: PipelineSettings):
     """The provider simulator and the gateway (pointed at it), each on a free loopback port."""
     from modelevents.services.gateway.app import create_app
-    from modelevents.services.gateway.capabilities import load_manifest
+    from modelevents.services.gateway.calls.capabilities import load_manifest
     from modelevents.services.local.asgi_thread import serve_in_thread
     from modelevents.services.simulator.server import run_in_thread
 
@@ -456,7 +456,7 @@ def manifest_with_scenarios(manifest: Any) -> Any:
     """``manifest`` (a gateway capability Manifest) with the model pattern ``sim:*`` on every
     API, offering that API's own capabilities: a gateway whose providers' base URLs point at
     the simulator then routes ``target.model = "sim:<scenario>"`` like a real model."""
-    from modelevents.services.gateway.capabilities import Manifest, ModelEntry
+    from modelevents.services.gateway.calls.capabilities import Manifest, ModelEntry
     from modelevents.services.simulator.scenarios import SCENARIO_MODEL_PREFIX
 
     entry = ModelEntry(match=[SCENARIO_MODEL_PREFIX + "*"])

@@ -29,8 +29,8 @@ from modelevents.services.cli.kafka_options import (
     run_async,
     settings_from_args,
 )
-from modelevents.services.gateway.calls import decode_record
-from modelevents.services.gateway.owners import claim_document
+from modelevents.services.gateway.calls.records import decode_record
+from modelevents.services.gateway.events.owners import claim_document
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 
@@ -119,7 +119,7 @@ def record_projection(obj: Any) -> dict[str, Any]:
 
 
 def claim_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
-    """A ``run-owners`` record: the claim's JSON object as written (services/gateway/owners.py),
+    """A ``run-owners`` record: the claim's JSON object as written (services/gateway/events/owners.py),
     or why it is not a claim (the gateways skip it: it owns nothing)."""
     doc = claim_document(rec.raw)
     if doc is None:
@@ -132,7 +132,7 @@ def claim_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
 
 
 def calls_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
-    """A ``calls`` record: the JSON object the gateway wrote (services/gateway/calls.py), or why
+    """A ``calls`` record: the JSON object the gateway wrote (services/gateway/calls/records.py), or why
     it is not one (the gateways skip it)."""
     try:
         decode_record(rec.key, rec.raw)

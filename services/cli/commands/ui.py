@@ -1,6 +1,6 @@
 """``modelevents ui``: the operator's page — which is the gateway's ``/ui``.
 
-The page is static files the gateway serves (``services/gateway/ui.py``); there is no UI server
+The page is static files the gateway serves (``services/gateway/routes/ui.py``); there is no UI server
 of its own. So this command does one of two honest things:
 
 - without ``--gateway``: it starts the gateway, exactly as ``modelevents gateway`` with the same

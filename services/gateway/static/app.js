@@ -2,7 +2,7 @@
 // modelevents UI: the page's entry (index.html loads it as a module): the token form and the
 // routing between the run list (#/) and one run live (#/runs/<id>). Plain JavaScript modules, no
 // build step, no library; the page talks only to the gateway that served it
-// (services/gateway/ui.py says which routes). docs/ui.md has the modules' map.
+// (services/gateway/routes/ui.py says which routes). docs/ui.md has the modules' map.
 import { currentToken, setToken } from "./api.js";
 import { $ } from "./dom.js";
 import { closeSharedStreams } from "./shared.js";

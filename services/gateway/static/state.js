@@ -4,7 +4,7 @@
 // statuses events imply. Pure, so node's unit tests run it (tests/ui/).
 
 /**
- * A row of GET /v1/runs (services/gateway/run_list.py), the fields the page reads.
+ * A row of GET /v1/runs (services/gateway/routes/run_list.py), the fields the page reads.
  * @typedef {{run_id: string, status: string, started_at?: number | null, updated_at?: number | null,
  *   [field: string]: any}} RunRow
  */

@@ -4,7 +4,7 @@
 // A browser keeps at most 6 HTTP/1.1 connections to one host; a run view holding a stream of
 // its own each, a seventh tab would wait. The tabs' run views ask this worker instead (one worker
 // per token), and it reads every run they follow on one stream, GET /v1/events?run=<id>@<seq>…
-// (services/gateway/event_streams.py), handing each event to the tabs that follow its run. When
+// (services/gateway/routes/event_streams.py), handing each event to the tabs that follow its run. When
 // the runs change it asks again, every run after the last seq it has, and drops the old stream
 // once the new one answered; an event seen twice meanwhile is handed on once. A tab that closes
 // says so (pagehide), and is noticed through the Web Lock it holds while open if it cannot.

@@ -13,9 +13,9 @@ from modelevents.consumers.audit import inputs
 from modelevents.consumers.audit.verify import verify_archive
 from modelevents.schemas import codec, ids, run_input, run_input_pieces
 from modelevents.schemas.transcript import NeutralRequest
+from modelevents.services.gateway.calls.in_flight import LocalRuns
 from modelevents.services.gateway.config import GatewayConfig
-from modelevents.services.gateway.input_packets import InputPackets
-from modelevents.services.gateway.runs import LocalRuns
+from modelevents.services.gateway.inputs.packets import InputPackets
 from tests.consumers.audit.test_verify import write_archive
 from tests.integration.pipeline import ONE_PER_API
 

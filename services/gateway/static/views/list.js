@@ -1,6 +1,6 @@
 // @ts-check
 // modelevents UI: the run list (#/), live: GET /v1/runs?watch=true sends the first page, then
-// every change of a run the filters show (services/gateway/run_list.py).
+// every change of a run the filters show (services/gateway/routes/run_list.py).
 import { api, apiJson, currentToken, refusalText } from "../api.js";
 import { $, badge, el, sleep } from "../dom.js";
 import { fmtDuration, fmtTarget, fmtTime, fmtTokens } from "../format.js";
