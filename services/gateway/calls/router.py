@@ -153,7 +153,8 @@ def route(request: NeutralRequest, manifest: Manifest, available: set[str] | Non
             if resolved is None:
                 rejections.append(Rejection(target.provider, api, target.model, reason=(
                     f"model {target.model!r} is not in the capability manifest for "
-                    f"{target.provider}/{api}; add it to {manifest.source}")))
+                    f"{target.provider}/{api}; add it to the gateway's capability manifest "
+                    "(its `capabilities` setting names the file)")))
                 continue
             offered = resolved.capabilities.names()
             missing = tuple(Missing(name, because) for name, because in needs.items()

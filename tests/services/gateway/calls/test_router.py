@@ -94,7 +94,9 @@ def test_rejection_lists_every_candidate_and_exactly_what_it_lacks(manifest):
                                  {"capability": "background", "because": "background is true"}]}
     assert [m["capability"] for m in candidates[1]["missing"]] == ["webhooks", "background"]
     assert "provider 'mistral' is not in the capability manifest" in candidates[2]["reason"]
-    assert "add it to" in candidates[3]["reason"]
+    assert "add it to the gateway's capability manifest" in candidates[3]["reason"]
+    # What a client reads names no path of the server's installation.
+    assert manifest.source.startswith("/") and manifest.source not in str(body)
     assert "claude-sonnet-4-5 lacks webhooks" in str(info.value)
     assert info.value.details() == candidates
 
