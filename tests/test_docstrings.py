@@ -14,8 +14,6 @@ import re
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 from tests.paths import REPO_ROOT
 
 MAX_DOCSTRING_LINES = 30
@@ -34,30 +32,6 @@ TEXT_SUFFIXES = {".py", ".md", ".sh", ".yaml", ".yml", ".js", ".html", ".css", "
 # ``../shared.js`` is the UI's own).
 UNFOLLOWABLE = re.compile(
     r"DESIGN\.md|reference/[\w*.-]+\.md|\b(?:openai|anthropic|gemini)\.md\b|\.\./shared/")
-
-# Files not cleaned yet (issue #28 stays open on them): their docstrings are over the limit or
-# they cite protocol notes a user cannot open. Remove an entry when its file is clean: the test
-# fails on an entry that no longer needs to be here.
-NOT_YET_CLEAN: dict[str, str] = {
-    path: "issue #28: not cleaned yet" for path in (
-        "services/gateway/config.py",
-        "services/gateway/calls/capabilities.yaml",
-        "services/gateway/calls/fetch.py",
-        "services/gateway/calls/handover.py",
-        "services/gateway/calls/http.py",
-        "services/gateway/calls/records.py",
-        "services/gateway/calls/router.py",
-        "services/gateway/calls/runner.py",
-        "services/gateway/events/owners.py",
-        "services/gateway/routes/forwarded_frames.py",
-        "services/gateway/routes/run_list.py",
-        "services/gateway/routes/runs.py",
-        "services/gateway/routes/webhooks.py",
-        "consumers/tools/__init__.py",
-        "consumers/tools/policy.py",
-    )
-}
-
 
 def _source_files() -> list[Path]:
     files = [REPO_ROOT / name for name in SOURCE_TOP_FILES if (REPO_ROOT / name).is_file()]
@@ -124,11 +98,5 @@ def test_the_tree_is_scanned() -> None:
 
 def test_module_docstrings_are_short_and_cite_what_a_user_has() -> None:
     problems = _problems()
-    unexpected = {path: found for path, found in problems.items() if path not in NOT_YET_CLEAN}
-    assert unexpected == {}, "\n".join(f"{path}: {'; '.join(found)}"
-                                       for path, found in sorted(unexpected.items()))
-
-
-@pytest.mark.parametrize("path", sorted(NOT_YET_CLEAN))
-def test_an_in_flight_entry_is_still_needed(path: str) -> None:
-    assert path in _problems(), f"{path} is clean now: remove it from NOT_YET_CLEAN"
+    assert problems == {}, "\n".join(f"{path}: {'; '.join(found)}"
+                                     for path, found in sorted(problems.items()))

@@ -1,5 +1,5 @@
 """The tool executor: the model proposes, the policy authorizes, the executor runs, the receipt
-records (DESIGN.md "Consumers"; docs/tools.md).
+records (docs/tools.md).
 
     contract.py      ToolContract: what one application tool promises (schema, class, timeout,
                      idempotency, output cap, error taxonomy, postcondition, reconcile hook)

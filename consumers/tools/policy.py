@@ -6,32 +6,10 @@ names a scope and is not listed may touch none), a budget of calls and cost per 
 tenant, whether write tools need an approval, and whether the executor continues the run through
 the gateway (``auto_continue`` with ``continue_target``) or leaves that to the application.
 
-A policy file (``modelevents tools run --policy FILE``) is JSON or YAML::
+A tenant the policy does not name may call nothing; a call is asked about when it is proposed
+and again when its approval is granted, and holds its place in the budgets until it is charged.
 
-    tenants:
-      default:
-        tools: [find_notes, add_note]        # omitted: every registered tool
-        scopes: {add_note: ["notebook:team"]}
-        max_calls_per_run: 20
-        max_calls_per_tenant: 1000
-        max_cost_per_run: 5.0
-        approve_writes: true
-        auto_continue: true
-        continue_target: {provider: anthropic, model: claude-haiku-4-5}
-        gateway_token: "..."                 # when the gateway has api_tokens
-
-A tenant's ``hosted:`` section governs provider-hosted tools and is read by the gateway and
-the worker, not here (docs/hosted-tools.md). A tenant the policy does not name may call
-nothing. Budgets count attempts that ran (denials do
-not), rebuilt from the receipts topic when the executor starts.
-
-The policy is asked twice for a call that needs an approval: when it is proposed (a call over
-budget, out of scope or not allowed is denied without asking anyone) and again when the grant
-arrives (:meth:`Policy.admit` with ``approved=True``): a scope revoked or a budget spent in
-between denies it. A call admitted to run holds its place in the budgets (``held_*``) until its
-first attempt is charged (:meth:`Policy.charge` turns one held call into a spent one) or it is
-refused before it ran (:meth:`Policy.release`), so calls admitted side by side can never
-overshoot a budget together.
+More on this module: docs/tools.md, ``consumers/tools/policy.py``.
 """
 
 from __future__ import annotations

@@ -1,91 +1,12 @@
 """GatewayConfig: where the gateway listens, which Kafka it writes to, and the providers' secrets.
 
 The ``gateway`` part of the settings tree (services/settings/tree.py): defaults, then a YAML or
-TOML file (``--config FILE`` or ``$MODELEVENTS_CONFIG``), then the environment, then explicit
-CLI options — each wins over the ones before it for what it sets. A file looks like (the
-gateway's keys at the top; ``kafka:`` is the Kafka section of services/kafka/config.py, TLS and
-SASL included)::
-
-    host: 127.0.0.1
-    port: 8080
-    webhook_tolerance_s: 300          # Standard Webhooks timestamp tolerance
-    max_body_bytes: 989055            # a webhook body larger than this is refused (413); at most
-                                      # WEBHOOK_BODY_FIT (the largest body one frame record holds)
-    max_forward_bytes: 67108864       # a forwarded stream body larger than this is refused (413)
-    max_run_request_bytes: 4194304    # POST /v1/runs: a neutral request larger than this → 413
-    max_other_body_bytes: 65536       # any other route's body (cancel, reconcile …) → 413
-    read_timeout_s: 60                # a request body not complete within this → 408
-    header_timeout_s: 10              # request headers not complete within this → closed
-    max_header_bytes: 16384           # a request's headers larger than this → 400
-    default_tenant: default
-    providers:
-      openai:
-        base_url: https://api.openai.com          # or $OPENAI_BASE_URL
-        api_key: sk-...                           # or $OPENAI_API_KEY (runs, the fetch)
-        webhook_secrets:                          # tenant → secrets; several during rotation
-          default: [whsec_new..., whsec_old...]
-          acme: [whsec_...]
-      anthropic:
-        base_url: https://api.anthropic.com       # or $ANTHROPIC_BASE_URL
-        api_key: sk-ant-...                       # or $ANTHROPIC_API_KEY (no webhooks)
-      gemini:
-        base_url: https://generativelanguage.googleapis.com   # or $GEMINI_BASE_URL
-        api_key: ...                                          # or $GEMINI_API_KEY / $GOOGLE_API_KEY
-        webhook_secrets: {default: [whsec_...]}               # or $GEMINI_WEBHOOK_SECRET
-    capabilities: path/to/capabilities.yaml   # the capability manifest (default: the shipped one)
-    policy: policy.yaml                       # the tenants' policy file, its hosted: sections
-                                              # (hosted tools' egress, docs/hosted-tools.md);
-                                              # $MODELEVENTS_POLICY; default: tools.policy, the
-                                              # tool executor's; none: hosted tools unrestricted
-    poll_initial_s: 0.5                       # background runs: first poll delay (doubling) …
-    poll_max_s: 10.0                          # … up to this …
-    terminal_timeout_s: 600                   # … until the provider says the run is terminal
-    max_calls_in_flight: 1000                 # beyond: POST /v1/runs answers 429
-    instance_id: gw-0                         # this replica in the calls records; the next
-                                              # process with this id takes up its background
-                                              # calls ($MODELEVENTS_GATEWAY_INSTANCE or
-                                              # --instance-id win over the file; default the
-                                              # host name; services/gateway/calls/handover.py)
-    call_lease_s: 60                          # an instance silent this long: other replicas
-                                              # take up its calls
-    follower_buffer_events: 256               # GET /v1/runs/{id}/events: events of a followed run
-                                              # kept for followers that join late …
-    follower_queue_events: 1024               # … events one follower may have queued, not sent …
-    follower_patience_s: 2.0                  # … and how long a follower with a full queue may
-                                              # send nothing before its stream ends (it resumes
-                                              # with Last-Event-ID): services/gateway/events/followers.py
-    api_tokens: {default: [tok_...]}          # or $MODELEVENTS_API_TOKEN; empty: open /v1/runs
-    redaction:                                # cut from input packets before they are written
-      name: default                           # (services/gateway/inputs/redaction.py; the secrets
-      fields: [api_key, authorization, ...]   # above are always cut)
-      patterns: {email: '...', openai_key: 'sk-...'}
-    kafka:                                    # or the KAFKA_* / MODELEVENTS_* variables
-      bootstrap_servers: broker-1:9093
-      security_protocol: SASL_SSL
-      sasl_mechanism: SCRAM-SHA-512
-      sasl_username: gateway
-      sasl_password: ...                      # better: KAFKA_SASL_PASSWORD_FILE
-      ssl_cafile: /etc/kafka/ca.pem
-      replication_factor: 3
-
-Providers are named as in their URLs and SDKs (``openai``, ``anthropic``, ``gemini``); runs name
-Gemini's provider ``google`` (as events do), which finds the ``gemini`` entry. Runs started by
-the gateway (``POST /v1/runs``) use ``base_url`` and ``api_key``, and go only to providers that
-have a key (or whose ``base_url`` points at a local or compatible server that takes none); webhooks (OpenAI and Gemini
-only: Anthropic sends none) use ``webhook_secrets``, and ``api_key`` for the fetch.
-
-Environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_WEBHOOK_SECRET`` (the SDK's names),
-``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``, and ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``),
-``GEMINI_BASE_URL``, ``GEMINI_WEBHOOK_SECRET``; a ``*_WEBHOOK_SECRET`` may hold several secrets
-separated by commas or spaces, and they are the default tenant's; ``MODELEVENTS_API_TOKEN`` the
-default tenant's bearer tokens; ``MODELEVENTS_GATEWAY_INSTANCE`` the ``instance_id`` (also
-``--instance-id``). Every secret may instead be given as ``NAME_FILE``, the path of a file
-holding it (a mounted Docker or Kubernetes secret; its trailing newline is dropped):
-``OPENAI_API_KEY_FILE=/run/secrets/openai`` … Setting both ``NAME`` and ``NAME_FILE`` is an
-error. Kafka comes from the ``kafka`` section (``KAFKA_BOOTSTRAP_SERVERS`` …).
-
+TOML file, then the environment, then explicit CLI options, each winning over the ones before.
 Credentials are :class:`pydantic.SecretStr`: they print as ``**********`` in reprs, logs and
 errors, and only the verifier and the fetch read their values.
+
+More on this module (the file's keys, the providers, the environment): docs/operations.md,
+``services/gateway/config.py``.
 """
 
 from __future__ import annotations
@@ -166,7 +87,7 @@ def _default_instance() -> str:
 
 
 def secret_key(secret: str) -> bytes:
-    """The HMAC key of a Standard Webhooks secret (openai.md §11.2 item 4): ``whsec_<base64>``
+    """The HMAC key of a Standard Webhooks secret (Standard Webhooks specification): ``whsec_<base64>``
     is base64-decoded; any other string is used as its UTF-8 bytes, as the OpenAI SDK does."""
     if secret.startswith("whsec_"):
         try:

@@ -1,14 +1,14 @@
 """The fetch of an object a webhook names but does not carry.
 
-OpenAI's ``response.*`` webhooks carry only ``data.id`` (openai.md §11.1: "Payloads are thin:
-you must GET /v1/responses/{data.id}"); Gemini's ``interaction.*`` webhooks name an interaction
-(gemini.md A2, A7). After the webhook's frame is acknowledged (and the provider answered 2xx),
+OpenAI's ``response.*`` webhooks carry only ``data.id`` (OpenAI Webhooks guide: the payload is
+thin, the object is read with GET /v1/responses/{data.id}); Gemini's ``interaction.*`` webhooks name an interaction
+(Gemini Webhooks guide). After the webhook's frame is acknowledged (and the provider answered 2xx),
 the gateway fetches the authoritative object and publishes it as a ``poll`` frame keyed like the
 webhook, so the processor joins it to the run that claimed the object id.
 
 The fetch never holds up the acknowledgement: it runs as a background task, retried with
-exponential backoff on network errors, 408/409/429 and 5xx (the OpenAI SDK's retry set,
-openai.md §8.3) and on an unavailable Kafka; a 4xx that retrying cannot fix is logged and
+exponential backoff on network errors, 408/409/429 and 5xx (the OpenAI SDK's retry set:
+OpenAI Python library, "Retries") and on an unavailable Kafka; a 4xx that retrying cannot fix is logged and
 dropped. The poll frame's frame_id is ``poll:<object id>:<webhook-id>``, so a redelivered
 webhook that fetches again writes the same frame and the processor drops the copy.
 

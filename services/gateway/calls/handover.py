@@ -12,34 +12,10 @@
 - :func:`keep_calls` runs while the gateway runs: its instance's heartbeat on the calls topic
   every third of the lease (``call_lease_s``, default 60 s), and :func:`take_up_calls`.
 
-**Who polls a call — the rule.** A call is polled by the process its record names. Another
-process takes it up only when the record's process is gone, and only one does:
+A call is polled by the process its record names; another process takes it up only when that
+process is gone, and only one does.
 
-1. *a process with the same instance id* (``instance_id`` of the gateway's settings: the file,
-   ``$MODELEVENTS_GATEWAY_INSTANCE`` or ``--instance-id``, default the host name; unique among
-   the live gateways) takes
-   up, at its start, every call an earlier process of that id left in flight (a SIGKILL, a
-   crash, a deploy: a stopping gateway leaves its background calls in flight for this);
-2. *any replica* takes up the calls of an instance not heard of for the lease (no heartbeat and
-   no record written for ``call_lease_s``: a replica scaled down, a pod replaced under another
-   name).
-
-Taking a call up writes the record's next version naming a new call tag and the taker's
-instance and incarnation (a random id of each process start); of two replicas trying at once
-the partition's order picks one, the other gets a 409 and leaves it. The taker polls the
-provider object to its end as a read-back (``POST /reconcile`` does the same), so the run
-completes with no client request. A background call not yet naming its object, or a stream that
-is not a background job, cannot be taken up: its record is ended with a note (the run says where
-it stopped; ``/reconcile`` reads an object back once the run names one, and
-``/reconcile?take_over=true`` takes a call over at once, without waiting for the lease).
-
-**If the previous owner is still alive** (two processes started with one instance id, one cut
-off from Kafka for longer than the lease, an explicit take-over): the record no longer names its
-call, so it stops before its next poll once it has read that. One poll already under way may
-still be answered and published — a poll frame of its own call tag, which the run's adapters
-fold like any poll; the run ends once. A process cut off from Kafka cannot read the record, so
-it polls on until Kafka is back (none of those polls can be published: the frames the run gets
-are the taker's); its writes to the record lose (they are versions of a record that moved on).
+More on this module: docs/architecture.md, ``services/gateway/calls/handover.py``.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ it and to resume its stream, and how the API takes its key — is the API's
 - :func:`auth_headers` — the headers that carry a call's key (the API's ``auth_headers``). Keys
   are :class:`pydantic.SecretStr` in the config; a call holds its key in memory only (not in its
   repr) until the header is built; nothing here logs a header.
-- :func:`send` — one request with the retry policy of the official SDKs (openai.md §8.3:
-  network errors, 408, 409, 429 and 5xx are retried with exponential backoff and jitter,
+- :func:`send` — one request with the retry policy of the official SDKs (OpenAI Python library,
+  "Retries": network errors, 408, 409, 429 and 5xx are retried with exponential backoff and jitter,
   honouring ``retry-after``/``retry-after-ms``), built on tenacity.
 """
 
@@ -38,7 +38,7 @@ _RETRY_STATUS = frozenset({408, 409, 429})
 
 
 def retryable(status: int) -> bool:
-    """A status worth another attempt (openai.md §8.3: 408, 409, 429 and >= 500)."""
+    """A status worth another attempt (OpenAI Python library, "Retries": 408, 409, 429 and >= 500)."""
     return status in _RETRY_STATUS or status >= 500
 
 MAX_BACKOFF_S = 30.0
@@ -46,7 +46,7 @@ MAX_BACKOFF_S = 30.0
 
 def retry_after_seconds(response: httpx.Response) -> float | None:
     """The delay a provider asks for: ``retry-after-ms``, ``retry-after`` in seconds or as an
-    HTTP date (openai.md §8.3 reads them in this order)."""
+    HTTP date (the OpenAI Python library reads them in this order)."""
     headers = response.headers
     try:
         if "retry-after-ms" in headers:

@@ -1,50 +1,9 @@
 """The gateway's calls across replicas and restarts: records on the compacted ``<prefix>calls``.
 
-What one gateway process used to keep in memory — the answer to an ``Idempotency-Key``, the
-call of a run in flight, the provider object a background call polls — is kept here, so that any
-replica answers the same and the calls a stopped gateway was polling are taken up
-(``services/gateway/calls/handover.py``). Three kinds of record, JSON values (the topic is the gateway's
-own, read by nothing else):
+Three kinds of record, JSON values, on a topic read by nothing else: the run's call (key the
+run id), an idempotency key's answer and a gateway instance's heartbeat.
 
-**The run's call** — key the run id (so it lands on the run's partition), the latest call::
-
-    {"v": 1, "type": "call", "run_id": "run_…", "tenant": "acme", "rev": 3,
-     "call": "c1-1a2b3c4d", "instance": "gw-0", "incarnation": "<random per process start>",
-     "provider": "openai", "api": "openai-responses", "model": "gpt-5", "object_id": "resp_…",
-     "cursor": "17", "background": true, "stream": false,
-     "state": "in_flight" | "cancel_requested" | "ended", "updated_at": <epoch ms>, "note": "…"}
-
-``rev`` counts the record's versions. A record is applied only when its ``rev`` is one more than
-the view's (any ``rev`` when the view has none: compaction may have removed the earlier ones), so
-two gateways that both write version n+1 — two POSTs of one run racing on two replicas — are
-decided by the partition's order, the same for every reader: the first is the run's call, the
-other lost (:meth:`CallsView.write` says so; the loser answers 409 and writes the winner's record
-again as n+2, so that the record compaction keeps last is never the loser's). Compaction keeps
-one record per run: the latest call, which is all a gateway needs (earlier calls ended).
-
-**An idempotency key** — key ``idempotency/<tenant>/<key>`` (a run id never holds ``/``)::
-
-    {"v": 1, "type": "idempotency", "tenant": "acme", "key": "…", "digest": "<sha256 of the
-     request>", "state": "pending" | "answered" | "released", "nonce": "…", "at": <epoch ms>,
-     "answer": {…the 202's body…}}
-
-A request with a key first writes ``pending`` with a nonce of its own and reads it back: the
-first pending record of a key is the one being answered (another one racing is 409, retry), and
-its ``answered`` record is the key's answer for ever (a retry anywhere gets it again with
-``Idempotent-Replayed: true``); ``released`` (the request got no 202) forgets it. A pending
-record older than :data:`PENDING_TTL_MS` (its gateway died answering it) no longer holds a later
-request up. Times are the records' own, so every reader decides the same.
-
-**A gateway instance's heartbeat** — key ``instance/<instance id>``, written every third of the
-call lease (``call_lease_s``) while the gateway runs::
-
-    {"v": 1, "type": "instance", "instance": "gw-0", "incarnation": "…", "at": <epoch ms>}
-
-A call in flight whose instance has not been heard from for the lease is taken up by another
-replica (``handover.py``); compaction keeps each instance's latest beat.
-
-A record that does not decode (not JSON, not an object, a field missing or of the wrong type, its
-key not its run id) is logged and skipped: it changes nothing, and nothing else is lost.
+More on this module: docs/architecture.md, ``services/gateway/calls/records.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Which provider API and model a neutral request goes to, decided before anything is sent.
 
-DESIGN.md "Edge": a request declares required and preferred capabilities; the router rejects
+A request (docs/gateway-api.md) declares required and preferred capabilities; the router rejects
 incompatible targets. What a request requires:
 
 - its ``required_capabilities``;

@@ -6,48 +6,11 @@ the provider sends to ``frames``, keyed by the run id, exactly as received (one 
 event, or the whole object of a poll). Frame ids start with the call's tag (``c<n>``, one per
 provider call of the run), so the calls of one agentic turn never collide.
 
-- **Streaming** (``stream=True``): POST with ``stream: true``; each SSE event becomes a frame
-  ``c<n>.s<k>:<index>``. A local adapter of the same API follows the frames (adapters are pure
-  and cheap) to learn the provider object id, the resume cursor and whether the provider's
-  terminal event came. A stream cut before that is **resumed** where the API allows it, as
-  stream ``s<k+1>``: OpenAI Responses ``GET /v1/responses/{id}?stream=true&starting_after=N``
-  for background responses only (openai.md §9), Interactions ``last_event_id`` (gemini.md A2).
-  The overlap is dropped by the adapters downstream: frames are deduplicated by the provider's
-  sequence number / event id, not by bytes (openai.md §9: replays are re-serialised). Where a
-  stream cannot be resumed, a background call is polled to its end, any other call is read back
-  once if the API has a GET; failing that the run ends with the adapter's ``stream_truncated``
-  error — never a success. One SSE event larger than the adapters take (``max_event_bytes``,
-  64 MiB: adapters/limits.py) cuts the stream for good (a resume or a read-back would bring the
-  same event again): the frames before it are kept, the end-of-stream marker follows (for a
-  background call too), so the run ends ``stream_truncated``, and the call's ``error`` and
-  ``notes`` say so.
-- **Not streaming** (``stream=False``): POST without streaming; the answer is the object (a
-  ``poll`` frame). A **background** call's object is queued (OpenAI Responses and
-  Interactions): then GET with exponential backoff (``poll_initial`` doubling up to
-  ``poll_max``) until the status is terminal or ``terminal_timeout`` passed; a poll that fails
-  (the provider or Kafka unavailable) is tried again at the next step, not taken for an end.
-  After the timeout the object is read once more (the authoritative state) before anything else
-  is decided, and the run is left as the provider says (queued / in progress: cancel it, or let a
-  webhook settle it), never marked failed or truncated on a guess.
-- **Cancel**: POST to the provider's cancel endpoint; the provider's answer is published as a
-  ``poll`` frame and a polled call looks again soon, so the run ends ``cancelled`` only when the
-  provider says so. Follow-ups (polls, cancels) of one call are serialized, so their answers
-  reach ``frames`` in the order the provider gave them.
+A stream that is cut is resumed where the API allows it, a background call is polled to its end,
+and a run never ends as a success on a guess; every published frame waits for Kafka's
+acknowledgement.
 
-An HTTP error answer to the create call is the run's outcome: its body is published as a
-``poll`` frame with its status (the adapters translate error bodies into ``error`` and a failed
-end). An error answer to a follow-up (a resume, a poll, a read-back) is not — the provider may
-well finish the run — so it is not published: it is noted on the call, the call stops, and the
-run ends as its frames say (a truncated stream, a background run still in progress: the
-outcome is unknown until somebody asks the provider again; a webhook may still settle it).
-Retries (network errors, 408/409/429/5xx, ``retry-after``) are ``http.send``'s.
-
-Every published frame waits for Kafka's acknowledgement (acks=all) before the next read. The end
-of a streamed call that is not a background job is marked with the end-of-stream marker the
-processor knows (``services/run_logic/normalizer.py``), so a stream that ended unfinished becomes a
-truncation error downstream (and a finished one nothing). A background call gets no marker: the
-provider goes on with it whatever the gateway saw. No call ends the run's input: the run may
-have a next call.
+More on this module: docs/architecture.md, ``services/gateway/calls/runner.py``.
 """
 
 from __future__ import annotations
@@ -347,8 +310,8 @@ class CallRunner:
         failures = 0
         while not self.outcome.completed:
             if time.monotonic() >= deadline:
-                # The authoritative state before anything else is decided (openai.md §9: a
-                # response can sit in queued for a long time).
+                # The authoritative state before anything else is decided (OpenAI Background
+                # mode guide: a response can sit in queued for a long time).
                 await self._poll_once()
                 if not self.outcome.completed:
                     self.outcome.notes.append(

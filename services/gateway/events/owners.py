@@ -3,40 +3,11 @@
 A run id is claimed once, by one tenant, before anything of the run is sent to a provider or
 written (``POST /v1/runs``, ``POST /v1/runs/{id}/frames``); a request of another tenant naming
 an owned id is refused as 404, as for a run it cannot see, and every read (``GET /v1/runs/{id}``,
-``/events``, ``/messages``, cancel, reconcile) is answered for the owner only. Without it the
-first *writer* owned an id — while a run had no state on ``runs`` yet (the worker lagging, a
-gateway just restarted), or after its retention, anyone could take it over and read what was
-there.
+``/events``, ``/messages``, cancel, reconcile) is answered for the owner only. The claim holds
+while a run has no state on ``runs`` yet (the worker lagging, a gateway just restarted) and
+after its retention, so no other tenant can take an id over and read what is there.
 
-**The claim.** A record keyed by the run id (so it lands on the partition the default
-partitioner picks, like every record of the run), its value JSON::
-
-    {"v": 1, "run_id": "run_…", "tenant": "acme", "claimed_at": <epoch ms>}
-
-(JSON, not an Avro contract record: the topic is the gateway's own, read by nothing else).
-
-**Two gateways racing.** A gateway that does not know an owner for the id writes its claim
-(acks=all) and reads the partition back up to its claim's offset (:class:`RunOwners` follows the
-topic from its start): the first claim of the key in the partition is the owner. Every gateway
-reads the same partition in the same order, so all agree, whoever wrote first; the loser's claim
-stays in the log but never counts.
-
-**Why the topic is never compacted nor expired** (``retention.ms=-1``, ``cleanup.policy=delete``,
-``services/kafka/topics.py``): a claim must outlive the run's retention — an expired run id taken over
-by another tenant would show it the run's history, still on ``events`` — so nothing may expire.
-Compaction keeps the *last* value of a key, which after a race is the loser's claim: it would
-make the loser the owner once the cleaner ran (re-asserting the winner's claim after a lost race
-narrows that, but a gateway that dies between its claim and its re-assertion leaves the loser's
-claim last). Compaction would save nothing either: a key has more than one claim only after a
-race. So the log keeps every claim, and the first is the owner, always — one small record
-(~100 bytes) per run id ever used.
-
-**Memory.** :class:`RunOwners` holds every run id ever claimed and its tenant (tenant strings
-shared): ~150 bytes per run id in the gateway's memory, read from the topic at each start.
-
-**Runs from before the claims.** A run that has a state on ``runs`` but no claim (made before
-this topic existed) belongs to its state's tenant: its owner claims it on its next request;
-another tenant is refused without writing anything.
+More on this module: docs/architecture.md, ``services/gateway/events/owners.py``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""``POST /v1/runs/{run_id}/frames``: frames that an application forwards (DESIGN.md "Edge",
-"accept frames that an application forwards").
+"""``POST /v1/runs/{run_id}/frames``: frames that an application forwards
+(docs/gateway-api.md).
 
 An application that calls a provider itself tees the provider's stream here: the body is the
 provider's SSE stream (``Content-Type: text/event-stream``, decoded with the project's SSE
@@ -7,40 +7,10 @@ decoder, ``adapters/sse.py``, through ``adapters/framing.frames_from_bytes``) or
 payload per line (``application/x-ndjson``; also ``application/jsonl``,
 ``application/json-lines``). Any other content type is 415.
 
-Each SSE event / JSON line becomes one ProviderFrame of run ``run_id`` (the Kafka key), with
-frame_id ``{stream}:{index}`` — deterministic, so a body sent again (a retry after a timeout or
-a 503) writes the same frames and the processor drops the copies. Query parameters (each also
-accepted as an ``X-Modelevents-<Name>`` header):
+Each event or line becomes one ProviderFrame of the run with a deterministic frame id, so a
+body sent again writes the same frames; every frame is acknowledged by Kafka before the 2xx.
 
-- ``api`` (required): the provider API of the stream, e.g. ``openai-responses``, ``openai-chat``,
-  ``anthropic-messages``, ``gemini-interactions``, ``gemini-generate`` or an alias
-  (``responses``, ``chat``, ``claude`` …); a family (``openai``, ``gemini``) or ``auto`` is
-  detected from the first frames. Unknown → 422.
-- ``provider``: the provider named on events (default: the API's, e.g. ``openai``; set it for a
-  compatible server: ``groq``, ``vllm`` …): 1 to 64 lowercase ASCII letters, digits and
-  ``._-``, starting with a letter (``schemas/ids.check_provider``); anything else is 422.
-- ``tenant`` (default: the gateway's default tenant; with ``api_tokens`` configured, the bearer
-  token's tenant — services/gateway/auth.py).
-- ``stream`` (default ``s0``): the stream id; a run with several provider calls forwards each
-  under its own id (``s1``, ``s2`` …).
-- ``index`` (default 0): the index of the body's first frame in the stream, for a stream
-  forwarded in several bodies (each split at an event boundary); the body's frames must stay
-  within an Avro long (422 otherwise).
-- ``end``: ``stream`` (default: the body is the whole stream; an end-of-stream marker follows,
-  so a stream cut before the provider's terminal event is reported as truncated), ``run`` (no
-  more input for the run at all), or ``none`` (more of this stream follows in another body).
-
-The run id belongs to the tenant that first used it (``events/owners.py``): the first body forwarded
-under a new id claims it on ``run-owners`` (after the body was read and parsed, before any frame
-is written); another tenant's body for it is 404, as for a run it cannot see, and nothing of it
-is written. Run ids and stream ids are checked with ``schemas/ids.check_id`` (1 to 200 ASCII
-letters, digits and ``._:-``; CR, LF or NUL would forge log lines): anything else is 422.
-
-Every frame (and the marker) is acknowledged by Kafka (acks=all) before the 2xx, which says how
-many frames were accepted. When Kafka did not take them all, the answer counts the frames it
-did (``kept``, ``first_not_kept_index``) and names the cause (``inputs/forwarded.py``): 503 for
-an acknowledgement that did not come (send the same body again: the copies are dropped), 413
-for a frame larger than the frames topic takes.
+More on this module: docs/gateway-api.md, ``services/gateway/routes/forwarded_frames.py``.
 """
 
 from __future__ import annotations

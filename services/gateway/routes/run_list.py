@@ -11,27 +11,9 @@ more follow, ``next_cursor``: pass it back as ``cursor`` for the next page. A cu
 (base64 of the last row's sort key): runs that start meanwhile appear on the first page, never
 twice across pages.
 
-Live: ``watch=true`` answers Server-Sent Events instead — ``event: page`` (the first page as
-above, ``data`` its JSON), then, as the gateway reads ``runs``, ``event: run`` (``data`` the
-row) for every new state of a run the same filters and tenant show, and ``event: gone``
-(``data`` ``{"run_id"}``) for a run they showed and no longer do (its status left the filter).
-Where the rows go in the list is the client's (the sort key is ``started_at``, then
-``run_id``). A client that reads too slowly for the changes (more than 1,000 not sent) gets a
-comment and the end of the stream: ask again for a fresh first page.
+``watch=true`` answers Server-Sent Events: the first page, then every change of the list.
 
-Tenants: with ``api_tokens`` configured the token decides the tenant and only its runs are
-listed (``tenant=`` naming another is 403); a run whose id another tenant owns (``events/owners.py``)
-is not listed, as ``GET /v1/runs/{id}`` would not show it. Without tokens every tenant's runs are
-listed and ``tenant=`` filters.
-
-Each row: ``run_id``, ``status``, ``provider``/``api``/``model``, ``tenant``, ``started_at``,
-``updated_at``, ``finished_at`` (epoch ms), ``duration_ms`` (to the end, or to the latest update
-of a live run), ``tokens`` (input/output/cache read/cache write/reasoning/total, summed over the
-run's provider calls), ``needs_reconciliation`` with its notes, ``waiting`` (``approval``,
-``tool_results``, ``continuation`` or null), ``reason``/``raw_reason``, ``pending_approvals``,
-``open_tool_calls``, ``provider_object_ids``, ``event_count`` and ``last_seq``, ``sources``
-(how many citations and hosted-tool sources the tenant's policy judged ``untrusted`` and
-``blocked``) and ``policy_violations`` (docs/hosted-tools.md).
+More on this module: docs/gateway-api.md, ``services/gateway/routes/run_list.py``.
 """
 
 from __future__ import annotations

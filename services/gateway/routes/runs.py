@@ -8,59 +8,11 @@
     POST /v1/runs/{id}/reconcile   read a live run's provider object back until it ends
                                    (?take_over=true: a call another gateway instance left)
 
-The request is checked against the capability manifest before anything is sent (422 naming,
-per candidate target, what it lacks), and its hosted tools against the tenant's policy (the
-same 422, code ``egress_rejected``; the tenant's domain rules merged into what is sent:
-``egress.py``), and Kafka must be ready (503 otherwise: output it could
-not take would be lost); the wire request is rendered from the neutral form only now, for the
-target chosen (``adapters/requests``); its input packet — the neutral request, redacted, its
-fingerprint, the target — is written to ``run-inputs`` and acknowledged before the call is sent
-(``inputs/packets.py``; 503 with nothing sent when Kafka does not take it), and the call is
-carried out by
-:class:`~modelevents.services.gateway.calls.runner.CallRunner` in the background, its ``calls``
-record kept current by ``handover.carry_out``. The answer does not
-wait for the provider: the run id comes back at once, and everything the provider sends is on
-``frames`` and, normalized, on ``events`` and ``runs``.
+A request is checked against the capability manifest and the tenant's policy, its input packet
+is written, and the call is carried out in the background: the run id comes back at once.
+What replicas share, how a run is reconciled and who owns a run id are in the notes.
 
-A run spans an agentic turn (DESIGN.md "Run state"): a POST that names the ``run_id`` of a run
-makes the next provider call of that run — typically the transcript so far plus the tool
-results, on the same provider or another. Only one call of a run is in flight at a time (409),
-and a run that ended (completed, incomplete, failed, cancelled) takes no more calls (409: a new
-turn is a new run). A client that retries a POST sends the same ``Idempotency-Key``: the first
-answer is given again (header ``Idempotent-Replayed: true``) and nothing is sent twice; the same
-key with another body is a 422 (``idempotency.py``).
-
-**Replicas.** What those rules need is on Kafka, not in a process: the compacted ``calls`` topic
-holds every run's latest call (which gateway instance has it in flight, its provider object,
-``in_flight`` / ``cancel_requested`` / ``ended``) and every key's answer (``calls/records.py``). So any
-number of gateways behind a load balancer answer as one, with no affinity: a key answered by
-one is answered again by another, a call in flight on one is a 409 on the others, a cancel sent
-to any reaches the provider (by the object the record names; the polling gateway then polls at
-once), and ``GET /v1/runs/{id}`` shows the record as ``call_record``. A gateway that restarts —
-SIGKILL, crash or deploy — takes up the background calls its instance id was polling, with no
-client request, and the calls of an instance silent for ``call_lease_s`` are taken up by another
-replica (``calls/handover.py`` says the rule, and what happens when the previous process is still
-alive).
-
-A run whose outcome is unknown — the polling timed out, a stream was cut, its gateway is gone for
-good — is reconciled before anything is retried: ``/reconcile`` polls its provider object (OpenAI
-Responses, Interactions) with the same backoff and terminal timeout, and the run ends as the
-provider says. A call another gateway instance has in flight is refused (409: two gateways never
-poll one call) unless ``?take_over=true`` (that instance is not coming back).
-
-A run id belongs to one tenant (``events/owners.py``): the first request naming it (or the gateway,
-making one up) claims it on ``run-owners`` before anything is sent to a provider, and a request
-of another tenant for an owned id — a POST, any GET, a cancel, a reconcile, forwarded frames —
-is answered 404 as for a run it cannot see, with nothing sent or written. ``/events`` and
-``/messages`` pass on only records of the owner (every record is authorized, not only the
-request). Run ids are 1 to 200 characters of ASCII letters, digits and ``._:-``
-(``schemas/ids.py``): anything else is a 422 with what is allowed. Followers of ``/events``
-share one reader of the run (``events/followers.py``); one that falls too far behind the run is ended
-cleanly and resumes with ``Last-Event-ID``.
-
-Errors have one shape across the gateway: an RFC 9457 problem (``services/gateway/problems.py``:
-``type``, ``title``, ``status``, ``detail`` — what happened and what to do —, ``code`` where a
-client branches on it, and ``error``, the same as ``detail``).
+More on this module: docs/gateway-api.md, ``services/gateway/routes/runs.py``.
 """
 
 from __future__ import annotations

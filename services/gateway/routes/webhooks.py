@@ -1,63 +1,15 @@
 """``POST /webhooks/{provider}[/{tenant}]``: signed provider webhooks in, frames on Kafka out.
 
-Follows Standard Webhooks as OpenAI implements it (openai.md §11.2, the worked recipe §11.3,
-verified against the SDK's own test vector) and as Gemini signs its static webhooks (gemini.md
-A7): headers ``webhook-id``, ``webhook-timestamp`` (unix seconds), ``webhook-signature`` (a
-space-separated list of ``v1,<base64>``); the signed content is ``{id}.{timestamp}.{raw body}``,
+Follows the Standard Webhooks specification as OpenAI implements it (OpenAI Webhooks guide;
+checked against the OpenAI Python library's own test vector) and as Gemini signs its static
+webhooks (Gemini Webhooks guide): headers ``webhook-id``, ``webhook-timestamp`` (unix
+seconds), ``webhook-signature`` (a space-separated list of ``v1,<base64>``); the signed content is ``{id}.{timestamp}.{raw body}``,
 HMAC-SHA256 with the secret's key (``whsec_<base64>`` decoded, any other string as UTF-8 bytes).
 
-Why not the ``standardwebhooks`` package's ``Webhook.verify`` (the tests sign their deliveries
-with that package, an implementation independent of this one): read in its 1.0 source, it
-decodes the body as UTF-8 text before signing it again, so a body of other bytes raises
-``UnicodeDecodeError`` instead of being verified verbatim; a signature token without a comma raises ``ValueError``
-while unpacking (a 500 here, not a 400); its tolerance is fixed at five minutes; one instance
-holds one secret, so rotation means one verifier per secret; and one exception type covers a
-malformed header (400 here) and a bad signature (401). The check below is twenty lines of
-``hmac``.
+A delivery is checked (size, headers, signature against every secret of the tenant), written
+verbatim as one frame with acks=all, and answered 200 only once Kafka acknowledged it.
 
-What a delivery gets, in order:
-
-1. unknown provider → 404; a tenant with no secrets for that provider → 404 (nothing is read);
-2. ``Content-Length`` above ``max_body_bytes`` → 413 before the body is read (the app's edge
-   says so first: services/gateway/app.py); a body that grows past it while being read → 413;
-   a kept header longer than its cap (``webhook_limits.KEPT_VALUE_CAPS``) → 431. The limit is
-   at most what one frame record holds (``webhook_limits.WEBHOOK_BODY_FIT``), so every body
-   accepted here can be written: no delivery is answered a 503 that no retry could change;
-3. a missing header, a webhook-id that is not an id (``schemas/ids.py``) or a timestamp that is
-   not an integer → 400; a timestamp outside the tolerance (default 300 s, either way) → 401; no
-   signature in the header matches any of the tenant's secrets (several at once: rotation) →
-   401. Comparison is constant-time (``hmac.compare_digest``). A rejected delivery writes
-   nothing;
-4. one send per (tenant, provider, webhook-id) (``services/gateway/inputs/deliveries.py``): copies of
-   a delivery arriving together wait for the one send; a copy after it was acknowledged → 200
-   ``duplicate`` without a second write; a retry after a 503 whose send was acknowledged later
-   (the broker came back) → 200, nothing written again;
-5. the body, verbatim, becomes a ProviderFrame (transport ``webhook``, frame_id = webhook-id, so
-   a redelivery is the same frame and the processor drops it) written with acks=all. Its run
-   key is the run of the provider object the payload names when this gateway knows it — a call
-   it made, or a run whose state on ``runs`` announced the object — so the delivery goes
-   straight to that run, even before the processor has read the run's stream; otherwise the
-   object id, which the processor resolves to the run that claimed it (services/processor/app.py,
-   "Run key resolution"); an object id that is not an id keys nothing and is not fetched (the
-   webhook-id keys the frame). Only a run of the delivery's tenant is chosen. 200 once Kafka
-   acknowledged the frame, 503 (with Retry-After) when it did not within ``ack_timeout_s``, so
-   the provider retries: nothing acknowledged is ever lost;
-6. a webhook that names an object but not its content (OpenAI ``response.*``, Gemini
-   ``interaction.*``) schedules the fetch of that object (``services/gateway/calls/fetch.py``) once
-   its frame is acknowledged — once per delivery, however many copies came.
-
-A signed body that is not JSON is still the provider's delivery: it is kept verbatim as a frame
-(keyed by its webhook-id, since no object id can be read) and acknowledged; the processor's
-adapter turns it into an ``error`` event (``malformed_frame``), so it is visible and nothing is
-lost, and the provider does not retry it forever.
-
-Headers kept on the frame (an allow-list): ``webhook-id``, ``webhook-timestamp``,
-``webhook-signature`` (an HMAC of the body, not the secret: an auditor holding the secret can
-re-verify the delivery) and ``user-agent``. Nothing else — in particular no credential.
-
-Tenancy: ``/webhooks/{provider}`` is the configured default tenant; ``/webhooks/{provider}/
-{tenant}`` names one. Each tenant has its own secrets, so a delivery signed for one tenant is
-refused on another's URL.
+More on this module: docs/gateway-api.md, ``services/gateway/routes/webhooks.py``.
 """
 
 from __future__ import annotations
@@ -103,7 +55,7 @@ KEPT_HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature", "user-ag
 
 def verify_signature(headers: Mapping[str, str], body: bytes, keys: list[bytes], *,
                      tolerance_s: int, now: float | None = None) -> tuple[str, str]:
-    """Standard Webhooks verification (openai.md §11.2); ``(webhook_id, timestamp)`` or
+    """Standard Webhooks verification (Standard Webhooks specification); ``(webhook_id, timestamp)`` or
     :class:`WebhookRejected`. ``headers`` are looked up by lower-case name."""
     for name in ("webhook-signature", "webhook-timestamp", "webhook-id"):
         if not headers.get(name):
@@ -137,8 +89,8 @@ def verify_signature(headers: Mapping[str, str], body: bytes, keys: list[bytes],
 
 def webhook_object(provider: str, doc: Any) -> tuple[str, str | None]:
     """``(event type, provider object id)`` a webhook payload names: where the id is, is the
-    webhooks' fact of the API they are about (``Webhooks.object_id``; openai.md §11.1:
-    ``data.id``)."""
+    webhooks' fact of the API they are about (``Webhooks.object_id``; OpenAI Webhooks
+    guide: ``data.id``)."""
     if not isinstance(doc, dict):
         return "", None
     event_type: str = doc["type"] if isinstance(doc.get("type"), str) else ""
