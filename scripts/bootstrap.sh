@@ -26,7 +26,7 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   fi
   echo "$want" > "$stamp"
 fi
-# The UI's browser tests (tests/integration/test_ui.py) and bench/ui.py drive Debian's Chromium
+# The UI's browser tests (tests/integration/ui/test_ui.py) and bench/ui.py drive Debian's Chromium
 # through Playwright; Playwright's own browser downloads are never used.
 if ! command -v chromium >/dev/null 2>&1; then
   apt_log="$venv/chromium-install.log"

@@ -1,5 +1,5 @@
 """The source-trust cases the worker's tests share (tests/services/run_logic/test_source_trust.py
-without a broker, tests/integration/test_source_trust.py through the real worker): a policy, one
+without a broker, tests/integration/processor/test_source_trust.py through the real worker): a policy, one
 hand-written stream per provider API with sources of each verdict (tests/fixtures/<api>/
 hosted-sources-trust.*), and what the worker must find in each."""
 

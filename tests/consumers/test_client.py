@@ -1,6 +1,6 @@
 """The consumer API's parts that need no broker: rebuilding elided values, start positions and the
 errors a wrong argument gives (consumers/client.py; the broker tests are
-tests/integration/test_consumer_api.py)."""
+tests/integration/consumers/test_consumer_api.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from modelevents.consumers import ElidedRebuilder, at_offset, at_time, rebuild_e
 from modelevents.schemas.errors import ConfigError
 from modelevents.schemas.events import ModelEvent
 from modelevents.services.kafka.settings import PipelineSettings
-from tests.integration.test_big_runs import _text, chat_run
+from tests.integration.processor.test_big_runs import _text, chat_run
 
 SETTINGS = PipelineSettings(bootstrap_servers="127.0.0.1:1", topic_prefix="unit.")
 

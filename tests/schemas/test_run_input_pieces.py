@@ -1,7 +1,7 @@
 """An input packet too large for one record is cut into pieces (schemas/run_input_pieces.py) and
 joined again; what a compacted topic can leave of a run's records (orphans of an earlier
 revision, the latest write whole) reads as the latest packet. The records on the real broker:
-tests/integration/test_gateway_input_packet.py."""
+tests/integration/gateway/test_input_packet.py."""
 
 from __future__ import annotations
 

@@ -210,7 +210,7 @@ def test_results_numbered_before_their_call_ends_follow_its_assistant_message():
     """The executor runs a tool as soon as its ``tool.call`` is on ``events``: its result can be
     numbered before the provider call's own end (``run.awaiting``). The transcript must still
     put the call's assistant message first — a tool_result before its tool_call is a request
-    no provider takes (found by tests/integration/test_tools.py on a loaded machine)."""
+    no provider takes (found by tests/integration/tools/test_executor.py on a loaded machine)."""
     from modelevents.services.run_logic.executor_events import tool_result_event
 
     events = normalize_bytes(

@@ -1,7 +1,7 @@
 """An audit archive against the heads kept outside it, and offset holes, without a broker
 (consumers/audit/anchor.py, offsets.py, heads.py): archives written by the real
 AuditWriter with the digests a run writes. The same through `modelevents audit` on the real
-broker, the heads topic included: tests/integration/test_audit_anchor.py."""
+broker, the heads topic included: tests/integration/audit/test_anchor.py."""
 
 from __future__ import annotations
 

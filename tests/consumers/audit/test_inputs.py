@@ -1,7 +1,7 @@
 """audit verify's input-packet check (consumers/audit/inputs.py) without a broker: archives
 written by the real AuditWriter from the project's fixtures, with packets built by the gateway's
 own InputPackets. The same on the real broker, gateway and worker:
-tests/integration/test_gateway_input_packet.py."""
+tests/integration/gateway/test_input_packet.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """audit verify's receipts check (consumers/audit/receipts.py) and the export of receipts, without
 a broker: archives written by the real AuditWriter, tool results built by the executor's own
 event builder (services/run_logic/executor_events.py), receipts encoded by its own codec. The
-same on the real broker with the real executor: tests/integration/test_audit.py."""
+same on the real broker with the real executor: tests/integration/audit/test_archive.py."""
 
 from __future__ import annotations
 

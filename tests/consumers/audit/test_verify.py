@@ -1,7 +1,7 @@
 """The audit archive without a broker: the writer on the project's own fixtures, every kind of
 tampering caught and named by verify, crash recovery, interop with the official avro package
 (the exports: test_export.py). The same on the real broker with the real worker:
-tests/integration/test_audit.py.
+tests/integration/audit/test_archive.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The demo's downstream half (services/cli/demo_stages.py) without Kafka: its policy, that the
 recordings it plays ask for what its tools database holds, and its OTLP/HTTP collector. The whole
-demo against the real broker: tests/integration/test_demo.py."""
+demo against the real broker: tests/integration/cli/test_demo.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 plan keeps each partition's current replicas (the first stays the preferred leader), adds the
 least loaded brokers, drops extra replicas from the end, and the printed steps are the JSON and
 the kafka-reassign-partitions.sh commands for it. The broker-facing part is tested against the
-real broker in tests/integration/test_topics_check_apply.py."""
+real broker in tests/integration/kafka/test_topics_check_apply.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The count behind ``modelevents_worker_runs{state}`` (services/processor/run_gauge.py): a run
 is counted once, in its latest state; dropped runs and runs of partitions given up leave it;
 every state of the run machine is served, 0 included. The count across real workers and
-rebalances: tests/integration/test_worker_runs_gauge.py."""
+rebalances: tests/integration/processor/test_worker_runs_gauge.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The view is fed records as its consumer hands them over (key, value, partition, offset); what a
 real broker does with them — the order of a partition, compaction — is in
-tests/integration/test_gateway_replicas.py.
+tests/integration/gateway/test_replicas.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """UnthreadedProducerBuffer (services/processor/faust/transport.py): the producer buffer's size
 and ``put`` go to its pending queue, without reading the app's settings. The rest of the module
-runs only inside a worker: tests/integration/test_processor.py and test_broker_restart.py."""
+runs only inside a worker: tests/integration/processor/test_processor.py and test_broker_restart.py."""
 
 from __future__ import annotations
 
