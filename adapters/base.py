@@ -481,7 +481,7 @@ class Adapter:
         # This runs once per event: the event and its source (and the envelope) are made by
         # object.__new__ and one store per field rather than by calling the classes — CPython
         # 3.11 calls a dataclass through a tuple of its arguments and a C-level call of
-        # __init__, ~0.1 µs more for these two (docs/performance.md). Every field is set, in
+        # __init__, ~0.1 µs more for these two. Every field is set, in
         # declaration order (tests/schemas/test_fast_records.py compares with the classes' own
         # constructors); event_id_for is inlined, the index's text taken from a table
         # (formatting an int costs several times more). Callers build payloads positionally on

@@ -216,7 +216,7 @@ class GeminiGenerateAdapter(Adapter):
             self._on_error(doc["error"])
             return
         # What remains is a GenerateContentResponse: every chunk of a stream, translated here
-        # inline (a call less per frame, docs/performance.md).
+        # inline (a call less per frame).
         candidates = doc.get("candidates")
         if candidates is None and not any(key in doc for key in RESPONSE_KEYS):
             self.unknown("response:" + ",".join(sorted(doc)),

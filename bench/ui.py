@@ -25,7 +25,7 @@ the browser's six connections.
    ``Performance.getMetrics``) are read with the run view empty (baseline), after a tenth of
    the events, and after all of them; ratios against the baseline.
 
-More on this module: docs/performance.md, ``bench/ui.py``.
+Its figures and how to read them: docs/performance.md, "The UI".
 """
 
 from __future__ import annotations

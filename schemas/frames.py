@@ -57,7 +57,7 @@ def stream_frames(messages: Iterable[tuple[str | None, bytes, str | None, Any]],
 
     Built by ``object.__new__`` and one store per field, not by calling the class: CPython 3.11
     calls a dataclass of this many fields through a tuple of its arguments and a C-level call of
-    ``__init__`` (about a third of a frame's making, ~0.1 µs; docs/performance.md). A field added
+    ``__init__`` (about a third of a frame's making, ~0.1 µs). A field added
     to ProviderFrame must be set here too (tests/schemas/test_fast_records.py checks it)."""
     frames: list[ProviderFrame] = []
     append = frames.append

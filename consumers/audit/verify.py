@@ -229,7 +229,7 @@ def _without_cycle_collection() -> Iterator[None]:
     """Verify keeps a small record of every event until the run checks (hundreds of thousands
     of objects, none in a reference cycle: dicts of lists of tuples and slotted records). The
     cycle collector, triggered by those allocations, walked them again and again for nothing —
-    ~35% of verify's time (docs/performance.md); reference counting frees all of it anyway."""
+    ~35% of verify's time in a profile; reference counting frees all of it anyway."""
     enabled = gc.isenabled()
     gc.disable()
     try:

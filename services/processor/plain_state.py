@@ -1,8 +1,9 @@
 """A run's in-memory state as plain data: JSON trees that name only the project's own classes.
 
 The worker keeps each run's adapters and numbering in a table whose changelog is a Kafka topic.
-Pickles there (earlier versions) meant that whoever could write the topic ran code in the worker,
-and that a code upgrade could make stored state unreadable. This module turns such a state into a
+A pickle there would let whoever can write the topic run code in the worker, and a code upgrade
+could make stored state unreadable (values pickled by earlier versions are still read:
+``table_values.py``). This module turns such a state into a
 tree of JSON values and back, with these rules:
 
 - JSON's own values stand for themselves: ``str``, ``int`` (64-bit), ``bool``, ``None``, finite

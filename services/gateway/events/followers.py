@@ -20,9 +20,8 @@ the tail's consumer stops a few seconds after the last reader.
 
 A follower that asks for events older than the reader's buffer (``Last-Event-ID`` far back,
 joining a long run late) catches up on a read of its own up to what the buffer covers, then
-joins the shared reader. Before (issue #11 §3) every follower had its own consumer reading the
-run's partition: 200 followers took the gateway from 70 to 762 MB RSS (bench/followers.py);
-before issue #15 every followed run had one.
+joins the shared reader. What 200 followers of one run cost the gateway's memory:
+bench/followers.py (docs/performance.md, "The gateway").
 """
 
 from __future__ import annotations

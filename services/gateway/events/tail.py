@@ -1,12 +1,10 @@
 """One consumer of ``events`` for every run this gateway follows live: :class:`EventsTail`.
 
-Followed runs used to have a Kafka consumer each, reading the run's partition and skipping the
-other runs' records of it: 20 followed runs over 4 partitions were 20 consumers, each record
-fetched, and each produce answered to the broker's parked fetches, five times, and the gateway
-woke 20 fetch loops for 200 events/s. On a machine with no core to spare every one of those
-wake-ups waited for a core, and that wait was most of an event's way to the page (issue #15,
-docs/performance.md). Now the gateway tails ``events`` once — every partition, from its end —
-and hands each record, decoded once, to the :class:`Subscription` of its run key.
+The gateway tails ``events`` once — every partition, from its end — and hands each record,
+decoded once, to the :class:`Subscription` of its run key. One tail rather than a consumer per
+followed run: 20 runs over 4 partitions would fetch each record five times and wake 20 fetch
+loops, and on a machine with no core to spare every wake-up waits for a core — most of an
+event's way to the page (docs/performance.md, "The UI").
 
 A subscription gets every record of its key the tail reads after :meth:`EventsTail.subscribe`
 returned; what the topic held before, the subscriber reads on its own (``reads.
