@@ -17,8 +17,8 @@ from modelevents.services.kafka import security
 from modelevents.services.kafka.settings import PipelineSettings
 
 if TYPE_CHECKING:  # the tree (pydantic, the gateway's models) loads when a command runs
+    from modelevents.services.cli.settings_tree import Settings
     from modelevents.services.settings.loader import Resolved
-    from modelevents.services.settings.tree import Settings
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ def load_from_args(args: argparse.Namespace,
                    options: dict[str, tuple[Any, str]] | None = None) -> Resolved[Settings]:
     """The settings tree for a command: its --config file, the environment, its Kafka options
     and ``options`` (``{"worker.state_dir": (args.workdir, "--workdir")}``)."""
-    from modelevents.services.settings.tree import load_settings
+    from modelevents.services.cli.settings_tree import load_settings
 
     if getattr(args, "partitions", None) is not None and args.partitions < 1:
         raise ConfigError(f"--partitions {args.partitions}: a topic needs at least 1 partition")

@@ -1,6 +1,6 @@
 """GatewayConfig: where the gateway listens, which Kafka it writes to, and the providers' secrets.
 
-The ``gateway`` part of the settings tree (services/settings/tree.py): defaults, then a YAML or
+The ``gateway`` part of the settings tree (services/cli/settings_tree.py): defaults, then a YAML or
 TOML file, then the environment, then explicit CLI options, each winning over the ones before.
 Credentials are :class:`pydantic.SecretStr`: they print as ``**********`` in reprs, logs and
 errors, and only the verifier and the fetch read their values.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import re
 import socket
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.settings.sources import EnvVar
 
 __all__ = ["GATEWAY_ENV", "GatewayConfig", "ProviderConfig", "PROVIDERS", "WEBHOOK_PROVIDERS",
-           "gateway_defaults", "load_config", "secret_key"]
+           "gateway_defaults", "secret_key"]
 
 # The providers the gateway talks to, with the environment variables and default base URL of
 # each; ``secret`` only where the provider sends webhooks (both sign with Standard Webhooks).
@@ -151,7 +150,7 @@ class GatewayConfig(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
-    # The tree's kafka section (services/settings/tree.py sets it; not a key of the gateway's).
+    # The tree's kafka section (services/cli/settings_tree.py sets it; not a key of the gateway's).
     kafka: PipelineSettings = Field(default_factory=PipelineSettings, exclude=True)
     default_tenant: str = "default"
     webhook_tolerance_s: int = Field(300, ge=1)
@@ -271,20 +270,3 @@ class GatewayConfig(BaseModel):
         """Which of ``names`` (manifest provider names) runs may go to (``takes_runs``)."""
         return {name for name in names
                 if (entry := self.provider(name)) is not None and entry.takes_runs}
-
-
-def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None,
-                kafka: PipelineSettings | None = None, **overrides: Any) -> GatewayConfig:
-    """The gateway's part of the settings tree: defaults < the file (YAML, or TOML by its
-    suffix) < the environment < ``overrides`` (CLI options; None values are ignored), with
-    ``kafka`` instead of the tree's Kafka settings if given. Raises ConfigProblems (one line
-    per problem)."""
-    from modelevents.services.settings.tree import load_settings
-
-    cli = {f"gateway.{key}": (value, f"--{key.replace('_', '-')}")
-           for key, value in overrides.items()}
-    config = load_settings(path, env=env, cli=cli).settings.gateway
-    if kafka is not None:
-        config.kafka = kafka
-    return config
-

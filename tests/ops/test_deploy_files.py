@@ -411,7 +411,7 @@ def test_two_releases_share_no_consumer_group_topic_or_pod(tools, helm_env) -> N
 
 def test_gateway_config_from_the_values_is_a_valid_gateway_config(tools, helm_env,
                                                                   tmp_path: Path) -> None:
-    from modelevents.services.gateway.config import load_config
+    from modelevents.services.cli.settings_tree import load_gateway_config
 
     values = CHART / "ci" / "gateway-config-values.yaml"
     objects = _objects(_template(tools, helm_env, values))
@@ -420,7 +420,7 @@ def test_gateway_config_from_the_values_is_a_valid_gateway_config(tools, helm_en
     assert content.decode() == yaml.safe_load(values.read_text())["gateway"]["config"]["content"]
     path = tmp_path / "gateway.yaml"
     path.write_bytes(content)
-    config = load_config(path, env={})
+    config = load_gateway_config(path, env={})
     assert config.default_tenant == "acme"
     deployment = next(obj for obj in objects if obj["kind"] == "Deployment"
                       and obj["metadata"]["name"].endswith("-gateway"))

@@ -1,6 +1,6 @@
 """``modelevents config show``: the configuration the services would run with, secrets masked.
 
-The settings tree (services/settings/tree.py) resolved exactly as ``modelevents gateway``,
+The settings tree (services/cli/settings_tree.py) resolved exactly as ``modelevents gateway``,
 ``worker``, ``tools run``, ``ui`` and the topic commands resolve it — defaults < the config file
 (``--config`` or ``$MODELEVENTS_CONFIG``) < the environment (``NAME_FILE`` secrets included) <
 the options — and checked the same way: an invalid configuration is the same lines, one per
@@ -23,8 +23,8 @@ from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.settings.sources import SERVICES
 
 if TYPE_CHECKING:
+    from modelevents.services.cli.settings_tree import Settings
     from modelevents.services.settings.loader import Resolved
-    from modelevents.services.settings.tree import Settings
 
 MASK = "**********"
 

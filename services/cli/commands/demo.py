@@ -356,7 +356,7 @@ def run(args: argparse.Namespace) -> int:
     _say(f"  topics {settings.topic_prefix}{{frames,ingest,events,runs,dlq}} ready")
     # The worker's state and log, beside the worker's own default (the settings tree loads only
     # when a command reads it, as in every command).
-    from modelevents.services.settings.tree import state_dir
+    from modelevents.services.cli.settings_tree import state_dir
 
     workdir = state_dir("demo")
     workdir.mkdir(parents=True, exist_ok=True)

@@ -96,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def default_workdir() -> Path:
     """The worker's state directory without --workdir: the configuration's (worker.state_dir,
     MODELEVENTS_STATE_DIR), else $XDG_STATE_HOME/modelevents/worker."""
-    from modelevents.services.settings.tree import load_settings
+    from modelevents.services.cli.settings_tree import load_settings
 
     return load_settings().settings.worker.workdir
 

@@ -37,9 +37,10 @@ from starlette.routing import Route
 
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import MAX_RECORD_BYTES
+from modelevents.services.cli.settings_tree import load_gateway_config
 from modelevents.services.errors import WebhookRejected
 from modelevents.services.gateway.app import create_app
-from modelevents.services.gateway.config import GatewayConfig, ProviderConfig, load_config
+from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
 from modelevents.services.gateway.inputs.webhook_limits import WEBHOOK_BODY_FIT
 from modelevents.services.gateway.routes.webhooks import verify_signature
 from modelevents.services.kafka import clients
@@ -379,9 +380,9 @@ def test_the_largest_accepted_body_is_written_and_one_byte_more_is_413_unverifie
 def test_a_webhook_limit_no_frame_record_holds_is_a_config_error(settings):
     from modelevents.schemas.errors import ConfigError
     with pytest.raises(ConfigError) as refused:
-        load_config(None, env={}, kafka=settings, max_body_bytes=1024 * 1024)
+        load_gateway_config(None, env={}, kafka=settings, max_body_bytes=1024 * 1024)
     assert "\n" not in str(refused.value) and f"at most {WEBHOOK_BODY_FIT}" in str(refused.value)
-    assert load_config(None, env={}, kafka=settings, max_body_bytes=4096).max_body_bytes == 4096
+    assert load_gateway_config(None, env={}, kafka=settings, max_body_bytes=4096).max_body_bytes == 4096
 
 
 def test_signed_body_that_is_not_json_is_kept_verbatim(settings, gateway):
@@ -604,7 +605,7 @@ def test_config_file_and_environment(tmp_path, settings):
                     f"    webhook_secrets:\n      acme: [{SECRET_ACME}]\n")
     env = {"OPENAI_API_KEY": API_KEY, "OPENAI_WEBHOOK_SECRET": f"{SECRET_NEW},{SECRET_OLD}",
            "OPENAI_BASE_URL": "http://127.0.0.1:1/"}
-    config = load_config(path, env=env, kafka=settings)
+    config = load_gateway_config(path, env=env, kafka=settings)
     openai = config.providers["openai"]
     assert (config.port, config.webhook_tolerance_s, openai.base_url) == (9123, 60, "http://127.0.0.1:1")
     assert openai.api_key.get_secret_value() == API_KEY
@@ -614,17 +615,17 @@ def test_config_file_and_environment(tmp_path, settings):
     toml.write_text('port = "not a port"\n')
     from modelevents.schemas.errors import ConfigError
     with pytest.raises(ConfigError, match="port"):
-        load_config(toml, env={}, kafka=settings)
+        load_gateway_config(toml, env={}, kafka=settings)
     bad = tmp_path / "bad.yaml"
     bad.write_text("providers:\n  mistral: {base_url: 'https://x'}\n")
     with pytest.raises(ConfigError, match="unknown provider"):
-        load_config(bad, env={}, kafka=settings)
+        load_gateway_config(bad, env={}, kafka=settings)
     # Anthropic is a provider for runs, from its SDK's variables, and sends no webhooks.
-    claude = load_config(None, env={"ANTHROPIC_API_KEY": "sk-ant-x",
+    claude = load_gateway_config(None, env={"ANTHROPIC_API_KEY": "sk-ant-x",
                                     "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}, kafka=settings)
     anthropic = claude.provider("anthropic")
     assert anthropic.base_url == "http://127.0.0.1:9" and not anthropic.webhook_secrets
     assert anthropic.api_key.get_secret_value() == "sk-ant-x"
     assert claude.provider("google") is claude.provider("gemini")  # the events' name finds it
     with pytest.raises(ConfigError, match="cannot read"):
-        load_config(tmp_path / "absent.yaml", env={}, kafka=settings)
+        load_gateway_config(tmp_path / "absent.yaml", env={}, kafka=settings)

@@ -139,7 +139,7 @@ def test_secrets_from_files_and_their_problems(tmp_path: Path) -> None:
     assert document["sources"]["gateway.providers.openai.api_key"] == "env OPENAI_API_KEY_FILE"
     assert document["sources"]["kafka.sasl_password"] == "env KAFKA_SASL_PASSWORD_FILE"
     # The value is the file's content without its newline (what the clients are given).
-    from modelevents.services.settings.tree import load_settings
+    from modelevents.services.cli.settings_tree import load_settings
     settings = load_settings(None, env=env).settings
     assert settings.gateway.providers["openai"].api_key.get_secret_value() == "sk-from-a-file-4"
     assert settings.kafka.security.sasl_password == "pw-from-a-file-6"

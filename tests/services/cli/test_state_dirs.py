@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from modelevents.services.cli.settings_tree import WorkerConfig, cache_dir, state_dir
 from modelevents.services.local.kafka_broker import LocalBrokerSettings
-from modelevents.services.settings.tree import WorkerConfig, cache_dir, state_dir
 
 
 def test_the_worker_and_the_demo_share_the_xdg_state_home(monkeypatch, tmp_path: Path) -> None:

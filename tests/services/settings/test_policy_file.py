@@ -1,4 +1,4 @@
-"""One policy file for the tool executor and the gateway (services/settings/tree.py): the
+"""One policy file for the tool executor and the gateway (services/cli/settings_tree.py): the
 gateway reads ``tools.policy`` unless ``gateway.policy`` / ``$MODELEVENTS_POLICY`` names
 another."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from modelevents.services.settings.tree import load_settings
+from modelevents.services.cli.settings_tree import load_settings
 
 
 def test_the_gateway_reads_the_tool_executors_policy_file_unless_told_otherwise(tmp_path: Path):

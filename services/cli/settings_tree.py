@@ -8,7 +8,10 @@ command's options. The gateway, the worker, the tool executor, the UI and the co
 read or write topics (audit, replay, feed, tail, topics, otel) all go through it, and
 ``modelevents config show`` prints it with every value's origin.
 
-More on this module: docs/operations.md, ``services/settings/tree.py``.
+It lives with the commands, the composition root: it imports every service's section, so a
+service that imported it back would close an import cycle (the `acyclic_siblings` contract).
+
+More on this module: docs/operations.md, ``services/cli/settings_tree.py``.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from modelevents.services.settings.loader import LayeredSettings, Resolved, reso
 from modelevents.services.settings.sources import EXAMPLE_TOOLS, EnvVar
 from modelevents.services.settings.xdg import cache_dir, state_dir
 
-__all__ = ["ENV", "Settings", "ToolsConfig", "WorkerConfig", "cache_dir", "load_settings",
-           "state_dir"]
+__all__ = ["ENV", "Settings", "ToolsConfig", "WorkerConfig", "cache_dir", "load_gateway_config",
+           "load_settings", "state_dir"]
 
 
 class WorkerConfig(BaseModel):
@@ -122,3 +125,16 @@ def load_settings(config: Path | str | None = None, *, env: Mapping[str, str] | 
     Raises ConfigProblems with every problem, one line each."""
     return resolve(Settings, config=config, env=env, tables=ENV, cli=cli,
                    defaults={"gateway": gateway_defaults()})
+
+
+def load_gateway_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None,
+                        kafka: PipelineSettings | None = None, **overrides: Any) -> GatewayConfig:
+    """The gateway's part of the tree: defaults < the file (YAML, or TOML by its suffix) < the
+    environment < ``overrides`` (CLI options; None values are ignored), with ``kafka`` instead
+    of the tree's Kafka settings if given. Raises ConfigProblems (one line per problem)."""
+    cli = {f"gateway.{key}": (value, f"--{key.replace('_', '-')}")
+           for key, value in overrides.items()}
+    config = load_settings(path, env=env, cli=cli).settings.gateway
+    if kafka is not None:
+        config.kafka = kafka
+    return config
