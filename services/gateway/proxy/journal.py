@@ -51,7 +51,7 @@ T = TypeVar("T")
 # A frame's cost in the memory queue beyond its body (its other fields, the deque's slot).
 _FRAME_OVERHEAD = 256
 # One write to Kafka: at most this many frames, about this many bytes.
-_BATCH_FRAMES = 1000
+_BATCH_FRAMES = 5000
 _BATCH_BYTES = 4 * 1024 * 1024
 # While Kafka is away: the first retry after this long, doubling up to the second.
 _RETRY_FIRST_S = 0.25
@@ -107,6 +107,7 @@ class JournalTee:
     # --- FrameTee -------------------------------------------------------------------------------
 
     def offer(self, frames: list[ProviderFrame], tenant: str) -> None:
+        """Queue ``frames`` for Kafka; called on the gateway's event loop."""
         try:
             if self._stopped:
                 self._drop(frames, "stopped")
@@ -279,6 +280,10 @@ class JournalTee:
             self.spooling = False
             return False
         batch = await self._in_thread(journal.peek, _BATCH_FRAMES, _BATCH_BYTES)
+        if not batch.payloads and batch.end == journal.cursor:
+            log.error("frame journal %s: %d records held but none readable", self.directory,
+                      journal.records)
+            return False  # retried after the backoff, not in a loop
         frames = []
         for payload in batch.payloads:
             try:

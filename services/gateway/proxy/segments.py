@@ -90,6 +90,7 @@ class SegmentLog:
         self._segments: list[_Segment] = []
         self._cursor = Position(0, len(MAGIC), 0)
         self._append_fd: int | None = None
+        self._next_number = 0  # never reused while the process runs
 
     # --- opening --------------------------------------------------------------------------------
 
@@ -118,6 +119,7 @@ class SegmentLog:
         numbers = sorted(int(path.stem) for path in self.directory.glob(f"*{_SUFFIX}")
                          if path.stem.isdigit())
         cursor = self._read_cursor()
+        self._next_number = max([*numbers, cursor.segment if cursor else -1], default=-1) + 1
         for number in numbers:
             path = self._path(number)
             if cursor is not None and number < cursor.segment:
@@ -146,6 +148,11 @@ class SegmentLog:
     # --- what the writer uses -------------------------------------------------------------------
 
     @property
+    def cursor(self) -> Position:
+        """Where the records not yet acknowledged begin."""
+        return self._cursor
+
+    @property
     def records(self) -> int:
         """Records held: appended, not yet acknowledged."""
         return sum(s.records for s in self._segments) - (
@@ -161,27 +168,36 @@ class SegmentLog:
         """Append the first of ``payloads`` that fit within ``max_bytes``, in order, and fsync
         them; how many were appended (the rest did not fit: the caller's policy)."""
         room = self.max_bytes - self.size
-        chunk = bytearray()
         taken = 0
+        segment: _Segment | None = None
+        chunk = bytearray()
+        count = 0
         for payload in payloads:
             size = _HEADER.size + len(payload)
             if size > room:
                 break
             room -= size
+            segment = segment or self._head()
             chunk += _HEADER.pack(len(payload), zlib.crc32(payload))
             chunk += payload
+            count += 1
+            if segment.size + len(chunk) >= self.segment_bytes:
+                self._write(segment, chunk, count)  # full: the next record begins a new one
+                segment, chunk, count = None, bytearray(), 0
             taken += 1
-        if taken:
-            segment = self._head()
-            fd = self._append_fd
-            assert fd is not None
-            written = 0
-            while written < len(chunk):
-                written += os.write(fd, memoryview(chunk)[written:])
-            os.fsync(fd)
-            segment.size += len(chunk)
-            segment.records += taken
+        if segment is not None and chunk:
+            self._write(segment, chunk, count)
         return taken
+
+    def _write(self, segment: _Segment, chunk: bytearray, count: int) -> None:
+        fd = self._append_fd
+        assert fd is not None
+        written = 0
+        while written < len(chunk):
+            written += os.write(fd, memoryview(chunk)[written:])
+        os.fsync(fd)
+        segment.size += len(chunk)
+        segment.records += count
 
     def peek(self, max_records: int, max_bytes: int) -> Batch:
         """The oldest records not yet acknowledged, at most ``max_records`` and about
@@ -259,7 +275,8 @@ class SegmentLog:
         if self._append_fd is not None:
             os.close(self._append_fd)
             self._append_fd = None
-        number = head.number + 1 if head is not None else 0
+        number = self._next_number
+        self._next_number += 1
         path = self._path(number)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         os.write(fd, MAGIC)
@@ -282,9 +299,10 @@ class SegmentLog:
             self._cursor = Position(self._segments[0].number, len(MAGIC), 0)
 
     def _clear(self) -> None:
+        # The cursor first: a cursor left beside later segments would have them skipped.
+        (self.directory / "cursor").unlink(missing_ok=True)
         while self._segments:
             self._drop_first()
-        (self.directory / "cursor").unlink(missing_ok=True)
 
 
 def _records_before(path: Path, offset: int) -> int | None:

@@ -185,3 +185,37 @@ def test_a_crash_between_acknowledging_a_segment_and_deleting_it_sends_nothing_t
     again = SegmentLog.open(tmp_path, max_bytes=64 * 1024)
     assert read + drain(again) == records
     again.close()
+
+
+def test_a_cursor_left_beside_newer_segments_never_hides_their_records(tmp_path: Path) -> None:
+    journal = SegmentLog.open(tmp_path, max_bytes=64 * 1024)
+    for start in range(0, 200, 25):
+        journal.append(payloads(25, start))
+    last = int(segments(tmp_path)[-1].stem)
+    assert last > 0
+    drain(journal)
+    # A crash while the drained journal was cleared could leave the last cursor behind.
+    (tmp_path / "cursor").write_text(f"{last} 4 0\n")
+    journal.append(payloads(5, start=200))
+    journal.close()
+
+    again = SegmentLog.open(tmp_path, max_bytes=64 * 1024)
+    assert drain(again) == payloads(5, start=200)
+    again.close()
+
+
+def test_one_large_append_is_cut_into_segments_whose_space_returns_as_they_drain(
+        tmp_path: Path) -> None:
+    journal = SegmentLog.open(tmp_path, max_bytes=64 * 1024)  # 8 KiB segments
+    records = payloads(400)  # ~43 KB in one append (a long outage's backlog at once)
+    assert journal.append(records) == 400
+    on_disk = len(segments(tmp_path))
+    assert on_disk >= 5
+    read: list[bytes] = []
+    while len(read) < 250:
+        batch = journal.peek(50, 100_000)
+        read += batch.payloads
+        journal.ack(batch.end)
+    assert len(segments(tmp_path)) < on_disk, "drained segments are deleted as the drain goes"
+    assert read + drain(journal) == records
+    journal.close()
