@@ -5,8 +5,9 @@
 - (a) direct: the gateway's producer, every frame sent (``send_frame``) and its ack awaited, as
   fast as it goes — the baseline;
 - (b) tee: the same frames offered to ``Gateway.tee`` (``--chunk`` frames an offer, as a proxy
-  offers a stream's pieces), until Kafka acknowledged the last; the ratio (b)/(a), and what one
-  ``offer()`` call costs the proxy (p50/p99 per call);
+  offers a stream's pieces), until Kafka acknowledged the last; (b)/(a) of each round (they
+  take turns, so a round's two share the machine's mood), and what one ``offer()`` call costs
+  the proxy (p50/p99 per call);
 - (c) spool: the broker stopped, the frames offered, until all are in the journal (on disk,
   fsynced), and (d) drain: the broker started again, from the first frame drained until the
   journal is empty.
@@ -70,14 +71,15 @@ async def until(holds: Any, poll: float = 0.001) -> float:
     return time.perf_counter()
 
 
-async def direct(settings: PipelineSettings, frames: list[ProviderFrame]) -> float:
-    """(a): frames/s through the producer alone."""
+async def direct(settings: PipelineSettings, frames: list[ProviderFrame]) -> tuple[float, float]:
+    """(a): frames/s through the producer alone, and this process's CPU seconds a frame."""
     producer = await start_producer(settings)
     try:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         futures = [await send_frame(producer, settings, frame) for frame in frames]
         await await_acks(settings, futures)
-        return len(frames) / (time.perf_counter() - started)
+        return (len(frames) / (time.perf_counter() - started),
+                (time.process_time() - cpu) / len(frames))
     finally:
         await producer.stop()
 
@@ -114,20 +116,22 @@ def offer_all(tee: JournalTee, frames: list[ProviderFrame], chunk: int) -> list[
 
 
 async def teed(settings: PipelineSettings, journal_root: Path, frames: list[ProviderFrame],
-               chunk: int) -> tuple[float, list[float]]:
-    """(b): frames/s through offer() until Kafka acknowledged the last; offer() call times."""
+               chunk: int) -> tuple[float, float, list[float]]:
+    """(b): frames/s through offer() until Kafka acknowledged the last, CPU seconds a frame,
+    and offer() call times."""
 
-    async def work(gateway: Gateway, tee: JournalTee) -> tuple[float, list[float]]:
+    async def work(gateway: Gateway, tee: JournalTee) -> tuple[float, float, list[float]]:
         written = "modelevents_gateway_frames_written_total"
         labels = {"provider": "openai", "api": "openai-responses", "transport": "sse"}
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         took: list[float] = []
         for start in range(0, len(frames), chunk * 100):
             took += offer_all(tee, frames[start:start + chunk * 100], chunk)
             await asyncio.sleep(0)  # a proxy's streams yield to the loop between pieces
         ended = await until(lambda: (gateway.metrics.registry.get_sample_value(written, labels)
-                                     or 0) >= len(frames))
-        return len(frames) / (ended - started), took
+                                     or 0) >= len(frames), poll=0.005)
+        return (len(frames) / (ended - started), (time.process_time() - cpu) / len(frames),
+                took)
 
     return await with_tee(settings, journal_root, work)
 
@@ -175,11 +179,16 @@ def main() -> None:
             return settings
 
         rates: dict[str, list[float]] = {"direct": [], "tee": []}
+        cpu: dict[str, list[float]] = {"direct": [], "tee": []}
         calls: list[float] = []
         for round_ in range(args.rounds):
-            rates["direct"].append(asyncio.run(direct(fresh(), frames)))
-            rate, took = asyncio.run(teed(fresh(), workdir / "journal", frames, args.chunk))
+            rate, per_frame = asyncio.run(direct(fresh(), frames))
+            rates["direct"].append(rate)
+            cpu["direct"].append(per_frame)
+            rate, per_frame, took = asyncio.run(teed(fresh(), workdir / "journal", frames,
+                                                     args.chunk))
             rates["tee"].append(rate)
+            cpu["tee"].append(per_frame)
             calls += took
             say(f"round {round_ + 1}: direct {rates['direct'][-1]:,.0f} frames/s, "
                 f"tee {rate:,.0f} frames/s")
@@ -197,8 +206,14 @@ def main() -> None:
     print("| figure | value |\n|---|---:|")
     print(f"| (a) direct: producer send + ack, median ({min(rates['direct']):,.0f}–"
           f"{max(rates['direct']):,.0f}) | {a:,.0f} frames/s |")
+    ratios = [tee / baseline for tee, baseline in zip(rates["tee"], rates["direct"])]
     print(f"| (b) offer() → Kafka acknowledged, median ({min(rates['tee']):,.0f}–"
-          f"{max(rates['tee']):,.0f}) | {b:,.0f} frames/s = {b / a:.0%} of (a) |")
+          f"{max(rates['tee']):,.0f}) | {b:,.0f} frames/s |")
+    print(f"| (b)/(a), each round's, median ({min(ratios):.0%}–{max(ratios):.0%}) | "
+          f"{statistics.median(ratios):.0%} |")
+    print(f"| this process's CPU a frame, median, (a) / (b) | "
+          f"{statistics.median(cpu['direct']) * 1e6:.1f} µs / "
+          f"{statistics.median(cpu['tee']) * 1e6:.1f} µs |")
     print(f"| one offer() of {args.chunk} frames, p50 / p99 | {per_call[0] * 1e6:.1f} µs / "
           f"{per_call[1] * 1e6:.1f} µs |")
     print(f"| (c) spool: broker stopped, offered → in the journal (fsynced) | {spool:,.0f} "
