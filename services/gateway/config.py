@@ -56,6 +56,7 @@ GATEWAY_ENV: tuple[EnvVar, ...] = (
     # One variable per replica where the pods share one config file (a StatefulSet's pod name).
     EnvVar(("MODELEVENTS_GATEWAY_INSTANCE",), ("gateway", "instance_id")),
     EnvVar(("MODELEVENTS_POLICY",), ("gateway", "policy")),
+    EnvVar(("MODELEVENTS_JOURNAL_DIR",), ("gateway", "journal", "directory")),
 )
 
 
