@@ -12,19 +12,19 @@
     ui.py         GET /ui                                (the operator's page, static files)
 
 Another resource is one more module of ``routes/`` with an ``APIRouter`` named ``router`` and one
-more entry in :data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs``
-(``routes/openapi.py``: local assets, every error an RFC 9457 problem, ``problems.py``).
+more entry in :data:`ROUTERS`. OpenAPI: ``/openapi.json`` and ``/docs`` (``routes/openapi.py``:
+local assets, every error an RFC 9457 problem, ``problems.py``).
 
 The app's lifespan starts what every request shares through ``app.state.gateway``
 (``services/gateway/state.py``): one idempotent Kafka producer (acks=all), the fetcher, the HTTP
-client to the providers, the capability manifest, the calls in flight, the views of the
-``run-owners``, ``runs`` and ``calls`` topics (read from their start: ``/readyz`` is 503 until
-they have read what the topics held) and the shared readers of followed runs, and takes up the
-background calls its instance id was polling before it stopped, or an instance silent for the
-lease was (``calls/handover.py``); it stops them on shutdown (calls in flight are cancelled:
-their frames so far are on Kafka, and the run's state says where it stopped). A
-:class:`KafkaUnavailable` while a request waits for Kafka becomes 503 with ``Retry-After``; a
-client's mistake is a 4xx saying what to change (``services/gateway/errors.py``).
+client to the providers, the capability manifest, the calls in flight, the proxy's frame tee
+(``proxy/journal.py``: its journal goes to Kafka first), the views of ``run-owners``, ``runs`` and
+``calls`` (read from their start: ``/readyz`` is 503 until they have read what the topics held) and
+the shared readers of followed runs, and takes up the background calls its instance id was polling
+before it stopped, or an instance silent for the lease was (``calls/handover.py``); it stops them
+on shutdown (calls in flight are cancelled: their frames so far are on Kafka, and the run's state
+says where it stopped). :class:`KafkaUnavailable` while a request waits for Kafka is 503 with
+``Retry-After``; a client's mistake, a 4xx saying what to change (``services/gateway/errors.py``).
 
 Every HTTP request first meets :class:`Edge`: the bearer token (``/v1/``), the route's body
 limit and the read timeout, each decided before the body is read.
@@ -64,6 +64,7 @@ from modelevents.services.gateway.inputs.deliveries import Deliveries
 from modelevents.services.gateway.inputs.packets import InputPackets
 from modelevents.services.gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, problem_response
+from modelevents.services.gateway.proxy.journal import JournalTee, journal_directory
 from modelevents.services.gateway.routes import (
     approvals,
     event_frames,
@@ -140,6 +141,13 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
         gateway.followers = RunFollowers(
             config.kafka, buffer_events=config.follower_buffer_events,
             max_pending=config.follower_queue_events, patience_s=config.follower_patience_s)
+        # The proxy's frames: a journal the last process left goes to Kafka before new frames.
+        tee = JournalTee(config.journal, journal_directory(config),
+                         lambda frames: gateway.publish_all(frames,
+                                                            within=config.journal.deadline_s),
+                         gateway.kafka_answers, gateway.metrics)
+        await tee.start()
+        gateway.tee = tee
         for view in gateway.views:
             await view.start()
         app.state.gateway = gateway
@@ -152,6 +160,7 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
             taking_up.cancel()
             await asyncio.gather(taking_up, return_exceptions=True)
             await gateway.runs.close()
+            await tee.stop()  # what it holds: to Kafka, or the journal, before the producer stops
             await gateway.followers.close()  # each reader's consumer closed
             for view in gateway.views:
                 await view.stop()  # its consumer closed

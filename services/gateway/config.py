@@ -15,7 +15,7 @@ import base64
 import re
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -28,8 +28,8 @@ from modelevents.services.gateway.inputs.webhook_limits import WEBHOOK_BODY_FIT
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.settings.sources import EnvVar
 
-__all__ = ["GATEWAY_ENV", "GatewayConfig", "ProviderConfig", "PROVIDERS", "WEBHOOK_PROVIDERS",
-           "gateway_defaults", "secret_key"]
+__all__ = ["GATEWAY_ENV", "GatewayConfig", "JournalConfig", "ProviderConfig", "PROVIDERS",
+           "WEBHOOK_PROVIDERS", "gateway_defaults", "secret_key"]
 
 # The providers the gateway talks to, with the environment variables and default base URL of
 # each; ``secret`` only where the provider sends webhooks (both sign with Standard Webhooks).
@@ -55,6 +55,7 @@ GATEWAY_ENV: tuple[EnvVar, ...] = (
     # One variable per replica where the pods share one config file (a StatefulSet's pod name).
     EnvVar(("MODELEVENTS_GATEWAY_INSTANCE",), ("gateway", "instance_id")),
     EnvVar(("MODELEVENTS_POLICY",), ("gateway", "policy")),
+    EnvVar(("MODELEVENTS_JOURNAL_DIR",), ("gateway", "journal", "directory")),
 )
 
 
@@ -143,6 +144,37 @@ class ProviderConfig(BaseModel):
         return [secret_key(s.get_secret_value()) for s in self.webhook_secrets.get(tenant, ())]
 
 
+class JournalConfig(BaseModel):
+    """``journal:`` in the gateway config: where teed frames wait while Kafka is away
+    (services/gateway/proxy/journal.py; docs/operations.md, "Kafka outages")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # None: $XDG_STATE_HOME/modelevents/gateway-journal. The gateway keeps its journal in
+    # <directory>/<instance_id>/<frames topic>: per instance, and for the topic it was meant for.
+    directory: Path | None = None
+    # The frames the journal may hold (their records' bytes); beyond, ``on_full`` applies.
+    max_bytes: int = Field(default=1024 ** 3, ge=4096)
+    # How long a batch of frames may wait for Kafka's acknowledgement before it goes to the
+    # journal instead (and the frames after it, in order, until the journal is drained).
+    deadline_s: float = Field(default=1.0, gt=0)
+    # drop_newest: frames that do not fit are dropped (counted, logged with their run);
+    # fail_closed: the same, and while the journal is full every tenant's new proxied calls
+    # are refused (503) before the provider is called.
+    on_full: Literal["drop_newest", "fail_closed"] = "drop_newest"
+    # The frames offered and not yet written (to Kafka or the journal), in memory; beyond,
+    # dropped (counted, logged).
+    queue_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    # Tenants whose proxied calls are refused (503, before the provider is called) while Kafka
+    # is away, rather than served and spooled.
+    fail_closed_tenants: list[str] = Field(default_factory=list)
+
+    @field_validator("fail_closed_tenants")
+    @classmethod
+    def _tenants_are_ids(cls, value: list[str]) -> list[str]:
+        return [_check_tenant(tenant) for tenant in value]
+
+
 class GatewayConfig(BaseModel):
     """Everything `modelevents gateway` needs. See the module docstring for the file format."""
 
@@ -219,6 +251,8 @@ class GatewayConfig(BaseModel):
     # What is cut out of a run's input packet before it is written (services/gateway/
     # redaction.py): JSON fields and regular expressions; the secrets above are always cut.
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
+    # Frames teed by the drop-in proxy: their way to Kafka, and their local journal meanwhile.
+    journal: JournalConfig = Field(default_factory=JournalConfig)
 
     @field_validator("max_body_bytes")
     @classmethod

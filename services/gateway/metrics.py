@@ -9,7 +9,12 @@ What is counted, and where:
   a provider the gateway does not know is not counted: its label would be whatever the URL
   says);
 - frames written to Kafka and acknowledged, by provider, API and transport
-  (``..._frames_written_total``).
+  (``..._frames_written_total``);
+- the frame journal (services/gateway/proxy/journal.py): frames and bytes it holds
+  (``..._journal_frames``, ``..._journal_bytes``), frames written to it while Kafka was away
+  (``..._frames_spooled_total``) and from it to Kafka (``..._frames_drained_total``), and frames
+  teed but dropped, by reason (``..._frames_dropped_total``: ``journal_full``,
+  ``journal_unavailable``, ``queue_full``, ``stopped``, ``undecodable``).
 
 Each app has a registry of its own (several gateways in one process, as in the tests, do not
 share counts). Route labels are templates (``/v1/runs/{run_id}/messages``), never raw paths, so
@@ -18,7 +23,7 @@ run ids do not become label values.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 __all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics", "route_template"]
@@ -64,6 +69,24 @@ class GatewayMetrics:
             "modelevents_gateway_frames_written_total",
             "Frames written to Kafka and acknowledged", ["provider", "api", "transport"],
             registry=self.registry)
+        self.journal_frames = Gauge(
+            "modelevents_gateway_journal_frames",
+            "Teed frames the local journal holds, waiting for Kafka", registry=self.registry)
+        self.journal_bytes = Gauge(
+            "modelevents_gateway_journal_bytes",
+            "Bytes of the frames the local journal holds", registry=self.registry)
+        self.frames_spooled = Counter(
+            "modelevents_gateway_frames_spooled_total",
+            "Teed frames written to the local journal (Kafka did not acknowledge in time)",
+            registry=self.registry)
+        self.frames_drained = Counter(
+            "modelevents_gateway_frames_drained_total",
+            "Frames written from the local journal to Kafka and acknowledged",
+            registry=self.registry)
+        self.frames_dropped = Counter(
+            "modelevents_gateway_frames_dropped_total",
+            "Teed frames neither written to Kafka nor kept in the journal, by reason",
+            ["reason"], registry=self.registry)
 
     def observe_http(self, path: str, method: str, status: int, seconds: float) -> None:
         self.http.labels(route_template(path), method, str(status)).observe(seconds)

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from modelevents.services.gateway.events.run_states import RunStates
     from modelevents.services.gateway.inputs.deliveries import Deliveries
     from modelevents.services.gateway.inputs.packets import InputPackets
+    from modelevents.services.gateway.proxy.tee import FrameTee
 
 __all__ = ["AckedDeliveries", "Gateway"]
 
@@ -108,6 +109,9 @@ class Gateway:
     followers: RunFollowers = field(init=False)
     packets: InputPackets = field(init=False)
     acked: AckedDeliveries = field(init=False)
+    # The drop-in proxy's frames go here: to Kafka, to the local journal while it is away
+    # (services/gateway/proxy/journal.py).
+    tee: FrameTee = field(init=False)
     # /readyz: (monotonic time, HTTP status, body) of the last check, reused for a moment.
     ready: tuple[float, int, dict[str, str]] | None = None
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)  # the app's (GET /metrics)
@@ -241,14 +245,16 @@ class Gateway:
         self.count_written([frame])
         return written
 
-    async def publish_all(self, frames: list[ProviderFrame]) -> list[Any]:
-        """Write frames (pipelined: one request per batch) and wait for every acknowledgement."""
+    async def publish_all(self, frames: list[ProviderFrame], *,
+                          within: float | None = None) -> list[Any]:
+        """Write frames (pipelined: one request per batch) and wait for every acknowledgement,
+        ``within`` seconds at most (default ``ack_timeout_s``)."""
 
         async def send_and_wait() -> list[Any]:
             futures = [await send_frame(self.producer, self.settings, f) for f in frames]
             return await await_acks(self.settings, futures)
 
-        written = await self._bounded(send_and_wait())
+        written = await self._bounded(send_and_wait(), within)
         self.count_written(frames)
         return written
 
@@ -269,16 +275,22 @@ class Gateway:
         for frame in frames:
             counter.labels(frame.provider, frame.api, frame.transport).inc()
 
-    async def _bounded(self, work: Any) -> Any:
+    async def kafka_answers(self) -> bool:
+        """Whether a broker answers the producer's metadata request (not bounded: the caller
+        bounds it)."""
+        return bool(await self.producer.client.force_metadata_update())
+
+    async def _bounded(self, work: Any, within: float | None = None) -> Any:
         # asyncio.timeout, not wait_for: wait_for wraps the work in a task of its own, a cost
         # that showed in profiles at thousands of deliveries per second.
+        limit = self.config.ack_timeout_s if within is None else within
         try:
-            async with asyncio.timeout(self.config.ack_timeout_s):
+            async with asyncio.timeout(limit):
                 return await work
         except TimeoutError:
             raise KafkaUnavailable(
                 self.settings.bootstrap_servers,
-                f"no acknowledgement within {self.config.ack_timeout_s:g} s") from None
+                f"no acknowledgement within {limit:g} s") from None
         except KafkaUnavailable:
             raise
         except KafkaError as exc:  # e.g. a request timeout surfacing as another aiokafka error

@@ -23,6 +23,7 @@ uses that broker::
 
     kafka_broker = broker_fixture(base_port=19300, scope="module")
 
+A module that stops and restarts its broker takes :func:`restartable_broker` instead.
 With KAFKA_BOOTSTRAP_SERVERS set, every fixture uses that cluster and starts nothing.
 Environment: MODELEVENTS_TEST_KAFKA_HEAP (default 256m) is the heap of each test broker;
 MODELEVENTS_TEST_PORT_OFFSET (default 0) shifts every test broker's port, so that two test runs
@@ -37,6 +38,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,6 +88,35 @@ def broker_fixture(base_port: int, scope: str = "module"):
             stop()
 
     return kafka_broker
+
+
+def restartable_broker(base_port: int) -> tuple[Any, Any]:
+    """``(broker_settings, kafka_broker)`` fixtures of a module that stops and starts its own
+    broker (``local_kafka.stop(broker_settings)`` / ``start``: the same data directory, so the
+    log survives)::
+
+        broker_settings, kafka_broker = restartable_broker(base_port=19200)
+    """
+
+    @pytest.fixture(scope="module")
+    def broker_settings(tmp_path_factory: pytest.TempPathFactory,
+                        ) -> Iterator[local_kafka.LocalBrokerSettings]:
+        settings = local_kafka.LocalBrokerSettings(
+            port=worker_port(base_port), state_root=tmp_path_factory.mktemp(f"kafka-{base_port}"),
+            heap=os.environ.get("MODELEVENTS_TEST_KAFKA_HEAP", "256m"))
+        local_kafka.start(settings, fresh=True)
+        try:
+            yield settings
+        finally:
+            local_kafka.stop(settings)
+
+    @pytest.fixture(scope="module")
+    def kafka_broker(broker_settings: local_kafka.LocalBrokerSettings) -> str:
+        if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+            pytest.fail("this module stops the project's own broker; unset KAFKA_BOOTSTRAP_SERVERS")
+        return broker_settings.local_bootstrap
+
+    return broker_settings, kafka_broker
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,6 @@ import asyncio
 import base64
 import json
 import logging
-import os
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -48,7 +47,7 @@ from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.local import kafka_broker as local_kafka
 from modelevents.services.local.asgi_thread import ServedApp, serve_in_thread
 from tests.corpus import CORPUS_DIR, require_corpus
-from tests.integration.conftest import worker_port
+from tests.integration.conftest import restartable_broker
 from tests.integration.pipeline import Published, collect, run
 from tests.paths import FIXTURES
 
@@ -116,23 +115,7 @@ class FakeProvider:
 # --- fixtures -------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_kafka.LocalBrokerSettings]:
-    kafka = local_kafka.LocalBrokerSettings(
-        port=worker_port(19500), state_root=tmp_path_factory.mktemp("kafka-gateway"),
-        heap=os.environ.get("MODELEVENTS_TEST_KAFKA_HEAP", "256m"))
-    local_kafka.start(kafka, fresh=True)
-    try:
-        yield kafka
-    finally:
-        local_kafka.stop(kafka)
-
-
-@pytest.fixture(scope="module")
-def kafka_broker(broker_settings: local_kafka.LocalBrokerSettings) -> str:
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        pytest.fail("this module restarts the project's own broker; unset KAFKA_BOOTSTRAP_SERVERS")
-    return broker_settings.local_bootstrap
+broker_settings, kafka_broker = restartable_broker(base_port=19500)
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,10 @@ numbered twice, and the runs end as `modelevents normalize` says."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import pytest
 
 from modelevents.services.local import kafka_broker as local_kafka
-from tests.integration.conftest import worker_port
+from tests.integration.conftest import restartable_broker
 from tests.integration.pipeline import (
     ONE_PER_API,
     assert_run_as_normalized,
@@ -23,23 +20,7 @@ from tests.integration.pipeline import (
 pytestmark = pytest.mark.kafka
 
 
-@pytest.fixture(scope="module")
-def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_kafka.LocalBrokerSettings]:
-    settings = local_kafka.LocalBrokerSettings(
-        port=worker_port(19700), state_root=tmp_path_factory.mktemp("kafka-restart"),
-        heap=os.environ.get("MODELEVENTS_TEST_KAFKA_HEAP", "256m"))
-    local_kafka.start(settings, fresh=True)
-    try:
-        yield settings
-    finally:
-        local_kafka.stop(settings)
-
-
-@pytest.fixture(scope="module")
-def kafka_broker(broker_settings: local_kafka.LocalBrokerSettings) -> str:
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        pytest.fail("this test restarts the project's own broker; unset KAFKA_BOOTSTRAP_SERVERS")
-    return broker_settings.local_bootstrap
+broker_settings, kafka_broker = restartable_broker(base_port=19700)
 
 
 def test_broker_restart_during_a_feed_loses_nothing(broker_settings, settings, start_worker):
