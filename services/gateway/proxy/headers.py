@@ -6,9 +6,11 @@ sets them) and the proxy's own ``x-modelevents-*``; ``accept-encoding`` is narro
 tee decodes (gzip, deflate). The client's provider key passes through; when it sends none, the
 gateway's key for the tenant is added as the API takes it.
 
-Response (upstream → client): every header but the hop-by-hop ones, so rate-limit headers,
-``retry-after``, request ids, ``content-type`` and ``content-encoding`` arrive as the provider
-sent them; the proxy adds ``x-modelevents-run-id``.
+Response (upstream → client): every header but the hop-by-hop ones and ``date`` and ``server``,
+so rate-limit headers, ``retry-after``, request ids, ``content-type`` and ``content-encoding``
+arrive as the provider sent them; the proxy adds ``x-modelevents-run-id``. The gateway's HTTP
+server sends its own ``date`` and ``server`` on every answer: relayed too, a client would get
+each twice, joined into one unparseable value (nginx drops the upstream's two for that reason).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "t
                         "transfer-encoding", "upgrade", "proxy-authenticate",
                         "proxy-authorization"})
 _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length"}
+# What the gateway's HTTP server (uvicorn) adds to every answer itself.
+_SERVERS_OWN = frozenset({"date", "server"})
 # What the tee can decode of a compressed body (zlib: gzip and deflate).
 DECODABLE = ("gzip", "deflate", "identity")
 
@@ -85,6 +89,6 @@ def response_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes
     """The upstream's response headers the client gets (raw, as ASGI sends them)."""
     headers = list(headers)
     named = _named_by_connection((n.decode("latin-1"), v.decode("latin-1")) for n, v in headers)
-    dropped = HOP_BY_HOP | named
+    dropped = HOP_BY_HOP | _SERVERS_OWN | named
     return [(name, value) for name, value in headers if name.lower().decode("latin-1")
             not in dropped]

@@ -59,3 +59,11 @@ def test_the_clients_answer_keeps_rate_limit_and_request_headers() -> None:
         (b"content-type", b"text/event-stream"), (b"x-ratelimit-remaining-requests", b"99"),
         (b"retry-after-ms", b"20"), (b"x-request-id", b"req_1"), (b"set-cookie", b"a=1"),
         (b"set-cookie", b"b=2")]
+
+
+def test_the_upstreams_date_and_server_give_way_to_the_gateways_own() -> None:
+    # The gateway's server adds both to every answer: relayed too, the client would get
+    # "date: <upstream's>, <gateway's>" (tests/integration/gateway/test_proxy_node_clients.py).
+    upstream = [(b"Date", b"Mon, 07 Dec 2026 04:36:20 GMT"), (b"server", b"cloudflare"),
+                (b"cf-ray", b"8f1"), (b"x-request-id", b"req_1")]
+    assert response_headers(upstream) == [(b"cf-ray", b"8f1"), (b"x-request-id", b"req_1")]
