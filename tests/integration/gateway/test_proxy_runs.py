@@ -6,6 +6,7 @@ relayed to the provider. Real broker and worker, the gateway in a thread, the si
 from __future__ import annotations
 
 import secrets
+import time
 
 import httpx
 import openai
@@ -117,3 +118,31 @@ def test_a_background_response_is_cancelled_through_the_proxy(gateway, sim) -> N
     run_ids = {e.headers[RUN_ID_HEADER] for e in keeping.exchanges}
     assert len(run_ids) == 1
     assert wait_state(gateway, run_ids.pop(), ("cancelled",))["status"] == "cancelled"
+
+
+def test_a_run_id_of_another_tenant_is_refused_before_the_provider_is_called(
+        start_gateway, sim) -> None:
+    tokens = {"acme": "me-" + secrets.token_hex(8), "beta": "me-" + secrets.token_hex(8)}
+    gateway = start_gateway(api_tokens={tenant: [token] for tenant, token in tokens.items()})
+    run_id = f"run_taken_{secrets.token_hex(6)}"
+
+    def client(tenant: str) -> openai.OpenAI:
+        return openai.OpenAI(base_url=proxy_urls(gateway)["openai"], api_key=CLIENT_KEY,
+                             max_retries=0, default_headers={
+                                 "x-modelevents-token": tokens[tenant], RUN_ID_HEADER: run_id})
+
+    client("acme").chat.completions.create(model="gpt-4o", messages=[{"role": "user",
+                                                                      "content": "hi"}])
+    as_acme = {"authorization": f"Bearer {tokens['acme']}"}
+    # The claim is written in the background; the gateway's view of the owners reads it back.
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{gateway.url}/v1/runs/{run_id}", headers=as_acme,
+                    timeout=30).status_code != 200:
+        assert time.monotonic() < deadline, "acme's run never became visible"
+        time.sleep(0.05)
+    sent = len(sim.simulator.requests("openai-chat"))
+    with pytest.raises(openai.BadRequestError) as caught:
+        client("beta").chat.completions.create(model="gpt-4o", messages=[{"role": "user",
+                                                                          "content": "hi"}])
+    assert caught.value.code == "run_id_taken"
+    assert len(sim.simulator.requests("openai-chat")) == sent
