@@ -1,4 +1,4 @@
-"""The frame tee's figures (services/gateway/proxy/journal.py), on a broker of its own, in one run.
+"""The frame tee's figures (services/gateway/spool/journal.py), on a broker of its own, in one run.
 
     .venv/bin/python bench/journal.py                 # --frames 50000 --rounds 3 --chunk 8
 
@@ -33,7 +33,7 @@ import orjson
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.gateway.calls.capabilities import MANIFEST_PATH, load_manifest
 from modelevents.services.gateway.config import GatewayConfig, JournalConfig
-from modelevents.services.gateway.proxy.journal import JournalTee, journal_directory
+from modelevents.services.gateway.spool.journal import JournalTee, journal_directory
 from modelevents.services.gateway.state import Gateway
 from modelevents.services.kafka import topics
 from modelevents.services.kafka.clients import await_acks, send_frame, start_producer

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Creates .venv and installs modelevents with every extra (all) and the test and benchmark ones.
 # Idempotent and cheap when nothing changed (a stamp keyed by pyproject.toml's hash). Needs python3 >= 3.11.
-# Then the UI's checks (tools/ui: ESLint, TypeScript), exactly as tools/ui/package-lock.json pins
-# them, with `npm ci` (needs node >= 20 and npm; stamped by the lockfile's hash; npm's downloads
-# cached under ~/.cache/modelevents/npm).
+# Then the UI's checks (tools/ui: ESLint, TypeScript) and the node SDKs the proxy is tested with
+# (tools/node-clients), exactly as their package-lock.json pins them, with scripts/npm-ci.sh
+# (`npm ci`; needs node >= 20 and npm; stamped by the lockfile's hash; npm's downloads cached
+# under ~/.cache/modelevents/npm).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv"
@@ -40,21 +41,5 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "the UI's browser tests need Chromium: sudo apt-get install -y chromium (log: $apt_log)" >&2
   fi
 fi
-ui="$root/tools/ui"
-ui_stamp="$ui/node_modules/.modelevents-installed"
-ui_want=$(sha256sum "$ui/package-lock.json" | cut -d' ' -f1)
-if [[ ! -f "$ui_stamp" || "$(cat "$ui_stamp")" != "$ui_want" ]]; then
-  if ! command -v npm >/dev/null 2>&1; then
-    echo "the UI's checks and unit tests need node >= 20 and npm: sudo apt-get install -y nodejs npm" >&2
-    exit 1
-  fi
-  echo "installing the UI's checks into $ui/node_modules (npm ci)" >&2
-  npm_log="$venv/npm-install.log"
-  if ! (cd "$ui" && npm ci --prefer-offline --no-audit --no-fund \
-          --cache "${XDG_CACHE_HOME:-$HOME/.cache}/modelevents/npm") >"$npm_log" 2>&1; then
-    tail -n 30 "$npm_log" >&2
-    echo "installing the UI's checks failed; the whole npm log is in $npm_log" >&2
-    exit 1
-  fi
-  echo "$ui_want" > "$ui_stamp"
-fi
+"$root/scripts/npm-ci.sh" "$root/tools/ui"
+"$root/scripts/npm-ci.sh" "$root/tools/node-clients"

@@ -25,6 +25,7 @@ from modelevents.schemas.ids import check_id
 from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.services.gateway.inputs.redaction import RedactionConfig
 from modelevents.services.gateway.inputs.webhook_limits import WEBHOOK_BODY_FIT
+from modelevents.services.gateway.upstreams import ProxyConfig
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.settings.sources import EnvVar
 
@@ -146,7 +147,7 @@ class ProviderConfig(BaseModel):
 
 class JournalConfig(BaseModel):
     """``journal:`` in the gateway config: where teed frames wait while Kafka is away
-    (services/gateway/proxy/journal.py; docs/operations.md, "Kafka outages")."""
+    (services/gateway/spool/journal.py; docs/operations.md, "Kafka outages")."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -165,14 +166,6 @@ class JournalConfig(BaseModel):
     # The frames offered and not yet written (to Kafka or the journal), in memory; beyond,
     # dropped (counted, logged).
     queue_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
-    # Tenants whose proxied calls are refused (503, before the provider is called) while Kafka
-    # is away, rather than served and spooled.
-    fail_closed_tenants: list[str] = Field(default_factory=list)
-
-    @field_validator("fail_closed_tenants")
-    @classmethod
-    def _tenants_are_ids(cls, value: list[str]) -> list[str]:
-        return [_check_tenant(tenant) for tenant in value]
 
 
 class GatewayConfig(BaseModel):
@@ -253,6 +246,9 @@ class GatewayConfig(BaseModel):
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
     # Frames teed by the drop-in proxy: their way to Kafka, and their local journal meanwhile.
     journal: JournalConfig = Field(default_factory=JournalConfig)
+    # The drop-in proxy (/proxy/{upstream}/…): its named upstreams, keys per tenant and the
+    # tenants that fail closed (services/gateway/upstreams.py, docs/drop-in.md).
+    proxy: ProxyConfig = Field(default_factory=ProxyConfig)
 
     @field_validator("max_body_bytes")
     @classmethod
@@ -298,7 +294,7 @@ class GatewayConfig(BaseModel):
                 held.append(entry.api_key.get_secret_value())
             held += [s.get_secret_value() for secrets in entry.webhook_secrets.values()
                      for s in secrets]
-        return held
+        return held + self.proxy.secrets()
 
     def run_providers(self, names: list[str]) -> set[str]:
         """Which of ``names`` (manifest provider names) runs may go to (``takes_runs``)."""

@@ -10,7 +10,7 @@ What is counted, and where:
   says);
 - frames written to Kafka and acknowledged, by provider, API and transport
   (``..._frames_written_total``);
-- the frame journal (services/gateway/proxy/journal.py): frames and bytes it holds
+- the frame journal (services/gateway/spool/journal.py): frames and bytes it holds
   (``..._journal_frames``, ``..._journal_bytes``), frames written to it while Kafka was away
   (``..._frames_spooled_total``) and from it to Kafka (``..._frames_drained_total``), and frames
   teed but dropped, by reason (``..._frames_dropped_total``: ``journal_full``,
@@ -47,6 +47,8 @@ def route_template(path: str) -> str:
         if len(parts) == 5 and parts[3] in _RUN_ITEM_ROUTES:
             return f"/v1/runs/{{run_id}}/{parts[3]}/{_RUN_ITEM_ROUTES[parts[3]]}"
         return "/v1/runs/{run_id}" + (f"/{tail}" if tail else "")
+    if parts[0] == "proxy":  # the upstream's name is the operator's; the rest ids and models
+        return "/proxy/{upstream}" if len(parts) > 1 else "other"
     if parts[0] == "ui":
         return "/ui" + ("/{asset}" if len(parts) > 1 and parts[1] else "")
     if len(parts) == 1 and parts[0] in ("healthz", "readyz", "metrics", "docs", "openapi.json"):

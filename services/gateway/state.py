@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from modelevents.services.gateway.events.run_states import RunStates
     from modelevents.services.gateway.inputs.deliveries import Deliveries
     from modelevents.services.gateway.inputs.packets import InputPackets
-    from modelevents.services.gateway.proxy.tee import FrameTee
+    from modelevents.services.gateway.spool.tee import FrameTee
 
 __all__ = ["AckedDeliveries", "Gateway"]
 
@@ -110,7 +110,7 @@ class Gateway:
     packets: InputPackets = field(init=False)
     acked: AckedDeliveries = field(init=False)
     # The drop-in proxy's frames go here: to Kafka, to the local journal while it is away
-    # (services/gateway/proxy/journal.py).
+    # (services/gateway/spool/journal.py).
     tee: FrameTee = field(init=False)
     # /readyz: (monotonic time, HTTP status, body) of the last check, reused for a moment.
     ready: tuple[float, int, dict[str, str]] | None = None

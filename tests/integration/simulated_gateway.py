@@ -1,7 +1,8 @@
 """The gateway on the provider simulator, the bring-up that the gateway, tool, UI and audit tests
 share: the simulator (module scope, reset for each test), the module's topics with one worker
 (``settings``), ``start_gateway(**config overrides)`` for gateways served on loopback and used
-once ready, and the helpers that start, read and wait for runs over real HTTP.
+once ready (``serve_gateway`` for a module's own), and the helpers that start, read and wait for
+runs over real HTTP.
 
 Import the fixtures a module uses by name; a module that needs another gateway (its own
 providers, a gateway subprocess) defines its own ``start_gateway``.
@@ -90,35 +91,45 @@ def settings(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory
         run(topics.delete_topics(made))
 
 
+def serve_gateway(settings: PipelineSettings, sim: SimulatorHandle, **overrides: Any
+                  ) -> ServedApp:
+    """A gateway on the simulator, served on loopback and returned once ready; the caller stops
+    it."""
+    values: dict[str, Any] = dict(
+        # Each gateway a replica of its own (the same instance id would take up the
+        # background calls an earlier one left in flight: gateway/test_replicas.py).
+        instance_id=f"gw-{secrets.token_hex(4)}",
+        kafka=settings, ack_timeout_s=5.0, poll_initial_s=0.05, poll_max_s=0.2,
+        call_backoff_s=0.05, fetch_backoff_s=0.05,
+        providers={
+            "openai": ProviderConfig(base_url=sim.base_url, api_key=OPENAI_KEY,
+                                     webhook_secrets={"default": [WEBHOOK_SECRET],
+                                                      "acme": [ACME_WEBHOOK_SECRET]}),
+            "anthropic": ProviderConfig(base_url=sim.base_url, api_key=ANTHROPIC_KEY),
+            "gemini": ProviderConfig(base_url=sim.base_url, api_key=GEMINI_KEY),
+        })
+    values.update(overrides)
+    served = serve_in_thread(create_app(GatewayConfig(**values),
+                                        manifest=manifest_with_scenarios(load_manifest())))
+    # Used once ready, as a load balancer would: before, a GET of a run may be a 503
+    # "still reading" (gateway/test_lifespan.py tests that).
+    deadline = time.monotonic() + SETTLE_S
+    while httpx.get(f"{served.url}/readyz", timeout=30).status_code != 200:
+        if time.monotonic() > deadline:
+            served.stop()
+            raise AssertionError("the gateway did not get ready")
+        time.sleep(0.05)
+    return served
+
+
 @pytest.fixture
 def start_gateway(settings: PipelineSettings, sim: SimulatorHandle
                   ) -> Iterator[Callable[..., ServedApp]]:
     started: list[ServedApp] = []
-    manifest = manifest_with_scenarios(load_manifest())
 
     def start(**overrides: Any) -> ServedApp:
-        values: dict[str, Any] = dict(
-            # Each gateway a replica of its own (the same instance id would take up the
-            # background calls an earlier one left in flight: gateway/test_replicas.py).
-            instance_id=f"gw-{secrets.token_hex(4)}",
-            kafka=settings, ack_timeout_s=5.0, poll_initial_s=0.05, poll_max_s=0.2,
-            call_backoff_s=0.05, fetch_backoff_s=0.05,
-            providers={
-                "openai": ProviderConfig(base_url=sim.base_url, api_key=OPENAI_KEY,
-                                         webhook_secrets={"default": [WEBHOOK_SECRET],
-                                                          "acme": [ACME_WEBHOOK_SECRET]}),
-                "anthropic": ProviderConfig(base_url=sim.base_url, api_key=ANTHROPIC_KEY),
-                "gemini": ProviderConfig(base_url=sim.base_url, api_key=GEMINI_KEY),
-            })
-        values.update(overrides)
-        served = serve_in_thread(create_app(GatewayConfig(**values), manifest=manifest))
+        served = serve_gateway(settings, sim, **overrides)
         started.append(served)
-        # Used once ready, as a load balancer would: before, a GET of a run may be a 503
-        # "still reading" (gateway/test_lifespan.py tests that).
-        deadline = time.monotonic() + SETTLE_S
-        while httpx.get(f"{served.url}/readyz", timeout=30).status_code != 200:
-            assert time.monotonic() < deadline, "the gateway did not get ready"
-            time.sleep(0.05)
         return served
 
     yield start

@@ -1,5 +1,6 @@
-// The UI's lint rules (services/gateway/static/, tests/ui/): ESLint's recommended set, for
-// browser ES modules, a module worker and node's test runner; run by scripts/lint.sh.
+// The UI's lint rules (services/gateway/static/, tests/ui/), also applied to the node clients'
+// scripts (tests/integration/gateway/node_clients/, tools/node-clients/): ESLint's recommended
+// set, for browser ES modules, a module worker and node; run by scripts/lint.sh.
 import js from "@eslint/js";
 import globals from "globals";
 
@@ -20,7 +21,8 @@ export default [
     languageOptions: { globals: globals.sharedworker },
   },
   {
-    files: ["tests/ui/**/*.mjs"],
+    files: ["tests/ui/**/*.mjs", "tests/integration/gateway/node_clients/*.mjs",
+      "tools/node-clients/*.mjs"],
     languageOptions: { sourceType: "module", ecmaVersion: 2023, globals: globals.node },
   },
 ];

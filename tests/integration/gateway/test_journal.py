@@ -28,8 +28,9 @@ from modelevents.schemas import codec
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.config import GatewayConfig, JournalConfig
-from modelevents.services.gateway.proxy.journal import journal_directory
-from modelevents.services.gateway.proxy.segments import SegmentLog
+from modelevents.services.gateway.spool.journal import journal_directory
+from modelevents.services.gateway.spool.segments import SegmentLog
+from modelevents.services.gateway.upstreams import ProxyConfig
 from modelevents.services.kafka.clients import read_records
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.local import kafka_broker as local_kafka
@@ -49,10 +50,12 @@ HELD = "modelevents_gateway_journal_frames"
 broker_settings, kafka_broker = restartable_broker(base_port=19200)
 
 
-def gateway_config(settings: PipelineSettings, tmp_path: Path, **journal: Any) -> GatewayConfig:
+def gateway_config(settings: PipelineSettings, tmp_path: Path, fail_closed: tuple[str, ...] = (),
+                   **journal: Any) -> GatewayConfig:
     return GatewayConfig(kafka=settings, instance_id=f"gw-{tmp_path.name}"[:60],
                          journal=JournalConfig(directory=tmp_path / "journal", deadline_s=0.5,
-                                               **journal))
+                                               **journal),
+                         proxy=ProxyConfig(fail_closed=list(fail_closed)))
 
 
 async def until(holds: Callable[[], bool], what: str, within: float = PATIENCE_S) -> None:
@@ -119,7 +122,7 @@ def test_kafka_stopped_mid_stream_loses_nothing_and_fail_closed_tenants_wait_for
         broker_settings, settings: PipelineSettings, tmp_path: Path) -> None:
     runs = [f"run-{n}" for n in range(3)]
     offered: dict[str, list[ProviderFrame]] = {run_id: [] for run_id in runs}
-    config = gateway_config(settings, tmp_path, fail_closed_tenants=["strict"])
+    config = gateway_config(settings, tmp_path, fail_closed=("strict",))
 
     def offer(gateway: Any, start: int, count: int) -> None:
         for index in range(start, start + count):

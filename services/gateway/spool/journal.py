@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,7 +39,7 @@ from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.gateway.config import GatewayConfig, JournalConfig
 from modelevents.services.gateway.metrics import GatewayMetrics
-from modelevents.services.gateway.proxy.segments import SegmentLog
+from modelevents.services.gateway.spool.segments import SegmentLog
 from modelevents.services.settings.xdg import state_dir
 
 __all__ = ["JournalTee", "journal_directory"]
@@ -76,7 +76,7 @@ def journal_directory(config: GatewayConfig) -> Path:
 
 
 class JournalTee:
-    """The production :class:`~modelevents.services.gateway.proxy.tee.FrameTee`.
+    """The production :class:`~modelevents.services.gateway.spool.tee.FrameTee`.
 
     ``publish(frames)`` writes frames to Kafka and returns once acknowledged, raising a
     ModelEventsError (KafkaUnavailable) when they were not within the deadline; ``probe()``
@@ -84,13 +84,14 @@ class JournalTee:
 
     def __init__(self, config: JournalConfig, directory: Path,
                  publish: Callable[[list[ProviderFrame]], Awaitable[Any]],
-                 probe: Callable[[], Awaitable[bool]], metrics: GatewayMetrics) -> None:
+                 probe: Callable[[], Awaitable[bool]], metrics: GatewayMetrics,
+                 fail_closed: Collection[str] = ()) -> None:
         self.config = config
         self.directory = directory
         self._publish = publish
         self._probe = probe
         self.metrics = metrics
-        self._fail_closed = frozenset(config.fail_closed_tenants)
+        self._fail_closed = frozenset(fail_closed)  # the proxy's tenants that fail closed
         self._queue: deque[ProviderFrame] = deque()
         self._queued_bytes = 0
         self._wake = asyncio.Event()

@@ -1,4 +1,4 @@
-"""The frame tee's memory bound (services/gateway/proxy/journal.py): offer() never waits and
+"""The frame tee's memory bound (services/gateway/spool/journal.py): offer() never waits and
 never raises, and what does not fit ``queue_bytes`` is dropped, counted and logged with its run.
 Kafka and the journal's disk are in tests/integration/gateway/test_journal.py."""
 
@@ -13,7 +13,7 @@ import pytest
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.services.gateway.config import JournalConfig
 from modelevents.services.gateway.metrics import GatewayMetrics
-from modelevents.services.gateway.proxy.journal import JournalTee
+from modelevents.services.gateway.spool.journal import JournalTee
 
 
 def frame(index: int, size: int) -> ProviderFrame:

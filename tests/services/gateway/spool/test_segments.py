@@ -1,4 +1,4 @@
-"""The frame journal's files (services/gateway/proxy/segments.py): records come back in the
+"""The frame journal's files (services/gateway/spool/segments.py): records come back in the
 order they were appended, across segments and restarts; what was acknowledged is gone from the
 disk; a record torn by a crash, or damaged, is skipped with a log and the rest kept."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from modelevents.schemas.errors import ConfigError
-from modelevents.services.gateway.proxy.segments import MAGIC, SegmentLog
+from modelevents.services.gateway.spool.segments import MAGIC, SegmentLog
 
 
 def payloads(count: int, start: int = 0, size: int = 100) -> list[bytes]:

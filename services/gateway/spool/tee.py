@@ -2,7 +2,7 @@
 
 The proxy never waits for Kafka: it offers each piece of a stream's frames as it goes by, and
 asks before calling a provider whether the tenant may be served now. The gateway's tee is
-``services/gateway/proxy/journal.py`` (``Gateway.tee``).
+``journal.py`` beside it (``Gateway.tee``).
 """
 
 from __future__ import annotations
@@ -15,5 +15,10 @@ __all__ = ["FrameTee"]
 
 
 class FrameTee(Protocol):
-    def offer(self, frames: list[ProviderFrame], tenant: str) -> None: ...   # returns at once, never raises
-    def accepting(self, tenant: str) -> bool: ...   # False: Kafka unreachable AND this tenant is fail_closed (the route answers 503 before calling the provider)
+    def offer(self, frames: list[ProviderFrame], tenant: str) -> None:
+        """Hands the frames over; returns at once, never raises."""
+
+    def accepting(self, tenant: str) -> bool:
+        """False: Kafka is unreachable and the tenant fails closed (or the journal is full
+        under `on_full: fail_closed`): the proxy answers 503 before calling the provider."""
+
