@@ -146,3 +146,14 @@ def test_a_run_id_of_another_tenant_is_refused_before_the_provider_is_called(
                                                                           "content": "hi"}])
     assert caught.value.code == "run_id_taken"
     assert len(sim.simulator.requests("openai-chat")) == sent
+
+
+def test_a_body_over_the_proxys_limit_is_refused_before_it_is_read(start_gateway, sim) -> None:
+    gateway = start_gateway(proxy={"max_request_bytes": 1024})
+    client = openai.OpenAI(base_url=proxy_urls(gateway)["openai"], api_key=CLIENT_KEY,
+                           max_retries=0)
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.responses.create(model="gpt-4o", input="x" * 2048)
+    assert caught.value.status_code == 413
+    assert "proxy.max_request_bytes" in caught.value.response.text
+    assert sim.simulator.requests("openai-responses") == []
