@@ -123,8 +123,9 @@ async def relay(hub: ProxyHub, request: Request, call: ProxiedCall) -> Response:
     resumable = _resumable(call, doc)
     relayed = StreamingResponse(_relayed(hub, call, response, framer, tenant, run_id, resumable),
                                 status_code=response.status_code)
-    relayed.raw_headers = [*response_headers(response.headers.raw),
-                           (RUN_ID.encode(), run_id.encode())]
+    relayed.raw_headers = response_headers(response.headers.raw)
+    if run_id != call.object_id:  # else the worker finds the object's run: not known here
+        relayed.raw_headers.append((RUN_ID.encode(), run_id.encode()))
     return relayed
 
 
