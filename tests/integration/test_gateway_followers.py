@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from aiokafka import AIOKafkaConsumer
 import orjson
 import pytest
+from aiokafka import AIOKafkaConsumer
 
 from modelevents.adapters.registry import normalize_bytes
 from modelevents.adapters.sse import SSEDecoder
