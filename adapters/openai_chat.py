@@ -2,9 +2,9 @@
 
 Speaks the ``stream: true`` chunk stream (``chat.completion.chunk`` frames ending in
 ``data: [DONE]``), the complete ``chat.completion`` object (non-streaming, transport ``poll``)
-and error bodies, as OpenAI (API version 2020-10-01, SDK types of openai-python 3.57), Azure,
-xAI, Groq, DeepSeek, vLLM, OpenRouter and Anthropic's compatible endpoint send them. Follows the
-OpenAI Chat Completions API reference and streaming reference (docs/design-notes.md).
+and error bodies, as OpenAI (API version 2020-10-01, SDK types of openai-python 3.57) and the
+compatible servers send them (docs/compatible-servers.md). Follows the OpenAI Chat Completions
+API reference and streaming reference (docs/design-notes.md).
 
 What maps to what (``output_index`` is the choice index; one choice is one assistant message):
 
@@ -14,10 +14,8 @@ What maps to what (``output_index`` is the choice index; one choice is one assis
                                      choice finishes (text after that is the next part_index)
     delta.reasoning_content        reasoning.delta (form raw); reasoning.done likewise
       / delta.reasoning
-    delta.reasoning_details        reasoning.delta / reasoning.done (reasoning.text raw,
-                                     reasoning.summary summary; the signature on the done);
-                                     reasoning.encrypted: reasoning.done redacted, data as
-                                     encrypted_content (OpenRouter)
+    delta.reasoning_details        the same, reasoning.summary as summary, the signature on
+                                     the done; reasoning.encrypted: reasoning.done redacted
     delta.refusal                  gathered; one ``refusal`` when the choice finishes
     delta.tool_calls[index]        tool.call.started + tool.call.delta; tool.call (whole argument
       / delta.function_call          JSON, arguments_valid) when the choice finishes
@@ -27,11 +25,9 @@ What maps to what (``output_index`` is the choice index; one choice is one assis
     usage / x_groq.usage           usage
     {"error": …} / object "error"  error, then run.finished failed
     [DONE] (or close after every   run.finished, or run.awaiting tool_results when the turn asks
-      choice finished)               for tool results; [DONE] after the usage chunk ends
-                                     choices that never sent a finish_reason as if it were stop
+      choice finished)               for tool results ([DONE] after usage: as if `stop`)
 
-More on this module: docs/adapters.md, ``adapters/openai_chat.py``; per compatible server:
-docs/compatible-servers.md.
+More on this module: docs/adapters.md, ``adapters/openai_chat.py``.
 """
 
 from __future__ import annotations
@@ -82,6 +78,7 @@ REASONING_DETAILS: dict[str, tuple[ReasoningForm, str]] = {
     "reasoning.summary": ("summary", "summary"),
 }
 ENCRYPTED_DETAIL = "reasoning.encrypted"
+RAW_STRING: tuple[ReasoningForm, Any] = ("raw", None)  # the key of reasoning sent as a string
 
 
 def _rank(ending: RunAwaiting | RunFinished) -> int:
@@ -120,8 +117,9 @@ class _Choice:
         self.text_part = 0
         self.reasoning = Parts()
         self.reasoning_part = 0
-        # What the open reasoning part is: (form, reasoning_details index) — another key closes
-        # it — with its item id and signature (reasoning_details only).
+        # What the open reasoning part is, None while none is: (form, reasoning_details index)
+        # — another key closes it — with its item id and signature (reasoning_details only). A
+        # part opens only for text or a signature to add, so an open part is never empty.
         self.reasoning_key: tuple[ReasoningForm, Any] | None = None
         self.reasoning_form: ReasoningForm = "raw"
         self.reasoning_item: str | None = None
@@ -363,7 +361,7 @@ class OpenAIChatAdapter(Adapter):
         if type(text) is not str:
             self._mistyped(f"choices[{choice.index}].delta.content", text, "a string")
         elif text:  # OpenAI's role chunk carries content "" (fx:openai-python/e2aad469….bin)
-            if _reasoning_open(choice):
+            if choice.reasoning_key is not None:
                 self._close_reasoning(choice)
             choice.text.add(text)
             self.emit("text.delta", Text(choice.index, choice.text_part, text))
@@ -371,10 +369,13 @@ class OpenAIChatAdapter(Adapter):
     def _on_reasoning(self, choice: _Choice, text: Any, delta: dict[str, Any]) -> None:
         if type(text) is not str:
             self._mistyped(f"choices[{choice.index}].delta.reasoning", text, "a string")
-        elif text and not delta.get("reasoning_details"):
-            # OpenRouter sends `reasoning` beside reasoning_details as a plain copy of the same
-            # text: the details, which carry signatures, are read instead.
-            self._open_reasoning(choice, ("raw", None), "raw")
+        elif text:
+            if "reasoning_details" in delta and delta["reasoning_details"]:
+                # OpenRouter (and MiniMax) send the text beside reasoning_details as a plain
+                # copy: the details, which carry signatures, are read instead.
+                return
+            if choice.reasoning_key is not RAW_STRING:  # open, text never is (it closes it)
+                self._open_reasoning(choice, RAW_STRING, "raw")
             choice.reasoning.add(text)
             self.emit("reasoning.delta",
                       Reasoning(choice.index, choice.reasoning_part, "raw", text))
@@ -384,7 +385,7 @@ class OpenAIChatAdapter(Adapter):
         if choice.text:
             self._close_text(choice)
         if choice.reasoning_key != key:
-            if _reasoning_open(choice):
+            if choice.reasoning_key is not None:
                 self._close_reasoning(choice)
             choice.reasoning_key = key
             choice.reasoning_form = form
@@ -413,22 +414,27 @@ class OpenAIChatAdapter(Adapter):
 
     def _on_reasoning_detail(self, choice: _Choice, detail: dict[str, Any], form: ReasoningForm,
                              field: str) -> None:
+        text = detail.get(field)
+        if text is not None and type(text) is not str:
+            self._mistyped(f"choices[{choice.index}].delta.reasoning_details[].{field}", text,
+                           "a string")
+            text = None
+        signature = detail.get("signature")
+        if type(signature) is not str or not signature:
+            signature = None
+        if not text and signature is None:
+            return  # nothing to add (the empty item beside a role chunk)
         self._open_reasoning(choice, (form, detail.get("index")), form)
         item_id = detail.get("id")
         if choice.reasoning_item is None and type(item_id) is str and item_id:
             choice.reasoning_item = item_id
-        signature = detail.get("signature")
-        if type(signature) is str and signature:
+        if signature is not None:
             # Pieces of one signature are joined, as Anthropic's signature_delta are.
             choice.signature = (choice.signature or "") + signature
-        text = detail.get(field)
-        if type(text) is str and text:
+        if text:
             choice.reasoning.add(text)
             self.emit("reasoning.delta", Reasoning(choice.index, choice.reasoning_part, form, text,
                                                    choice.reasoning_item))
-        elif text is not None and type(text) is not str:
-            self._mistyped(f"choices[{choice.index}].delta.reasoning_details[].{field}", text,
-                           "a string")
 
     def _on_encrypted_detail(self, choice: _Choice, detail: dict[str, Any], where: str) -> None:
         data = detail.get("data")
@@ -438,7 +444,7 @@ class OpenAIChatAdapter(Adapter):
             return
         if choice.text:
             self._close_text(choice)
-        if _reasoning_open(choice):
+        if choice.reasoning_key is not None:
             self._close_reasoning(choice)
         item_id = detail.get("id")
         # Opaque: valid only where it came from, sent back unchanged (like Responses'
@@ -604,7 +610,7 @@ class OpenAIChatAdapter(Adapter):
     # --- ends ---------------------------------------------------------------------------------
 
     def _close_parts(self, choice: _Choice) -> None:
-        if _reasoning_open(choice):
+        if choice.reasoning_key is not None:
             self._close_reasoning(choice)
         if choice.text:
             self._close_text(choice)
@@ -774,10 +780,6 @@ class OpenAIChatAdapter(Adapter):
 def _filtered_categories(results: dict[str, Any]) -> list[str]:
     return [name for name, result in results.items()
             if type(result) is dict and result.get("filtered")]
-
-
-def _reasoning_open(choice: _Choice) -> bool:
-    return bool(choice.reasoning) or choice.signature is not None
 
 
 def _carries_output(delta: Any) -> bool:
