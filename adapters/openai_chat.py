@@ -33,7 +33,7 @@ More on this module: docs/adapters.md, ``adapters/openai_chat.py``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -108,6 +108,16 @@ class _Choice:
     __slots__ = ("index", "text", "text_part", "reasoning", "reasoning_part", "reasoning_key",
                  "reasoning_form", "reasoning_item", "signature", "refusal", "tools", "tool_order",
                  "tool_ids", "filtered", "finish_reason", "finished")
+
+    # A state stored before a slot existed (services/processor/plain_state.py) reads with these:
+    # a part open then was reasoning sent as a string.
+    state_defaults: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "reasoning_key": lambda choice: RAW_STRING if choice.reasoning else None,
+        "reasoning_form": lambda choice: "raw",
+        "reasoning_item": lambda choice: None,
+        "signature": lambda choice: None,
+        "tool_ids": lambda choice: _ids_of(choice.tool_order),
+    }
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -780,6 +790,14 @@ class OpenAIChatAdapter(Adapter):
 def _filtered_categories(results: dict[str, Any]) -> list[str]:
     return [name for name, result in results.items()
             if type(result) is dict and result.get("filtered")]
+
+
+def _ids_of(tools: list[_Tool]) -> dict[str, _Tool]:
+    ids: dict[str, _Tool] = {}
+    for tool in tools:
+        if tool.call_id:
+            ids.setdefault(tool.call_id, tool)
+    return ids
 
 
 def _carries_output(delta: Any) -> bool:
