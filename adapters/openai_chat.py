@@ -2,9 +2,9 @@
 
 Speaks the ``stream: true`` chunk stream (``chat.completion.chunk`` frames ending in
 ``data: [DONE]``), the complete ``chat.completion`` object (non-streaming, transport ``poll``)
-and error bodies, as OpenAI (API version 2020-10-01, SDK types of openai-python 3.57), Azure,
-xAI, Groq, DeepSeek, vLLM, OpenRouter and Anthropic's compatible endpoint send them. Follows the
-OpenAI Chat Completions API reference and streaming reference (docs/design-notes.md).
+and error bodies, as OpenAI (API version 2020-10-01, SDK types of openai-python 3.57) and the
+compatible servers send them (docs/compatible-servers.md). Follows the OpenAI Chat Completions
+API reference and streaming reference (docs/design-notes.md).
 
 What maps to what (``output_index`` is the choice index; one choice is one assistant message):
 
@@ -14,6 +14,8 @@ What maps to what (``output_index`` is the choice index; one choice is one assis
                                      choice finishes (text after that is the next part_index)
     delta.reasoning_content        reasoning.delta (form raw); reasoning.done likewise
       / delta.reasoning
+    delta.reasoning_details        the same, reasoning.summary as summary, the signature on
+                                     the done; reasoning.encrypted: reasoning.done redacted
     delta.refusal                  gathered; one ``refusal`` when the choice finishes
     delta.tool_calls[index]        tool.call.started + tool.call.delta; tool.call (whole argument
       / delta.function_call          JSON, arguments_valid) when the choice finishes
@@ -23,7 +25,7 @@ What maps to what (``output_index`` is the choice index; one choice is one assis
     usage / x_groq.usage           usage
     {"error": …} / object "error"  error, then run.finished failed
     [DONE] (or close after every   run.finished, or run.awaiting tool_results when the turn asks
-      choice finished)               for tool results
+      choice finished)               for tool results ([DONE] after usage: as if `stop`)
 
 More on this module: docs/adapters.md, ``adapters/openai_chat.py``.
 """
@@ -31,7 +33,7 @@ More on this module: docs/adapters.md, ``adapters/openai_chat.py``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -53,7 +55,7 @@ from modelevents.schemas.events import (
     Usage,
 )
 from modelevents.schemas.frames import ProviderFrame
-from modelevents.schemas.vocabulary import FinishReason, TerminalStatus
+from modelevents.schemas.vocabulary import FinishReason, ReasoningForm, TerminalStatus
 
 # --- mappings ----------------------------------------------------------------------------------
 
@@ -69,6 +71,14 @@ FINISH_REASONS: dict[str, tuple[TerminalStatus, FinishReason]] = {
 AWAITING_FINISH = frozenset({"tool_calls", "function_call"})  # function_call: `functions` API
 # When n>1 choices end differently the run reports the most consequential ending.
 OUTCOME_RANK = {"failed": 0, "awaiting": 1, "incomplete": 2, "completed": 3}
+# OpenRouter's delta.reasoning_details item type → (form, field holding its text). The third
+# type, reasoning.encrypted, is opaque (its `data` becomes encrypted_content).
+REASONING_DETAILS: dict[str, tuple[ReasoningForm, str]] = {
+    "reasoning.text": ("raw", "text"),
+    "reasoning.summary": ("summary", "summary"),
+}
+ENCRYPTED_DETAIL = "reasoning.encrypted"
+RAW_STRING: tuple[ReasoningForm, Any] = ("raw", None)  # the key of reasoning sent as a string
 
 
 def _rank(ending: RunAwaiting | RunFinished) -> int:
@@ -95,8 +105,19 @@ class _Tool:
 class _Choice:
     """One choice (``choices[].index``): its open parts and what its finish needs."""
 
-    __slots__ = ("index", "text", "text_part", "reasoning", "reasoning_part", "refusal", "tools",
-                 "tool_order", "filtered", "finish_reason", "finished")
+    __slots__ = ("index", "text", "text_part", "reasoning", "reasoning_part", "reasoning_key",
+                 "reasoning_form", "reasoning_item", "signature", "refusal", "tools", "tool_order",
+                 "tool_ids", "filtered", "finish_reason", "finished")
+
+    # A state stored before a slot existed (services/processor/plain_state.py) reads with these:
+    # a part open then was reasoning sent as a string.
+    state_defaults: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "reasoning_key": lambda choice: RAW_STRING if choice.reasoning else None,
+        "reasoning_form": lambda choice: "raw",
+        "reasoning_item": lambda choice: None,
+        "signature": lambda choice: None,
+        "tool_ids": lambda choice: _ids_of(choice.tool_order),
+    }
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -106,9 +127,17 @@ class _Choice:
         self.text_part = 0
         self.reasoning = Parts()
         self.reasoning_part = 0
+        # What the open reasoning part is, None while none is: (form, reasoning_details index)
+        # — another key closes it — with its item id and signature (reasoning_details only). A
+        # part opens only for text or a signature to add, so an open part is never empty.
+        self.reasoning_key: tuple[ReasoningForm, Any] | None = None
+        self.reasoning_form: ReasoningForm = "raw"
+        self.reasoning_item: str | None = None
+        self.signature: str | None = None
         self.refusal: list[str] = []
         self.tools: dict[Any, _Tool] = {}  # provider tool-call index → current call
         self.tool_order: list[_Tool] = []
+        self.tool_ids: dict[str, _Tool] = {}  # provider tool-call id → call
         self.filtered = False
         self.finish_reason: str | None = None
         self.finished = False
@@ -118,8 +147,10 @@ class OpenAIChatAdapter(Adapter):
     name = "openai_chat"
     # What each revision's events differ in: 2, mistyped fields are malformed_frame; empty
     # arguments "{}". 3, an unknown finish_reason is "other"; arguments that are not a JSON object
-    # are not valid.
-    revision = "3"
+    # are not valid. 4, compatible servers (docs/compatible-servers.md): a repeated finish under
+    # a new id stays in its call, [DONE] after usage ends choices without a finish_reason,
+    # reasoning_details are reasoning, a repeated call header under another index is one call.
+    revision = "4"
     api = "openai-chat"
     default_provider = "openai"
 
@@ -137,6 +168,8 @@ class OpenAIChatAdapter(Adapter):
         self._choices: dict[int, _Choice] = {}
         self._open = 0  # choices without their finish_reason yet
         self._prompt_filtered = False
+        self._usage_seen = False  # the call reported usage: servers do so once output is over
+        self._whole_message = False  # reading a complete chat.completion, not deltas
         self._terminal = False
 
     # --- decoding and dispatch ----------------------------------------------------------------
@@ -210,10 +243,23 @@ class OpenAIChatAdapter(Adapter):
         # Calls concatenated without [DONE] between them (a recorder's file, a proxy): a new id
         # after every choice finished starts the next call.
         object_id = doc.get("id")
-        if object_id and self._object_id and object_id != self._object_id:
+        if object_id and self._object_id and object_id != self._object_id \
+                and not self._repeats_finish(doc["choices"]):
             self._terminate()
             self._reset_call()
             self._start(doc)
+
+    def _repeats_finish(self, choices: list[Any]) -> bool:
+        # OpenRouter sends the finish chunk twice, the second time with usage, and the id may
+        # change between chunks of one response (LiteLLM gives every chunk a new one): a chunk
+        # that only repeats how finished choices ended belongs to the call they ended.
+        for raw in choices:
+            if type(raw) is not dict or not raw.get("finish_reason"):
+                return False
+            choice = self._choices.get(raw.get("index") or 0)
+            if choice is None or not choice.finished or _carries_output(raw.get("delta")):
+                return False
+        return True
 
     def _on_chunk_facts(self, doc: dict[str, Any]) -> None:
         """What a chunk may carry besides deltas: in the usage chunk, finish chunks, filters."""
@@ -226,6 +272,7 @@ class OpenAIChatAdapter(Adapter):
             # Groq reports usage under x_groq.usage (fx:vercel-ai/groq-tool-call.chunks.txt).
             usage = groq.get("usage") if type(groq) is dict else None
         if usage:
+            self._usage_seen = True
             self._on_usage(usage)
         moderation = doc.get("moderation")
         if moderation:
@@ -252,9 +299,13 @@ class OpenAIChatAdapter(Adapter):
                 # Complete calls carry no index; their position is their identity.
                 message["tool_calls"] = [dict(call, index=i) for i, call in enumerate(calls)
                                          if type(call) is dict]
-            self._on_choice({"index": choice.get("index", 0), "delta": message,
-                             "finish_reason": choice.get("finish_reason"),
-                             "content_filter_results": choice.get("content_filter_results")})
+            self._whole_message = True  # its calls are whole: two never merge by id
+            try:
+                self._on_choice({"index": choice.get("index", 0), "delta": message,
+                                 "finish_reason": choice.get("finish_reason"),
+                                 "content_filter_results": choice.get("content_filter_results")})
+            finally:
+                self._whole_message = False
         filters = doc.get("prompt_filter_results")
         if filters:
             self._on_prompt_filter(filters)
@@ -265,7 +316,9 @@ class OpenAIChatAdapter(Adapter):
 
     def _on_done(self) -> None:
         if not self._terminal:
-            self._terminate()
+            # [DONE] after the usage chunk is a normal end even without a finish_reason (a
+            # compatible server that never sends one); [DONE] alone says nothing of the output.
+            self._terminate(ended=self._usage_seen)
         self.stream_complete = True
 
     def finish(self) -> None:
@@ -318,7 +371,7 @@ class OpenAIChatAdapter(Adapter):
         if type(text) is not str:
             self._mistyped(f"choices[{choice.index}].delta.content", text, "a string")
         elif text:  # OpenAI's role chunk carries content "" (fx:openai-python/e2aad469….bin)
-            if choice.reasoning:
+            if choice.reasoning_key is not None:
                 self._close_reasoning(choice)
             choice.text.add(text)
             self.emit("text.delta", Text(choice.index, choice.text_part, text))
@@ -327,11 +380,90 @@ class OpenAIChatAdapter(Adapter):
         if type(text) is not str:
             self._mistyped(f"choices[{choice.index}].delta.reasoning", text, "a string")
         elif text:
-            if choice.text:
-                self._close_text(choice)
+            if "reasoning_details" in delta and delta["reasoning_details"]:
+                # OpenRouter (and MiniMax) send the text beside reasoning_details as a plain
+                # copy: the details, which carry signatures, are read instead.
+                return
+            if choice.reasoning_key is not RAW_STRING:  # open, text never is (it closes it)
+                self._open_reasoning(choice, RAW_STRING, "raw")
             choice.reasoning.add(text)
             self.emit("reasoning.delta",
                       Reasoning(choice.index, choice.reasoning_part, "raw", text))
+
+    def _open_reasoning(self, choice: _Choice, key: tuple[ReasoningForm, Any],
+                        form: ReasoningForm) -> None:
+        if choice.text:
+            self._close_text(choice)
+        if choice.reasoning_key != key:
+            if choice.reasoning_key is not None:
+                self._close_reasoning(choice)
+            choice.reasoning_key = key
+            choice.reasoning_form = form
+
+    def _on_reasoning_details(self, choice: _Choice, details: Any,
+                              delta: dict[str, Any]) -> None:
+        # OpenRouter's structured reasoning (its reasoning-tokens guide): items of a type, each
+        # with its `index` in the message's reasoning_details; a text item's signature comes in
+        # a later fragment of the same index, encrypted items arrive whole.
+        where = f"choices[{choice.index}].delta.reasoning_details"
+        if type(details) is not list:
+            self._mistyped(where, details, "a list")
+            return
+        for position, detail in enumerate(details):
+            if type(detail) is not dict:
+                self._mistyped(f"{where}[{position}]", detail, "an object")
+                continue
+            kind = detail.get("type")
+            known = REASONING_DETAILS.get(kind) if type(kind) is str else None
+            if known is not None:
+                self._on_reasoning_detail(choice, detail, *known)
+            elif kind == ENCRYPTED_DETAIL:
+                self._on_encrypted_detail(choice, detail, f"{where}[{position}]")
+            else:
+                self._unknown_once(f"reasoning_details:{kind}", f"choice {choice.index}")
+
+    def _on_reasoning_detail(self, choice: _Choice, detail: dict[str, Any], form: ReasoningForm,
+                             field: str) -> None:
+        text = detail.get(field)
+        if text is not None and type(text) is not str:
+            self._mistyped(f"choices[{choice.index}].delta.reasoning_details[].{field}", text,
+                           "a string")
+            text = None
+        signature = detail.get("signature")
+        if type(signature) is not str or not signature:
+            signature = None
+        if not text and signature is None:
+            return  # nothing to add (the empty item beside a role chunk)
+        self._open_reasoning(choice, (form, detail.get("index")), form)
+        item_id = detail.get("id")
+        if choice.reasoning_item is None and type(item_id) is str and item_id:
+            choice.reasoning_item = item_id
+        if signature is not None:
+            # Pieces of one signature are joined, as Anthropic's signature_delta are.
+            choice.signature = (choice.signature or "") + signature
+        if text:
+            choice.reasoning.add(text)
+            self.emit("reasoning.delta", Reasoning(choice.index, choice.reasoning_part, form, text,
+                                                   choice.reasoning_item))
+
+    def _on_encrypted_detail(self, choice: _Choice, detail: dict[str, Any], where: str) -> None:
+        data = detail.get("data")
+        if type(data) is not str:
+            if data is not None:
+                self._mistyped(where + ".data", data, "a string")
+            return
+        if choice.text:
+            self._close_text(choice)
+        if choice.reasoning_key is not None:
+            self._close_reasoning(choice)
+        item_id = detail.get("id")
+        # Opaque: valid only where it came from, sent back unchanged (like Responses'
+        # encrypted_content and Claude's redacted_thinking).
+        self.emit("reasoning.done", Reasoning(
+            choice.index, choice.reasoning_part, "redacted", "",
+            item_id if type(item_id) is str and item_id else None,
+            encrypted_content=data, valid_for=self.valid_for()))
+        choice.reasoning_part += 1
 
     def _on_reasoning_alias(self, choice: _Choice, text: Any, delta: dict[str, Any]) -> None:
         # Groq (fx:pydantic-ai/test_tool_use_failed_error_streaming.yaml), OpenRouter and vLLM
@@ -384,12 +516,22 @@ class OpenAIChatAdapter(Adapter):
             self._mistyped(f"choices[{choice.index}].delta.tool_calls[].index", key, "an integer")
             key = None
         tool = choice.tools.get(key)
+        if call_id and (tool is None or tool.call_id != call_id) and not self._whole_message:
+            # Servers that resend the header (id, name) on every delta may put it under another
+            # index or none (LocalAI, LiteLLM's proxy, Fireworks): the id names the call.
+            known = choice.tool_ids.get(call_id)
+            if known is not None and (type(name) is not str or not name or known.name is None
+                                      or name == known.name):
+                tool = choice.tools[key] = known
         if tool is None or (call_id and tool.call_id and call_id != tool.call_id):
             tool = _Tool(len(choice.tool_order), call_id)
             choice.tools[key] = tool
             choice.tool_order.append(tool)
+            if call_id:
+                choice.tool_ids.setdefault(call_id, tool)
         elif call_id and tool.call_id is None:
             tool.call_id = call_id
+            choice.tool_ids.setdefault(call_id, tool)
         if type(name) is str and name and tool.name is None:
             tool.name = name
         fragment = arguments if type(arguments) is str else ""
@@ -478,7 +620,7 @@ class OpenAIChatAdapter(Adapter):
     # --- ends ---------------------------------------------------------------------------------
 
     def _close_parts(self, choice: _Choice) -> None:
-        if choice.reasoning:
+        if choice.reasoning_key is not None:
             self._close_reasoning(choice)
         if choice.text:
             self._close_text(choice)
@@ -490,11 +632,15 @@ class OpenAIChatAdapter(Adapter):
         choice.text_part += 1
 
     def _close_reasoning(self, choice: _Choice) -> None:
-        self.emit("reasoning.done", Reasoning(choice.index, choice.reasoning_part, "raw",
-                                              choice.reasoning.text()))
+        signature = choice.signature
+        self.emit("reasoning.done", Reasoning(
+            choice.index, choice.reasoning_part, choice.reasoning_form, choice.reasoning.text(),
+            choice.reasoning_item, signature, None,
+            self.valid_for() if signature is not None else None))
         self.elide_last(choice.reasoning, "text", "reasoning.delta")
         choice.reasoning = Parts()
         choice.reasoning_part += 1
+        choice.reasoning_key = choice.reasoning_item = choice.signature = None
 
     def _finish_choice(self, choice: _Choice, finish_reason: Any) -> None:
         if choice.finished:
@@ -513,15 +659,17 @@ class OpenAIChatAdapter(Adapter):
             self.emit_tool_call(choice.index, tool.name, tool.call_id, tool.arguments)
         self.emit("message.finished", Message(choice.index, "assistant"))
 
-    def _outcome(self, choice: _Choice) -> RunAwaiting | RunFinished:
+    def _outcome(self, choice: _Choice, ended: bool) -> RunAwaiting | RunFinished:
         raw = choice.finish_reason
         if choice.filtered:
             return RunFinished("incomplete", "content_filter", raw)
-        if raw is None:
+        if raw is None and not ended:
             return RunFinished("incomplete", "unknown", None)
         if raw in AWAITING_FINISH:
             return RunAwaiting("tool_results", raw)
-        status, reason = FINISH_REASONS.get(raw, ("incomplete", "other"))
+        # A choice that ended normally without naming how is read as `stop` (raw_reason None).
+        status, reason = (FINISH_REASONS.get(raw, ("incomplete", "other")) if raw is not None
+                          else ("completed", "end_turn"))
         if status == "completed" and choice.tool_order:
             # A turn that asks for tools awaits their results whatever the literal says
             # (docs/design-notes.md, a turn that asks for tools); compatible servers end such turns
@@ -531,14 +679,16 @@ class OpenAIChatAdapter(Adapter):
             return RunFinished("completed", "refusal", raw)
         return RunFinished(status, reason, raw)
 
-    def _terminate(self) -> None:
-        """The call's terminal event: every open choice is flushed, then one run-level ending."""
+    def _terminate(self, ended: bool = False) -> None:
+        """The call's terminal event: every open choice is flushed, then one run-level ending.
+        ``ended``: the server said the output is over, so a choice without a finish_reason
+        ended normally rather than being cut."""
         self._terminal = True
         self.stream_complete = True
         for choice in self._choices.values():
             if not choice.finished:
                 self._finish_choice(choice, None)
-        outcomes = [self._outcome(choice) for choice in self._choices.values()]
+        outcomes = [self._outcome(choice, ended) for choice in self._choices.values()]
         if self._prompt_filtered:
             outcomes.append(RunFinished("incomplete", "content_filter", None))
         if not outcomes:
@@ -642,6 +792,30 @@ def _filtered_categories(results: dict[str, Any]) -> list[str]:
             if type(result) is dict and result.get("filtered")]
 
 
+def _ids_of(tools: list[_Tool]) -> dict[str, _Tool]:
+    ids: dict[str, _Tool] = {}
+    for tool in tools:
+        if tool.call_id:
+            ids.setdefault(tool.call_id, tool)
+    return ids
+
+
+def _carries_output(delta: Any) -> bool:
+    """Whether a delta holds output, not just a role, empty strings or empty argument
+    fragments (vLLM's finish chunk repeats the call with arguments "")."""
+    if type(delta) is not dict:
+        return False
+    for key, value in delta.items():
+        if key == "role" or not value:
+            continue
+        if key == "tool_calls" and type(value) is list and not any(
+                type(call) is dict and type(call.get("function")) is dict
+                and call["function"].get("arguments") for call in value):
+            continue
+        return True
+    return False
+
+
 # Top-level `object` → handler. Anything else with `choices` is a chunk (Azure sends object "").
 _OBJECTS: dict[str | None, Callable[[OpenAIChatAdapter, Any], None]] = {
     "chat.completion.chunk": OpenAIChatAdapter._on_chunk,
@@ -657,6 +831,7 @@ _DELTA_FIELDS = {
     "refusal": OpenAIChatAdapter._on_refusal,
     "reasoning_content": OpenAIChatAdapter._on_reasoning,  # xAI, DeepSeek (streaming reference)
     "reasoning": OpenAIChatAdapter._on_reasoning_alias,
+    "reasoning_details": OpenAIChatAdapter._on_reasoning_details,  # OpenRouter
     "tool_calls": OpenAIChatAdapter._on_tool_calls,
     "function_call": OpenAIChatAdapter._on_function_call,
     "annotations": OpenAIChatAdapter._on_annotations,

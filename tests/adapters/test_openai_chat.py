@@ -400,3 +400,149 @@ def test_mistyped_fields_are_malformed_frames_and_the_rest_of_the_stream_is_kept
     (usage,) = of_kind(events, "usage")
     assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (None, 9, 21)
     assert (events[-1].kind, events[-1].payload.reason) == ("run.awaiting", "tool_results")
+
+
+# --- issue #29: compatible servers (docs/compatible-servers.md) -------------------------------
+
+
+def test_finish_repeated_under_a_new_id_stays_one_call_with_its_usage():
+    # OpenRouter: the id changes mid-stream, the finish comes alone and again with usage.
+    events = normalize(frames_of("finish-repeated-new-id.sse"))
+    assert kinds(events).count("run.started") == 1
+    assert [e.kind for e in events if e.kind.startswith("run.")] == ["run.started",
+                                                                     "run.finished"]
+    assert text_of(events) == "The capital of France is Paris."
+    [usage] = of_kind(events, "usage")
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (14, 8, 22)
+    assert kinds(events)[-2:] == ["usage", "run.finished"]  # usage inside the call it counts
+    finished = events[-1].payload
+    assert (finished.status, finished.reason, finished.raw_reason) == (
+        "completed", "end_turn", "stop")
+    assert_matches_snapshot(expected_of(FIXTURES / "finish-repeated-new-id.sse"), events)
+
+
+def test_a_new_id_with_new_output_after_the_finish_is_still_the_next_call():
+    # What keeps a repeated finish in its call must not merge a second call into the first.
+    events = normalize(stream(
+        chunk({"role": "assistant", "content": "a"}, "stop"),
+        chunk({"role": "assistant", "content": "b"}, "stop").replace(b"chatcmpl-t", b"chatcmpl-u"),
+        b"[DONE]"))
+    assert [e.kind for e in events if e.kind.startswith("run.")] == [
+        "run.started", "run.finished", "run.started", "run.finished"]
+
+
+def test_usage_then_done_without_finish_reason_ends_the_call_normally():
+    events = normalize(frames_of("no-finish-reason-usage-then-done.sse"))
+    [call] = of_kind(events, "tool.call")
+    assert (call.tool_name, call.tool_call_id, call.arguments, call.arguments_valid) == (
+        "read_file", "call_k2m9", '{"path": "README.md"}', True)
+    assert "error" not in kinds(events)
+    awaiting = events[-1]
+    assert awaiting.kind == "run.awaiting"
+    assert (awaiting.payload.reason, awaiting.payload.raw_reason) == ("tool_results", None)
+    assert_matches_snapshot(expected_of(FIXTURES / "no-finish-reason-usage-then-done.sse"), events)
+
+
+def test_text_without_finish_reason_completes_after_usage_and_done_only():
+    body = [chunk({"role": "assistant", "content": "Hi"}),
+            chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4})]
+    ended = normalize(stream(*body, b"[DONE]"))[-1]
+    assert (ended.kind, ended.payload.status, ended.payload.reason, ended.payload.raw_reason) == (
+        "run.finished", "completed", "end_turn", None)
+    # [DONE] with no usage before it says nothing of how the output ended.
+    bare = normalize(stream(body[0], b"[DONE]"))[-1]
+    assert (bare.payload.status, bare.payload.reason) == ("incomplete", "unknown")
+    # Usage but no [DONE]: the stream was cut.
+    cut = normalize(stream(*body))
+    assert cut[-1].kind == "error" and cut[-1].payload.error_type == "stream_truncated"
+
+
+def test_openrouter_reasoning_text_keeps_its_signature():
+    events = normalize(frames_of("openrouter-reasoning-text-signature.sse"))
+    assert "unknown" not in kinds(events)
+    [done] = of_kind(events, "reasoning.done")
+    assert (done.form, done.text) == ("raw", "The user asks for 17*23. 17*20=340, 17*3=51, so 391.")
+    assert done.signature.startswith("EqQBCkgIBxAB") and done.encrypted_content is None
+    assert done.valid_for == "openai/anthropic/claude-sonnet-4"  # the provider named the stream
+    # The `reasoning` string beside reasoning_details is the same text: counted once.
+    assert "".join(p.text for p in of_kind(events, "reasoning.delta")) == done.text
+    assert text_of(events) == "17 × 23 = 391."
+    assert events[-1].payload.status == "completed"
+    assert_matches_snapshot(expected_of(FIXTURES / "openrouter-reasoning-text-signature.sse"),
+                            events)
+
+
+def test_openrouter_reasoning_summary_and_encrypted_item():
+    events = normalize(frames_of("openrouter-reasoning-summary-encrypted.sse"))
+    assert "unknown" not in kinds(events)
+    summary, encrypted = of_kind(events, "reasoning.done")
+    assert (summary.form, summary.part_index) == ("summary", 0)
+    assert summary.text == "**Checking the weather**\n\nThe user wants Paris; I should call get_weather."
+    assert (encrypted.form, encrypted.part_index, encrypted.text) == ("redacted", 1, "")
+    assert encrypted.item_id == "rs_0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+    assert encrypted.encrypted_content.startswith("gAAAAAB") and encrypted.valid_for
+    [call] = of_kind(events, "tool.call")
+    assert (call.tool_name, call.arguments) == ("get_weather", '{"city":"Paris"}')
+    assert events[-1].kind == "run.awaiting"
+    assert_matches_snapshot(expected_of(FIXTURES / "openrouter-reasoning-summary-encrypted.sse"),
+                            events)
+
+
+def test_reasoning_details_of_another_index_are_another_part_and_bad_items_are_reported():
+    detail = lambda **item: {"reasoning_details": [item]}  # noqa: E731
+    events = normalize(stream(
+        chunk({"role": "assistant", **detail(type="reasoning.text", text="one", index=0)}),
+        chunk(detail(type="reasoning.text", text="two", index=1, id="r2")),
+        chunk(detail(type="reasoning.text", text="", signature="sig-2", index=1)),
+        chunk(detail(type="reasoning.future", text="?")),
+        chunk({"reasoning_details": ["not an object"]}),
+        chunk({"reasoning_details": {"type": "reasoning.text"}}),
+        chunk(detail(type="reasoning.encrypted", data=7)),
+        chunk({"content": "done"}, "stop"), b"[DONE]"))
+    done = of_kind(events, "reasoning.done")
+    assert [(d.part_index, d.text, d.item_id, d.signature) for d in done] == [
+        (0, "one", None, None), (1, "two", "r2", "sig-2")]
+    assert [p.provider_type for p in of_kind(events, "unknown")] == [
+        "reasoning_details:reasoning.future"]
+    assert [e.payload.message.split(": ", 1)[1] for e in events if e.kind == "error"] == [
+        "choices[0].delta.reasoning_details[0] is a str, not an object",
+        "choices[0].delta.reasoning_details is a dict, not a list",
+        "choices[0].delta.reasoning_details[0].data is a int, not a string"]
+    assert text_of(events) == "done" and events[-1].payload.status == "completed"
+
+
+def test_tool_call_header_resent_on_every_delta_is_one_call():
+    # Fireworks and LiteLLM's proxy resend id, type and name on every delta; LocalAI moves the
+    # same call to another index.
+    events = normalize(frames_of("tool-call-header-repeated.sse"))
+    [call] = of_kind(events, "tool.call")
+    assert (call.tool_name, call.tool_call_id, call.arguments, call.arguments_valid) == (
+        "get_weather", "chatcmpl-tool-aa62", '{"city": "Paris", "unit": "c"}', True)
+    assert len(of_kind(events, "tool.call.started")) == 1
+    assert "".join(p.arguments for p in of_kind(events, "tool.call.delta")) == call.arguments
+    assert events[-1].kind == "run.awaiting"
+    assert_matches_snapshot(expected_of(FIXTURES / "tool-call-header-repeated.sse"), events)
+
+
+def test_same_index_with_a_new_id_or_a_known_id_with_another_name_is_another_call():
+    header = lambda index, call_id, name, args: {"tool_calls": [  # noqa: E731
+        {"index": index, "id": call_id, "type": "function",
+         "function": {"name": name, "arguments": args}}]}
+    events = normalize(stream(
+        chunk({"role": "assistant", **header(0, "a", "f", "{}")}),
+        chunk(header(0, "b", "f", "{}")),  # Ollama numbers every call 0
+        chunk(header(1, "a", "g", "{}")),  # a server reusing one id for two tools
+        chunk({}, "tool_calls"), b"[DONE]"))
+    assert [(c.tool_call_id, c.tool_name, c.arguments) for c in of_kind(events, "tool.call")] == [
+        ("a", "f", "{}"), ("b", "f", "{}"), ("a", "g", "{}")]
+
+
+def test_complete_object_calls_sharing_an_id_stay_apart():
+    # Xinference gives every call of a message one id; whole calls are never fragments.
+    calls = [{"id": "call_same", "type": "function", "function": {"name": "f", "arguments": a}}
+             for a in ('{"x": 1}', '{"x": 2}')]
+    body = orjson.dumps({"id": "chatcmpl-x", "object": "chat.completion", "model": "m", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": calls},
+         "finish_reason": "tool_calls"}]})
+    events = normalize(stream(body))
+    assert [c.arguments for c in of_kind(events, "tool.call")] == ['{"x": 1}', '{"x": 2}']

@@ -130,3 +130,39 @@ def test_hostile_trees_are_refused_not_obeyed() -> None:
         plain_state.from_tree({"$i": "9" * 5000})  # beyond Python's digit limit
     with pytest.raises(UnreadableState, match="malformed"):
         plain_state.from_tree({"$r": 0})  # no object met before
+
+
+# Slots _Choice of adapters/openai_chat.py gained in revision 4 (issue #29).
+CHAT_CHOICE_SLOTS_OF_REVISION_4 = ("reasoning_key", "reasoning_form", "reasoning_item", "signature",
+                                   "tool_ids")
+
+
+def _without(tree, tag: str, names: tuple[str, ...]) -> int:
+    """Drop ``names`` from every object ``tag`` of a state tree: how an earlier version wrote it."""
+    dropped = 0
+    if isinstance(tree, dict):
+        if tree.get("$") == tag:
+            for name in names:
+                dropped += tree.pop(name, None) is not None
+        for value in tree.values():
+            dropped += _without(value, tag, names)
+    elif isinstance(tree, list):
+        dropped += sum(_without(value, tag, names) for value in tree)
+    return dropped
+
+
+@pytest.mark.parametrize("name, cut", [("reasoning-then-text.sse", 2), ("tool-call-no-ids.sse", 3)])
+def test_a_chat_run_stored_before_revision_4_goes_on_the_same(name, cut) -> None:
+    # Cut in an open reasoning part / between a call's fragments, stored as revision 3 stored it.
+    path = FIXTURES / "openai-chat" / name
+    fed = frames_for_file(path, received_at=0)
+    frames = with_end_markers(fed.frames)
+    run = RunNormalizer(fed.run_id)
+    events = [e for frame in frames[:cut] for e in run.translate(frame).events]
+    tree = orjson.loads(plain_state.dumps(run))
+    assert _without(tree, "adapters.openai_chat._Choice", CHAT_CHOICE_SLOTS_OF_REVISION_4)
+    run = plain_state.from_tree(tree)
+    events += [e for frame in frames[cut:] for e in run.translate(frame).events]
+    for seq, event in enumerate(events):
+        event.seq = seq
+    assert events == normalize_file(path).events
