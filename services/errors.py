@@ -164,10 +164,14 @@ class CapabilityRejected(InputError):
         """One object per candidate: provider, api, model, and ``missing`` or ``reason``."""
         return [r.to_dict() for r in self.rejections]
 
+    @property
+    def egress(self) -> bool:
+        """Whether egress rules refused some candidate (the gateway's code ``egress_rejected``)."""
+        return any(r.refused for r in self.rejections)
+
     def to_dict(self) -> dict[str, Any]:
-        """The 422 body."""
-        code = ("egress_rejected" if any(r.refused for r in self.rejections)
-                else "capability_rejected")
+        """What the gateway's 422 says (its problem adds the RFC 9457 members)."""
+        code = "egress_rejected" if self.egress else "capability_rejected"
         return {"error": str(self), "code": code, "candidates": self.details()}
 
 

@@ -41,14 +41,14 @@ from typing import Any
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from modelevents.schemas import __version__
 from modelevents.schemas.errors import ModelEventsError
 from modelevents.services.errors import Unauthorized
-from modelevents.services.gateway.auth import CHALLENGE, token_tenant
+from modelevents.services.gateway.auth import token_tenant
 from modelevents.services.gateway.calls import handover
 from modelevents.services.gateway.calls.capabilities import MANIFEST_PATH, Manifest, load_manifest
 from modelevents.services.gateway.calls.fetch import Fetcher
@@ -56,14 +56,14 @@ from modelevents.services.gateway.calls.in_flight import LocalRuns
 from modelevents.services.gateway.calls.records import CallsView, new_incarnation
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.connections import server_options
-from modelevents.services.gateway.errors import error_answer
+from modelevents.services.gateway.errors import problem_of
 from modelevents.services.gateway.events.followers import RunFollowers
 from modelevents.services.gateway.events.owners import RunOwners
 from modelevents.services.gateway.events.run_states import RunStates
 from modelevents.services.gateway.inputs.deliveries import Deliveries
 from modelevents.services.gateway.inputs.packets import InputPackets
 from modelevents.services.gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
-from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, problem_response
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 from modelevents.services.gateway.proxy.hub import ProxyHub
 from modelevents.services.gateway.routes import (
     approvals,
@@ -187,11 +187,10 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
     app.server_options = server_options(config)
     for router in ROUTERS:
         app.include_router(router)
-    app.add_exception_handler(ModelEventsError, _model_events_error)
-    # Starlette's own (an unknown path: 404, a wrong method: 405) as well as the routes'.
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(Exception, _internal_error)
-    app.add_exception_handler(RequestValidationError, _invalid_request)
+    # One handler: the routes' problems, and what else a request can end with, as problems.
+    for raised in (GatewayProblem, ModelEventsError, RequestValidationError,
+                   StarletteHTTPException, Exception):
+        app.add_exception_handler(raised, answer_problem)
     return app
 
 
@@ -293,7 +292,7 @@ class Edge:
     async def serve(self, app: Any) -> None:
         early = self._check_headers()
         if early is not None:
-            await self.refuse(*early)
+            await self.refuse(early)
             return
         try:
             await app(self.scope, self.receive, self.send)
@@ -305,7 +304,7 @@ class Edge:
             log.debug("%s %s: route ended after the edge's answer", self.scope["method"],
                       self.scope["path"], exc_info=True)
 
-    def _check_headers(self) -> tuple[int, str, dict[str, str]] | None:
+    def _check_headers(self) -> GatewayProblem | None:
         headers = self.scope["headers"]
         if self.config.api_tokens and self.scope["path"].startswith("/v1/"):
             authorization = next((v.decode("latin-1") for k, v in headers
@@ -313,18 +312,20 @@ class Edge:
             try:
                 token_tenant(self.config, authorization)
             except Unauthorized as exc:
-                return 401, str(exc), CHALLENGE
+                return GatewayProblem(ProblemCode.unauthorized, str(exc))
         declared = next((v for k, v in headers if k == b"content-length"), None)
         if declared is not None:
             if not declared.strip().isdigit():
-                return 400, "Content-Length is not a whole number of bytes", {}
+                return GatewayProblem(ProblemCode.malformed_request,
+                                      "Content-Length is not a whole number of bytes")
             if int(declared) > self.limit:
-                return 413, self._too_large(f"a body of {int(declared)} bytes"), {}
+                return self._too_large(f"a body of {int(declared)} bytes")
         return None
 
-    def _too_large(self, what: str) -> str:
-        return (f"{what} is over this route's limit of {self.limit} bytes ({self.limit_name} in "
-                "the gateway config); send a smaller body")
+    def _too_large(self, what: str) -> GatewayProblem:
+        return GatewayProblem(ProblemCode.body_too_large, (
+            f"{what} is over this route's limit of {self.limit} bytes ({self.limit_name} in the "
+            "gateway config); send a smaller body"))
 
     async def receive(self) -> dict:
         if self.refused:
@@ -335,14 +336,14 @@ class Edge:
             async with asyncio.timeout_at(self.deadline):
                 message = await self._receive()
         except TimeoutError:
-            await self.refuse(408, f"the request body did not arrive within "
-                                   f"{self.config.read_timeout_s:g} s (read_timeout_s); send it "
-                                   "again, whole and promptly", {})
+            await self.refuse(GatewayProblem(ProblemCode.request_timeout, (
+                f"the request body did not arrive within {self.config.read_timeout_s:g} s "
+                "(read_timeout_s); send it again, whole and promptly")))
             return {"type": "http.disconnect"}
         if message["type"] == "http.request":
             self.size += len(message.get("body", b""))
             if self.size > self.limit:
-                await self.refuse(413, self._too_large("the body"), {})
+                await self.refuse(self._too_large("the body"))
                 return {"type": "http.disconnect"}
             self.body_done = not message.get("more_body", False)
         return message
@@ -354,78 +355,47 @@ class Edge:
             self.started = True
         await self._send(message)
 
-    async def refuse(self, status: int, reason: str, headers: dict[str, str]) -> None:
-        """Answer ``status`` (one error shape) and close, unless a response has begun already."""
+    async def refuse(self, problem: GatewayProblem) -> None:
+        """Answer ``problem`` and close, unless a response has begun already."""
         if self.refused:
             return
         self.refused = True
-        log.info("%s %s: %d at the edge: %s", self.scope["method"], self.scope["path"], status,
-                 reason)
+        log.info("%s %s: %d at the edge: %s", self.scope["method"], self.scope["path"],
+                 problem.status, problem.detail)
         if self.started:
             return  # too late for a status; the cut body ends the route's work
         self.started = True
-        body = problem_bytes(status, {"error": reason, "code": _CODES[status]})
-        await self._send({"type": "http.response.start", "status": status, "headers": [
-            (b"content-type", PROBLEM_JSON.encode()), (b"content-length", b"%d" % len(body)),
-            (b"connection", b"close"),
-            *((name.lower().encode(), value.encode()) for name, value in headers.items())]})
-        await self._send({"type": "http.response.body", "body": body})
+        await problem.response({"connection": "close"})(self.scope, self._receive, self._send)
 
 
-# The problem code of an answer that names none itself, by its status: the edge's refusals
-# (400, 401, 408, 413) and the HTTPExceptions routes raise (and Starlette's 404/405).
-_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-          405: "method_not_allowed", 408: "request_timeout", 409: "conflict",
-          413: "body_too_large", 422: "invalid_input", 502: "provider_error",
-          503: "unavailable"}
+# The handler takes any Exception (Starlette's signature for every handler); create_app
+# registers it for each class a request can end with.
 
 
-# The handlers take any Exception (Starlette's signature for every handler) and are each
-# registered for one class only.
+async def answer_problem(request: Request, exc: Exception) -> Response:
+    """The gateway's one exception handler: ``exc`` answered as its problem (``errors.py``)."""
+    if isinstance(exc, StarletteHTTPException):
+        exc = _routing_problem(request, exc)
+    return problem_of(exc, f"{request.method} {request.url.path}").response()
 
 
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
-    # One error shape across the gateway: an RFC 9457 problem (services/gateway/problems.py).
-    assert isinstance(exc, StarletteHTTPException)
-    detail = exc.detail
-    if exc.status_code == 404 and detail == "Not Found":
-        detail = (f"no route {request.method} {request.url.path} on this gateway; its routes "
-                  "are listed at /docs")
-    headers = exc.headers
+def _routing_problem(request: Request, exc: StarletteHTTPException) -> Exception:
+    """Starlette's and FastAPI's own refusals (an unknown path: 404, a wrong method: 405, a body
+    that cannot be parsed: 400) in the gateway's words; any other status is a bug of ours."""
+    if exc.status_code == 404:
+        return GatewayProblem(ProblemCode.not_found, (
+            f"no route {request.method} {request.url.path} on this gateway; its routes are "
+            "listed at /docs") if exc.detail == "Not Found" else exc.detail)
     if exc.status_code == 405:
         # Starlette's Allow names the methods of the first route of the path only; a path
         # served by several routes (GET and POST /v1/runs) takes all of theirs.
         allowed = sorted({method for router in ROUTERS for route in router.routes
                           if isinstance(route, Route) and route.path_regex.match(request.url.path)
                           for method in (route.methods or ())} - {"HEAD"})
-        if allowed:
-            headers = {**(headers or {}), "Allow": ", ".join(allowed)}
-        detail = (f"{request.url.path} does not take {request.method} (it takes "
-                  f"{(headers or {}).get('Allow', 'another method')}); see /docs")
-    code = _CODES.get(exc.status_code)
-    return problem_response(exc.status_code, {"error": detail, **({"code": code} if code else {})},
-                            headers)
-
-
-async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
-    # A bug of the gateway's, not the client's: logged with its traceback by the server.
-    return problem_response(500, {
-        "error": f"the gateway failed on this request ({type(exc).__name__}); nothing was kept "
-                 "— report it with the gateway's log", "code": "internal"})
-
-
-async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
-    first = errors[0] if errors else {"loc": [], "msg": "invalid"}
-    where = ".".join(str(part) for part in first["loc"][1:]) or "body"
-    return problem_response(422, {
-        "error": f"invalid request: {where}: {first['msg']}"
-                 + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
-        "code": "invalid_request", "errors": errors})
-
-
-async def _model_events_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ModelEventsError)
-    status, answer, headers = error_answer(exc, f"{request.method} {request.url.path}")
-    return problem_response(status, answer, headers)
+        headers = {**(exc.headers or {}), **({"Allow": ", ".join(allowed)} if allowed else {})}
+        return GatewayProblem(ProblemCode.method_not_allowed, (
+            f"{request.url.path} does not take {request.method} (it takes "
+            f"{headers.get('Allow', 'another method')}); see /docs"), headers=headers)
+    if exc.status_code == 400:
+        return GatewayProblem(ProblemCode.malformed_request, exc.detail)
+    return exc

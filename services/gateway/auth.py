@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import hmac
 
-from fastapi import HTTPException, Request
+from fastapi import Request
 
 from modelevents.services.errors import Unauthorized
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.dependencies import running_gateway
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 
 __all__ = ["Unauthorized", "caller_tenant", "may_see", "token_tenant"]
-
-CHALLENGE = {"WWW-Authenticate": "Bearer"}
-
 
 def token_tenant(config: GatewayConfig, authorization: str) -> str:
     """The tenant whose token the ``Authorization`` header value carries; :class:`Unauthorized`
@@ -57,10 +55,10 @@ def caller_tenant(request: Request, asked: str | None = None) -> str:
     try:
         found = token_tenant(config, request.headers.get("authorization", ""))
     except Unauthorized as exc:
-        raise HTTPException(401, detail=str(exc), headers=CHALLENGE) from None
+        raise GatewayProblem(ProblemCode.unauthorized, str(exc)) from None
     if asked is not None and asked != found:
-        raise HTTPException(403, detail=f"the token is tenant {found!r}'s; it cannot act for "
-                                        f"tenant {asked!r}")
+        raise GatewayProblem(ProblemCode.forbidden, f"the token is tenant {found!r}'s; it cannot "
+                             f"act for tenant {asked!r}")
     return found
 
 

@@ -24,7 +24,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from modelevents.services.gateway.config import GatewayConfig
-from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes
+from modelevents.services.gateway.problems import PROBLEM_JSON, GatewayProblem, ProblemCode
 
 __all__ = ["HeaderDeadline", "server_options"]
 
@@ -73,10 +73,9 @@ class HeaderDeadline(H11Protocol):
         log.info("%s: closed: no complete request headers within %g s (%d bytes received)",
                  client, self.header_timeout_s, len(received))
         if received:
-            body = problem_bytes(408, {
-                "error": f"the request's headers did not arrive within {self.header_timeout_s:g} "
-                         "s (header_timeout_s); send the whole request line and headers at once",
-                "code": "headers_timeout"})
+            body = GatewayProblem(ProblemCode.headers_timeout, (
+                f"the request's headers did not arrive within {self.header_timeout_s:g} s "
+                "(header_timeout_s); send the whole request line and headers at once")).encoded()
             self.transport.write(
                 b"HTTP/1.1 408 Request Timeout\r\ncontent-type: " + PROBLEM_JSON.encode()
                 + b"\r\nconnection: close\r\ncontent-length: " + str(len(body)).encode()

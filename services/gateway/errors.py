@@ -1,47 +1,67 @@
-"""The HTTP answer to each error the gateway's routes can raise: the client's mistakes are 4xx
-that say what to change, and 503 (with Retry-After) means one thing only — Kafka did not
-acknowledge, nothing was kept, send the same request again.
+"""The problem each exception a request can end with is answered as (``problems.py``): the
+client's mistakes are 4xx that say what to change, and a 503 (with Retry-After) means one thing
+only — Kafka did not acknowledge, nothing was kept, send the same request again.
 
-    KafkaUnavailable, ConfigError (a topic missing)   503  Kafka did not take it; retry later
-    InputError (an id, a framing, a render …)         422  the request must change
-    any other ModelEventsError                        500  the gateway's own failure (logged)
+    GatewayProblem                                    itself (raised by a route)
+    RequestValidationError (FastAPI)                  422 invalid_request, `errors` per field
+    KafkaUnavailable, ConfigError (a topic missing)   503 kafka_unavailable
+    InputError (an id, a framing, a render …)         422 invalid_input
+    anything else                                     500 internal, with an error id
+
+A 500 says only its error id: the exception, its message and its traceback — which may name the
+server's files — go to the gateway's log under that id, never to the client.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
+from typing import Any
 
-from modelevents.schemas.errors import ConfigError, InputError, ModelEventsError
+from fastapi.exceptions import RequestValidationError
+
+from modelevents.schemas.errors import ConfigError, InputError
 from modelevents.services.errors import KafkaUnavailable
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 
-__all__ = ["error_answer", "unavailable", "RETRY_AFTER_S"]
+__all__ = ["problem_of", "internal"]
 
 log = logging.getLogger("modelevents.gateway")
 
 
-def error_answer(exc: ModelEventsError, where: str) -> tuple[int, dict[str, str], dict[str, str]]:
-    """``(status, JSON body, headers)`` for ``exc`` raised while serving ``where``."""
+def problem_of(exc: BaseException, where: str) -> GatewayProblem:
+    """The problem to answer for ``exc``, raised while serving ``where`` (logged as it deserves)."""
+    if isinstance(exc, GatewayProblem):
+        return exc
+    if isinstance(exc, RequestValidationError):
+        return _invalid_request(exc)
     if isinstance(exc, (KafkaUnavailable, ConfigError)):
         log.warning("%s: answered 503: %s", where, exc)
-        return unavailable(exc)
+        reason = (f"Kafka behind the gateway did not take the request "
+                  f"({exc.detail or 'unreachable'})" if isinstance(exc, KafkaUnavailable)
+                  else str(exc))
+        # The client is told what happened, not how to run Kafka (the log says that).
+        return GatewayProblem(ProblemCode.kafka_unavailable, reason,
+                              retry="nothing was kept; send the same request again")
     if isinstance(exc, InputError):
         log.info("%s: answered 422: %s", where, exc)
-        return 422, {"error": str(exc), "code": "invalid_input"}, {}
-    log.error("%s: answered 500: %r", where, exc)
-    return 500, {"error": f"the gateway failed on this request ({exc}); nothing was kept — "
-                          "report it with the gateway's log", "code": "internal"}, {}
+        return GatewayProblem(ProblemCode.invalid_input, str(exc))
+    return internal(exc, where, "the gateway failed on this request; nothing was kept")
 
 
-# Seconds a sender is asked to wait before it retries after a 503.
-RETRY_AFTER_S = 5
+def internal(exc: BaseException, where: str, what: str, **facts: Any) -> GatewayProblem:
+    """A 500 for the gateway's own failure: ``what`` happened (and ``facts``), and the id the
+    log has ``exc`` under."""
+    error_id = f"err_{secrets.token_hex(8)}"
+    log.error("%s: answered 500, error id %s: %r", where, error_id, exc, exc_info=exc)
+    return GatewayProblem(ProblemCode.internal, f"{what} — report error id {error_id} with the "
+                          "gateway's log", **facts, error_id=error_id)
 
 
-def unavailable(exc: Exception) -> tuple[int, dict[str, str], dict[str, str]]:
-    """The answer when Kafka did not acknowledge (or a topic is missing): 503, the reason, and
-    Retry-After, so that the provider or application sends the same request again. The client
-    is told what happened, not how to run Kafka (the gateway's log says that to the operator)."""
-    reason = (f"Kafka behind the gateway did not take the request "
-              f"({exc.detail or 'unreachable'})" if isinstance(exc, KafkaUnavailable) else str(exc))
-    return (503, {"error": reason, "code": "kafka_unavailable",
-                  "retry": "nothing was kept; send the same request again"},
-            {"Retry-After": str(RETRY_AFTER_S)})
+def _invalid_request(exc: RequestValidationError) -> GatewayProblem:
+    errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+    first = errors[0] if errors else {"loc": [], "msg": "invalid"}
+    where = ".".join(str(part) for part in first["loc"][1:]) or "body"
+    return GatewayProblem(ProblemCode.invalid_request, f"invalid request: {where}: {first['msg']}"
+                          + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
+                          errors=errors)

@@ -25,8 +25,6 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
-from fastapi import HTTPException
-
 from modelevents.adapters.registry import API_FACTS
 from modelevents.adapters.requests import Endpoint, WireRequest
 from modelevents.services.errors import KafkaUnavailable
@@ -44,6 +42,7 @@ from modelevents.services.gateway.calls.runner import (
     CallTiming,
     ProviderCall,
 )
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 
 __all__ = ["begin_call", "carry_out", "cancel_elsewhere", "keep_calls", "take_up_calls", "take_up",
            "read_back_runner", "update_call", "READ_BACK_APIS"]
@@ -67,8 +66,8 @@ def in_flight_elsewhere(gateway: CallsHost, record: CallRecord | None) -> bool:
             and gateway.runs.busy(record.run_id))
 
 
-def conflict(record: CallRecord) -> HTTPException:
-    return HTTPException(409, detail=(
+def conflict(record: CallRecord) -> GatewayProblem:
+    return GatewayProblem(ProblemCode.conflict, (
         f"call {record.call} of run {record.run_id!r} is still in flight on gateway instance "
         f"{record.instance!r}; wait for it to end (GET the run) before sending its next call"))
 
@@ -165,8 +164,8 @@ def read_back_runner(gateway: CallsHost, record: CallRecord, call_tag: str) -> C
     its frames have a call tag of their own, so they never collide with the first call's)."""
     provider = gateway.config.provider(record.provider)
     if provider is None or not provider.takes_runs:
-        raise HTTPException(422, detail=f"provider {record.provider!r} is not configured on "
-                                        "this gateway")
+        raise GatewayProblem(ProblemCode.invalid_input, f"provider {record.provider!r} is not "
+                             "configured on this gateway")
     call = ProviderCall(
         run_id=record.run_id, tenant=record.tenant, call_tag=call_tag,
         wire=WireRequest(record.api, record.provider, record.model, Endpoint("GET", ""), {}),
@@ -270,11 +269,11 @@ async def take_up_calls(gateway: CallsHost, *, at_start: bool = False) -> int:
         try:
             if await take_up(gateway, record, why) is not None:
                 taken += 1
-        except HTTPException as exc:
-            if exc.status_code != 409:
+        except GatewayProblem as exc:
+            if exc.code is not ProblemCode.conflict:
                 log.error("run %s: call %s not taken up: %s", record.run_id, record.call,
                           exc.detail)
-            # 409: another replica took it up first
+            # a conflict: another replica took it up first
         except Exception as exc:  # one call that cannot be taken up does not stop the others
             log.error("run %s: call %s not taken up: %s", record.run_id, record.call, exc)
     if taken:

@@ -11,21 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 
 from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.gateway.calls.host import CallsHost
 from modelevents.services.gateway.calls.records import ANSWERED, PENDING, CallsView, KeyRecord
-from modelevents.services.gateway.problems import problem_response
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 
 __all__ = ["answer_or_claim", "remember", "release"]
 
 
 async def answer_or_claim(gateway: CallsHost, tenant: str, key: str,
-                          digest: str) -> Response | KeyRecord:
-    """The key's first answer again, a refusal (422, 409), or the key's claim for this request
-    (go on; then :func:`remember` its 202 or :func:`release` it). KafkaUnavailable (503) when
-    the claim is not read back in time."""
+                          digest: str) -> JSONResponse | KeyRecord:
+    """The key's first answer again, or the key's claim for this request (go on; then
+    :func:`remember` its 202 or :func:`release` it); a GatewayProblem for a key reused or still
+    pending, KafkaUnavailable (503) when the claim is not read back in time."""
     view = gateway.calls
     known = view.key(tenant, key)
     if known is None:
@@ -41,13 +41,14 @@ async def answer_or_claim(gateway: CallsHost, tenant: str, key: str,
     return _refusal_or_replay(known, digest)
 
 
-def _refusal_or_replay(known: KeyRecord, digest: str) -> Response:
+def _refusal_or_replay(known: KeyRecord, digest: str) -> JSONResponse:
     if known.digest != digest:
-        return _problem(422, f"Idempotency-Key {known.key!r} was used for another request body; "
-                             "use a new key for a new request", "idempotency_key_reused")
+        raise GatewayProblem(ProblemCode.idempotency_key_reused, (
+            f"Idempotency-Key {known.key!r} was used for another request body; use a new key "
+            "for a new request"))
     if known.state == PENDING or known.answer is None:
-        return _problem(409, f"a request with Idempotency-Key {known.key!r} is being answered; "
-                             "retry in a moment", "idempotency_key_pending", {"Retry-After": "1"})
+        raise GatewayProblem(ProblemCode.idempotency_key_pending, (
+            f"a request with Idempotency-Key {known.key!r} is being answered; retry in a moment"))
     answer = known.answer
     return JSONResponse(answer, status_code=202, headers={
         "Location": answer["links"]["state"], "Idempotent-Replayed": "true"})
@@ -87,9 +88,4 @@ async def release(gateway: CallsHost, claim: KeyRecord) -> None:
         await gateway.publish_call(record.record_key(), record.encode())
     except Exception:
         pass
-
-
-def _problem(status: int, message: str, code: str,
-             headers: dict[str, str] | None = None) -> Response:
-    return problem_response(status, {"error": message, "code": code}, headers)
 

@@ -14,10 +14,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import HTTPException
-
 from modelevents.schemas.ids import new_call_tag
 from modelevents.services.gateway.calls.runner import CallRunner
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 
 __all__ = ["LocalRuns"]
 
@@ -54,9 +53,9 @@ class LocalRuns:
         """The tag of the run's next call; 409 while a call of the run is in flight."""
         calls = self._runs.get(run_id)
         if calls is not None and calls.task is not None:
-            raise HTTPException(409, detail=f"call {calls.runners[-1].call.call_tag} of run "
-                                            f"{run_id!r} is still in flight; wait for it to end "
-                                            "(GET the run) before sending its next call")
+            raise GatewayProblem(ProblemCode.conflict, (
+                f"call {calls.runners[-1].call.call_tag} of run {run_id!r} is still in flight; "
+                "wait for it to end (GET the run) before sending its next call"))
         # A random part: another gateway process (or this one after a restart) may have made
         # calls of the same run, and frame ids must never collide within a run.
         count = len(calls.runners) if calls is not None else 0

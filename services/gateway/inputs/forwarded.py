@@ -12,7 +12,7 @@ the first frame not kept — names the cause, and says what to do:
                                                    503  kafka_unavailable: send the same body
                                                         again; frame ids are {stream}:{index},
                                                         so the worker drops the copies
-    a frame the gateway could not encode           500  internal (the gateway's log says why)
+    a frame the gateway could not encode           500  internal (its error id in the log)
 
 A frame not acknowledged in time may still be written afterwards; the retry is safe either way.
 """
@@ -36,7 +36,8 @@ from modelevents.schemas.errors import ModelEventsError
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.services.errors import how_to_reach_kafka
-from modelevents.services.gateway.errors import RETRY_AFTER_S
+from modelevents.services.gateway.errors import internal
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 from modelevents.services.kafka.clients import PRODUCER_BATCH_BYTES, send_frame
 from modelevents.services.kafka.settings import PipelineSettings
 
@@ -79,9 +80,8 @@ class Unkept:
     causes: list[str] = field(default_factory=list)
     failed: ModelEventsError | None = None  # the gateway's own failure while queueing
 
-    def answer(self, gateway: Writer, body_frames: int) -> tuple[int, dict[str, Any],
-                                                                   dict[str, str]]:
-        """``(status, problem body, headers)`` to answer the client."""
+    def problem(self, gateway: Writer, body_frames: int) -> GatewayProblem:
+        """What to answer the client."""
         kept = sum(self.acked[:body_frames])
         first = next(f for f, ok in zip(self.frames, self.acked, strict=True) if not ok)
         counted = (f"{kept} of the body's {body_frames} frames were written"
@@ -91,33 +91,25 @@ class Unkept:
                                  "first_not_kept_index": first.index}
         topic = gateway.settings.topic("frames")
         if self.failed is not None:
-            log.error("forwarded body: frame %d not written: %r; %s", first.index, self.failed,
-                      counted)
-            return 500, {
-                "error": f"the gateway could not write frame {first.index} ({self.failed}); "
-                         f"{counted}. Report it with the gateway's log",
-                "code": "internal", **facts}, {}
+            return internal(self.failed, f"forwarded body, frame {first.index}",
+                            f"the gateway could not write frame {first.index}; {counted}",
+                            **facts)
         if self.too_large is not None:
             size = len(codec.encode(self.too_large))
-            return 413, {
-                "error": f"Kafka refused frame {self.too_large.index} ({size} bytes as a record) "
-                         f"as too large for {topic}: the topic's max.message.bytes (or the "
-                         f"broker's message.max.bytes) is below what the gateway writes — records "
-                         f"up to {MAX_RECORD_BYTES} bytes, in batches up to "
-                         f"{PRODUCER_BATCH_BYTES} bytes; {counted}. The gateway's operator "
-                         "raises that limit; sending this body again fails the same way until "
-                         "then",
-                "code": "record_too_large", **facts}, {}
+            return GatewayProblem(ProblemCode.record_too_large, (
+                f"Kafka refused frame {self.too_large.index} ({size} bytes as a record) as too "
+                f"large for {topic}: the topic's max.message.bytes (or the broker's "
+                f"message.max.bytes) is below what the gateway writes — records up to "
+                f"{MAX_RECORD_BYTES} bytes, in batches up to {PRODUCER_BATCH_BYTES} bytes; "
+                f"{counted}. The gateway's operator raises that limit; sending this body again "
+                "fails the same way until then"), **facts)
         cause = "; ".join(dict.fromkeys(self.causes)) or "no acknowledgement"
         log.warning("forwarded body: %s; %s; %s", cause, counted,
                     how_to_reach_kafka(gateway.settings.bootstrap_servers))
-        return 503, {
-            "error": f"Kafka behind the gateway did not acknowledge every frame ({cause}); "
-                     f"{counted}",
-            "code": "kafka_unavailable", **facts,
-            "retry": "send the same body again: each frame's id is {stream}:{index}, so the "
-                     "frames written already are dropped as copies"}, {
-            "Retry-After": str(RETRY_AFTER_S)}
+        return GatewayProblem(ProblemCode.kafka_unavailable, (
+            f"Kafka behind the gateway did not acknowledge every frame ({cause}); {counted}"),
+            **facts, retry="send the same body again: each frame's id is {stream}:{index}, so "
+                           "the frames written already are dropped as copies")
 
 
 def _cause(exc: BaseException, timeout_s: float) -> str:

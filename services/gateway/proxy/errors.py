@@ -6,7 +6,9 @@
 
 The SDKs pick the exception class by HTTP status (400 BadRequestError, 401, 403, 404, 429
 RateLimitError, 503 …) and read the message from these bodies (OpenAI API reference "Error
-codes", Claude API "Errors", Google AIP-193).
+codes", Claude API "Errors", Google AIP-193). The reason is one of the gateway's own
+``ProblemCode``s, with its status — except that a request the gateway cannot take is a 400 here,
+as the providers answer it, not the 422 of the gateway's own routes.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 import orjson
 from starlette.responses import Response
+
+from modelevents.services.gateway.problems import ProblemCode
 
 __all__ = ["provider_error"]
 
@@ -41,10 +45,10 @@ def error_body(api: str, status: int, message: str, code: str) -> dict[str, Any]
                       "param": None, "code": code}}
 
 
-def provider_error(api: str, status: int, message: str, code: str,
-                   headers: dict[str, str] | None = None) -> Response:
+def provider_error(api: str, code: ProblemCode, message: str) -> Response:
     """The answer to a proxied request the gateway refuses itself (nothing was sent upstream);
-    ``code`` names the gateway's reason (``x-modelevents-error`` says it for every API)."""
-    return Response(orjson.dumps(error_body(api, status, message, code)), status_code=status,
-                    media_type="application/json",
-                    headers={"x-modelevents-error": code, **(headers or {})})
+    ``code`` is the gateway's reason (``x-modelevents-error`` says it for every API)."""
+    status = 400 if code.status == 422 else code.status
+    return Response(orjson.dumps(error_body(api, status, message, code.value)),
+                    status_code=status, media_type="application/json",
+                    headers={"x-modelevents-error": code.value, **code.headers})

@@ -22,6 +22,7 @@ from modelevents.schemas.ids import check_id
 from modelevents.services.errors import Unauthorized
 from modelevents.services.gateway.auth import token_tenant
 from modelevents.services.gateway.config import GatewayConfig
+from modelevents.services.gateway.problems import ProblemCode
 from modelevents.services.gateway.proxy.headers import RUN_ID, TENANT, TOKEN
 
 __all__ = ["Refused", "caller_tenant", "asked_run_id"]
@@ -30,9 +31,9 @@ __all__ = ["Refused", "caller_tenant", "asked_run_id"]
 class Refused(Exception):
     """A request the proxy answers itself, in the provider's error shape."""
 
-    def __init__(self, status: int, message: str, code: str) -> None:
+    def __init__(self, code: ProblemCode, message: str) -> None:
         super().__init__(message)
-        self.status, self.message, self.code = status, message, code
+        self.code, self.message = code, message
 
 
 def caller_tenant(config: GatewayConfig, headers: Mapping[str, str]) -> str:
@@ -41,24 +42,25 @@ def caller_tenant(config: GatewayConfig, headers: Mapping[str, str]) -> str:
         try:
             check_id(asked, "tenant")
         except InvalidId as exc:
-            raise Refused(400, f"{TENANT}: {exc}", "invalid_tenant") from None
+            raise Refused(ProblemCode.malformed_request, f"{TENANT}: {exc}") from None
     if not config.api_tokens:
         return asked or config.default_tenant
     offered = (headers.get(TOKEN) or "").strip()
     if not offered:
-        raise Refused(401, f"this modelevents gateway requires its token in the {TOKEN} header "
-                           "(a token from api_tokens in its config); the Authorization header "
-                           "carries the provider key", "modelevents_token_required")
+        raise Refused(ProblemCode.unauthorized,
+                      f"this modelevents gateway requires its token in the {TOKEN} header "
+                      "(a token from api_tokens in its config); the Authorization header "
+                      "carries the provider key")
     if not offered.lower().startswith("bearer "):
         offered = f"Bearer {offered}"
     try:
         tenant = token_tenant(config, offered)
     except Unauthorized:
-        raise Refused(401, f"the {TOKEN} header holds no token of this gateway's api_tokens",
-                      "modelevents_token_invalid") from None
+        raise Refused(ProblemCode.unauthorized,
+                      f"the {TOKEN} header holds no token of this gateway's api_tokens") from None
     if asked is not None and asked != tenant:
-        raise Refused(403, f"the modelevents token is tenant {tenant!r}'s; it cannot act for "
-                           f"tenant {asked!r}", "modelevents_wrong_tenant")
+        raise Refused(ProblemCode.forbidden, f"the modelevents token is tenant {tenant!r}'s; it "
+                                             f"cannot act for tenant {asked!r}")
     return tenant
 
 
@@ -68,5 +70,5 @@ def asked_run_id(headers: Mapping[str, str]) -> str | None:
         try:
             check_id(run_id)
         except InvalidId as exc:
-            raise Refused(400, f"{RUN_ID}: {exc}", "invalid_run_id") from None
+            raise Refused(ProblemCode.invalid_id, f"{RUN_ID}: {exc}") from None
     return run_id

@@ -37,6 +37,7 @@ from starlette.responses import Response, StreamingResponse
 from modelevents.adapters.registry import api_facts
 from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.services.gateway.problems import ProblemCode
 from modelevents.services.gateway.proxy.errors import provider_error
 from modelevents.services.gateway.proxy.framer import Framer, Framing
 from modelevents.services.gateway.proxy.headers import RUN_ID, request_headers, response_headers
@@ -74,27 +75,26 @@ async def relay(hub: ProxyHub, request: Request, call: ProxiedCall) -> Response:
     api = call.api
     target = hub.upstream(call.upstream)
     if target is None:
-        return provider_error(api, 404, f"modelevents gateway: no upstream named "
-                                        f"{call.upstream!r}; it has {', '.join(hub.upstream_names()) or 'none'} "
-                                        "(proxy.upstreams and providers in its config)",
-                              "unknown_upstream")
+        return provider_error(api, ProblemCode.not_found,
+                              f"modelevents gateway: no upstream named {call.upstream!r}; it has "
+                              f"{', '.join(hub.upstream_names()) or 'none'} (proxy.upstreams and "
+                              "providers in its config)")
     try:
         if call.object_id is not None and not _OBJECT_ID.fullmatch(call.object_id):
-            raise Refused(400, f"{call.object_id[:60]!r} is not an object id", "invalid_id")
+            raise Refused(ProblemCode.invalid_id, f"{call.object_id[:60]!r} is not an object id")
         tenant = caller_tenant(hub.gateway.config, request.headers)
         run_id, fresh = _run_of(hub, request, call, tenant)
     except Refused as exc:
-        return provider_error(api, exc.status, exc.message, exc.code)
+        return provider_error(api, exc.code, exc.message)
     gateway = hub.gateway
     if not hub.tee.accepting(tenant):
-        return provider_error(api, 503, "modelevents gateway: Kafka is unreachable and tenant "
-                                        f"{tenant!r} fails closed; nothing was sent to the "
-                                        "provider — retry shortly", "kafka_unavailable",
-                              {"retry-after": "1"})
+        return provider_error(api, ProblemCode.kafka_unavailable,
+                              f"modelevents gateway: Kafka is unreachable and tenant {tenant!r} "
+                              "fails closed; nothing was sent to the provider — retry shortly")
     if hub.in_flight >= gateway.config.max_calls_in_flight:
-        return provider_error(api, 429, f"modelevents gateway: {gateway.config.max_calls_in_flight}"
-                                        " calls are in flight on this gateway; retry shortly",
-                              "busy", {"retry-after": "1"})
+        return provider_error(api, ProblemCode.busy,
+                              f"modelevents gateway: {gateway.config.max_calls_in_flight} calls "
+                              "are in flight on this gateway; retry shortly")
     body = await request.body() if request.method == "POST" else b""
     doc = _json_object(body)
     model = call.model or (doc.get("model") if doc is not None else None)
@@ -102,16 +102,18 @@ async def relay(hub: ProxyHub, request: Request, call: ProxiedCall) -> Response:
     if call.what == "create" and doc is not None:
         refused = refusal(gateway.manifest, target.provider(api), api, model, doc)
         if refused is not None:
-            return provider_error(api, 400, f"modelevents gateway: the capability router refused "
-                                            f"the request: {refused.describe()}",
-                                  "capability_rejected")
+            return provider_error(api, ProblemCode.capability_rejected,
+                                  "modelevents gateway: the capability router refused the "
+                                  f"request: {refused.describe()}")
     sent = _upstream_request(gateway.http, request, target, call, body, tenant)
     try:
         response = await gateway.http.send(sent, stream=True)
     except httpx.TransportError as exc:
-        return provider_error(api, 502, f"modelevents gateway: upstream {target.name} "
-                                        f"({target.base_url}) could not be reached: {exc!r}",
-                              "upstream_unreachable")
+        # The upstream's address and the error stay in the gateway's log, not the answer.
+        log.warning("proxy: upstream %s (%s) could not be reached: %r", target.name,
+                    target.base_url, exc)
+        return provider_error(api, ProblemCode.provider_error,
+                              f"modelevents gateway: upstream {target.name} could not be reached")
     tag = f"x{secrets.token_hex(5)}"
     if call.what == "create":
         correlation_id = request.headers.get("x-correlation-id")
@@ -135,8 +137,8 @@ def _run_of(hub: ProxyHub, request: Request, call: ProxiedCall, tenant: str
     asked = asked_run_id(request.headers)
     gateway = hub.gateway
     if asked is not None and gateway.owner_of(asked) not in (None, tenant):
-        raise Refused(400, f"run id {asked!r} is taken; send another {RUN_ID} (or none)",
-                      "run_id_taken")
+        raise Refused(ProblemCode.run_not_found,
+                      f"run id {asked!r} is another tenant's; send another {RUN_ID} (or none)")
     if call.what == "create":
         if asked is None:
             return f"run_{secrets.token_hex(12)}", True
@@ -144,7 +146,7 @@ def _run_of(hub: ProxyHub, request: Request, call: ProxiedCall, tenant: str
     object_id = call.object_id or ""
     known = hub.run_of_object(object_id)
     if known is not None and known[1] != tenant:
-        raise Refused(404, f"no object {object_id!r} of this tenant", "not_found")
+        raise Refused(ProblemCode.not_found, f"no object {object_id!r} of this tenant")
     if asked is not None:
         return asked, False
     if known is not None:

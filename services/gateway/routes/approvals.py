@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 
 from modelevents.schemas.ids import check_id
 from modelevents.services.gateway.dependencies import RunningGateway
-from modelevents.services.gateway.problems import problem_response
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 from modelevents.services.gateway.routes.runs import known_run
 from modelevents.services.run_logic.executor_events import approval_resolution, hash_of_approval
 
@@ -70,17 +70,14 @@ async def decide(run_id: str, approval_id: str, decision: Decision,
     state = await gateway.run_states.wait_for(
         run_id, lambda s: approval_id in s.pending_approvals, PENDING_WAIT_S)
     if state is None or state.tenant != owner or approval_id not in state.pending_approvals:
-        return problem_response(409, {"error": f"run {run_id!r} is not waiting for approval "
-                                               f"{approval_id!r} (decided already, or never "
-                                               "asked); its events say which",
-                                      "code": "not_pending"})
+        raise GatewayProblem(ProblemCode.not_pending, (
+            f"run {run_id!r} is not waiting for approval {approval_id!r} (decided already, or "
+            "never asked); its events say which"))
     requested = hash_of_approval(approval_id)
     if decision.arguments_sha256 is not None and decision.arguments_sha256 != requested:
-        return problem_response(409, {"error": f"approval {approval_id!r} was asked for "
-                                               f"arguments of hash {requested}, not "
-                                               f"{decision.arguments_sha256}: show the "
-                                               "approval.requested again and decide on it",
-                                      "code": "arguments_changed"})
+        raise GatewayProblem(ProblemCode.arguments_changed, (
+            f"approval {approval_id!r} was asked for arguments of hash {requested}, not "
+            f"{decision.arguments_sha256}: show the approval.requested again and decide on it"))
     who = f"tenant:{owner}"
     if decision.decided_by:
         who = f"{decision.decided_by} ({who})"

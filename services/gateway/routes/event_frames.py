@@ -16,12 +16,13 @@ from contextlib import aclosing
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 
 from modelevents.schemas.events import ModelEvent
 from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.events.followers import json_default
 from modelevents.services.gateway.events.run_states import run_history
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 from modelevents.services.gateway.routes.runs import known_run
 
 __all__ = ["router", "event_with_frame"]
@@ -47,12 +48,12 @@ async def get_event(run_id: str, seq: int, request: Request,
                     gateway: RunningGateway) -> dict[str, Any]:
     _state, owner = known_run(gateway, request, run_id)
     if seq < 0:
-        raise HTTPException(422, detail="seq is a whole number from 0")
+        raise GatewayProblem(ProblemCode.invalid_input, "seq is a whole number from 0")
     async with aclosing(run_history(gateway.config.kafka, run_id, owner,
                                     after_seq=seq - 1)) as events:
         async for event in events:
             if event.seq == seq:
                 return event_with_frame(event)
             break
-    raise HTTPException(404, detail=f"run {run_id!r} has no event {seq} on "
-                                    f"{gateway.config.kafka.topic('events')} (yet)")
+    raise GatewayProblem(ProblemCode.not_found, f"run {run_id!r} has no event {seq} on "
+                         f"{gateway.config.kafka.topic('events')} (yet)")

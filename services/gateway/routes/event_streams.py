@@ -28,13 +28,14 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 
 import orjson
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from modelevents.schemas.run_state import TERMINAL_RUN_STATES
 from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.events.followers import LAGGED
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 from modelevents.services.gateway.routes.runs import known_run
 from modelevents.services.gateway.state import Gateway
 
@@ -46,31 +47,34 @@ log = logging.getLogger("modelevents.gateway.event_streams")
 MAX_RUNS = 50
 # What one run's part waits for room in the merged stream (events of all runs, not sent yet).
 _MERGED_ITEMS = 256
-_REFUSALS = {404: "not_found", 503: "not_ready", 422: "not_found"}
 _RUN_QUERY = Query([], description="run id, or <run id>@<seq> to go on after seq (repeat)")
 _CUT = b": a run's reader stopped; ask again, each run after its last seq\n\n"
 
 
 def parse_runs(values: list[str]) -> list[tuple[str, int]]:
-    """``run`` values as (run id, after seq); HTTPException 422 for what is not one."""
+    """``run`` values as (run id, after seq); a 422 problem for what is not one."""
     if not values:
-        raise HTTPException(422, detail="name the runs to follow: run=<run id> (repeat it), "
-                                        "run=<run id>@<seq> to go on after that seq")
+        raise _invalid("name the runs to follow: run=<run id> (repeat it), run=<run id>@<seq> "
+                       "to go on after that seq")
     if len(values) > MAX_RUNS:
-        raise HTTPException(422, detail=f"{len(values)} runs asked for; one stream carries at "
-                                        f"most {MAX_RUNS}: open another for the rest")
+        raise _invalid(f"{len(values)} runs asked for; one stream carries at most {MAX_RUNS}: "
+                       "open another for the rest")
     runs: list[tuple[str, int]] = []
     for value in values:
         run_id, at, seq = value.partition("@")
         if at and not (seq.isdigit() or seq == "-1"):
-            raise HTTPException(422, detail=f"run={value!r}: after '@' comes the seq of the last "
-                                            "event received (a whole number, or -1)")
+            raise _invalid(f"run={value!r}: after '@' comes the seq of the last event received "
+                           "(a whole number, or -1)")
         runs.append((run_id, int(seq) if at else -1))
     named = [run_id for run_id, _ in runs]
     if len(set(named)) != len(named):
         twice = sorted({r for r in named if named.count(r) > 1})
-        raise HTTPException(422, detail=f"run {twice[0]!r} is named twice; name each run once")
+        raise _invalid(f"run {twice[0]!r} is named twice; name each run once")
     return runs
+
+
+def _invalid(detail: str) -> GatewayProblem:
+    return GatewayProblem(ProblemCode.invalid_input, detail)
 
 
 @router.get(
@@ -91,9 +95,11 @@ async def stream_runs(request: Request, gateway: RunningGateway,
     for run_id, after in parse_runs(run):
         try:
             state, owner = known_run(gateway, request, run_id)
-        except HTTPException as exc:
-            ends.append(_end(run_id, _REFUSALS.get(exc.status_code, "not_found"),
-                             exc.status_code, str(exc.detail)))
+        except GatewayProblem as exc:
+            # The run alone is refused: not_ready while the gateway reads its topics, else
+            # not_found (an invalid id, nobody's run, another tenant's: the same answer).
+            reason = "not_ready" if exc.code is ProblemCode.unavailable else "not_found"
+            ends.append(_end(run_id, reason, exc.status, exc.detail))
             continue
         if state is not None and state.status in TERMINAL_RUN_STATES and after >= state.last_seq:
             ends.append(_end(run_id, "finished"))

@@ -35,7 +35,7 @@ from modelevents.schemas.ids import check_id, check_provider
 from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.inputs.forwarded import publish_body
-from modelevents.services.gateway.problems import problem_response
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 
 __all__ = ["router", "FRAMINGS_BY_CONTENT_TYPE"]
 
@@ -54,17 +54,15 @@ ENDS = ("stream", "run", "none")
 MAX_INDEX = 2**63 - 1
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
+def _invalid(detail: str) -> GatewayProblem:
+    return GatewayProblem(ProblemCode.invalid_input, detail)
 
 
-def _not_yours(run_id: str) -> str:
+def _not_yours(run_id: str) -> GatewayProblem:
     # The same answer as for a run that does not exist: an id of another tenant says nothing.
-    return (f"no run {run_id!r} of this tenant: the run id is taken; forward under a run id "
-            "of your own")
+    return GatewayProblem(ProblemCode.run_not_found, (
+        f"no run {run_id!r} of this tenant: the run id is taken; forward under a run id of your "
+        "own"))
 
 
 def _param(request: Request, name: str) -> str | None:
@@ -81,12 +79,12 @@ def _int_param(request: Request, name: str, default: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise _Refused(422, f"{name}={raw!r} is not a whole number") from None
+        raise _invalid(f"{name}={raw!r} is not a whole number") from None
     if value < 0:
-        raise _Refused(422, f"{name}={raw!r} must be 0 or more")
+        raise _invalid(f"{name}={raw!r} must be 0 or more")
     if value > MAX_INDEX:
-        raise _Refused(422, f"{name}={raw[:40]!r} is beyond the largest frame index "
-                            f"({MAX_INDEX}); count the stream's frames from 0")
+        raise _invalid(f"{name}={raw[:40]!r} is beyond the largest frame index ({MAX_INDEX}); "
+                       "count the stream's frames from 0")
     return value
 
 
@@ -94,24 +92,26 @@ def _framing(request: Request) -> str:
     content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
     framing = FRAMINGS_BY_CONTENT_TYPE.get(content_type)
     if framing is None:
-        raise _Refused(415, f"Content-Type {content_type or '(none)'!r} is not a stream this "
-                            f"endpoint reads; send the provider's SSE body as text/event-stream "
-                            f"or one JSON payload per line as application/x-ndjson")
+        raise GatewayProblem(ProblemCode.unsupported_media_type, (
+            f"Content-Type {content_type or '(none)'!r} is not a stream this endpoint reads; "
+            "send the provider's SSE body as text/event-stream or one JSON payload per line as "
+            "application/x-ndjson"))
     return framing
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _Refused(413, f"body of {declared} bytes exceeds the limit of {limit} bytes "
-                            "(max_forward_bytes); forward the stream in several bodies "
-                            "(index=…, end=none)")
+        raise GatewayProblem(ProblemCode.body_too_large, (
+            f"body of {declared} bytes exceeds the limit of {limit} bytes (max_forward_bytes); "
+            "forward the stream in several bodies (index=…, end=none)"))
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise _Refused(413, f"body exceeds the limit of {limit} bytes (max_forward_bytes)")
+            raise GatewayProblem(ProblemCode.body_too_large, f"body exceeds the limit of {limit} "
+                                 "bytes (max_forward_bytes)")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -156,54 +156,52 @@ async def forward_frames(request: Request, run_id: str,
     """Publish the frames of a provider stream the application received itself (see the
     parameters); 200 with the number of frames once Kafka acknowledged all of them."""
     config = gateway.config
+    framing = _framing(request)
+    api_choice = _param(request, "api")
+    if not api_choice:
+        raise _invalid("name the provider API of the stream: ?api=openai-responses (or the "
+                       "X-Modelevents-Api header); one of " + ", ".join(CLI_CHOICES))
     try:
-        framing = _framing(request)
-        api_choice = _param(request, "api")
-        if not api_choice:
-            raise _Refused(422, "name the provider API of the stream: ?api=openai-responses (or "
-                                "the X-Modelevents-Api header); one of " + ", ".join(CLI_CHOICES))
+        candidates = resolve_api(api_choice)
+    except InputError as exc:
+        raise _invalid(str(exc).replace("--provider ", "api=")) from None
+    stream_id = _param(request, "stream") or "s0"
+    end = _param(request, "end") or "stream"
+    if end not in ENDS:
+        raise _invalid(f"end={end!r}: choose one of {', '.join(ENDS)}")
+    provider = _param(request, "provider") or None
+    try:
+        check_id(run_id)
+        check_id(stream_id, "stream id")
+        if provider is not None:
+            check_provider(provider)
+    except InvalidId as exc:
+        raise GatewayProblem(ProblemCode.invalid_id, str(exc)) from None
+    first_index = _int_param(request, "index", 0)
+    tenant = caller_tenant(request, _param(request, "tenant"))
+    if gateway.owner_of(run_id) not in (None, tenant):
+        raise _not_yours(run_id)  # before the body is even read
+    body = await _read_body(request, config.max_forward_bytes)
+    frames = frames_from_bytes(body, run_key=run_id, provider="", api="", framing=framing,
+                               stream_id=stream_id, received_at=int(time.time() * 1000),
+                               tenant=tenant)
+    if not frames:
+        raise GatewayProblem(ProblemCode.malformed_request, (
+            "the body holds no frames (an SSE event needs a data: line; NDJSON one JSON payload "
+            "per line)"))
+    if first_index > MAX_INDEX - len(frames):
+        raise _invalid(f"index={first_index}: the body's {len(frames)} frames (and the end "
+                       f"marker) would go past the largest frame index ({MAX_INDEX}); count the "
+                       "stream's frames from 0")
+    if len(candidates) == 1:
+        api = candidates[0]
+    else:
         try:
-            candidates = resolve_api(api_choice)
+            api = detect_api(decoded_docs(frames), candidates=candidates)
         except InputError as exc:
-            raise _Refused(422, str(exc).replace("--provider ", "api=")) from None
-        stream_id = _param(request, "stream") or "s0"
-        end = _param(request, "end") or "stream"
-        if end not in ENDS:
-            raise _Refused(422, f"end={end!r}: choose one of {', '.join(ENDS)}")
-        provider = _param(request, "provider") or None
-        try:
-            check_id(run_id)
-            check_id(stream_id, "stream id")
-            if provider is not None:
-                check_provider(provider)
-        except InvalidId as exc:
-            raise _Refused(422, str(exc)) from None
-        first_index = _int_param(request, "index", 0)
-        tenant = caller_tenant(request, _param(request, "tenant"))
-        if gateway.owner_of(run_id) not in (None, tenant):
-            raise _Refused(404, _not_yours(run_id))  # before the body is even read
-        body = await _read_body(request, config.max_forward_bytes)
-        frames = frames_from_bytes(body, run_key=run_id, provider="", api="", framing=framing,
-                                   stream_id=stream_id, received_at=int(time.time() * 1000),
-                                   tenant=tenant)
-        if not frames:
-            raise _Refused(400, "the body holds no frames (an SSE event needs a data: line; "
-                                "NDJSON one JSON payload per line)")
-        if first_index > MAX_INDEX - len(frames):
-            raise _Refused(422, f"index={first_index}: the body's {len(frames)} frames (and the "
-                                f"end marker) would go past the largest frame index "
-                                f"({MAX_INDEX}); count the stream's frames from 0")
-        if len(candidates) == 1:
-            api = candidates[0]
-        else:
-            try:
-                api = detect_api(decoded_docs(frames), candidates=candidates)
-            except InputError as exc:
-                raise _Refused(422, str(exc).replace("--provider ", "api=")) from None
-        if not await gateway.claim_run(run_id, tenant):  # KafkaUnavailable → 503 (app.py)
-            raise _Refused(404, _not_yours(run_id))
-    except _Refused as exc:
-        return problem_response(exc.status, {"error": exc.reason})
+            raise _invalid(str(exc).replace("--provider ", "api=")) from None
+    if not await gateway.claim_run(run_id, tenant):  # KafkaUnavailable → 503 (app.py)
+        raise _not_yours(run_id)
 
     provider = provider or ADAPTERS[api].default_provider
     for frame in frames:
@@ -217,7 +215,7 @@ async def forward_frames(request: Request, run_id: str,
     accepted = len(frames) - (end != "none")
     unkept = await publish_body(gateway, frames)
     if unkept is not None:  # some frames may be written: the answer counts them
-        return problem_response(*unkept.answer(gateway, accepted))
+        raise unkept.problem(gateway, accepted)
     return JSONResponse({"run_id": run_id, "api": api, "provider": provider, "stream": stream_id,
                          "accepted": accepted, "first_index": first_index,
                          "next_index": first_index + accepted, "end": end})

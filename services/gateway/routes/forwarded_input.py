@@ -27,7 +27,7 @@ from modelevents.schemas.ids import check_id, check_provider
 from modelevents.schemas.transcript import NeutralRequest
 from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.dependencies import RunningGateway
-from modelevents.services.gateway.problems import problem_response
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 
 __all__ = ["router", "ForwardedInput"]
 
@@ -66,23 +66,22 @@ async def record_input(run_id: str, body: ForwardedInput, request: Request,
             if provider:
                 check_provider(provider)
     except InvalidId as exc:
-        return problem_response(422, {"error": str(exc), "code": "invalid_id"})
+        raise GatewayProblem(ProblemCode.invalid_id, str(exc)) from None
     try:
         candidates = resolve_api(body.api)
     except InputError as exc:
-        return problem_response(422, {"error": str(exc).replace("--provider ", "api=")})
+        raise GatewayProblem(ProblemCode.invalid_input,
+                             str(exc).replace("--provider ", "api=")) from None
     if len(candidates) != 1:
-        return problem_response(422, {"error": f"api={body.api!r} names a family "
-                                               f"({', '.join(candidates)}); name the one API "
-                                               "called"})
+        raise GatewayProblem(ProblemCode.invalid_input, (
+            f"api={body.api!r} names a family ({', '.join(candidates)}); name the one API "
+            "called"))
     api = candidates[0]
     tenant = caller_tenant(request, body.request.tenant)
-    not_yours = problem_response(404, {"error": f"no run {run_id!r} of this tenant: the run id "
-                                                "is taken; forward under a run id of your own"})
     if gateway.owner_of(run_id) not in (None, tenant):
-        return not_yours
+        raise _taken(run_id)
     if not await gateway.claim_run(run_id, tenant):  # KafkaUnavailable → 503 (app.py)
-        return not_yours
+        raise _taken(run_id)
     packet = gateway.packets.packet(
         body.request, run_id=run_id, tenant=tenant, call=body.stream,
         provider=body.provider or ADAPTERS[api].default_provider, api=api, model=body.model,
@@ -94,3 +93,9 @@ async def record_input(run_id: str, body: ForwardedInput, request: Request,
                          "redactions": packet.redaction.redactions,
                          "links": {"messages": f"/v1/runs/{run_id}/messages"}},
                         status_code=201)
+
+
+def _taken(run_id: str) -> GatewayProblem:
+    return GatewayProblem(ProblemCode.run_not_found, (
+        f"no run {run_id!r} of this tenant: the run id is taken; forward under a run id of your "
+        "own"))

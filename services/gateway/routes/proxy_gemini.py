@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from modelevents.services.gateway.problems import ProblemCode
 from modelevents.services.gateway.proxy.errors import provider_error
 from modelevents.services.gateway.proxy.hub import RunningProxy
 from modelevents.services.gateway.proxy.relay import ProxiedCall, What, relay
@@ -31,10 +32,10 @@ _BODY = {"requestBody": {"content": {"application/json": {"schema": {"type": "ob
 
 
 def _unknown(api: str, what: str) -> Response:
-    return provider_error(api, 404, f"modelevents gateway: no Gemini endpoint {what}; the proxy "
-                                    "serves models/{model}:generateContent, "
-                                    ":streamGenerateContent and interactions on "
-                                    + ", ".join(VERSIONS), "not_found")
+    return provider_error(api, ProblemCode.not_found,
+                          f"modelevents gateway: no Gemini endpoint {what}; the proxy serves "
+                          "models/{model}:generateContent, :streamGenerateContent and "
+                          "interactions on " + ", ".join(VERSIONS))
 
 
 @router.post("/proxy/{upstream}/{version}/models/{model_action:path}",

@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from modelevents.schemas.run_state import RUN_STATES, RunState
 from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.dependencies import RunningGateway
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 from modelevents.services.gateway.state import Gateway
 
 __all__ = ["router", "run_row", "select_runs", "RunFilter", "first_page"]
@@ -92,8 +93,8 @@ def _decode_cursor(cursor: str) -> tuple[int, str]:
         if not isinstance(at, int) or not isinstance(run_id, str):
             raise ValueError(cursor)
     except (ValueError, TypeError, binascii.Error, orjson.JSONDecodeError):
-        raise HTTPException(400, detail="cursor is not one this gateway gave; pass the "
-                                        "next_cursor of the previous page as it was") from None
+        raise GatewayProblem(ProblemCode.malformed_request, "cursor is not one this gateway "
+                             "gave; pass the next_cursor of the previous page as it was") from None
     return at, run_id
 
 
@@ -106,8 +107,8 @@ def _statuses(asked: list[str]) -> set[str] | None:
             elif status in RUN_STATES:
                 wanted.add(status)
             else:
-                raise HTTPException(422, detail=f"status {status!r} is not a run status; one "
-                                                f"of {', '.join(RUN_STATES)} or waiting")
+                raise GatewayProblem(ProblemCode.invalid_input, f"status {status!r} is not a run "
+                                     f"status; one of {', '.join(RUN_STATES)} or waiting")
     return wanted or None
 
 

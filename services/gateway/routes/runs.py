@@ -25,7 +25,7 @@ from contextlib import aclosing
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Header, HTTPException, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from modelevents.adapters.errors import RenderError
@@ -44,11 +44,10 @@ from modelevents.services.gateway.calls.records import ENDED, CallRecord, KeyRec
 from modelevents.services.gateway.calls.router import admit, route
 from modelevents.services.gateway.calls.runner import CallRunner, ProviderCall
 from modelevents.services.gateway.dependencies import RunningGateway
-from modelevents.services.gateway.errors import RETRY_AFTER_S
 from modelevents.services.gateway.events.followers import json_default, sse_event
 from modelevents.services.gateway.events.run_states import run_history
 from modelevents.services.gateway.inputs.packets import InputPackets, latest_packet, packet_summary
-from modelevents.services.gateway.problems import problem_response
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 from modelevents.services.gateway.routes.health import readiness
 from modelevents.services.gateway.state import Gateway
 
@@ -60,12 +59,6 @@ router = APIRouter(tags=["runs"])
 
 MAX_IDEMPOTENCY_KEY = 255
 MAX_CORRELATION_ID = 255
-
-
-def _error(status: int, message: str, code: str | None = None, headers: dict[str, str] | None
-           = None, **extra: Any) -> JSONResponse:
-    body: dict[str, Any] = {"error": message, **({"code": code} if code else {}), **extra}
-    return problem_response(status, body, headers)
 
 
 @router.post(
@@ -92,7 +85,7 @@ async def start_run(neutral: NeutralRequest, request: Request, gateway: RunningG
         try:
             check_id(neutral.run_id)
         except InvalidId as exc:
-            return _error(422, str(exc), "invalid_id")
+            raise GatewayProblem(ProblemCode.invalid_id, str(exc)) from None
     claim = None
     if idempotency_key is not None:
         digest = hashlib.sha256(neutral.model_dump_json().encode()).hexdigest()
@@ -120,30 +113,30 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
         target = route(neutral, gateway.manifest,
                        config.run_providers(gateway.manifest.providers()), policy)
     except CapabilityRejected as exc:
-        return problem_response(422, exc.to_dict())
+        code = ProblemCode.egress_rejected if exc.egress else ProblemCode.capability_rejected
+        raise GatewayProblem(code, str(exc), candidates=exc.details()) from None
     try:
         wire = build(neutral, target.api, target.model, stream=neutral.streams,
                      provider=target.provider)
     except RenderError as exc:
-        return _error(422, str(exc), "render_failed")
+        raise GatewayProblem(ProblemCode.render_failed, str(exc)) from None
     run_id = neutral.run_id or f"run_{uuid.uuid4().hex[:24]}"
     if gateway.owner_of(run_id) not in (None, tenant):
-        return _not_yours(run_id)  # known already: refused before anything else is asked
+        raise _not_yours(run_id)  # known already: refused before anything else is asked
     if gateway.runs.in_flight >= config.max_calls_in_flight:
-        return _error(429, f"{config.max_calls_in_flight} provider calls are in flight on this "
-                           "gateway; retry shortly", "busy", {"Retry-After": "1"})
+        raise GatewayProblem(ProblemCode.busy, f"{config.max_calls_in_flight} provider calls "
+                             "are in flight on this gateway; retry shortly")
     # The views may be read still (a gateway just started): wait as a claim would.
     status, ready = await readiness(gateway, views_wait=config.ack_timeout_s)
     if status != 200:
-        return _error(503, f"Kafka is not ready, so nothing was sent to the provider: "
-                           f"{ready.get('reason')}", "kafka_unavailable",
-                      {"Retry-After": str(RETRY_AFTER_S)})
+        raise GatewayProblem(ProblemCode.kafka_unavailable, f"Kafka is not ready, so nothing "
+                             f"was sent to the provider: {ready.get('reason')}")
     if not await gateway.claim_run(run_id, tenant, fresh=neutral.run_id is None):
-        return _not_yours(run_id)
+        raise _not_yours(run_id)
     state = _owned_state(gateway, run_id, tenant)
     if state is not None and state.status in TERMINAL_RUN_STATES:
-        return _error(409, f"run {run_id!r} ended {state.status}; a new turn is a new run "
-                           "(omit run_id, or choose another)", "run_ended")
+        raise GatewayProblem(ProblemCode.run_ended, f"run {run_id!r} ended {state.status}; a new "
+                             "turn is a new run (omit run_id, or choose another)")
     provider = config.provider(target.provider)
     if provider is None:  # route() chose among the configured providers only
         raise RuntimeError(f"provider {target.provider!r} routed to but not configured")
@@ -235,12 +228,12 @@ async def stream_events(run_id: str, request: Request, gateway: RunningGateway,
         try:
             after = int(last_event_id)
         except ValueError:
-            raise HTTPException(400, detail="Last-Event-ID must be the seq of the last event "
-                                            "received (a whole number)") from None
+            raise GatewayProblem(ProblemCode.malformed_request, "Last-Event-ID must be the seq "
+                                 "of the last event received (a whole number)") from None
     after = -1 if after is None else after
     if after < -1:
-        raise HTTPException(400, detail="Last-Event-ID / after must be -1 (from the start) or a "
-                                        "seq")
+        raise GatewayProblem(ProblemCode.malformed_request, "Last-Event-ID / after must be -1 "
+                             "(from the start) or a seq")
     state, owner = known_run(gateway, request, run_id)
     if state is not None and state.status in TERMINAL_RUN_STATES and after >= state.last_seq:
         return Response(status_code=204)
@@ -267,8 +260,8 @@ async def get_messages(run_id: str, request: Request,
     packet = await latest_packet(gateway.config.kafka, run_id, owner)
     events = [e async for e in run_history(gateway.config.kafka, run_id, owner)]
     if not events and packet is None:
-        raise HTTPException(404, detail=f"no input packet and no events for run {run_id!r} on "
-                                        f"{gateway.config.kafka.topic('events')} yet")
+        raise GatewayProblem(ProblemCode.not_found, f"no input packet and no events for run "
+                             f"{run_id!r} on {gateway.config.kafka.topic('events')} yet")
     asked: list[dict[str, Any]] = []
     instructions = None
     if packet is not None:
@@ -320,20 +313,14 @@ async def cancel_run(run_id: str, request: Request, gateway: RunningGateway) -> 
                           and handover.in_flight_elsewhere(gateway, record)):
         return await _cancel_elsewhere(gateway, request, run_id, record)
     if not may_see(request, runner.call.tenant):
-        raise HTTPException(404, detail=f"run {run_id!r} has no call made by a gateway")
+        raise _no_call(run_id)
     call = runner.call
     if not runner.cancellable:
-        raise HTTPException(409, detail=f"{call.api} call {call.call_tag} is not a background "
-                                        "call; only background calls can be cancelled")
+        raise _not_background(call.api, call.call_tag)
     if runner.outcome.completed:
-        raise HTTPException(409, detail=f"call {call.call_tag} already ended: the provider says "
-                                        f"{runner.outcome.status!r}")
+        raise GatewayProblem(ProblemCode.conflict, f"call {call.call_tag} already ended: the "
+                             f"provider says {runner.outcome.status!r}")
     answer = await _cancelled(run_id, call, runner.cancel())
-    if isinstance(answer, JSONResponse):
-        return answer
-    if answer is None:
-        raise HTTPException(409, detail="the provider object is not known yet; try again in a "
-                                        "moment")
     if not gateway.runs.busy(run_id) and not runner.outcome.completed:
         gateway.runs.settle(runner)  # the call's polling had ended: follow the cancel to its end
     return _cancel_answer(run_id, call.call_tag, answer)
@@ -342,38 +329,44 @@ async def cancel_run(run_id: str, request: Request, gateway: RunningGateway) -> 
 async def _cancel_elsewhere(gateway: Gateway, request: Request, run_id: str,
                             record: CallRecord | None) -> JSONResponse:
     if record is None or not may_see(request, record.tenant):
-        raise HTTPException(404, detail=f"run {run_id!r} has no call made by a gateway")
+        raise _no_call(run_id)
     if not record.background or api_facts(record.api).follow_up.cancel is None:
-        raise HTTPException(409, detail=f"{record.api} call {record.call} is not a background "
-                                        "call; only background calls can be cancelled")
+        raise _not_background(record.api, record.call)
     if not record.in_flight:
-        raise HTTPException(409, detail=f"call {record.call} already ended")
+        raise GatewayProblem(ProblemCode.conflict, f"call {record.call} already ended")
     answer = await _cancelled(run_id, None, handover.cancel_elsewhere(gateway, record))
-    if isinstance(answer, JSONResponse):
-        return answer
-    if answer is None:
-        raise HTTPException(409, detail="the provider object is not known yet; try again in a "
-                                        "moment")
     return _cancel_answer(run_id, record.call, answer)
 
 
+def _no_call(run_id: str) -> GatewayProblem:
+    return GatewayProblem(ProblemCode.not_found, f"run {run_id!r} has no call made by a gateway")
+
+
+def _not_background(api: str, call_tag: str) -> GatewayProblem:
+    return GatewayProblem(ProblemCode.conflict, f"{api} call {call_tag} is not a background "
+                          "call; only background calls can be cancelled")
+
+
 async def _cancelled(run_id: str, call: ProviderCall | None,
-                     asked: Awaitable[dict[str, Any] | None]
-                     ) -> dict[str, Any] | JSONResponse | None:
-    """The provider's answer to a cancel (None: its object is not known yet); 502 when it
-    refused; the 503 to answer when its answer could not be written to Kafka."""
+                     asked: Awaitable[dict[str, Any] | None]) -> dict[str, Any]:
+    """The provider's answer to a cancel; 409 while its object is not known yet, 502 when it
+    refused, 503 when its answer could not be written to Kafka."""
     try:
-        return await asked
+        answer = await asked
     except FollowUpFailed as exc:
-        raise HTTPException(502, detail=str(exc)) from None
-    except HTTPException:
+        raise GatewayProblem(ProblemCode.provider_error, str(exc)) from None
+    except GatewayProblem:
         raise
     except Exception as exc:
         log.warning("run %s: cancel asked, its answer not published: %s", run_id, exc,
                     extra=call.log_fields if call is not None else {"run_id": run_id})
-        return _error(503, f"the provider was asked to cancel, but its answer could not be "
-                           f"written to Kafka ({exc}); the run's next poll shows the outcome",
-                      "kafka_unavailable", {"Retry-After": str(RETRY_AFTER_S)})
+        raise GatewayProblem(ProblemCode.kafka_unavailable, (
+            f"the provider was asked to cancel, but its answer could not be written to Kafka "
+            f"({exc}); the run's next poll shows the outcome")) from None
+    if answer is None:
+        raise GatewayProblem(ProblemCode.conflict, "the provider object is not known yet; try "
+                             "again in a moment")
+    return answer
 
 
 def _cancel_answer(run_id: str, call_tag: str, answer: dict[str, Any]) -> JSONResponse:
@@ -401,15 +394,15 @@ async def reconcile_run(run_id: str, request: Request, gateway: RunningGateway,
     polls is refused (409: two gateways never poll one call) unless ``take_over``."""
     state, _owner = known_run(gateway, request, run_id)
     if state is None:
-        raise HTTPException(409, detail=f"run {run_id!r} has no state on the runs topic yet; "
-                                        "nothing to reconcile")
+        raise GatewayProblem(ProblemCode.conflict, f"run {run_id!r} has no state on the runs "
+                             "topic yet; nothing to reconcile")
     if state.status in TERMINAL_RUN_STATES:
-        raise HTTPException(409, detail=f"run {run_id!r} ended {state.status}; nothing to "
-                                        "reconcile")
+        raise GatewayProblem(ProblemCode.conflict, f"run {run_id!r} ended {state.status}; "
+                             "nothing to reconcile")
     if state.api not in handover.READ_BACK_APIS or not state.provider_object_ids:
-        raise HTTPException(409, detail=f"run {run_id!r} ({state.api}) names no provider object "
-                                        "that can be read back (only OpenAI Responses and Gemini "
-                                        "Interactions objects can)")
+        raise GatewayProblem(ProblemCode.conflict, (
+            f"run {run_id!r} ({state.api}) names no provider object that can be read back (only "
+            "OpenAI Responses and Gemini Interactions objects can)"))
     current = gateway.calls.call(run_id)
     in_flight = handover.in_flight_elsewhere(gateway, current)
     if in_flight and not take_over:
@@ -445,12 +438,11 @@ def known_run(gateway: Gateway, request: Request, run_id: str) -> tuple[RunState
     # An owner found is final (a claim never changes); none found means nobody's only once
     # the views have read their topics.
     if owner is None and not gateway.views_caught_up():
-        raise HTTPException(503, detail="this gateway is still reading the runs and "
-                                        "run-owners topics; retry in a moment",
-                            headers={"Retry-After": "1"})
+        raise GatewayProblem(ProblemCode.unavailable, "this gateway is still reading the runs "
+                             "and run-owners topics; retry in a moment")
     if owner is None or not may_see(request, owner):
-        raise HTTPException(404, detail=f"no run {run_id!r}: not on the runs topic and not "
-                                        "started by this gateway")
+        raise GatewayProblem(ProblemCode.not_found, f"no run {run_id!r}: not on the runs topic "
+                             "and not started by this gateway")
     return _owned_state(gateway, run_id, owner), owner
 
 
@@ -465,13 +457,13 @@ def _check_path_id(run_id: str) -> None:
     try:
         check_id(run_id)
     except InvalidId as exc:
-        raise HTTPException(422, detail=str(exc)) from None
+        raise GatewayProblem(ProblemCode.invalid_input, str(exc)) from None
 
 
-def _not_yours(run_id: str) -> JSONResponse:
+def _not_yours(run_id: str) -> GatewayProblem:
     # The same answer as for a run that does not exist: an id of another tenant says nothing.
-    return _error(404, f"no run {run_id!r}: not on the runs topic and not started by this "
-                       "gateway; choose another run id (or omit it)", "run_not_found")
+    return GatewayProblem(ProblemCode.run_not_found, f"no run {run_id!r}: not on the runs topic "
+                          "and not started by this gateway; choose another run id (or omit it)")
 
 
 async def _event_stream(gateway: Gateway, run_id: str, owner: str, after: int,

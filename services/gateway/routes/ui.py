@@ -24,8 +24,10 @@ from __future__ import annotations
 
 from importlib import resources
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
+
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 
 __all__ = ["router", "ASSETS"]
 
@@ -47,8 +49,8 @@ _HEADERS = {
 
 def _asset(name: str) -> Response:
     if name not in ASSETS:
-        raise HTTPException(404, detail=f"no asset {name!r} in the UI; it ships "
-                                        f"{', '.join(ASSETS)}")
+        raise GatewayProblem(ProblemCode.not_found, f"no asset {name!r} in the UI; it ships "
+                             f"{', '.join(ASSETS)}")
     body = resources.files("modelevents.services.gateway").joinpath("static", name).read_bytes()
     suffix = name[name.rindex("."):]
     return Response(body, media_type=_TYPES[suffix], headers=_HEADERS)

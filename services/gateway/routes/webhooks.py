@@ -35,10 +35,10 @@ from modelevents.services.errors import KafkaUnavailable, WebhookRejected
 from modelevents.services.gateway.calls.fetch import FetchJob, fetch_target
 from modelevents.services.gateway.config import WEBHOOK_PROVIDERS
 from modelevents.services.gateway.dependencies import RunningGateway
-from modelevents.services.gateway.errors import error_answer
+from modelevents.services.gateway.errors import problem_of
 from modelevents.services.gateway.inputs.deliveries import Deliveries
 from modelevents.services.gateway.inputs.webhook_limits import KEPT_VALUE_CAPS
-from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, problem_response
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 from modelevents.services.gateway.state import Gateway
 from modelevents.services.kafka.clients import await_acks, send_frame
 
@@ -50,7 +50,9 @@ log = logging.getLogger("modelevents.gateway.webhooks")
 router = APIRouter(tags=["webhooks"])
 
 KEPT_HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature", "user-agent")
-
+# A refused delivery's code, by the status its WebhookRejected names.
+REJECTED = {400: ProblemCode.malformed_request, 401: ProblemCode.signature_rejected,
+            413: ProblemCode.body_too_large, 431: ProblemCode.header_too_large}
 
 
 def verify_signature(headers: Mapping[str, str], body: bytes, keys: list[bytes], *,
@@ -124,21 +126,22 @@ async def _read_limited(chunks, declared: str | None, limit: int) -> bytes:
 
 
 async def accept_delivery(gateway: Gateway, provider: str, tenant: str | None,
-                          headers: Mapping[str, str], chunks) -> tuple[int, dict[str, Any]]:
-    """Everything a delivery gets (the module docstring's steps 1-6): ``(HTTP status, JSON
-    body)``. ``headers`` are looked up by lower-case name; ``chunks`` is an async iterator of
-    the body's bytes. Raises KafkaUnavailable when Kafka did not acknowledge in time (→ 503)."""
+                          headers: Mapping[str, str], chunks) -> dict[str, Any]:
+    """Everything a delivery gets (the module docstring's steps 1-6): the 200's JSON body, or a
+    GatewayProblem. ``headers`` are looked up by lower-case name; ``chunks`` is an async
+    iterator of the body's bytes. Raises KafkaUnavailable when Kafka did not acknowledge in
+    time (→ 503)."""
     config = gateway.config
     if provider not in WEBHOOK_PROVIDERS:
-        return 404, {"error": f"no webhooks for provider {provider!r}; this gateway accepts "
-                              f"{', '.join(WEBHOOK_PROVIDERS)}"}
+        raise GatewayProblem(ProblemCode.not_found, f"no webhooks for provider {provider!r}; "
+                             f"this gateway accepts {', '.join(WEBHOOK_PROVIDERS)}")
     tenant = tenant or config.default_tenant
     keys = gateway.webhook_keys(provider, tenant)
     if not keys:
         gateway.metrics.webhook_rejections.labels(provider, "404").inc()
-        return 404, {"error": f"no {provider} webhook secrets configured for tenant {tenant!r}; "
-                              f"add providers.{provider}.webhook_secrets.{tenant} to the gateway "
-                              "config"}
+        raise GatewayProblem(ProblemCode.not_found, (
+            f"no {provider} webhook secrets configured for tenant {tenant!r}; add "
+            f"providers.{provider}.webhook_secrets.{tenant} to the gateway config"))
     try:
         _check_kept_values(headers)
         body = await _read_limited(chunks, headers.get("content-length"), config.max_body_bytes)
@@ -146,13 +149,13 @@ async def accept_delivery(gateway: Gateway, provider: str, tenant: str | None,
                                          tolerance_s=config.webhook_tolerance_s)
         delivery = deliveries_of(gateway).get((tenant, provider, webhook_id))
         if delivery is not None and delivery.answer is not None:
-            return 200, {"status": "duplicate", "frame_id": webhook_id}
+            return {"status": "duplicate", "frame_id": webhook_id}
         if delivery is None:
             frame, job = _frame_of(gateway, provider, tenant, webhook_id, headers, body)
             delivery = deliveries_of(gateway).begin(
                 (tenant, provider, webhook_id), lambda: _send(gateway, frame, job))
         try:
-            return 200, await delivery.wait(config.ack_timeout_s)
+            return await delivery.wait(config.ack_timeout_s)
         except TimeoutError:
             raise KafkaUnavailable(gateway.settings.bootstrap_servers,
                                    f"no acknowledgement within {config.ack_timeout_s:g} s; the "
@@ -161,7 +164,7 @@ async def accept_delivery(gateway: Gateway, provider: str, tenant: str | None,
     except WebhookRejected as exc:
         log.info("webhook %s/%s refused (%d): %s", provider, tenant, exc.status, exc.reason)
         gateway.metrics.webhook_rejections.labels(provider, str(exc.status)).inc()
-        return exc.status, {"error": exc.reason}
+        raise GatewayProblem(REJECTED[exc.status], exc.reason) from None
 
 
 def deliveries_of(gateway: Gateway) -> Deliveries:
@@ -269,11 +272,8 @@ _OPENAPI = {
 
 async def _receive(gateway: Gateway, request: Request, provider: str,
                    tenant: str | None) -> Response:
-    status, answer = await accept_delivery(gateway, provider, tenant,
-                                           request.headers, request.stream())
-    if status >= 400:
-        return problem_response(status, answer)
-    return JSONResponse(answer, status_code=status)
+    return JSONResponse(await accept_delivery(gateway, provider, tenant, request.headers,
+                                              request.stream()))
 
 
 @router.post("/webhooks/{provider}", summary="Receive a provider webhook (default tenant)",
@@ -310,17 +310,15 @@ async def serve_delivery(gateway: Gateway, scope: dict, receive: Any, send: Any)
     if not 1 <= len(parts) <= 2 or not all(parts):
         return False
     headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
-    extra: dict[str, str] = {}
     try:
-        status, answer = await accept_delivery(gateway, parts[0], parts[1] if len(parts) == 2
-                                               else None, headers, _body_chunks(receive))
-    except ModelEventsError as exc:
-        status, answer, extra = error_answer(exc, f"POST {path}")
-    problem = status >= 400
-    body = problem_bytes(status, answer) if problem else orjson.dumps(answer)
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", PROBLEM_JSON.encode() if problem else b"application/json"), (b"content-length", b"%d" % len(body)),
-        *((name.lower().encode(), value.encode()) for name, value in extra.items())]})
+        answer = await accept_delivery(gateway, parts[0], parts[1] if len(parts) == 2 else None,
+                                       headers, _body_chunks(receive))
+    except Exception as exc:  # answered as the app's handler answers it
+        await problem_of(exc, f"POST {path}").response()(scope, receive, send)
+        return True
+    body = orjson.dumps(answer)
+    await send({"type": "http.response.start", "status": 200, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
     await send({"type": "http.response.body", "body": body})
     return True
 

@@ -1,12 +1,10 @@
 """The drop-in proxy when Kafka does not take its frames (issue #29): the client is still served
-and what was not written is logged with its runs, never dropped silently; a ``fail_closed``
-tenant is answered 503 in the provider's error shape before the provider is called. Kafka
+and its frames wait in the gateway's journal (none dropped); a ``fail_closed`` tenant is answered 503 in the provider's error shape before the provider is called. Kafka
 "away" here is a real broker without the gateway's topics (it creates none by itself), so every
 write of the tee fails as an outage's would."""
 
 from __future__ import annotations
 
-import logging
 import time
 
 import openai
@@ -14,6 +12,7 @@ import pytest
 
 from modelevents.services.gateway.app import create_app
 from modelevents.services.gateway.config import GatewayConfig, ProviderConfig
+from modelevents.services.gateway.problems import ProblemCode
 from modelevents.services.local.asgi_thread import serve_in_thread
 from tests.integration.conftest import unique_settings
 from tests.integration.gateway.proxy_clients import proxy_urls
@@ -24,13 +23,13 @@ pytestmark = pytest.mark.kafka
 ASKED = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 
 
-def test_a_fail_closed_tenant_is_refused_while_kafka_takes_nothing(kafka_broker, sim, caplog
+def test_a_fail_closed_tenant_is_refused_while_kafka_takes_nothing(kafka_broker, sim, tmp_path
                                                                    ) -> None:
     settings = unique_settings(kafka_broker)  # its topics are never created
     config = GatewayConfig(kafka=settings, ack_timeout_s=1.0, proxy={"fail_closed": ["acme"]},
+                           journal={"directory": tmp_path, "deadline_s": 0.5},
                            providers={"openai": ProviderConfig(base_url=sim.base_url,
                                                                api_key=OPENAI_KEY)})
-    caplog.set_level(logging.ERROR, logger="modelevents.gateway.proxy")
     with serve_in_thread(create_app(config), name="gateway") as gateway:
         base_url = proxy_urls(gateway)["openai"]
         served = openai.OpenAI(base_url=base_url, api_key="sk-client", max_retries=0)
@@ -50,10 +49,17 @@ def test_a_fail_closed_tenant_is_refused_while_kafka_takes_nothing(kafka_broker,
             assert time.monotonic() < deadline, "acme was never refused"
             time.sleep(0.2)
         assert refused.status_code == 503
-        assert refused.response.headers["retry-after"] == "1"
+        assert refused.response.headers["retry-after"] == \
+            ProblemCode.kafka_unavailable.headers["Retry-After"]
         assert refused.body["code"] == "kafka_unavailable"  # OpenAI's error shape
         assert len(sim.simulator.requests("openai-chat")) == before  # nothing was sent
         # Tenants that do not fail closed are still served.
         assert served.chat.completions.create(**ASKED).choices[0].message.content
-    lost = [r.getMessage() for r in caplog.records if "not written to Kafka" in r.getMessage()]
-    assert lost and "run_" in lost[0]
+        # Their frames wait in the journal for Kafka; none was dropped.
+        metrics = gateway.app.state.gateway.metrics.registry
+        while not metrics.get_sample_value("modelevents_gateway_journal_frames"):
+            assert time.monotonic() < deadline, "the served calls' frames never reached the journal"
+            time.sleep(0.1)
+        dropped = [metrics.get_sample_value("modelevents_gateway_frames_dropped_total", {"reason": r})
+                   for r in ("journal_full", "journal_unavailable", "queue_full", "undecodable")]
+        assert not any(dropped), dropped

@@ -149,10 +149,10 @@ def test_a_run_id_of_another_tenant_is_refused_before_the_provider_is_called(
         assert time.monotonic() < deadline, "acme's run never became visible"
         time.sleep(0.05)
     sent = len(sim.simulator.requests("openai-chat"))
-    with pytest.raises(openai.BadRequestError) as caught:
+    with pytest.raises(openai.NotFoundError) as caught:
         client("beta").chat.completions.create(model="gpt-4o", messages=[{"role": "user",
                                                                           "content": "hi"}])
-    assert caught.value.code == "run_id_taken"
+    assert caught.value.code == "run_not_found"
     assert len(sim.simulator.requests("openai-chat")) == sent
 
 
