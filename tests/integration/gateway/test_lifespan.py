@@ -15,8 +15,9 @@ import httpx
 import orjson
 import pytest
 
+from modelevents.services.cli.settings_tree import load_gateway_config
 from modelevents.services.gateway.app import create_app
-from modelevents.services.gateway.config import GatewayConfig, load_config
+from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.events.owners import encode_claim
 from modelevents.services.kafka import clients
 from modelevents.services.local.asgi_thread import serve_in_thread
@@ -100,7 +101,7 @@ def test_follower_limits_of_the_config_reach_the_followers(settings, tmp_path):
     path = tmp_path / "gateway.yaml"
     path.write_text("follower_buffer_events: 8\nfollower_queue_events: 16\n"
                     "follower_patience_s: 0.25\n")
-    config = load_config(path, kafka=settings)
+    config = load_gateway_config(path, kafka=settings)
     with serve_in_thread(create_app(config), name="gateway") as served:
         hub = served.app.state.gateway.followers
         assert (hub.buffer_events, hub.max_pending, hub.patience_s) == (8, 16, 0.25)
