@@ -30,7 +30,7 @@ pytestmark = pytest.mark.kafka
     ("openai", "openai", "/v1/", OPENAI_KEY, "openai-chat", "sim:openai-chat/text"),
     ("gemini", "google", "/v1beta", GEMINI_KEY, "gemini-interactions",
      "sim:gemini-interactions/google-search-cited-event-ids"),
-])
+], ids=["openai-responses", "openai-chat", "gemini-interactions"])  # not the random keys: xdist
 def test_a_base_url_with_its_api_version_reaches_the_provider(
         start_gateway, sim, configured, provider, suffix, key, api, scenario) -> None:
     config = ProviderConfig(base_url=sim.base_url + suffix, api_key=key)
