@@ -38,9 +38,18 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+# /readyz's 503 is the readiness report itself, read by probes and operators, not a problem:
+# ``x-report`` keeps routes/openapi.py from describing it as one.
+READINESS_REPORT = {"type": "object", "required": ["status", "reason"],
+                    "properties": {"status": {"type": "string", "example": "not ready"},
+                                   "reason": {"type": "string"}}}
+
+
 @router.get("/readyz", summary="Readiness: Kafka reachable, the topics exist, the views read",
             responses={503: {"description": "Kafka unreachable, a topic missing/mismatched, or "
-                                            "the run owners and states not read yet"}})
+                                            "the run owners and states not read yet",
+                             "content": {"application/json": {"schema": READINESS_REPORT}},
+                             "x-report": True}})
 async def readyz(gateway: RunningGateway) -> JSONResponse:
     """200 when Kafka answers, every pipeline topic exists with the configured partitions and the
     gateway has read the run owners and states; 503 with the reason (and what to do)

@@ -77,7 +77,8 @@ def content_security_policy(html: bytes) -> str:
 
 
 def describe(schema: dict[str, Any]) -> dict[str, Any]:
-    """FastAPI's document with the problem schema under every error and the bearer scheme."""
+    """FastAPI's document with the problem schema under every error (but a report a route
+    marks ``x-report``: /readyz's 503) and the bearer scheme."""
     components = schema.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
     for name in _FASTAPI_SCHEMAS:
@@ -91,7 +92,7 @@ def describe(schema: dict[str, Any]) -> dict[str, Any]:
                 operation["security"] = [{"bearerToken": []}]
                 responses.setdefault("401", {"description": "no valid bearer token"})
             for status, response in responses.items():
-                if status[:1] in ("4", "5"):
+                if status[:1] in ("4", "5") and not response.pop("x-report", False):
                     response["content"] = _PROBLEM
                     if status == "422" and response.get("description") == "Validation Error":
                         response["description"] = "the request does not fit its schema"

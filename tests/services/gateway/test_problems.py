@@ -22,6 +22,7 @@ from modelevents.services.gateway.problems import (
     GatewayProblem,
     ProblemCode,
 )
+from modelevents.services.gateway.routes.health import READINESS_REPORT
 from modelevents.services.gateway.routes.webhooks import REJECTED
 from tests.paths import REPO_ROOT
 
@@ -202,3 +203,20 @@ def test_the_openapi_document_offers_the_codes_as_an_enum() -> None:
                   for status in operation["responses"] if status[0] in "45"}
     assert documented and not {d for d in documented if d[2] not in statuses}
 
+
+
+def test_the_openapi_document_says_which_error_answers_are_problems() -> None:
+    # Every 4xx/5xx a route documents is a problem, but /readyz's 503: the readiness report
+    # (status, reason) that probes read, described as what it is.
+    document = create_app(GatewayConfig()).openapi()
+    problem = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    answers = {(path, status): response.get("content")
+               for path, operations in document["paths"].items()
+               for operation in operations.values()
+               for status, response in operation["responses"].items() if status[0] in "45"}
+    report = answers.pop(("/readyz", "503"))
+    assert report == {"application/json": {"schema": READINESS_REPORT}}
+    assert answers and all(content == problem for content in answers.values())
+    assert not any("x-report" in response for operations in document["paths"].values()
+                   for operation in operations.values()
+                   for response in operation["responses"].values())
