@@ -49,7 +49,7 @@ from tests.integration.tools.test_executor import (  # noqa: F401  (fixtures)
     start_executor,
     tenant,
 )
-from tests.paths import FIXTURES
+from tests.paths import FIXTURES, REPO_ROOT
 
 pytestmark = pytest.mark.kafka
 
@@ -561,3 +561,47 @@ def test_docs_load_and_work_under_their_content_security_policy(browser, setting
         assert ran is False
     finally:
         context.close()
+
+
+# --- the README's drop-in application -------------------------------------------------------
+
+DROP_IN_SNIPPET = re.compile(
+    r"<!-- drop-in-snippet -->\s*```python\n(.*?)```\s*<!-- /drop-in-snippet -->", re.S)
+
+
+def test_the_readmes_unchanged_openai_app_through_the_proxy_shows_live_in_the_ui(
+        settings, start_gateway, page, monkeypatch, capsys):
+    # The README's block as a user copies it, pointed at this test's gateway, the model one
+    # the simulator serves, the key from the environment as the openai SDK reads it.
+    snippet = DROP_IN_SNIPPET.search((REPO_ROOT / "README.md").read_text())
+    assert snippet, "README.md has no drop-in snippet between its markers"
+    gateway = start_gateway()
+    code = snippet[1].replace("http://127.0.0.1:8080", gateway.url)
+    code = code.replace('model="gpt-5"', 'model="sim:openai-responses/text-with-usage"')
+    assert gateway.url in code and "sim:" in code, "the snippet's base URL or model changed"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-readme-app")
+    page.goto(f"{gateway.url}/ui")
+
+    def listed() -> set[str]:
+        """The newest runs of the module's topics (the list is newest first; the earlier tests'
+        runs have ended)."""
+        answer = httpx.get(f"{gateway.url}/v1/runs", params={"limit": 200}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return {row["run_id"] for row in answer.json()["runs"]}
+
+    before = listed()
+    exec(compile(code, "README.md (drop-in snippet)", "exec"), {})
+    printed = capsys.readouterr().out.split()
+    assert printed[0] == "response.created" and printed[-1] == "response.completed", printed
+    deadline = time.monotonic() + 90
+    while not (new := listed() - before):
+        assert time.monotonic() < deadline, "the proxied run never reached the run list"
+        time.sleep(0.2)
+    [run_id] = new
+    # On the page that was open before the app ran: pushed to the list, then its run view.
+    row = page.locator(f'#runs-body tr[data-run-id="{run_id}"]')
+    expect(row).to_be_visible()
+    expect(row).to_contain_text("openai / openai-responses")
+    expect(row.locator(".badge")).to_have_text("completed")
+    open_run_from_list(page, gateway, run_id)
+    expect(page.locator("#terminal")).to_have_attribute("data-status", "completed")
