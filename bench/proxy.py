@@ -1,0 +1,448 @@
+"""The drop-in proxy against calling the provider directly, and against LiteLLM's proxy.
+
+    .venv/bin/python bench/proxy.py                # --streams 100 --chunks 50 --interval-ms 10
+    .venv/bin/python bench/proxy.py --no-litellm   # without LiteLLM (no venv of its own needed)
+
+Starts a broker of its own (services/local/kafka_broker.py), the pipeline's topics, a worker,
+the provider simulator (its own process, serving the bench's Chat Completions streams), the
+gateway (``modelevents gateway``, OpenAI pointed at the simulator) and LiteLLM's proxy
+(``litellm --config … --port …`` from a venv of its own, bench/litellm_proxy.py; every model an
+OpenAI-compatible upstream at the simulator). A raw asyncio client in a fifth process
+(bench/stream_client.py) streams the same requests to each arm, taking turns per round:
+
+- direct: ``POST /v1/chat/completions`` at the simulator — the baseline;
+- modelevents: the same request at the gateway's drop-in route (bytes passed through, every
+  frame teed to ``frames``);
+- LiteLLM: the same request at LiteLLM's proxy.
+
+Figures, per arm and against direct in the same run:
+- per-chunk delay: the simulator writes one chunk every ``--interval-ms``, each carrying the
+  CLOCK_MONOTONIC time of its write (the simulator's ``stamp`` knob); the client subtracts it
+  from the chunk's arrival. Added latency = the arm's percentile − direct's;
+- time to first byte of the response, and to its first chunk;
+- chunks/s with ``--burst-concurrency`` streams of ``--burst-chunks`` unpaced chunks at once,
+  and the CPU time per chunk of the process in between (simulator, gateway, LiteLLM);
+- for modelevents: the records on ``frames`` against every frame the simulator sent it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import litellm_proxy  # bench/, beside this script
+from proc_stats import cpu_seconds
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAT_PATH = "/v1/chat/completions"
+PACED, BURST = "bench/paced", "bench/burst"
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- the streams ---------------------------------------------------------------------------------
+
+
+def chat_recording(chunks: int, stamped: bool) -> bytes:
+    """A Chat Completions stream: a role chunk, ``chunks`` text deltas (each ``ts:@sent_ns@``
+    when ``stamped``, the simulator's stamp marker), a finish chunk, a usage chunk, [DONE]."""
+    def chunk(delta: dict, finish: str | None = None, **extra: object) -> bytes:
+        doc = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1767225600,
+               "model": "gpt-4o-mini-2024-07-18", "system_fingerprint": "fp_bench",
+               "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                            "finish_reason": finish}] if delta is not None else [], **extra}
+        return b"data: " + json.dumps(doc, separators=(",", ":")).encode() + b"\n\n"
+    text = "ts:@sent_ns@ " if stamped else "word "
+    return b"".join([chunk({"role": "assistant", "content": ""}),
+                     *(chunk({"content": text}) for _ in range(chunks)),
+                     chunk({}, "stop"),
+                     chunk(None, usage={"prompt_tokens": 9, "completion_tokens": chunks,
+                                        "total_tokens": 9 + chunks}),
+                     b"data: [DONE]\n\n"])
+
+
+def frames_of(recording: bytes) -> int:
+    return recording.count(b"\n\n")
+
+
+def request_body(scenario: str) -> bytes:
+    return json.dumps({"model": f"sim:{scenario}", "stream": True,
+                       "stream_options": {"include_usage": True},
+                       "messages": [{"role": "user", "content": "Say something."}]}).encode()
+
+
+# --- the simulator (its own process) -------------------------------------------------------------
+
+
+def simulator_main(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from modelevents.services.simulator.app import Simulator
+    from modelevents.services.simulator.scenarios import Knobs, Scenario, ScenarioRegistry
+    from modelevents.services.simulator.server import quiet_cuts
+
+    folder = Path(args.workdir)
+    registry = ScenarioRegistry.default(with_corpus=False)
+    paced, burst = folder / "paced.sse", folder / "burst.sse"
+    paced.write_bytes(chat_recording(args.chunks, stamped=True))
+    burst.write_bytes(chat_recording(args.burst_chunks, stamped=False))
+    registry.scenarios[PACED] = Scenario(PACED, paced, "openai-chat", Knobs(
+        interval_ms=args.interval_ms, stamp=True, chunking=False))
+    registry.scenarios[BURST] = Scenario(BURST, burst, "openai-chat", Knobs(chunking=False))
+    quiet_cuts()
+    config = uvicorn.Config(Simulator(registry).app, host="127.0.0.1", port=args.sim_port,
+                            log_level="warning", lifespan="off")
+    uvicorn.Server(config).run()
+    return 0
+
+
+# --- the load (its own process) ------------------------------------------------------------------
+
+
+def pct(values: list[int], p: float) -> float:
+    """The ``p`` percentile of nanosecond values, in ms."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))] / 1e6 if ordered else 0.0
+
+
+def load_main(args: argparse.Namespace) -> int:
+    from stream_client import request_bytes, streams
+
+    arms = json.loads(args.arms)
+    sim_pid = args.simulator_pid
+    out: dict[str, dict] = {arm["name"]: {"delays": [], "ttfb": [], "first": [], "chunks": [],
+                                          "failures": [], "rates": [], "paced_chunks": [], "cpu_us": [],
+                                          "sim_cpu_us": [], "sent": {PACED: 0, BURST: 0}}
+                            for arm in arms}
+
+    def requests(arm: dict, scenario: str, count: int) -> list[bytes]:
+        out[arm["name"]]["sent"][scenario] += count
+        return [request_bytes("127.0.0.1", arm["port"], arm["path"], request_body(scenario),
+                              arm.get("headers")) for _ in range(count)]
+
+    def note(arm: dict, results: list) -> None:
+        mine = out[arm["name"]]
+        for result in results:
+            if result.status != 200:
+                mine["failures"].append(f"{result.status} {result.body_head[:200]!r}")
+                continue
+            mine["chunks"].append(result.chunks)
+
+    async def go() -> None:
+        for arm in arms:
+            say(f"  load: warming up {arm['name']} ...")
+            results, _ = await streams("127.0.0.1", arm["port"],
+                                       requests(arm, BURST, 2 * args.concurrency),
+                                       args.concurrency)
+            note(arm, results)
+        for round_ in range(args.rounds):
+            # Taking turns, the order rotated each round: a slow moment of the machine is
+            # shared out, not all one arm's.
+            order = arms[round_ % len(arms):] + arms[:round_ % len(arms)]
+            for arm in order:
+                say(f"  load: round {round_ + 1}, {arm['name']}: {args.streams} paced streams "
+                    f"({args.concurrency} at once) ...")
+                results, _ = await streams("127.0.0.1", arm["port"],
+                                           requests(arm, PACED, args.streams), args.concurrency)
+                note(arm, results)
+                mine = out[arm["name"]]
+                for result in results:
+                    if result.status == 200:
+                        mine["delays"] += result.delays_ns
+                        mine["ttfb"].append(result.ttfb_ns)
+                        mine["first"].append(result.first_frame_ns)
+                        mine["paced_chunks"].append(result.chunks)
+            for arm in order:
+                say(f"  load: round {round_ + 1}, {arm['name']}: {args.burst_streams} streams "
+                    f"of {args.burst_chunks} chunks, {args.burst_concurrency} at once ...")
+                batch = requests(arm, BURST, args.burst_streams)
+                cpu, sim_cpu = cpu_seconds(arm.get("pid")), cpu_seconds(sim_pid)
+                results, seconds = await streams("127.0.0.1", arm["port"], batch,
+                                                 args.burst_concurrency)
+                chunks = sum(r.chunks for r in results if r.status == 200)
+                mine = out[arm["name"]]
+                note(arm, results)
+                mine["rates"].append(chunks / seconds)
+                if arm.get("pid") and chunks:
+                    mine["cpu_us"].append((cpu_seconds(arm["pid"]) - cpu) * 1e6 / chunks)
+                if chunks:
+                    mine["sim_cpu_us"].append((cpu_seconds(sim_pid) - sim_cpu) * 1e6 / chunks)
+
+    asyncio.run(go())
+    summary = {}
+    for name, mine in out.items():
+        summary[name] = {
+            "delay_p50": pct(mine["delays"], 0.50), "delay_p99": pct(mine["delays"], 0.99),
+            "delays": len(mine["delays"]),
+            "ttfb_p50": pct(mine["ttfb"], 0.50), "ttfb_p99": pct(mine["ttfb"], 0.99),
+            "first_p50": pct(mine["first"], 0.50), "first_p99": pct(mine["first"], 0.99),
+            "streams": len(mine["ttfb"]),
+            "chunks_per_stream": sorted(set(mine["paced_chunks"])),
+            "failures": mine["failures"][:5], "failed": len(mine["failures"]),
+            "rate": statistics.median(mine["rates"]) if mine["rates"] else 0.0,
+            "rates": mine["rates"],
+            "cpu_us": statistics.median(mine["cpu_us"]) if mine["cpu_us"] else None,
+            "sim_cpu_us": statistics.median(mine["sim_cpu_us"]) if mine["sim_cpu_us"] else None,
+            "sent": mine["sent"]}
+    print(json.dumps(summary))
+    return 0
+
+
+# --- the orchestration ---------------------------------------------------------------------------
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "modelevents.services.cli", *args]
+
+
+def wait_http(url: str, process: subprocess.Popen, what: str, log: Path,
+              timeout: float = 120.0) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{what} exited with {process.returncode}; see {log}")
+        try:
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit(f"{what} did not answer {url} within {timeout:.0f} s; see {log}")
+
+
+async def frames_written(settings) -> int:
+    """Records on the ``frames`` topic (every partition's end offset)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(**settings.client_options())
+    await consumer.start()
+    try:
+        topic = settings.topic("frames")
+        partitions = [TopicPartition(topic, p)
+                      for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not partitions:
+            await consumer.topics()
+            partitions = [TopicPartition(topic, p)
+                          for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        return sum((await consumer.end_offsets(partitions)).values())
+    finally:
+        await consumer.stop()
+
+
+def expected_frames(sent: dict, args: argparse.Namespace) -> int:
+    return (sent[PACED] * frames_of(chat_recording(args.chunks, True))
+            + sent[BURST] * frames_of(chat_recording(args.burst_chunks, False)))
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports free on loopback now (bound and released; nothing else here takes them meanwhile
+    but another program on the machine could)."""
+    holders = [socket.socket() for _ in range(count)]
+    for holder in holders:
+        holder.bind(("127.0.0.1", 0))
+    ports = [holder.getsockname()[1] for holder in holders]
+    for holder in holders:
+        holder.close()
+    return ports
+
+
+def commit() -> str:
+    found = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return (found.stdout.strip() or "unknown") + (" (with uncommitted changes)" if dirty else "")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, default=100, help="paced streams per arm and round")
+    parser.add_argument("--chunks", type=int, default=50, help="stamped chunks per paced stream")
+    parser.add_argument("--interval-ms", type=float, default=10.0, help="pace of those chunks")
+    parser.add_argument("--concurrency", type=int, default=8, help="paced streams at once")
+    parser.add_argument("--burst-streams", type=int, default=64)
+    parser.add_argument("--burst-chunks", type=int, default=500, help="unpaced chunks per stream")
+    parser.add_argument("--burst-concurrency", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-litellm", action="store_true", help="leave LiteLLM's arm out")
+    parser.add_argument("--no-modelevents", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--litellm-version", help="a LiteLLM release (default: the newest)")
+    parser.add_argument("--port", type=int, default=19900, help="port of the bench's broker "
+                        "(the simulator, the gateway and LiteLLM take free ones)")
+    parser.add_argument("--sim-port", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=("bench", "simulator", "load"), default="bench",
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    parser.add_argument("--arms", help=argparse.SUPPRESS)
+    parser.add_argument("--simulator-pid", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.mode == "bench":
+        args.sim_port, args.gateway_port, args.litellm_port = free_ports(3)
+    if args.mode == "simulator":
+        return simulator_main(args)
+    if args.mode == "load":
+        return load_main(args)
+    litellm = None if args.no_litellm else litellm_proxy.ensure_venv(args.litellm_version)
+
+    from broker import bench_topics  # bench/, beside this script
+
+    workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-proxy-"))
+    try:
+        with bench_topics(args.port, "proxy") as settings:
+            result = run_arms(args, settings, workdir, litellm)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print_table(result, args, litellm_proxy.installed_version() if litellm else None)
+    return 0
+
+
+def run_arms(args: argparse.Namespace, settings, workdir: Path, litellm: Path | None) -> dict:
+    """Start the simulator, the worker, the gateway and LiteLLM, run the load, count frames."""
+    processes: list[subprocess.Popen] = []
+    shape = ["--chunks", str(args.chunks), "--interval-ms", str(args.interval_ms),
+             "--burst-chunks", str(args.burst_chunks), "--sim-port", str(args.sim_port)]
+    try:
+        arms = start_arms(args, settings, workdir, litellm, shape, processes)
+        before = asyncio.run(frames_written(settings))
+        say("all up; the load generator starts ...")
+        load = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--mode", "load",
+                               *shape, "--streams", str(args.streams),
+                               "--concurrency", str(args.concurrency),
+                               "--burst-streams", str(args.burst_streams),
+                               "--burst-concurrency", str(args.burst_concurrency),
+                               "--rounds", str(args.rounds), "--arms", json.dumps(arms),
+                               "--simulator-pid", str(arms[0]["pid"])],
+                              stdout=subprocess.PIPE, text=True)
+        if load.returncode != 0:
+            raise SystemExit(f"the load generator failed with {load.returncode}")
+        result = json.loads(load.stdout.strip().splitlines()[-1])
+        if "modelevents" in result:
+            # The tee is asynchronous: give the last frames a moment to land.
+            want = expected_frames(result["modelevents"]["sent"], args)
+            deadline, written = time.monotonic() + 60, 0
+            while time.monotonic() < deadline:
+                written = asyncio.run(frames_written(settings)) - before
+                if written >= want:
+                    break
+                time.sleep(1.0)
+            result["modelevents"]["frames_topic"] = written
+            result["modelevents"]["frames_sent"] = want
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    return result
+
+
+def start_arms(args: argparse.Namespace, settings, workdir: Path, litellm: Path | None,
+               shape: list[str], processes: list[subprocess.Popen]) -> list[dict]:
+    """The simulator, then each arm's server (appended to ``processes``), once they answer;
+    the arms as the load generator takes them."""
+    log_path = workdir / "processes.log"
+    log = log_path.open("wb")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    simulator = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--mode",
+                                  "simulator", *shape, "--workdir", str(workdir)],
+                                 stdout=log, stderr=subprocess.STDOUT, env=env)
+    processes.append(simulator)
+    sim_url = f"http://127.0.0.1:{args.sim_port}"
+    arms = [{"name": "direct", "port": args.sim_port, "path": CHAT_PATH, "pid": simulator.pid}]
+    waits = [(f"{sim_url}/_simulator/scenarios", simulator, "the simulator", log_path)]
+    if not args.no_modelevents:
+        kafka_args = ["--bootstrap-servers", settings.bootstrap_servers,
+                      "--prefix", settings.topic_prefix]
+        processes.append(subprocess.Popen(
+            cli("worker", *kafka_args, "--app-id", settings.topic_prefix,
+                "--workdir", str(workdir / "worker")),
+            stdout=log, stderr=subprocess.STDOUT, env=env))
+        gateway = subprocess.Popen(cli("gateway", "--port", str(args.gateway_port), *kafka_args,
+                                       "--loglevel", "warning"),
+                                   stdout=log, stderr=subprocess.STDOUT,
+                                   env=dict(env, OPENAI_BASE_URL=f"{sim_url}/v1",
+                                            OPENAI_API_KEY="sk-bench"))
+        processes.append(gateway)
+        arms.append({"name": "modelevents", "port": args.gateway_port,
+                     "path": "/proxy/openai" + CHAT_PATH, "pid": gateway.pid})
+        waits.append((f"http://127.0.0.1:{args.gateway_port}/readyz", gateway, "the gateway",
+                      log_path))
+    if litellm is not None:
+        key = "sk-" + secrets.token_hex(32)
+        config = litellm_proxy.write_config(workdir / "litellm.yaml", f"{sim_url}/v1",
+                                            [f"sim:{PACED}", f"sim:{BURST}"], key)
+        server = litellm_proxy.start(litellm, config, args.litellm_port, workdir / "litellm.log")
+        processes.append(server)
+        arms.append({"name": "LiteLLM", "port": args.litellm_port, "path": CHAT_PATH,
+                     "pid": server.pid, "headers": {"authorization": f"Bearer {key}"}})
+        waits.append((f"http://127.0.0.1:{args.litellm_port}/health/liveliness", server,
+                      "LiteLLM's proxy", workdir / "litellm.log"))
+    for url, process, what, where in waits:
+        say(f"waiting for {what} ...")
+        wait_http(url, process, what, where, timeout=300)
+    return arms
+
+
+def print_table(result: dict, args: argparse.Namespace, litellm_version: str | None) -> None:
+    names = list(result)
+    base = result["direct"]
+    heads = {"direct": "direct (baseline)", "modelevents": "modelevents",
+             "LiteLLM": f"LiteLLM {litellm_version}"}
+    print(f"commit {commit()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print("| figure | " + " | ".join(heads[n] for n in names) + " |")
+    print("|---|" + "---:|" * len(names))
+
+    def row(label: str, cell) -> None:
+        print(f"| {label} | " + " | ".join(cell(n, result[n]) for n in names) + " |")
+
+    def timed(key: str):
+        def cell(name: str, r: dict) -> str:
+            if name == "direct":
+                return f"{r[key]:.2f} ms"
+            return f"{r[key]:.2f} ms (+{r[key] - base[key]:.2f} ms, ×{r[key] / base[key]:.1f})" \
+                if base[key] else f"{r[key]:.2f} ms"
+        return cell
+
+    chunks = f"{args.chunks} chunks every {args.interval_ms:g} ms, {args.concurrency} streams at once"
+    row(f"per-chunk delay p50 (simulator's write → client; {chunks})", timed("delay_p50"))
+    row("per-chunk delay p99 (target: added ≤ 1 ms)", timed("delay_p99"))
+    row("time to first byte p50", timed("ttfb_p50"))
+    row("time to first byte p99 (target: added ≤ 5 ms)", timed("ttfb_p99"))
+    row("time to first chunk p50 / p99", lambda n, r: f"{r['first_p50']:.2f} / "
+        f"{r['first_p99']:.2f} ms")
+    row(f"chunks/s, {args.burst_concurrency} streams of {args.burst_chunks} unpaced chunks at "
+        f"once (median of {args.rounds})", lambda n, r: f"{r['rate']:,.0f}" + (
+            "" if n == "direct" else f" ({r['rate'] / base['rate']:.0%})"))
+    row("CPU per chunk: the process in between (direct: the simulator) / the simulator",
+        lambda n, r: (f"{r['cpu_us']:.0f} µs" if r["cpu_us"] is not None else "—")
+        + ("" if n == "direct" else f" / {r['sim_cpu_us']:.0f} µs"))
+    row("chunks per paced stream at the client",
+        lambda n, r: ", ".join(str(c) for c in r["chunks_per_stream"]) or "—")
+    row("stamped chunks timed / streams", lambda n, r: f"{r['delays']:,} / {r['streams']}")
+    row("frames on `frames` / frames the simulator sent", lambda n, r: (
+        f"{r['frames_topic']:,} / {r['frames_sent']:,}" if "frames_topic" in r else "—"))
+    row("failed streams", lambda n, r: str(r["failed"]))
+    for name in names:
+        for failure in result[name]["failures"]:
+            say(f"{name}: {failure}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
