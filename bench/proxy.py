@@ -39,13 +39,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import litellm_proxy  # bench/, beside this script
 from proc_stats import cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAT_PATH = "/v1/chat/completions"
 PACED, BURST = "bench/paced", "bench/burst"
 
 
@@ -74,14 +75,67 @@ def chat_recording(chunks: int, stamped: bool) -> bytes:
                      b"data: [DONE]\n\n"])
 
 
+def responses_recording(chunks: int, stamped: bool) -> bytes:
+    """An OpenAI Responses stream: created, in_progress, the item and part added, ``chunks``
+    text deltas (stamped as in :func:`chat_recording`), the text, part and item done, completed
+    with usage. The folded texts say "bench", not the deltas: a stamp belongs to a delta."""
+    events: list[dict] = []
+    response = {"id": "resp_bench", "object": "response", "created_at": 1767225600,
+                "status": "in_progress", "model": "gpt-5-mini-2025-08-07", "output": [],
+                "usage": None, "error": None, "incomplete_details": None}
+    part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    item = {"id": "msg_bench", "type": "message", "status": "in_progress", "role": "assistant",
+            "content": []}
+    at = {"item_id": "msg_bench", "output_index": 0, "content_index": 0}
+    done_part = dict(part, text="bench")
+    done_item = dict(item, status="completed", content=[done_part])
+    events += [{"type": "response.created", "response": response},
+               {"type": "response.in_progress", "response": response},
+               {"type": "response.output_item.added", "output_index": 0, "item": item},
+               {"type": "response.content_part.added", **at, "part": part}]
+    text = "ts:@sent_ns@ " if stamped else "word "
+    events += [{"type": "response.output_text.delta", **at, "delta": text, "logprobs": []}
+               for _ in range(chunks)]
+    events += [{"type": "response.output_text.done", **at, "text": "bench", "logprobs": []},
+               {"type": "response.content_part.done", **at, "part": done_part},
+               {"type": "response.output_item.done", "output_index": 0, "item": done_item},
+               {"type": "response.completed", "response": dict(
+                   response, status="completed", output=[done_item],
+                   usage={"input_tokens": 9, "output_tokens": chunks, "total_tokens": 9 + chunks,
+                          "input_tokens_details": {"cached_tokens": 0},
+                          "output_tokens_details": {"reasoning_tokens": 0}})}]
+    return b"".join(f"event: {e['type']}\ndata: ".encode()
+                    + json.dumps({"type": e["type"], "sequence_number": n,
+                                  **{k: v for k, v in e.items() if k != "type"}},
+                                 separators=(",", ":")).encode() + b"\n\n"
+                    for n, e in enumerate(events))
+
+
+@dataclass(frozen=True)
+class Api:
+    """One provider API the bench streams: its simulator API, path, recording, request."""
+
+    name: str
+    path: str
+    recording: Callable[[int, bool], bytes]
+    body: Callable[[str], dict]
+
+
+APIS = {
+    "chat": Api("openai-chat", "/v1/chat/completions", chat_recording, lambda model: {
+        "model": model, "stream": True, "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "Say something."}]}),
+    "responses": Api("openai-responses", "/v1/responses", responses_recording, lambda model: {
+        "model": model, "stream": True, "store": False, "input": "Say something."}),
+}
+
+
 def frames_of(recording: bytes) -> int:
     return recording.count(b"\n\n")
 
 
-def request_body(scenario: str) -> bytes:
-    return json.dumps({"model": f"sim:{scenario}", "stream": True,
-                       "stream_options": {"include_usage": True},
-                       "messages": [{"role": "user", "content": "Say something."}]}).encode()
+def request_body(api: Api, scenario: str) -> bytes:
+    return json.dumps(api.body(f"sim:{scenario}")).encode()
 
 
 # --- the simulator (its own process) -------------------------------------------------------------
@@ -97,11 +151,12 @@ def simulator_main(args: argparse.Namespace) -> int:
     folder = Path(args.workdir)
     registry = ScenarioRegistry.default(with_corpus=False)
     paced, burst = folder / "paced.sse", folder / "burst.sse"
-    paced.write_bytes(chat_recording(args.chunks, stamped=True))
-    burst.write_bytes(chat_recording(args.burst_chunks, stamped=False))
-    registry.scenarios[PACED] = Scenario(PACED, paced, "openai-chat", Knobs(
+    api = APIS[args.api]
+    paced.write_bytes(api.recording(args.chunks, True))
+    burst.write_bytes(api.recording(args.burst_chunks, False))
+    registry.scenarios[PACED] = Scenario(PACED, paced, api.name, Knobs(
         interval_ms=args.interval_ms, stamp=True, chunking=False))
-    registry.scenarios[BURST] = Scenario(BURST, burst, "openai-chat", Knobs(chunking=False))
+    registry.scenarios[BURST] = Scenario(BURST, burst, api.name, Knobs(chunking=False))
     quiet_cuts()
     config = uvicorn.Config(Simulator(registry).app, host="127.0.0.1", port=args.sim_port,
                             log_level="warning", lifespan="off")
@@ -130,8 +185,10 @@ def load_main(args: argparse.Namespace) -> int:
 
     def requests(arm: dict, scenario: str, count: int) -> list[bytes]:
         out[arm["name"]]["sent"][scenario] += count
-        return [request_bytes("127.0.0.1", arm["port"], arm["path"], request_body(scenario),
-                              arm.get("headers")) for _ in range(count)]
+        api = APIS[args.api]
+        return [request_bytes("127.0.0.1", arm["port"], arm["prefix"] + api.path,
+                              request_body(api, scenario), arm.get("headers"))
+                for _ in range(count)]
 
     def note(arm: dict, results: list) -> None:
         mine = out[arm["name"]]
@@ -225,28 +282,25 @@ def wait_http(url: str, process: subprocess.Popen, what: str, log: Path,
     raise SystemExit(f"{what} did not answer {url} within {timeout:.0f} s; see {log}")
 
 
-async def frames_written(settings) -> int:
-    """Records on the ``frames`` topic (every partition's end offset)."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+async def frames_on_topic(settings) -> dict[str, int]:
+    """What ``frames`` holds now: records, distinct frame ids (a batch written twice counts
+    once, as the worker dedupes it) and distinct streams (proxied calls)."""
+    from modelevents.services.kafka.clients import read_records
 
-    consumer = AIOKafkaConsumer(**settings.client_options())
-    await consumer.start()
-    try:
-        topic = settings.topic("frames")
-        partitions = [TopicPartition(topic, p)
-                      for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        if not partitions:
-            await consumer.topics()
-            partitions = [TopicPartition(topic, p)
-                          for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        return sum((await consumer.end_offsets(partitions)).values())
-    finally:
-        await consumer.stop()
+    records, ids, streams = 0, set(), set()
+    async for record in read_records(settings, "frames", to_end=True, timeout=30):
+        if record is None or record.value is None:
+            continue
+        records += 1
+        ids.add(record.value.frame_id)
+        streams.add(record.value.stream_id)
+    return {"records": records, "frames": len(ids), "streams": len(streams)}
 
 
 def expected_frames(sent: dict, args: argparse.Namespace) -> int:
-    return (sent[PACED] * frames_of(chat_recording(args.chunks, True))
-            + sent[BURST] * frames_of(chat_recording(args.burst_chunks, False)))
+    api = APIS[args.api]
+    return (sent[PACED] * frames_of(api.recording(args.chunks, True))
+            + sent[BURST] * frames_of(api.recording(args.burst_chunks, False)))
 
 
 def free_ports(count: int) -> list[int]:
@@ -271,6 +325,8 @@ def commit() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--api", choices=tuple(APIS), default="chat",
+                        help="OpenAI Chat Completions or Responses streams (default: %(default)s)")
     parser.add_argument("--streams", type=int, default=100, help="paced streams per arm and round")
     parser.add_argument("--chunks", type=int, default=50, help="stamped chunks per paced stream")
     parser.add_argument("--interval-ms", type=float, default=10.0, help="pace of those chunks")
@@ -308,17 +364,17 @@ def main() -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print_table(result, args, litellm_proxy.installed_version() if litellm else None)
-    return 0
+    return 0 if verdicts(result) else 1
 
 
 def run_arms(args: argparse.Namespace, settings, workdir: Path, litellm: Path | None) -> dict:
     """Start the simulator, the worker, the gateway and LiteLLM, run the load, count frames."""
     processes: list[subprocess.Popen] = []
-    shape = ["--chunks", str(args.chunks), "--interval-ms", str(args.interval_ms),
+    shape = ["--api", args.api, "--chunks", str(args.chunks),
+             "--interval-ms", str(args.interval_ms),
              "--burst-chunks", str(args.burst_chunks), "--sim-port", str(args.sim_port)]
     try:
         arms = start_arms(args, settings, workdir, litellm, shape, processes)
-        before = asyncio.run(frames_written(settings))
         say("all up; the load generator starts ...")
         load = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--mode", "load",
                                *shape, "--streams", str(args.streams),
@@ -334,14 +390,15 @@ def run_arms(args: argparse.Namespace, settings, workdir: Path, litellm: Path | 
         if "modelevents" in result:
             # The tee is asynchronous: give the last frames a moment to land.
             want = expected_frames(result["modelevents"]["sent"], args)
-            deadline, written = time.monotonic() + 60, 0
-            while time.monotonic() < deadline:
-                written = asyncio.run(frames_written(settings)) - before
-                if written >= want:
+            deadline = time.monotonic() + 60
+            while True:
+                found = asyncio.run(frames_on_topic(settings))
+                if found["frames"] >= want or time.monotonic() > deadline:
                     break
                 time.sleep(1.0)
-            result["modelevents"]["frames_topic"] = written
+            result["modelevents"]["frames_topic"] = found
             result["modelevents"]["frames_sent"] = want
+            result["modelevents"]["streams_sent"] = sum(result["modelevents"]["sent"].values())
     finally:
         for process in reversed(processes):
             process.terminate()
@@ -364,7 +421,7 @@ def start_arms(args: argparse.Namespace, settings, workdir: Path, litellm: Path 
                                  stdout=log, stderr=subprocess.STDOUT, env=env)
     processes.append(simulator)
     sim_url = f"http://127.0.0.1:{args.sim_port}"
-    arms = [{"name": "direct", "port": args.sim_port, "path": CHAT_PATH, "pid": simulator.pid}]
+    arms = [{"name": "direct", "port": args.sim_port, "prefix": "", "pid": simulator.pid}]
     waits = [(f"{sim_url}/_simulator/scenarios", simulator, "the simulator", log_path)]
     if not args.no_modelevents:
         kafka_args = ["--bootstrap-servers", settings.bootstrap_servers,
@@ -380,7 +437,7 @@ def start_arms(args: argparse.Namespace, settings, workdir: Path, litellm: Path 
                                             OPENAI_API_KEY="sk-bench"))
         processes.append(gateway)
         arms.append({"name": "modelevents", "port": args.gateway_port,
-                     "path": "/proxy/openai" + CHAT_PATH, "pid": gateway.pid})
+                     "prefix": "/proxy/openai", "pid": gateway.pid})
         waits.append((f"http://127.0.0.1:{args.gateway_port}/readyz", gateway, "the gateway",
                       log_path))
     if litellm is not None:
@@ -389,7 +446,7 @@ def start_arms(args: argparse.Namespace, settings, workdir: Path, litellm: Path 
                                             [f"sim:{PACED}", f"sim:{BURST}"], key)
         server = litellm_proxy.start(litellm, config, args.litellm_port, workdir / "litellm.log")
         processes.append(server)
-        arms.append({"name": "LiteLLM", "port": args.litellm_port, "path": CHAT_PATH,
+        arms.append({"name": "LiteLLM", "port": args.litellm_port, "prefix": "",
                      "pid": server.pid, "headers": {"authorization": f"Bearer {key}"}})
         waits.append((f"http://127.0.0.1:{args.litellm_port}/health/liveliness", server,
                       "LiteLLM's proxy", workdir / "litellm.log"))
@@ -405,7 +462,9 @@ def print_table(result: dict, args: argparse.Namespace, litellm_version: str | N
     heads = {"direct": "direct (baseline)", "modelevents": "modelevents",
              "LiteLLM": f"LiteLLM {litellm_version}"}
     print(f"commit {commit()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; OpenAI "
+          f"{'Chat Completions' if args.api == 'chat' else 'Responses'} streams, "
+          f"`{APIS[args.api].path}`")
     print("| figure | " + " | ".join(heads[n] for n in names) + " |")
     print("|---|" + "---:|" * len(names))
 
@@ -436,12 +495,39 @@ def print_table(result: dict, args: argparse.Namespace, litellm_version: str | N
     row("chunks per paced stream at the client",
         lambda n, r: ", ".join(str(c) for c in r["chunks_per_stream"]) or "—")
     row("stamped chunks timed / streams", lambda n, r: f"{r['delays']:,} / {r['streams']}")
-    row("frames on `frames` / frames the simulator sent", lambda n, r: (
-        f"{r['frames_topic']:,} / {r['frames_sent']:,}" if "frames_topic" in r else "—"))
+    row("distinct frames on `frames` / frames the simulator sent (streams: on `frames` / sent)",
+        lambda n, r: (f"{r['frames_topic']['frames']:,} / {r['frames_sent']:,} "
+                      f"({r['frames_topic']['streams']:,} / {r['streams_sent']:,})"
+                      if "frames_topic" in r else "—"))
     row("failed streams", lambda n, r: str(r["failed"]))
     for name in names:
         for failure in result[name]["failures"]:
             say(f"{name}: {failure}")
+
+
+def verdicts(result: dict) -> bool:
+    """The targets, one line each; True when every one is met."""
+    base, ours, theirs = result["direct"], result.get("modelevents"), result.get("LiteLLM")
+    met = True
+
+    def line(text: str, ok: bool) -> None:
+        nonlocal met
+        met = met and ok
+        print(f"- {text}: {'met' if ok else 'NOT met'}")
+
+    if ours is not None:
+        chunk, first = ours["delay_p99"] - base["delay_p99"], ours["ttfb_p99"] - base["ttfb_p99"]
+        line(f"modelevents adds ≤ 1 ms per chunk at p99 ({chunk:+.2f} ms)", chunk <= 1.0)
+        line(f"modelevents adds ≤ 5 ms to the first byte at p99 ({first:+.2f} ms)", first <= 5.0)
+        found = ours.get("frames_topic", {}).get("frames", 0)
+        line(f"every frame on `frames` ({found:,} of {ours.get('frames_sent', 0):,})",
+             found == ours.get("frames_sent"))
+        if theirs is not None:
+            line("modelevents adds less than LiteLLM per chunk (p50 and p99) and to the first "
+                 "byte", all(ours[k] < theirs[k] for k in
+                             ("delay_p50", "delay_p99", "ttfb_p50", "ttfb_p99")))
+    line("no stream failed", not any(r["failed"] for r in result.values()))
+    return met
 
 
 if __name__ == "__main__":
