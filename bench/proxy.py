@@ -283,18 +283,22 @@ def wait_http(url: str, process: subprocess.Popen, what: str, log: Path,
 
 
 async def frames_on_topic(settings) -> dict[str, int]:
-    """What ``frames`` holds now: records, distinct frame ids (a batch written twice counts
-    once, as the worker dedupes it) and distinct streams (proxied calls)."""
+    """What ``frames`` holds now: records, distinct frame ids of the streams' own frames (a
+    batch written twice counts once, as the worker dedupes it), and the streams whose
+    end-of-stream marker is there (each proxied stream's last record)."""
+    from modelevents.schemas.end_of_input import is_end_of_input
     from modelevents.services.kafka.clients import read_records
 
-    records, ids, streams = 0, set(), set()
+    records, ids, ended = 0, set(), set()
     async for record in read_records(settings, "frames", to_end=True, timeout=30):
         if record is None or record.value is None:
             continue
         records += 1
-        ids.add(record.value.frame_id)
-        streams.add(record.value.stream_id)
-    return {"records": records, "frames": len(ids), "streams": len(streams)}
+        if is_end_of_input(record.value):
+            ended.add(record.value.stream_id)
+        else:
+            ids.add(record.value.frame_id)
+    return {"records": records, "frames": len(ids), "streams": len(ended)}
 
 
 def expected_frames(sent: dict, args: argparse.Namespace) -> int:
@@ -390,15 +394,17 @@ def run_arms(args: argparse.Namespace, settings, workdir: Path, litellm: Path | 
         if "modelevents" in result:
             # The tee is asynchronous: give the last frames a moment to land.
             want = expected_frames(result["modelevents"]["sent"], args)
+            streams = sum(result["modelevents"]["sent"].values())
             deadline = time.monotonic() + 60
             while True:
                 found = asyncio.run(frames_on_topic(settings))
-                if found["frames"] >= want or time.monotonic() > deadline:
+                if (found["frames"] >= want and found["streams"] >= streams
+                        or time.monotonic() > deadline):
                     break
                 time.sleep(1.0)
             result["modelevents"]["frames_topic"] = found
             result["modelevents"]["frames_sent"] = want
-            result["modelevents"]["streams_sent"] = sum(result["modelevents"]["sent"].values())
+            result["modelevents"]["streams_sent"] = streams
     finally:
         for process in reversed(processes):
             process.terminate()
@@ -495,7 +501,8 @@ def print_table(result: dict, args: argparse.Namespace, litellm_version: str | N
     row("chunks per paced stream at the client",
         lambda n, r: ", ".join(str(c) for c in r["chunks_per_stream"]) or "—")
     row("stamped chunks timed / streams", lambda n, r: f"{r['delays']:,} / {r['streams']}")
-    row("distinct frames on `frames` / frames the simulator sent (streams: on `frames` / sent)",
+    row("distinct frames on `frames` / frames the simulator sent (streams ended on `frames` / "
+        "sent)",
         lambda n, r: (f"{r['frames_topic']['frames']:,} / {r['frames_sent']:,} "
                       f"({r['frames_topic']['streams']:,} / {r['streams_sent']:,})"
                       if "frames_topic" in r else "—"))
@@ -520,8 +527,10 @@ def verdicts(result: dict) -> bool:
         line(f"modelevents adds ≤ 1 ms per chunk at p99 ({chunk:+.2f} ms)", chunk <= 1.0)
         line(f"modelevents adds ≤ 5 ms to the first byte at p99 ({first:+.2f} ms)", first <= 5.0)
         found = ours.get("frames_topic", {}).get("frames", 0)
-        line(f"every frame on `frames` ({found:,} of {ours.get('frames_sent', 0):,})",
-             found == ours.get("frames_sent"))
+        ended = ours.get("frames_topic", {}).get("streams", 0)
+        line(f"every frame on `frames` ({found:,} of {ours.get('frames_sent', 0):,}; "
+             f"{ended:,} of {ours.get('streams_sent', 0):,} streams ended)",
+             found == ours.get("frames_sent") and ended == ours.get("streams_sent"))
         if theirs is not None:
             line("modelevents adds less than LiteLLM per chunk (p50 and p99) and to the first "
                  "byte", all(ours[k] < theirs[k] for k in
