@@ -9,7 +9,7 @@
     event_frames.py  GET /v1/runs/{run_id}/events/{seq}  (one event and its raw frame)
     event_streams.py GET /v1/events?run=…&run=…          (several runs' events on one SSE stream)
     approvals.py  POST /v1/runs/{run_id}/approvals/{id}  (grant/deny → approval.resolved)
-    ui.py         GET /ui                                (the operator's page, static files)
+    ui.py         GET /ui  ·  proxy_*.py  /proxy/{upstream}/… (the providers' own endpoints)
 
 Another resource is one more module of ``routes/`` with an ``APIRouter`` named ``router`` and one
 more entry in :data:`ROUTERS`. OpenAPI is served at ``/openapi.json`` and ``/docs``
@@ -64,6 +64,8 @@ from modelevents.services.gateway.inputs.deliveries import Deliveries
 from modelevents.services.gateway.inputs.packets import InputPackets
 from modelevents.services.gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 from modelevents.services.gateway.problems import PROBLEM_JSON, problem_bytes, problem_response
+from modelevents.services.gateway.proxy.hub import ProxyHub
+from modelevents.services.gateway.proxy.tee import ProducerTee
 from modelevents.services.gateway.routes import (
     approvals,
     event_frames,
@@ -71,6 +73,7 @@ from modelevents.services.gateway.routes import (
     forwarded_frames,
     forwarded_input,
     health,
+    proxy_openai,
     run_list,
     runs,
     ui,
@@ -88,7 +91,8 @@ log = logging.getLogger("modelevents.gateway")
 # One router per concern; the order is the order of /docs.
 ROUTERS = (health.router, run_list.router, runs.router, event_streams.router, event_frames.router,
            approvals.router,
-           webhooks.router, forwarded_frames.router, forwarded_input.router, ui.router)
+           webhooks.router, forwarded_frames.router, forwarded_input.router,
+           proxy_openai.router, ui.router)
 
 _DESCRIPTION = """\
 The edge of modelevents: provider output enters here and leaves as ProviderFrames on the Kafka
@@ -98,6 +102,9 @@ The edge of modelevents: provider output enters here and leaves as ProviderFrame
   provider chosen), read its state and its ModelEvents (SSE, resumable), cancel it.
 * **Webhooks** — signed Standard Webhooks deliveries from OpenAI and Gemini.
 * **Forwarded frames** — provider streams an application received itself and tees to modelevents.
+* **Drop-in proxy** — `/proxy/{upstream}/…`: the providers' own endpoints (OpenAI Responses and
+  Chat Completions, Claude Messages, Gemini), relayed byte for byte while every frame is teed to
+  `frames`; an SDK only changes its base URL (docs/drop-in.md).
 * **UI** — `/ui`: the operator's page (run list, one run live), static files of the package.
 * **Health** — liveness and readiness (Kafka reachable, topics present, run owners and states
   read).
@@ -143,6 +150,9 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
         for view in gateway.views:
             await view.start()
         app.state.gateway = gateway
+        # The drop-in proxy (/proxy/{upstream}/…): its frames reach Kafka through the tee.
+        tee = ProducerTee(gateway, config.proxy.fail_closed)
+        app.state.proxy = ProxyHub(gateway, tee)
         # This instance's heartbeat; the background calls it was polling before it stopped, and
         # those of instances silent for the lease, taken up.
         taking_up = asyncio.create_task(handover.keep_calls(gateway), name="keep calls")
@@ -151,6 +161,8 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
         finally:
             taking_up.cancel()
             await asyncio.gather(taking_up, return_exceptions=True)
+            await app.state.proxy.close()
+            await tee.close(config.ack_timeout_s)  # what proxied calls teed, written first
             await gateway.runs.close()
             await gateway.followers.close()  # each reader's consumer closed
             for view in gateway.views:
@@ -240,6 +252,8 @@ def body_limit(config: GatewayConfig, method: str, path: str) -> tuple[int, str]
         return config.max_run_request_bytes, "max_run_request_bytes"
     if method == "POST" and path.startswith("/v1/runs/") and path.endswith("/frames"):
         return config.max_forward_bytes, "max_forward_bytes"
+    if path.startswith("/proxy/"):
+        return config.proxy.max_request_bytes, "proxy.max_request_bytes"
     return config.max_other_body_bytes, "max_other_body_bytes"
 
 

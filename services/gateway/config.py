@@ -26,6 +26,7 @@ from modelevents.schemas.ids import check_id
 from modelevents.schemas.limits import MAX_RECORD_BYTES
 from modelevents.services.gateway.inputs.redaction import RedactionConfig
 from modelevents.services.gateway.inputs.webhook_limits import WEBHOOK_BODY_FIT
+from modelevents.services.gateway.upstreams import ProxyConfig
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.settings.sources import EnvVar
 
@@ -220,6 +221,9 @@ class GatewayConfig(BaseModel):
     # What is cut out of a run's input packet before it is written (services/gateway/
     # redaction.py): JSON fields and regular expressions; the secrets above are always cut.
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
+    # The drop-in proxy (/proxy/{upstream}/…): its named upstreams, keys per tenant and the
+    # tenants that fail closed (services/gateway/upstreams.py, docs/drop-in.md).
+    proxy: ProxyConfig = Field(default_factory=ProxyConfig)
 
     @field_validator("max_body_bytes")
     @classmethod
@@ -265,7 +269,7 @@ class GatewayConfig(BaseModel):
                 held.append(entry.api_key.get_secret_value())
             held += [s.get_secret_value() for secrets in entry.webhook_secrets.values()
                      for s in secrets]
-        return held
+        return held + self.proxy.secrets()
 
     def run_providers(self, names: list[str]) -> set[str]:
         """Which of ``names`` (manifest provider names) runs may go to (``takes_runs``)."""

@@ -91,6 +91,22 @@ class InputPackets:
                         if origin == "gateway" else None),
             cancellable_by=[tenant] if cancellable else [])
 
+    def native_packet(self, native: dict[str, Any], *, run_id: str, tenant: str, call: str,
+                      provider: str, api: str, model: str,
+                      correlation_id: str | None = None) -> RunInput:
+        """The packet of a proxied call: its request is the provider's own, redacted under the
+        same policy and stored as ``{"native": {"method", "path", "body"}}`` (there is no
+        neutral request: the application sent the provider's; readers tell it by ``native``)."""
+        clean, redactions = self.redactor.redact({"native": native})
+        request = canonical_request(clean)
+        adapter = ADAPTERS[api]
+        return RunInput(
+            run_id=run_id, tenant=tenant, origin="gateway", call=call, revision=0,
+            recorded_at=_now_ms(), request=request, fingerprint=request_fingerprint(request),
+            adapter=f"{adapter.name}@{adapter.revision}", provider=provider, api=api,
+            model=model, redaction=self.redactor.record(redactions),
+            correlation_id=correlation_id)
+
     @staticmethod
     def after_call(packet: RunInput, object_id: str | None, cursor: str | None) -> RunInput:
         """The packet again, as its call ended: what the call learned, a new revision."""
