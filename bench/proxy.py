@@ -362,11 +362,15 @@ def main() -> int:
     from broker import bench_topics  # bench/, beside this script
 
     workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-proxy-"))
+    result = None
     try:
         with bench_topics(args.port, "proxy") as settings:
             result = run_arms(args, settings, workdir, litellm)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if result is not None and not any(r["failed"] for r in result.values()):
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            say(f"the servers' logs are kept in {workdir}")
     print_table(result, args, litellm_proxy.installed_version() if litellm else None)
     return 0 if verdicts(result) else 1
 
