@@ -73,6 +73,8 @@ from modelevents.services.gateway.routes import (
     forwarded_frames,
     forwarded_input,
     health,
+    proxy_anthropic,
+    proxy_gemini,
     proxy_openai,
     run_list,
     runs,
@@ -92,7 +94,7 @@ log = logging.getLogger("modelevents.gateway")
 ROUTERS = (health.router, run_list.router, runs.router, event_streams.router, event_frames.router,
            approvals.router,
            webhooks.router, forwarded_frames.router, forwarded_input.router,
-           proxy_openai.router, ui.router)
+           proxy_openai.router, proxy_anthropic.router, proxy_gemini.router, ui.router)
 
 _DESCRIPTION = """\
 The edge of modelevents: provider output enters here and leaves as ProviderFrames on the Kafka

@@ -36,7 +36,8 @@ _GEMINI_TOOLS = {"functionDeclarations": None, "function_declarations": None,
                  "code_execution": "code_execution", "urlContext": "url_context",
                  "url_context": "url_context", "googleMaps": "google_maps",
                  "google_maps": "google_maps", "fileSearch": "file_search",
-                 "file_search": "file_search"}
+                 "file_search": "file_search", "computerUse": "computer",
+                 "computer_use": "computer"}
 _INTERACTIONS_TOOLS = {"function": None, "google_search": "web_search",
                        "code_execution": "code_execution", "url_context": "url_context",
                        "google_maps": "google_maps", "file_search": "file_search",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -25,7 +26,7 @@ class Exchange:
     method: str
     path: str
     status: int
-    headers: httpx.Headers
+    headers: Any
     body: bytes
 
 
@@ -35,52 +36,51 @@ class Keeping:
 
     exchanges: list[Exchange] = field(default_factory=list)
 
-    def transport(self) -> httpx.BaseTransport:
-        return _KeepingTransport(self)
+    def client(self, http: ModuleType = httpx) -> Any:
+        """An HTTP client of ``http`` (httpx, or the httpx2 the anthropic SDK takes) that keeps
+        every exchange."""
+        return http.Client(transport=_keeping_transport(self, http), timeout=60)
 
-    def client(self) -> httpx.Client:
-        return httpx.Client(transport=self.transport(), timeout=60)
 
+def _keeping_transport(keeping: Keeping, http: ModuleType) -> Any:
+    class Kept(http.SyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, request: Any, response: Any) -> None:
+            self.request, self.response = request, response
+            self.chunks: list[bytes] = []
+            self.kept = False
 
-class _KeepingTransport(httpx.BaseTransport):
-    def __init__(self, keeping: Keeping) -> None:
-        self.keeping = keeping
-        self.inner = httpx.HTTPTransport()
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in self.response.stream:
+                self.chunks.append(chunk)
+                yield chunk
+            self.keep()
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = self.inner.handle_request(request)
-        keeping = self.keeping
-        inner_stream = response.stream
+        def keep(self) -> None:
+            if not self.kept:
+                self.kept = True
+                keeping.exchanges.append(Exchange(
+                    self.request.method, self.request.url.path, self.response.status_code,
+                    self.response.headers, b"".join(self.chunks)))
 
-        class Kept(httpx.SyncByteStream):
-            chunks: list[bytes] = []
-            kept = False
+        def close(self) -> None:
+            # An SDK may stop reading at the stream's last event: what it read is kept.
+            self.keep()
+            self.response.stream.close()
 
-            def __iter__(self) -> Iterator[bytes]:
-                for chunk in inner_stream:  # type: ignore[union-attr]
-                    self.chunks.append(chunk)
-                    yield chunk
-                self.keep()
+    class KeepingTransport(http.BaseTransport):  # type: ignore[name-defined,misc]
+        def __init__(self) -> None:
+            self.inner = http.HTTPTransport()
 
-            def keep(self) -> None:
-                if not self.kept:
-                    self.kept = True
-                    keeping.exchanges.append(Exchange(request.method, request.url.path,
-                                                      response.status_code, response.headers,
-                                                      b"".join(self.chunks)))
+        def handle_request(self, request: Any) -> Any:
+            response = self.inner.handle_request(request)
+            return http.Response(response.status_code, headers=response.headers,
+                                 stream=Kept(request, response),
+                                 extensions=response.extensions)
 
-            def close(self) -> None:
-                # An SDK may stop reading at the stream's last event: what it read is kept.
-                self.keep()
-                inner_stream.close()  # type: ignore[union-attr]
+        def close(self) -> None:
+            self.inner.close()
 
-        kept = Kept()
-        kept.chunks = []
-        return httpx.Response(response.status_code, headers=response.headers, stream=kept,
-                              extensions=response.extensions)
-
-    def close(self) -> None:
-        self.inner.close()
+    return KeepingTransport()
 
 
 def proxy_urls(gateway: ServedApp, upstream: str | None = None) -> dict[str, str]:
