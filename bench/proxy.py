@@ -57,6 +57,13 @@ def say(message: str) -> None:
 # --- the streams ---------------------------------------------------------------------------------
 
 
+def delta_text(index: int, stamped: bool) -> str:
+    """The text of delta ``index``: the simulator's stamp marker, or its number. Never the same
+    text twice in a row: LiteLLM cuts a stream whose chunks repeat ("The model is repeating
+    the same chunk")."""
+    return "ts:@sent_ns@ " if stamped else f"n:{index} "
+
+
 def chat_recording(chunks: int, stamped: bool) -> bytes:
     """A Chat Completions stream: a role chunk, ``chunks`` text deltas (each ``ts:@sent_ns@``
     when ``stamped``, the simulator's stamp marker), a finish chunk, a usage chunk, [DONE]."""
@@ -66,9 +73,8 @@ def chat_recording(chunks: int, stamped: bool) -> bytes:
                "choices": [{"index": 0, "delta": delta, "logprobs": None,
                             "finish_reason": finish}] if delta is not None else [], **extra}
         return b"data: " + json.dumps(doc, separators=(",", ":")).encode() + b"\n\n"
-    text = "ts:@sent_ns@ " if stamped else "word "
     return b"".join([chunk({"role": "assistant", "content": ""}),
-                     *(chunk({"content": text}) for _ in range(chunks)),
+                     *(chunk({"content": delta_text(i, stamped)}) for i in range(chunks)),
                      chunk({}, "stop"),
                      chunk(None, usage={"prompt_tokens": 9, "completion_tokens": chunks,
                                         "total_tokens": 9 + chunks}),
@@ -93,9 +99,8 @@ def responses_recording(chunks: int, stamped: bool) -> bytes:
                {"type": "response.in_progress", "response": response},
                {"type": "response.output_item.added", "output_index": 0, "item": item},
                {"type": "response.content_part.added", **at, "part": part}]
-    text = "ts:@sent_ns@ " if stamped else "word "
-    events += [{"type": "response.output_text.delta", **at, "delta": text, "logprobs": []}
-               for _ in range(chunks)]
+    events += [{"type": "response.output_text.delta", **at, "delta": delta_text(i, stamped),
+                "logprobs": []} for i in range(chunks)]
     events += [{"type": "response.output_text.done", **at, "text": "bench", "logprobs": []},
                {"type": "response.content_part.done", **at, "part": done_part},
                {"type": "response.output_item.done", "output_index": 0, "item": done_item},
@@ -178,7 +183,7 @@ def load_main(args: argparse.Namespace) -> int:
 
     arms = json.loads(args.arms)
     sim_pid = args.simulator_pid
-    out: dict[str, dict] = {arm["name"]: {"delays": [], "ttfb": [], "first": [], "chunks": [],
+    out: dict[str, dict] = {arm["name"]: {"delays": [], "ttfb": [], "first": [],
                                           "failures": [], "rates": [], "paced_chunks": [], "stream_cpu_ms": [], "cpu_us": [],
                                           "sim_cpu_us": [], "sent": {PACED: 0, BURST: 0}}
                             for arm in arms}
@@ -190,13 +195,15 @@ def load_main(args: argparse.Namespace) -> int:
                               request_body(api, scenario), arm.get("headers"))
                 for _ in range(count)]
 
-    def note(arm: dict, results: list) -> None:
+    def note(arm: dict, results: list, deltas: int) -> None:
         mine = out[arm["name"]]
         for result in results:
             if result.status != 200:
                 mine["failures"].append(f"{result.status} {result.body_head[:200]!r}")
-                continue
-            mine["chunks"].append(result.chunks)
+            elif result.deltas != deltas:
+                # A 200 whose stream was cut or ended in an error event.
+                mine["failures"].append(f"200, but {result.deltas} of {deltas} deltas: "
+                                        f"{result.body_head[:200]!r}")
 
     async def go() -> None:
         for arm in arms:
@@ -204,7 +211,7 @@ def load_main(args: argparse.Namespace) -> int:
             results, _ = await streams("127.0.0.1", arm["port"],
                                        requests(arm, BURST, 2 * args.concurrency),
                                        args.concurrency)
-            note(arm, results)
+            note(arm, results, args.burst_chunks)
         for round_ in range(args.rounds):
             # Taking turns, the order rotated each round: a slow moment of the machine is
             # shared out, not all one arm's.
@@ -215,7 +222,7 @@ def load_main(args: argparse.Namespace) -> int:
                 cpu = cpu_seconds(arm.get("pid"))
                 results, _ = await streams("127.0.0.1", arm["port"],
                                            requests(arm, PACED, args.streams), args.concurrency)
-                note(arm, results)
+                note(arm, results, args.chunks)
                 mine = out[arm["name"]]
                 mine["stream_cpu_ms"].append((cpu_seconds(arm.get("pid")) - cpu) * 1e3
                                              / args.streams)
@@ -234,7 +241,7 @@ def load_main(args: argparse.Namespace) -> int:
                                                  args.burst_concurrency)
                 chunks = sum(r.chunks for r in results if r.status == 200)
                 mine = out[arm["name"]]
-                note(arm, results)
+                note(arm, results, args.burst_chunks)
                 mine["rates"].append(chunks / seconds)
                 if arm.get("pid") and chunks:
                     mine["cpu_us"].append((cpu_seconds(arm["pid"]) - cpu) * 1e6 / chunks)

@@ -16,6 +16,9 @@ import time
 from dataclasses import dataclass, field
 
 STAMP = re.compile(rb"ts:(\d{6,20})")
+# A text delta of bench/proxy.py's streams: stamped (ts:<ns>) or numbered (n:<index>).
+DELTA = re.compile(rb"(?:ts|n):\d+ ")
+ERROR = re.compile(rb'"error": ?\{')
 
 
 @dataclass
@@ -26,6 +29,7 @@ class Stream:
     ttfb_ns: int = 0  # request written → the response's first byte
     first_frame_ns: int = 0  # request written → its first SSE event with data
     chunks: int = 0  # SSE events with a data field
+    deltas: int = 0  # of them, the bench's text deltas (DELTA)
     delays_ns: list[int] = field(default_factory=list)  # stamped events: arrival − stamp
     body_head: bytes = b""  # the start of an error answer's body
 
@@ -104,7 +108,10 @@ async def stream(host: str, port: int, request: bytes) -> Stream:
                 if b"data:" not in event:
                     continue
                 out.chunks += 1
-                if not out.first_frame_ns:
+                if DELTA.search(event):
+                    out.deltas += 1
+                elif ERROR.search(event):
+                    out.body_head = event[:500]  # an error event in a stream                if not out.first_frame_ns:
                     out.first_frame_ns = arrived - start
                 stamp = STAMP.search(event)
                 if stamp:
@@ -115,7 +122,7 @@ async def stream(host: str, port: int, request: bytes) -> Stream:
             arrived = time.monotonic_ns()
             if not data:
                 break
-        if out.status != 200:
+        if out.status != 200 and not out.body_head:
             out.body_head = (body.sse or body.raw or rest)[:500]
     finally:
         writer.close()
