@@ -42,6 +42,8 @@ def route_template(path: str) -> str:
         if len(parts) == 5 and parts[3] in _RUN_ITEM_ROUTES:
             return f"/v1/runs/{{run_id}}/{parts[3]}/{_RUN_ITEM_ROUTES[parts[3]]}"
         return "/v1/runs/{run_id}" + (f"/{tail}" if tail else "")
+    if parts[0] == "proxy":  # the upstream's name is the operator's; the rest ids and models
+        return "/proxy/{upstream}" if len(parts) > 1 else "other"
     if parts[0] == "ui":
         return "/ui" + ("/{asset}" if len(parts) > 1 and parts[1] else "")
     if len(parts) == 1 and parts[0] in ("healthz", "readyz", "metrics", "docs", "openapi.json"):

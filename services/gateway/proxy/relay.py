@@ -132,12 +132,12 @@ def _run_of(hub: ProxyHub, request: Request, call: ProxiedCall, tenant: str
     """The run the call's frames belong to, and whether its id is new (made up here)."""
     asked = asked_run_id(request.headers)
     gateway = hub.gateway
+    if asked is not None and gateway.owner_of(asked) not in (None, tenant):
+        raise Refused(400, f"run id {asked!r} is taken; send another {RUN_ID} (or none)",
+                      "run_id_taken")
     if call.what == "create":
         if asked is None:
             return f"run_{secrets.token_hex(12)}", True
-        if gateway.owner_of(asked) not in (None, tenant):
-            raise Refused(400, f"run id {asked!r} is taken; send another {RUN_ID} (or none)",
-                          "run_id_taken")
         return asked, False
     object_id = call.object_id or ""
     known = hub.run_of_object(object_id)

@@ -11,6 +11,8 @@ that ``app.py`` mounts (``ROUTERS``). A route reads the request, asks the packag
 * ``webhooks.py``         — ``POST /webhooks/{provider}[/{tenant}]``: signed provider webhooks
 * ``forwarded_frames.py`` — ``POST /v1/runs/{id}/frames``: streams an application tees to us
 * ``forwarded_input.py``  — ``POST /v1/runs/{id}/input``: the input packet of such a run
+* ``proxy_openai.py``, ``proxy_anthropic.py``, ``proxy_gemini.py`` — ``/proxy/{upstream}/…``:
+  the providers' own endpoints, relayed and teed (``../proxy/``, docs/drop-in.md)
 * ``health.py``           — ``GET /healthz``, ``GET /readyz`` (and the readiness check runs use)
 * ``ui.py``               — ``GET /ui``: the operator's page (``../static/``)
 * ``openapi.py``          — ``GET /openapi.json`` and ``GET /docs``, offline

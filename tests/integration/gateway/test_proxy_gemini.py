@@ -136,3 +136,18 @@ def test_the_capability_router_refuses_in_googles_error_shape(gateway, sim) -> N
             config={"tools": [{"computer_use": {"environment": "ENVIRONMENT_BROWSER"}}]})
     assert caught.value.code == 400 and caught.value.status == "INVALID_ARGUMENT"
     assert sim.simulator.requests("gemini-generate") == []
+
+
+def test_a_background_interaction_is_cancelled_through_the_proxy(gateway, sim) -> None:
+    _, proxied, keeping = clients(gateway, sim)
+    interaction = proxied.interactions.create(
+        model="sim:gemini-interactions/background-8-polls", input="weather?", background=True)
+    proxied.interactions.cancel(interaction.id)
+    while interaction.status not in ("cancelled", "completed"):
+        interaction = proxied.interactions.get(interaction.id)
+    assert interaction.status == "cancelled"
+    assert any(r["path"].endswith(f"{interaction.id}/cancel")
+               for r in sim.simulator.requests("gemini-interactions"))
+    run_ids = {e.headers[RUN_ID_HEADER] for e in keeping.exchanges}
+    assert len(run_ids) == 1
+    assert wait_state(gateway, run_ids.pop(), ("cancelled",))["status"] == "cancelled"
