@@ -163,8 +163,11 @@ def simulator_main(args: argparse.Namespace) -> int:
         interval_ms=args.interval_ms, stamp=True, chunking=False))
     registry.scenarios[BURST] = Scenario(BURST, burst, api.name, Knobs(chunking=False))
     quiet_cuts()
+    # Idle connections kept 2 minutes, as a provider's servers keep them: with uvicorn's 5 s a
+    # proxy's pooled connection can be closed just as it is reused (LiteLLM's aiohttp then
+    # answers 500 "Connection error").
     config = uvicorn.Config(Simulator(registry).app, host="127.0.0.1", port=args.sim_port,
-                            log_level="warning", lifespan="off")
+                            log_level="warning", lifespan="off", timeout_keep_alive=120)
     uvicorn.Server(config).run()
     return 0
 

@@ -111,7 +111,8 @@ async def stream(host: str, port: int, request: bytes) -> Stream:
                 if DELTA.search(event):
                     out.deltas += 1
                 elif ERROR.search(event):
-                    out.body_head = event[:500]  # an error event in a stream                if not out.first_frame_ns:
+                    out.body_head = event[:500]  # an error event in a stream
+                if not out.first_frame_ns:
                     out.first_frame_ns = arrived - start
                 stamp = STAMP.search(event)
                 if stamp:
