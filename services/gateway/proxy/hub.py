@@ -5,7 +5,7 @@ One :class:`ProxyHub` lives in ``app.state.proxy`` (``app.py`` builds it in its 
 routes are given it with ``Depends(running_proxy)``. :meth:`ProxyHub.upstream` resolves a name
 of the URL (``/proxy/{upstream}/…``) under ``proxy.upstreams`` and the gateway's providers
 (``services/gateway/upstreams.py``). :meth:`ProxyHub.open_run` writes, in the background, the
-claim of a run id and the call's input packet (redacted as the gateway redacts: ``inputs/``),
+claim of a client's run id and the call's input packet (redacted as the gateway redacts: ``inputs/``),
 so the client never waits for Kafka; a claim that finds the id another tenant's is logged.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -96,23 +97,29 @@ class ProxyHub:
 
     # --- opening runs in the background ------------------------------------------------------
 
-    def open_run(self, run_id: str, tenant: str, *, fresh: bool, packet: Any) -> None:
-        """Claim ``run_id`` for ``tenant`` and write the call's input packet, in the
-        background; ``packet``: a RunInput, or None for none."""
+    def open_run(self, run_id: str, tenant: str, *, fresh: bool,
+                 packet: Callable[[], Any]) -> None:
+        """Claim ``run_id`` for ``tenant`` (unless ``fresh``: made up by the gateway) and
+        write the call's input packet, in the background; ``packet`` builds the RunInput (or None for none) there too: redacting a
+        long request costs time the client need not wait for."""
         task = asyncio.get_running_loop().create_task(
             self._open(run_id, tenant, fresh, packet), name=f"open proxied run {run_id}")
         self._openings.add(task)
         task.add_done_callback(self._openings.discard)
 
-    async def _open(self, run_id: str, tenant: str, fresh: bool, packet: Any) -> None:
+    async def _open(self, run_id: str, tenant: str, fresh: bool,
+                    packet: Callable[[], Any]) -> None:
         gateway = self.gateway
         try:
-            if not await gateway.claim_run(run_id, tenant, fresh=fresh):
+            # An id made up here is nobody else's: the worker's state of the run names its
+            # tenant (``Gateway.owner_of`` reads it), so only a client's id is claimed.
+            if not fresh and not await gateway.claim_run(run_id, tenant):
                 log.error("proxy: run id %s is another tenant's; the frames of tenant %s's call "
                           "were written under it", run_id, tenant)
                 return
-            if packet is not None:
-                await gateway.publish_input(packet)
+            built = packet()
+            if built is not None:
+                await gateway.publish_input(built)
         except Exception as exc:  # Kafka away: the frames tee keeps the call's output
             log.warning("proxy: run %s: its claim or input packet was not written: %s", run_id,
                         exc)

@@ -114,16 +114,18 @@ async def relay(hub: ProxyHub, request: Request, call: ProxiedCall) -> Response:
                               "upstream_unreachable")
     tag = f"x{secrets.token_hex(5)}"
     if call.what == "create":
-        hub.open_run(run_id, tenant, fresh=fresh, packet=_packet(
-            hub, request, call, doc, run_id=run_id, tenant=tenant, tag=tag,
-            provider=target.provider(api), model=model))
+        correlation_id = request.headers.get("x-correlation-id")
+        hub.open_run(run_id, tenant, fresh=fresh, packet=lambda: _packet(
+            hub, request.method, call, doc, run_id=run_id, tenant=tenant, tag=tag,
+            provider=target.provider(api), model=model, correlation_id=correlation_id))
     framer = _framer(call, response, run_id=run_id, tenant=tenant, tag=tag,
                      provider=target.provider(api))
     resumable = _resumable(call, doc)
     relayed = StreamingResponse(_relayed(hub, call, response, framer, tenant, run_id, resumable),
                                 status_code=response.status_code)
-    relayed.raw_headers = [*response_headers(response.headers.raw),
-                           (RUN_ID.encode(), run_id.encode())]
+    relayed.raw_headers = response_headers(response.headers.raw)
+    if run_id != call.object_id:  # else the worker finds the object's run: not known here
+        relayed.raw_headers.append((RUN_ID.encode(), run_id.encode()))
     return relayed
 
 
@@ -205,14 +207,15 @@ def _resumable(call: ProxiedCall, doc: dict[str, Any] | None) -> bool:
     return not follow_up.resume_background_only or bool(doc and doc.get("background"))
 
 
-def _packet(hub: ProxyHub, request: Request, call: ProxiedCall, doc: dict[str, Any] | None,
-            *, run_id: str, tenant: str, tag: str, provider: str, model: str | None) -> Any:
+def _packet(hub: ProxyHub, method: str, call: ProxiedCall, doc: dict[str, Any] | None,
+            *, run_id: str, tenant: str, tag: str, provider: str, model: str | None,
+            correlation_id: str | None) -> Any:
     if doc is None:
         return None
-    native = {"method": request.method, "path": call.path, "body": doc}
+    native = {"method": method, "path": call.path, "body": doc}
     return hub.gateway.packets.native_packet(
         native, run_id=run_id, tenant=tenant, call=tag, provider=provider, api=call.api,
-        model=model or "", correlation_id=request.headers.get("x-correlation-id"))
+        model=model or "", correlation_id=correlation_id)
 
 
 async def _relayed(hub: ProxyHub, call: ProxiedCall, response: httpx.Response,

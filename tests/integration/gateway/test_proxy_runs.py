@@ -58,10 +58,18 @@ def test_the_modelevents_token_travels_beside_the_provider_key_and_names_the_ten
                                                               "content": "hi"}])
     run_id = keeping.exchanges[0].headers[RUN_ID_HEADER]
     as_acme = {"authorization": f"Bearer {token}"}
-    state = httpx.get(f"{gateway.url}/v1/runs/{run_id}", headers=as_acme, timeout=30)
-    while state.json()["state"] is None:
-        state = httpx.get(f"{gateway.url}/v1/runs/{run_id}", headers=as_acme, timeout=30)
-    assert state.json()["state"]["tenant"] == "acme"
+    # A run id the gateway made up is found once the worker wrote the run's state.
+    deadline = time.monotonic() + 60
+    while True:
+        answer = httpx.get(f"{gateway.url}/v1/runs/{run_id}", headers=as_acme, timeout=30)
+        if answer.status_code == 200 and answer.json()["state"] is not None:
+            break
+        assert time.monotonic() < deadline, answer.text
+        time.sleep(0.1)
+    assert answer.json()["state"]["tenant"] == "acme"
+    as_other = {"authorization": f"Bearer {token}x"}
+    assert httpx.get(f"{gateway.url}/v1/runs/{run_id}", headers=as_other,
+                     timeout=30).status_code == 401
 
 
 def test_the_input_packet_is_written_redacted(gateway, sim) -> None:
@@ -146,3 +154,15 @@ def test_a_run_id_of_another_tenant_is_refused_before_the_provider_is_called(
                                                                           "content": "hi"}])
     assert caught.value.code == "run_id_taken"
     assert len(sim.simulator.requests("openai-chat")) == sent
+
+
+def test_a_body_over_the_proxys_limit_is_refused_before_it_is_read(start_gateway, sim) -> None:
+    gateway = start_gateway(proxy={"max_request_bytes": 1024})
+    client = openai.OpenAI(base_url=proxy_urls(gateway)["openai"], api_key=CLIENT_KEY,
+                           max_retries=0)
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.responses.create(model="gpt-4o", input="x" * 2048)
+    assert caught.value.status_code == 413
+    assert "proxy.max_request_bytes" in caught.value.response.text
+    assert sim.simulator.requests("openai-responses") == []
+
