@@ -1,16 +1,17 @@
 """The drop-in proxy against calling the provider directly, and against LiteLLM's proxy.
 
-    .venv/bin/python bench/proxy.py                # --streams 100 --chunks 50 --interval-ms 10
+    .venv/bin/python bench/proxy.py                # --api chat --streams 100 --chunks 50 --interval-ms 10
+    .venv/bin/python bench/proxy.py --api responses
     .venv/bin/python bench/proxy.py --no-litellm   # without LiteLLM (no venv of its own needed)
 
 Starts a broker of its own (services/local/kafka_broker.py), the pipeline's topics, a worker,
-the provider simulator (its own process, serving the bench's Chat Completions streams), the
-gateway (``modelevents gateway``, OpenAI pointed at the simulator) and LiteLLM's proxy
-(``litellm --config … --port …`` from a venv of its own, bench/litellm_proxy.py; every model an
-OpenAI-compatible upstream at the simulator). A raw asyncio client in a fifth process
+the provider simulator (its own process, serving the bench's Chat Completions or Responses
+streams), the gateway (``modelevents gateway``, OpenAI pointed at the simulator) and LiteLLM's
+proxy (``litellm --config … --port …`` from a venv of its own, bench/litellm_proxy.py; every
+model an OpenAI-compatible upstream at the simulator). A raw asyncio client in a fifth process
 (bench/stream_client.py) streams the same requests to each arm, taking turns per round:
 
-- direct: ``POST /v1/chat/completions`` at the simulator — the baseline;
+- direct: ``POST /v1/chat/completions`` (or ``/v1/responses``) at the simulator — the baseline;
 - modelevents: the same request at the gateway's drop-in route (bytes passed through, every
   frame teed to ``frames``);
 - LiteLLM: the same request at LiteLLM's proxy.
@@ -22,7 +23,8 @@ Figures, per arm and against direct in the same run:
 - time to first byte of the response, and to its first chunk;
 - chunks/s with ``--burst-concurrency`` streams of ``--burst-chunks`` unpaced chunks at once,
   and the CPU time per chunk of the process in between (simulator, gateway, LiteLLM);
-- for modelevents: the records on ``frames`` against every frame the simulator sent it.
+- for modelevents: the distinct frames on ``frames`` against every frame the simulator sent
+  it, and each stream's end marker. Exit 1 when a target (issue #29) is not met.
 """
 
 from __future__ import annotations
@@ -349,10 +351,11 @@ def main() -> int:
     parser.add_argument("--chunks", type=int, default=50, help="stamped chunks per paced stream")
     parser.add_argument("--interval-ms", type=float, default=10.0, help="pace of those chunks")
     parser.add_argument("--concurrency", type=int, default=8, help="paced streams at once")
-    parser.add_argument("--burst-streams", type=int, default=64)
+    parser.add_argument("--burst-streams", type=int, default=64, help="unpaced streams per arm "
+                        "and round")
     parser.add_argument("--burst-chunks", type=int, default=500, help="unpaced chunks per stream")
-    parser.add_argument("--burst-concurrency", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--burst-concurrency", type=int, default=32, help="unpaced streams at once")
+    parser.add_argument("--rounds", type=int, default=3, help="turns of every arm")
     parser.add_argument("--no-litellm", action="store_true", help="leave LiteLLM's arm out")
     parser.add_argument("--no-modelevents", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--litellm-version", help="a LiteLLM release (default: the newest)")
