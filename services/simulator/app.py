@@ -20,8 +20,10 @@ and the simulator's own: ``GET /_simulator/scenarios``, ``GET|DELETE /_simulator
 
 Every request is validated against the provider's request schema (services/simulator/provider_schemas.py)
 and answered 400 in the provider's error shape when it does not fit. Streams go out as real SSE:
-split across writes at random byte offsets, optionally delayed, optionally cut (the connection
-is dropped mid-frame, as a network cut does: the client sees an incomplete chunked body).
+split across writes at random byte offsets, optionally delayed or paced (one frame every
+``interval_ms``, each stamped with the time of its write when asked), optionally cut (the
+connection is dropped mid-frame, as a network cut does: the client sees an incomplete chunked
+body).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ _SECRET_HEADERS = {"authorization", "x-api-key", "x-goog-api-key", "api-key", "c
 
 
 REQUEST_LOG_SIZE = 10_000
+# In a frame served with the stamp knob: replaced by the write's CLOCK_MONOTONIC time in ns.
+STAMP_MARKER = b"@sent_ns@"
 
 
 class SimulatedCut(Exception):
@@ -345,6 +349,10 @@ async def _body_chunks(frames: list[bytes], knobs: Knobs, rng: random.Random
     if cut_at is not None and cut_at >= len(frames):
         cut_at = None
     cut = cut_at is not None
+    if knobs.interval_ms or knobs.stamp:
+        async for data in _paced_chunks(frames, knobs, cut_at, rng):
+            yield data
+        return
     kept = frames[:cut_at] if cut_at is not None else frames
     data = b"".join(kept)
     if cut_at is not None and frames[cut_at]:
@@ -373,6 +381,25 @@ async def _body_chunks(frames: list[bytes], knobs: Knobs, rng: random.Random
         start = end
         await asyncio.sleep(0)  # let the write reach the socket before the next one
     if cut:
+        raise SimulatedCut(f"simulated network cut after frame {knobs.cut_after_frame}")
+
+
+async def _paced_chunks(frames: list[bytes], knobs: Knobs, cut_at: int | None,
+                        rng: random.Random) -> AsyncIterator[bytes]:
+    """One write per frame, frame i due at the start + i × ``interval_ms``; stamped frames
+    carry the time of their write in place of STAMP_MARKER."""
+    start = time.monotonic()
+    for index, frame in enumerate(frames[:cut_at] if cut_at is not None else frames):
+        wait = start + index * knobs.interval_ms / 1000 - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        if knobs.stamp:
+            frame = frame.replace(STAMP_MARKER, str(time.monotonic_ns()).encode())
+        yield frame
+        await asyncio.sleep(0)  # let the write reach the socket before the next one
+    if cut_at is not None:
+        if frames[cut_at]:
+            yield frames[cut_at][:rng.randrange(len(frames[cut_at]))]
         raise SimulatedCut(f"simulated network cut after frame {knobs.cut_after_frame}")
 
 

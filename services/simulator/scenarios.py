@@ -57,6 +57,12 @@ class Knobs:
     poll_delay_ms: float = 0.0  # pause before answering a poll (GET of a stored object)
     cancel_polls: int = 0  # polls after a cancel that still answer in_progress (and the cancel)
     resume_overlap: int = 0  # frames before the cursor that a resumed stream sends again
+    # One write per frame on a fixed cadence: frame i at the stream's start + i × interval_ms
+    # (a late write does not push the ones after it back, unlike delay_ms).
+    interval_ms: float = 0.0
+    # Each frame's STAMP_MARKER replaced by the time of its write (CLOCK_MONOTONIC, ns): what a
+    # client on the same machine subtracts from its arrival time (bench/proxy.py).
+    stamp: bool = False
 
     @classmethod
     def parse(cls, values: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -73,9 +79,9 @@ class Knobs:
                 elif name in ("cut_after_frame", "fail_status", "fail_count", "chunk_seed",
                               "retry_after_ms", "poll_steps", "cancel_polls", "resume_overlap"):
                     out[name] = int(value)
-                elif name in ("delay_ms", "poll_delay_ms"):
+                elif name in ("delay_ms", "poll_delay_ms", "interval_ms"):
                     out[name] = float(value)
-                elif name in ("chunking",):
+                elif name in ("chunking", "stamp"):
                     out[name] = str(value).lower() not in ("0", "false", "off", "no")
                 else:
                     raise ConfigError(f"{where}: unknown simulator knob {key!r}; known: fail, "

@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "GET /_simulator/scenarios lists them.",
         epilog="knob headers: x-simulator-cut-after-frame N, x-simulator-fail STATUS[:COUNT], "
                "x-simulator-delay-ms MS, x-simulator-chunk-seed N|off, "
+               "x-simulator-interval-ms MS (one frame every MS from the stream's start), "
+               "x-simulator-stamp 1 (each frame's @sent_ns@ becomes the CLOCK_MONOTONIC ns of "
+               "its write), "
                "x-simulator-retry-after-ms MS, x-simulator-poll-steps N, "
                "x-simulator-poll-delay-ms MS, x-simulator-cancel-polls N, "
                "x-simulator-resume-overlap N, x-simulator-session ID (separate attempt "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -541,6 +542,40 @@ def test_delay_per_frame(http):
     elapsed = time.monotonic() - start
     assert received.count(b"\n\n") == frames
     assert elapsed >= frames * 0.040 * 0.9
+
+
+def test_paced_stamped_stream_sends_each_frame_on_its_cadence_with_its_write_time(tmp_path):
+    # What bench/proxy.py measures per-chunk latency with: frame i is written at the start +
+    # i × interval, carrying the CLOCK_MONOTONIC ns of its write in place of STAMP_MARKER.
+    chunk = ('data: {"id":"chatcmpl-p","object":"chat.completion.chunk","created":1,'
+             '"model":"m","choices":[{"index":0,"delta":{"content":"ts:@sent_ns@ "},'
+             '"finish_reason":null}]}\n\n')
+    (tmp_path / "stamped.sse").write_text(chunk * 8 + "data: [DONE]\n\n")
+    registry = ScenarioRegistry.default(with_corpus=False)
+    registry.add_folder(tmp_path, "paced")
+    handle = run_in_thread(Simulator(registry, validate=False).app)
+    path, body = _ENDPOINTS["openai-chat"]
+    arrivals: list[tuple[int, bytes]] = []
+    try:
+        with httpx.Client(base_url=handle.base_url, timeout=60) as client, client.stream(
+                "POST", path, json=body, headers={"x-simulator-scenario": "paced/stamped",
+                                                  "x-simulator-interval-ms": "30",
+                                                  "x-simulator-stamp": "1"}) as response:
+            assert response.status_code == 200
+            for data in response.iter_raw():
+                arrivals.append((time.monotonic_ns(), data))
+    finally:
+        handle.stop()
+    received = b"".join(data for _, data in arrivals)
+    assert b"@sent_ns@" not in received and received.count(b"\n\n") == 9
+    stamps = []
+    for arrived, data in arrivals:
+        for sent in re.findall(rb"ts:(\d+) ", data):
+            assert int(sent) <= arrived  # written before it was read
+            stamps.append(int(sent))
+    assert len(stamps) == 8
+    # Never early: frame i goes out no sooner than i × 30 ms after the first.
+    assert all(stamps[i] - stamps[0] >= i * 30e6 - 1e6 for i in range(8))
 
 
 def test_request_log_keeps_bodies_and_drops_secrets(sim, http):
