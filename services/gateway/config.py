@@ -166,6 +166,9 @@ class JournalConfig(BaseModel):
     # The frames offered and not yet written (to Kafka or the journal), in memory; beyond,
     # dropped (counted, logged).
     queue_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    # How long the writer gathers offered frames before it sends them: frames of concurrent
+    # streams then share produce requests (the proxy's clients never wait for it).
+    linger_ms: float = Field(default=5.0, ge=0, le=1000)
 
 
 class GatewayConfig(BaseModel):

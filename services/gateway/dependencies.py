@@ -25,4 +25,9 @@ def running_gateway(request: Request) -> Gateway:
     return request.app.state.gateway
 
 
-RunningGateway = Annotated[Gateway, Depends(running_gateway)]
+async def _given_gateway(request: Request) -> Gateway:
+    # async: FastAPI runs a plain-def dependency in its thread pool, a hop for every request.
+    return running_gateway(request)
+
+
+RunningGateway = Annotated[Gateway, Depends(_given_gateway)]

@@ -130,8 +130,9 @@ class ProxyHub:
         await asyncio.gather(*self._openings, return_exceptions=True)
 
 
-def running_proxy(request: Request) -> ProxyHub:
-    """The proxy this request is served by (set by the app's lifespan before any request)."""
+async def running_proxy(request: Request) -> ProxyHub:
+    """The proxy this request is served by (set by the app's lifespan before any request);
+    async, so that FastAPI does not hand each call to its thread pool to ask."""
     return request.app.state.proxy
 
 

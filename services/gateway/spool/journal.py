@@ -193,6 +193,10 @@ class JournalTee:
                 else:
                     await self._wait(None)
                 continue
+            if self.config.linger_ms and not self._stopping:
+                # Frames of concurrent streams arrive one at a time; gathered for a moment they
+                # share produce requests (nobody waits for them: the clients were served).
+                await asyncio.sleep(self.config.linger_ms / 1000)
             batch = self._take()
             try:
                 await self._publish(batch)
