@@ -106,7 +106,8 @@ class Upstream(BaseModel):
 
 
 class TenantLimits(BaseModel):
-    """One tenant's limits on proxied calls; a limit left out is no limit. An entry replaces
+    """One tenant's limits on its calls (proxied, and POST /v1/runs); a limit left out is no
+    limit. An entry replaces
     ``default`` as a whole (it does not inherit the limits it leaves out)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -117,7 +118,7 @@ class TenantLimits(BaseModel):
     # The bucket's size: requests let through at once after a quiet minute (default: the
     # requests of a minute).
     burst: int | None = Field(default=None, ge=1)
-    # Proxied calls of the tenant in flight at once on this process.
+    # Calls of the tenant in flight at once on this process.
     max_in_flight: int | None = Field(default=None, ge=1)
     # Tokens the tenant's runs (proxied or started by POST /v1/runs) may use per UTC day,
     # summed from the runs' states on ``runs``: every process sees the same sum.

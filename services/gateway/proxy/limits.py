@@ -1,4 +1,5 @@
-"""Each tenant's limits on proxied calls (``proxy.tenants``), checked before anything is sent.
+"""Each tenant's limits on its calls (``proxy.tenants``), checked before anything is sent: the
+drop-in proxy's (``relay.py``) and ``POST /v1/runs``'s (``routes/runs.py``) share them.
 
     limiter = TenantLimiter(config.proxy)
     run_states.watchers.add(limiter.usage.observe)   # before the view reads ``runs``
@@ -14,7 +15,7 @@ Three limits, each O(1) per request and read from memory (no Kafka read on the h
   topic, so every replica sees the same sum; it lags the provider by the worker's latency, so a
   call in flight can take a tenant past its budget: the next one is refused. A run's tokens
   count on the UTC day of its state's ``updated_at``.
-- ``max_in_flight``: the tenant's proxied calls in flight on this process.
+- ``max_in_flight``: the tenant's calls in flight on this process (a :class:`Slot` each).
 - ``requests_per_minute``: a :class:`TokenBucket` per tenant and process (``burst`` requests,
   refilled at the rate); N replicas let through N times the rate between them.
 

@@ -1,5 +1,5 @@
-"""Each tenant's limits on the drop-in proxy (``proxy.tenants``, issue #29), with the official
-``openai`` SDK: a burst over requests_per_minute is refused 429 and raised (or retried, after the
+"""Each tenant's limits on the drop-in proxy and POST /v1/runs (``proxy.tenants``, issue #29),
+with the official ``openai`` SDK: a burst over requests_per_minute is refused 429 and raised (or retried, after the
 Retry-After the gateway computed) as RateLimitError, calls over max_in_flight likewise, and a
 tenant whose runs' usage — as the worker's run states on ``runs`` say — adds up past its
 tokens_per_day is refused before the provider is called. Real broker, real worker, the gateway
@@ -19,10 +19,13 @@ import pytest
 from modelevents.services.gateway.upstreams import ProxyConfig
 from tests.integration.gateway.proxy_clients import RUN_ID_HEADER, proxy_urls, wait_state
 from tests.integration.simulated_gateway import (  # noqa: F401 (fixtures)
+    neutral,
     settings,
+    settled,
     sim,
     simulator,
     start_gateway,
+    wait_run,
 )
 
 pytestmark = pytest.mark.kafka
@@ -149,5 +152,36 @@ def test_a_tenant_over_its_tokens_per_day_is_refused_before_the_provider(start_g
     # Another tenant's budget is its own; the budgets configured are a gauge too.
     globex, _ = proxied(gateway, "globex")
     globex.responses.create(model=USAGE_MODEL, input="hi")
+    # The gateway's own runs of the tenant are refused alike, as a problem.
+    problem = httpx.post(f"{gateway.url}/v1/runs", timeout=30, json=neutral(
+        "openai", "openai-responses", USAGE_MODEL, tenant="initech"))
+    assert problem.status_code == 429 and problem.json()["code"] == "budget_exhausted"
     assert f'modelevents_gateway_tenant_tokens_per_day{{tenant="initech"}} {float(budget)}' \
         in httpx.get(f"{gateway.url}/metrics", timeout=30).text
+
+
+def test_post_v1_runs_answers_the_same_limits_as_problems(start_gateway, sim) -> None:
+    gateway = start_gateway(**limited(acme={"requests_per_minute": 1},
+                                      globex={"max_in_flight": 1}))
+
+    def start(tenant: str) -> httpx.Response:
+        return httpx.post(f"{gateway.url}/v1/runs", timeout=30, json=neutral(
+            "openai", "openai-responses", USAGE_MODEL, tenant=tenant))
+
+    assert start("acme").status_code == 202
+    refused = start("acme")
+    assert refused.status_code == 429
+    problem = refused.json()
+    assert problem["code"] == "rate_limited" and "requests_per_minute" in problem["detail"]
+    assert 50 <= int(refused.headers["retry-after"]) <= 60
+    # A run's call holds its tenant's slot until it ends, then the next is let through.
+    first = start("globex")
+    assert first.status_code == 202, first.text
+    wait_run(gateway, first.json()["run_id"], settled("completed"), "the run's end")
+    deadline = time.monotonic() + 10
+    while (second := start("globex")).status_code == 429:  # the call's task ending after
+        assert time.monotonic() < deadline, "the ended call still holds its slot"  # its state
+        time.sleep(0.05)
+    assert second.status_code == 202, second.text
+    wait_run(gateway, second.json()["run_id"], settled("completed"), "the run's end")
+    assert len(sim.simulator.requests("openai-responses")) == 3
