@@ -65,6 +65,7 @@ from modelevents.services.gateway.inputs.packets import InputPackets
 from modelevents.services.gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 from modelevents.services.gateway.proxy.hub import ProxyHub
+from modelevents.services.gateway.proxy.limits import TenantLimiter
 from modelevents.services.gateway.routes import (
     approvals,
     event_frames,
@@ -156,11 +157,18 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
                          gateway.kafka_answers, gateway.metrics, fail_closed=config.proxy.fail_closed)
         await tee.start()
         gateway.tee = tee
+        # Each tenant's limits; its tokens of the day are summed from every state read of
+        # runs, from the topic's start, so the watcher is set before the view starts.
+        limiter = TenantLimiter(config.proxy)
+        gateway.run_states.watchers.add(limiter.usage.observe)
+        gateway.metrics.watch_tenant_tokens(limiter.usage.by_tenant, {
+            tenant: limits.tokens_per_day for tenant, limits in config.proxy.tenants.items()
+            if limits.tokens_per_day is not None})
         for view in gateway.views:
             await view.start()
         app.state.gateway = gateway
         # The drop-in proxy (/proxy/{upstream}/…): its frames reach Kafka through the tee.
-        app.state.proxy = ProxyHub(gateway, tee)
+        app.state.proxy = ProxyHub(gateway, tee, limiter)
         # This instance's heartbeat; the background calls it was polling before it stopped, and
         # those of instances silent for the lease, taken up.
         taking_up = asyncio.create_task(handover.keep_calls(gateway), name="keep calls")

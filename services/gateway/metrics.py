@@ -14,7 +14,10 @@ What is counted, and where:
   (``..._journal_frames``, ``..._journal_bytes``), frames written to it while Kafka was away
   (``..._frames_spooled_total``) and from it to Kafka (``..._frames_drained_total``), and frames
   teed but dropped, by reason (``..._frames_dropped_total``: ``journal_full``,
-  ``journal_unavailable``, ``queue_full``, ``stopped``, ``undecodable``).
+  ``journal_unavailable``, ``queue_full``, ``stopped``, ``undecodable``);
+- each tenant's tokens of the current UTC day, as its ``tokens_per_day`` budget counts them
+  (``..._tenant_tokens_today``, by tenant; read when scraped: services/gateway/proxy/limits.py),
+  and the budgets configured (``..._tenant_tokens_per_day``).
 
 Each app has a registry of its own (several gateways in one process, as in the tests, do not
 share counts). Route labels are templates (``/v1/runs/{run_id}/messages``), never raw paths, so
@@ -23,8 +26,12 @@ run ids do not become label values.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 __all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics", "route_template"]
 
@@ -90,8 +97,35 @@ class GatewayMetrics:
             "Teed frames neither written to Kafka nor kept in the journal, by reason",
             ["reason"], registry=self.registry)
 
+    def watch_tenant_tokens(self, used: Callable[[], Mapping[str, int]],
+                            budgets: Mapping[str, int]) -> None:
+        """Expose each tenant's tokens of the day (``used()``, read when scraped) and the
+        tokens_per_day budgets configured."""
+        self.registry.register(_TenantTokens(used, budgets))
+
     def observe_http(self, path: str, method: str, status: int, seconds: float) -> None:
         self.http.labels(route_template(path), method, str(status)).observe(seconds)
 
     def text(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _TenantTokens(Collector):
+    def __init__(self, used: Callable[[], Mapping[str, int]], budgets: Mapping[str, int]) -> None:
+        self.used, self.budgets = used, dict(budgets)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        today = GaugeMetricFamily(
+            "modelevents_gateway_tenant_tokens_today",
+            "Tokens the tenant's runs used on the current UTC day (from their states on runs)",
+            labels=["tenant"])
+        for tenant, tokens in sorted(self.used().items()):
+            today.add_metric([tenant], tokens)
+        yield today
+        budget = GaugeMetricFamily(
+            "modelevents_gateway_tenant_tokens_per_day",
+            "The tenant's tokens_per_day budget (proxy.tenants; default: every other tenant's)",
+            labels=["tenant"])
+        for tenant, tokens in sorted(self.budgets.items()):
+            budget.add_metric([tenant], tokens)
+        yield budget

@@ -110,6 +110,12 @@ class ProblemCode(StrEnum):
                               "another request body")
     busy = ("busy", 429, "too many provider calls in flight on this gateway",
             {"Retry-After": "1"})
+    rate_limited = ("rate_limited", 429, "a call (proxied, or POST /v1/runs) over its tenant's "
+                    "requests_per_minute or max_in_flight (proxy.tenants); Retry-After says when one is let "
+                    "through", {"Retry-After": "1"})
+    budget_exhausted = ("budget_exhausted", 429, "a call (proxied, or POST /v1/runs) of a "
+                        "tenant whose runs used its tokens_per_day (proxy.tenants) today; Retry-After: the next UTC "
+                        "midnight, when it resets")
     header_too_large = ("header_too_large", 431, "a webhook header the frame keeps is longer "
                         "than its cap")
     internal = ("internal", 500, "the gateway's own failure: error_id names it in the "

@@ -13,6 +13,7 @@ as the providers answer it, not the 422 of the gateway's own routes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -45,10 +46,13 @@ def error_body(api: str, status: int, message: str, code: str) -> dict[str, Any]
                       "param": None, "code": code}}
 
 
-def provider_error(api: str, code: ProblemCode, message: str) -> Response:
+def provider_error(api: str, code: ProblemCode, message: str,
+                   headers: Mapping[str, str] | None = None) -> Response:
     """The answer to a proxied request the gateway refuses itself (nothing was sent upstream);
-    ``code`` is the gateway's reason (``x-modelevents-error`` says it for every API)."""
+    ``code`` is the gateway's reason (``x-modelevents-error`` says it for every API);
+    ``headers`` go beside the code's own (a Retry-After the refusal computed)."""
     status = 400 if code.status == 422 else code.status
     return Response(orjson.dumps(error_body(api, status, message, code.value)),
                     status_code=status, media_type="application/json",
-                    headers={"x-modelevents-error": code.value, **code.headers})
+                    headers={"x-modelevents-error": code.value, **code.headers,
+                             **(headers or {})})

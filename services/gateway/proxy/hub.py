@@ -7,6 +7,7 @@ of the URL (``/proxy/{upstream}/…``) under ``proxy.upstreams`` and the gateway
 (``services/gateway/upstreams.py``). :meth:`ProxyHub.open_run` writes, in the background, the
 claim of a client's run id and the call's input packet (redacted as the gateway redacts: ``inputs/``),
 so the client never waits for Kafka; a claim that finds the id another tenant's is logged.
+``ProxyHub.limiter`` holds each tenant's limits (``limits.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from modelevents.adapters.registry import ADAPTERS
+from modelevents.services.gateway.proxy.limits import TenantLimiter
 from modelevents.services.gateway.spool.tee import FrameTee
 from modelevents.services.gateway.state import Gateway
 from modelevents.services.gateway.upstreams import BUILT_IN_UPSTREAMS, Upstream
@@ -54,9 +56,12 @@ class Target:
 
 
 class ProxyHub:
-    def __init__(self, gateway: Gateway, tee: FrameTee) -> None:
+    def __init__(self, gateway: Gateway, tee: FrameTee,
+                 limiter: TenantLimiter | None = None) -> None:
         self.gateway = gateway
         self.tee = tee
+        # The app's is given (its token sums are fed by the view of runs); else no usage known.
+        self.limiter = limiter or TenantLimiter(gateway.config.proxy)
         self.in_flight = 0
         self._objects: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._openings: set[asyncio.Task[None]] = set()

@@ -31,9 +31,11 @@ __all__ = ["Refused", "caller_tenant", "asked_run_id"]
 class Refused(Exception):
     """A request the proxy answers itself, in the provider's error shape."""
 
-    def __init__(self, code: ProblemCode, message: str) -> None:
+    def __init__(self, code: ProblemCode, message: str,
+                 headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.code, self.message = code, message
+        self.headers = dict(headers or {})  # beside the code's own (a Retry-After of its own)
 
 
 def caller_tenant(config: GatewayConfig, headers: Mapping[str, str]) -> str:

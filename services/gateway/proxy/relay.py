@@ -7,6 +7,7 @@ Before anything is sent, in this order, each answered in the provider's error sh
 (``errors.py``): an unknown upstream (404), the caller's token and tenant (401/403,
 ``identity.py``), a run id another tenant owns (400), a fail-closed tenant while Kafka is
 unreachable (503, ``FrameTee.accepting``), ``max_calls_in_flight`` proxied calls at once (429),
+the tenant's limits (429, ``limits.py``: tokens per day, calls in flight, requests per minute),
 a target the capability manifest says lacks what the request needs (400, ``requirements.py``).
 
 Then the request goes upstream as the client sent it (body untouched, headers: ``headers.py``)
@@ -43,6 +44,7 @@ from modelevents.services.gateway.proxy.framer import Framer, Framing
 from modelevents.services.gateway.proxy.headers import RUN_ID, request_headers, response_headers
 from modelevents.services.gateway.proxy.hub import ProxyHub, Target
 from modelevents.services.gateway.proxy.identity import Refused, asked_run_id, caller_tenant
+from modelevents.services.gateway.proxy.limits import Slot
 from modelevents.services.gateway.proxy.requirements import refusal
 
 __all__ = ["ProxiedCall", "What", "relay"]
@@ -85,7 +87,7 @@ async def relay(hub: ProxyHub, request: Request, call: ProxiedCall) -> Response:
         tenant = caller_tenant(hub.gateway.config, request.headers)
         run_id, fresh = _run_of(hub, request, call, tenant)
     except Refused as exc:
-        return provider_error(api, exc.code, exc.message)
+        return provider_error(api, exc.code, exc.message, exc.headers)
     gateway = hub.gateway
     if not hub.tee.accepting(tenant):
         return provider_error(api, ProblemCode.kafka_unavailable,
@@ -95,6 +97,26 @@ async def relay(hub: ProxyHub, request: Request, call: ProxiedCall) -> Response:
         return provider_error(api, ProblemCode.busy,
                               f"modelevents gateway: {gateway.config.max_calls_in_flight} calls "
                               "are in flight on this gateway; retry shortly")
+    try:
+        slot = hub.limiter.admit(tenant, create=call.what == "create")
+    except Refused as exc:
+        return provider_error(api, exc.code, exc.message, exc.headers)
+    try:
+        answer = await _sent(hub, request, call, target, tenant, run_id, fresh, slot)
+    except BaseException:
+        slot.release()
+        raise
+    if not isinstance(answer, StreamingResponse):  # refused before anything was in flight
+        slot.release()
+    return answer
+
+
+async def _sent(hub: ProxyHub, request: Request, call: ProxiedCall, target: Target,
+                tenant: str, run_id: str, fresh: bool, slot: Slot) -> Response:
+    """The call sent upstream and its answer relayed (``slot`` released when it ends), or
+    the gateway's refusal."""
+    api = call.api
+    gateway = hub.gateway
     body = await request.body() if request.method == "POST" else b""
     doc = _json_object(body)
     model = call.model or (doc.get("model") if doc is not None else None)
@@ -123,7 +145,8 @@ async def relay(hub: ProxyHub, request: Request, call: ProxiedCall) -> Response:
     framer = _framer(call, response, run_id=run_id, tenant=tenant, tag=tag,
                      provider=target.provider(api))
     resumable = _resumable(call, doc)
-    relayed = StreamingResponse(_relayed(hub, call, response, framer, tenant, run_id, resumable),
+    relayed = StreamingResponse(_relayed(hub, call, response, framer, tenant, run_id, resumable,
+                                         slot),
                                 status_code=response.status_code)
     relayed.raw_headers = response_headers(response.headers.raw)
     if run_id != call.object_id:  # else the worker finds the object's run: not known here
@@ -221,8 +244,8 @@ def _packet(hub: ProxyHub, method: str, call: ProxiedCall, doc: dict[str, Any] |
 
 
 async def _relayed(hub: ProxyHub, call: ProxiedCall, response: httpx.Response,
-                   framer: Framer | None, tenant: str, run_id: str, resumable: bool
-                   ) -> AsyncIterator[bytes]:
+                   framer: Framer | None, tenant: str, run_id: str, resumable: bool,
+                   slot: Slot) -> AsyncIterator[bytes]:
     """The upstream's body, chunk by chunk as it arrives; each chunk teed after it is sent."""
     tee = hub.tee
     learner = _ObjectLearner(hub, call, run_id, tenant) if framer is not None else None
@@ -245,6 +268,7 @@ async def _relayed(hub: ProxyHub, call: ProxiedCall, response: httpx.Response,
         raise  # the client's connection is cut as well: it sees what a cut looks like
     finally:
         hub.in_flight -= 1
+        slot.release()
         await response.aclose()
         if framer is not None:
             frames = framer.close() if ended else []

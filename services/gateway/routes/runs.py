@@ -30,7 +30,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from modelevents.adapters.errors import RenderError
 from modelevents.adapters.registry import api_facts
-from modelevents.adapters.requests import build
+from modelevents.adapters.requests import WireRequest, build
 from modelevents.schemas.errors import InvalidId
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.ids import check_id
@@ -41,13 +41,15 @@ from modelevents.services.errors import CapabilityRejected, FollowUpFailed
 from modelevents.services.gateway.auth import caller_tenant, may_see
 from modelevents.services.gateway.calls import handover, idempotency
 from modelevents.services.gateway.calls.records import ENDED, CallRecord, KeyRecord
-from modelevents.services.gateway.calls.router import admit, route
+from modelevents.services.gateway.calls.router import Route, admit, route
 from modelevents.services.gateway.calls.runner import CallRunner, ProviderCall
 from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.events.followers import json_default, sse_event
 from modelevents.services.gateway.events.run_states import run_history
 from modelevents.services.gateway.inputs.packets import InputPackets, latest_packet, packet_summary
 from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
+from modelevents.services.gateway.proxy.identity import Refused
+from modelevents.services.gateway.proxy.limits import Slot, TenantLimiter
 from modelevents.services.gateway.routes.health import readiness
 from modelevents.services.gateway.state import Gateway
 
@@ -74,7 +76,9 @@ MAX_CORRELATION_ID = 255
                                     "policy or cannot be enforced (code `egress_rejected`: "
                                     "`candidates[].refused`), or an Idempotency-Key was "
                                     "reused"},
-               429: {"description": "too many calls in flight; retry after Retry-After"},
+               429: {"description": "too many calls in flight (busy), or over the tenant's "
+                                   "limits (rate_limited, budget_exhausted: proxy.tenants); "
+                                   "retry after Retry-After"},
                503: {"description": "Kafka is not ready: nothing was sent to a provider"}})
 async def start_run(neutral: NeutralRequest, request: Request, gateway: RunningGateway,
                     idempotency_key: str | None = Header(None, max_length=MAX_IDEMPOTENCY_KEY),
@@ -95,7 +99,8 @@ async def start_run(neutral: NeutralRequest, request: Request, gateway: RunningG
         claim = earlier
     answered = False
     try:
-        answer = await _start(gateway, neutral, tenant, claim, x_correlation_id)
+        answer = await _start(gateway, request.app.state.proxy.limiter, neutral, tenant, claim,
+                              x_correlation_id)
         answered = answer.status_code == 202
         return answer
     finally:
@@ -103,8 +108,9 @@ async def start_run(neutral: NeutralRequest, request: Request, gateway: RunningG
             await idempotency.release(gateway, claim)
 
 
-async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
-                 claim: KeyRecord | None, correlation_id: str | None = None) -> Response:
+async def _start(gateway: Gateway, limiter: TenantLimiter, neutral: NeutralRequest,
+                 tenant: str, claim: KeyRecord | None, correlation_id: str | None = None
+                 ) -> Response:
     config = gateway.config
     policy = gateway.hosted_policy(tenant)
     try:
@@ -126,6 +132,26 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
     if gateway.runs.in_flight >= config.max_calls_in_flight:
         raise GatewayProblem(ProblemCode.busy, f"{config.max_calls_in_flight} provider calls "
                              "are in flight on this gateway; retry shortly")
+    # The tenant's limits (proxy.tenants), as its proxied calls have: the slot is the call's
+    # until it ends.
+    try:
+        slot = limiter.admit(tenant, create=True)
+    except Refused as exc:
+        raise GatewayProblem(exc.code, exc.message, headers=exc.headers) from None
+    try:
+        return await _call(gateway, neutral, tenant, claim, correlation_id, target, wire, run_id,
+                           slot)
+    except BaseException:
+        slot.release()
+        raise
+
+
+async def _call(gateway: Gateway, neutral: NeutralRequest, tenant: str,
+                claim: KeyRecord | None, correlation_id: str | None, target: Route,
+                wire: WireRequest, run_id: str, slot: Slot) -> Response:
+    """The run's call begun, once the tenant's limits let it (``slot``: released when the call
+    ends)."""
+    config = gateway.config
     # The views may be read still (a gateway just started): wait as a claim would.
     status, ready = await readiness(gateway, views_wait=config.ack_timeout_s)
     if status != 200:
@@ -169,18 +195,20 @@ async def _start(gateway: Gateway, neutral: NeutralRequest, tenant: str,
                                    note=f"not sent: {exc}")
         raise
     runner = CallRunner(call, gateway.http, gateway.publish_all, handover.timing(gateway))
-    gateway.runs.start(runner, _run_and_record(gateway, runner, packet))
+    gateway.runs.start(runner, _run_and_record(gateway, runner, packet, slot))
     log.info("run %s call %s → %s/%s/%s%s", run_id, call.call_tag, target.provider, target.api,
              target.model, " (background)" if neutral.background else "", extra=call.log_fields)
     return JSONResponse(answer, status_code=202, headers={"Location": links["state"]})
 
 
-async def _run_and_record(gateway: Gateway, runner: CallRunner, packet: RunInput) -> None:
+async def _run_and_record(gateway: Gateway, runner: CallRunner, packet: RunInput,
+                          slot: Slot) -> None:
     """Carry out the call, then write its packet again with what the call learned (best effort:
     the packet of revision 0 stands when Kafka does not take it)."""
     try:
         await handover.carry_out(gateway, runner, runner.run())
     finally:
+        slot.release()
         try:
             await gateway.publish_input(InputPackets.after_call(
                 packet, runner.outcome.object_id, runner.cursor))
