@@ -83,6 +83,8 @@ def test_the_openapi_document_declares_problems_and_the_bearer_scheme(gateway) -
                 assert operation["security"] == [{"bearerToken": []}], (method, path)
                 assert "401" in operation["responses"], (method, path)
             for status, response in operation["responses"].items():
+                if (path, status) == ("/readyz", "503"):
+                    continue  # the readiness report probes read, described as itself
                 if status[0] in "45":
                     errors += 1
                     assert response["content"] == {PROBLEM_JSON: {"schema": {
