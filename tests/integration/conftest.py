@@ -119,6 +119,20 @@ def restartable_broker(base_port: int) -> tuple[Any, Any]:
     return broker_settings, kafka_broker
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Default state directories (a gateway's frame journal, a worker's state) under this
+    session's temp dir, never the user's: a gateway whose frames met a missing topic left its
+    journal in ~/.local/state, where later gateways of that host found it."""
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    yield
+    if before is None:
+        del os.environ["XDG_STATE_HOME"]
+    else:
+        os.environ["XDG_STATE_HOME"] = before
+
+
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     bootstrap, stop = start_test_broker(tmp_path_factory, SHARED_BASE_PORT)
