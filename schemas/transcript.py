@@ -328,6 +328,10 @@ class NeutralRequest(_Strict):
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     structured_output: StructuredOutput | None = None
+    # The bundle the run is started under (schemas/bundles.py). Left out of the JSON form when
+    # None, as hosted_tools is, so requests without one keep their fingerprints.
+    bundle: str | None = Field(default=None, pattern=r"^bnd-[0-9a-f]{64}$",
+                               exclude_if=lambda v: v is None)
 
     _caps = field_validator("required_capabilities", "preferred_capabilities")(
         _check_capabilities)
