@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.transcript import Message, NeutralRequest, StructuredOutput, Target, ToolDeclaration
+from modelevents.schemas.transcript import Message, NeutralRequest, StructuredOutput, Target, ToolDeclaration
 
 BUNDLE_ID_PREFIX = "bnd-"
 
