@@ -17,7 +17,13 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from modelevents.schemas.transcript import Message, NeutralRequest, StructuredOutput, Target, ToolDeclaration
+from modelevents.schemas.transcript import (
+    Message,
+    NeutralRequest,
+    StructuredOutput,
+    Target,
+    ToolDeclaration,
+)
 
 BUNDLE_ID_PREFIX = "bnd-"
 
