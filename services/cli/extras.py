@@ -17,7 +17,7 @@ __all__ = ["COMMAND_EXTRAS", "extra_for", "missing_extra", "register_unavailable
 # The extra each command needs beyond the core install (pyproject.toml's optional-dependencies).
 COMMAND_EXTRAS = {
     "demo": "all", "worker": "worker", "gateway": "gateway", "ui": "gateway",
-    "simulator": "simulator", "tools": "tools", "otel": "otel",
+    "simulator": "simulator", "tools": "tools", "otel": "otel", "eval": "eval",
 }
 # For a command not listed: the extra a missing top-level module comes from.
 MODULE_EXTRAS = {
