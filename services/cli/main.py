@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "modelevents.services.cli.commands.replay",
     "modelevents.services.cli.commands.audit",
     "modelevents.services.cli.commands.tools",
+    "modelevents.services.cli.commands.eval",
     "modelevents.services.cli.commands.otel",
 )
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from modelevents.schemas.events import ModelEvent, Usage
+from modelevents.schemas.events import ModelEvent, Structured, Text, ToolCall, Usage
 from modelevents.schemas.run_state import RunState
 from modelevents.services.run_logic.run_machine import RunMachine
 
@@ -142,13 +142,13 @@ def digest(evidence: RunEvidence) -> Digest:
         kind, payload = event.kind, event.payload
         if kind in counts:
             counts[kind] += 1
-        if kind == "text.done":
-            texts.append(payload.text)  # type: ignore[union-attr]
-        elif kind == "structured.done":
-            structured.append((payload.json, payload.valid))  # type: ignore[union-attr]
-        elif kind == "tool.call":
-            calls.append((payload.tool_name, payload.tool_call_id,  # type: ignore[union-attr]
-                          payload.arguments, payload.arguments_valid))  # type: ignore[union-attr]
+        if isinstance(payload, Text) and kind == "text.done":
+            texts.append(payload.text)
+        elif isinstance(payload, Structured):
+            structured.append((payload.json, payload.valid))
+        elif isinstance(payload, ToolCall) and kind == "tool.call":
+            calls.append((payload.tool_name, payload.tool_call_id, payload.arguments,
+                          payload.arguments_valid))
     times = [e.received_at for e in evidence.events]
     return Digest(
         run_id=evidence.run_id, bundle=_bundle_of(evidence), status=state.status,

@@ -23,6 +23,7 @@ from modelevents.schemas.codec import AVRO_DIR
 from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.run_input import SingleObjectCodec
 from modelevents.services.migration.eval.compare import bundle_figures, paired
+from modelevents.services.migration.eval.gates import GateFailure
 from modelevents.services.migration.eval.scoring import ScoredRun
 
 SCHEMA_PATH = AVRO_DIR / "migration" / "eval_result.avsc"
@@ -57,7 +58,25 @@ def _verdict(run: ScoredRun) -> dict[str, Any]:
     return {"run_id": run.run_id, "task": run.task_id, "repeat": run.repeat,
             "bundle": run.bundle, "status": run.status, "accepted": run.accepted,
             "gates": [asdict(g) for g in run.gates], "success": run.success, "why": run.why,
-            "time_ms": run.time_ms, "cost": run.cost}
+            "approvals": run.approvals, "time_ms": run.time_ms,
+            "input_tokens": run.input_tokens, "output_tokens": run.output_tokens,
+            "cache_read_tokens": run.cache_read_tokens, "cost": run.cost}
+
+
+def scored_runs(record: dict[str, Any], bundle: str) -> list[ScoredRun]:
+    """The runs of ``bundle`` in a result, as the comparison takes them."""
+    return [ScoredRun(run_id=v["run_id"], task_id=v["task"], repeat=v["repeat"],
+                      bundle=v["bundle"], status=v["status"],
+                      gates=[GateFailure(g["gate"], g["evidence"]) for g in v["gates"]],
+                      success=v["success"], why=v["why"], approvals=v["approvals"],
+                      time_ms=v["time_ms"], input_tokens=v["input_tokens"],
+                      output_tokens=v["output_tokens"],
+                      cache_read_tokens=v["cache_read_tokens"], cost=v["cost"])
+            for v in record["runs"] if v["bundle"] == bundle]
+
+
+def comparison(a: list[ScoredRun], b: list[ScoredRun]) -> list[dict[str, Any]]:
+    return [asdict(f) for f in paired(a, b)]
 
 
 def result_id(record: dict[str, Any]) -> str:
@@ -79,8 +98,7 @@ def build_result(corpus_ref: str, mode: str, runs_by_bundle: dict[str, list[Scor
         "mode": mode,
         "bundles": [_bundle_outcome(b, names.get(b), runs_by_bundle[b]) for b in bundles],
         "comparisons": [{"a": bundles[0], "b": other,
-                         "figures": [asdict(f) for f in paired(runs_by_bundle[bundles[0]],
-                                                               runs_by_bundle[other])]}
+                         "figures": comparison(runs_by_bundle[bundles[0]], runs_by_bundle[other])}
                         for other in bundles[1:]],
         "runs": [_verdict(r) for b in bundles for r in runs_by_bundle[b]],
     }

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from modelevents.schemas.bundles import Bundle
 from modelevents.schemas.transcript import ToolDeclaration
 from modelevents.services.migration.eval.checkers import check_task
-from modelevents.schemas.bundles import Bundle
 from modelevents.services.migration.eval.corpus import Corpus, Task
 from modelevents.services.migration.eval.evidence import Digest, RunEvidence, digest, task_of
 from modelevents.services.migration.eval.gates import GateFailure, check_gates

@@ -1,0 +1,90 @@
+"""Runs' evidence gathered from Kafka values: whatever carries them — the topics read now, or an
+audit archive that kept them — each value is told apart by its own header, not by where it
+came from: a ModelEvent (``events``, its pieces joined), a RunState (``runs``, the latest per
+run), an input packet or its pieces (``run-inputs``), a tool receipt (``receipts``).
+
+Receipts are the tool executor's record: the caller passes its decoder (the composition root
+owns it), and a value it does not recognise returns None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from modelevents.schemas import codec
+from modelevents.schemas.errors import SchemaError
+from modelevents.schemas.events import ModelEvent
+from modelevents.schemas.pieces import PieceAssembler
+from modelevents.schemas.run_input_pieces import PacketAssembler
+from modelevents.schemas.run_state import RunState
+from modelevents.services.migration.eval.evidence import RunEvidence
+
+ReceiptDecoder = Callable[[bytes], Any | None]
+
+
+class EvidenceBook:
+    """Feed values in log order; ``runs()`` gives the evidence of every run (or ``wanted``)."""
+
+    def __init__(self, decode_receipt: ReceiptDecoder,
+                 wanted: Callable[[str], bool] | None = None) -> None:
+        self.decode_receipt = decode_receipt
+        self.wanted = wanted
+        self.by_run: dict[str, RunEvidence] = {}
+        self._pieces: dict[str, PieceAssembler] = {}  # one per run: its pieces are consecutive
+        self._packets = PacketAssembler()
+        self.unreadable = 0
+
+    def _run(self, run_id: str) -> RunEvidence | None:
+        if self.wanted is not None and not self.wanted(run_id):
+            return None
+        found = self.by_run.get(run_id)
+        if found is None:
+            found = self.by_run[run_id] = RunEvidence(run_id)
+        return found
+
+    def feed(self, value: bytes | None) -> None:
+        if not value:
+            return
+        if PacketAssembler.accepts(value):
+            try:
+                packet = self._packets.feed(value)
+            except SchemaError:
+                self.unreadable += 1
+                return
+            if packet is not None and (run := self._run(packet.run_id)) is not None:
+                run.inputs = [p for p in run.inputs if p.call != packet.call] + [packet]
+            return
+        receipt = self.decode_receipt(value)
+        if receipt is not None:
+            if (run := self._run(receipt.run_id)) is not None:
+                run.receipts.append(receipt)
+            return
+        try:
+            record = codec.decode(value)
+        except SchemaError:
+            self.unreadable += 1
+            return
+        if isinstance(record, ModelEvent):
+            event: ModelEvent | None = record
+            if record.piece is not None:
+                event = self._pieces.setdefault(record.run_id, PieceAssembler()).feed(record)
+            if event is not None and (run := self._run(event.run_id)) is not None:
+                run.events.append(event)
+        elif isinstance(record, RunState) and (run := self._run(record.run_id)) is not None:
+            if run.state is None or record.last_seq >= run.state.last_seq:
+                run.state = record
+
+    def feed_all(self, values: Iterable[bytes | None]) -> EvidenceBook:
+        for value in values:
+            self.feed(value)
+        return self
+
+    def runs(self) -> list[RunEvidence]:
+        out = []
+        for run in self.by_run.values():
+            # Redelivered events are deduped by seq, as every consumer of events does.
+            unique = {e.seq: e for e in run.events}
+            run.events = [unique[s] for s in sorted(unique)]
+            out.append(run)
+        return out
