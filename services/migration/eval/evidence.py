@@ -10,7 +10,6 @@ writes it). ``digest`` reads what the gates, the checkers and the comparison nee
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -127,10 +126,6 @@ def _bundle_of(evidence: RunEvidence) -> str | None:
     return None
 
 
-def _sorted_unique(values: Iterable[str | None]) -> list[str]:
-    return sorted({v for v in values if v})
-
-
 def digest(evidence: RunEvidence) -> Digest:
     state = evidence.final_state()
     texts: list[str] = []
@@ -138,10 +133,21 @@ def digest(evidence: RunEvidence) -> Digest:
     calls: list[tuple[str, str, str, bool | None]] = []
     counts = dict.fromkeys(("refusal", "citation", "hosted.result", "approval.requested",
                             "error", "unknown"), 0)
+    models: set[str] = set()
+    adapters: set[str] = set()
+    apis: set[str] = set()
+    first = last = None
     for event in evidence.events:
         kind, payload = event.kind, event.payload
         if kind in counts:
             counts[kind] += 1
+        if event.model:
+            models.add(event.model)
+        adapters.add(event.adapter)
+        apis.add(event.api)
+        at = event.received_at
+        first = at if first is None or at < first else first
+        last = at if last is None or at > last else last
         if isinstance(payload, Text) and kind == "text.done":
             texts.append(payload.text)
         elif isinstance(payload, Structured):
@@ -149,20 +155,17 @@ def digest(evidence: RunEvidence) -> Digest:
         elif isinstance(payload, ToolCall) and kind == "tool.call":
             calls.append((payload.tool_name, payload.tool_call_id, payload.arguments,
                           payload.arguments_valid))
-    times = [e.received_at for e in evidence.events]
     return Digest(
         run_id=evidence.run_id, bundle=_bundle_of(evidence), status=state.status,
         needs_reconciliation=state.needs_reconciliation, texts=texts, structured=structured,
         tool_calls=calls, refusals=counts["refusal"], citations=counts["citation"],
         hosted_evidence=counts["hosted.result"], approvals=counts["approval.requested"],
         errors=counts["error"], unknown_events=counts["unknown"],
-        models=_sorted_unique(e.model for e in evidence.events),
-        adapters=_sorted_unique(e.adapter for e in evidence.events),
-        apis=_sorted_unique(e.api for e in evidence.events),
-        providers_sent=_sorted_unique(p.provider for p in evidence.inputs),
+        models=sorted(models), adapters=sorted(adapters), apis=sorted(apis),
+        providers_sent=sorted({p.provider for p in evidence.inputs}),
         usage=state.usage,
         # The request's time: the gateway records the packet before it calls the provider.
         started_at=min((p.recorded_at for p in evidence.inputs), default=None)
-        or state.started_at or (min(times) if times else None),
-        finished_at=state.finished_at or (max(times) if times else None),
+        or state.started_at or first,
+        finished_at=state.finished_at or last,
         receipts=list(evidence.receipts))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import jsonschema
@@ -35,6 +36,12 @@ class GateFailure:
     evidence: str  # what was seen, naming the record (tool call id, provider, pattern …)
 
 
+@lru_cache(maxsize=256)
+def _validator(schema_json: bytes) -> Any:
+    # One validator per distinct schema: building one costs far more than a validation.
+    return jsonschema.Draft202012Validator(orjson.loads(schema_json))
+
+
 def _schema_problem(text: str, schema: dict[str, Any] | None) -> str | None:
     try:
         value = orjson.loads(text)
@@ -42,9 +49,11 @@ def _schema_problem(text: str, schema: dict[str, Any] | None) -> str | None:
         return f"not JSON ({exc})"
     if schema is None:
         return None
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema)
-                                             .iter_errors(value))
-    return None if error is None else f"{error.message} at /{'/'.join(map(str, error.path))}"
+    validator = _validator(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
+    if validator.is_valid(value):
+        return None
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    return f"{error.message} at /{'/'.join(map(str, error.path))}"
 
 
 def _data_policy(task: Task, run: Digest) -> list[GateFailure]:

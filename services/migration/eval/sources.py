@@ -34,6 +34,7 @@ class EvidenceBook:
         self._pieces: dict[str, PieceAssembler] = {}  # one per run: its pieces are consecutive
         self._packets = PacketAssembler()
         self.unreadable = 0
+        self._contract = codec.schemas().writers
 
     def _run(self, run_id: str) -> RunEvidence | None:
         if self.wanted is not None and not self.wanted(run_id):
@@ -46,7 +47,10 @@ class EvidenceBook:
     def feed(self, value: bytes | None) -> None:
         if not value:
             return
-        if PacketAssembler.accepts(value):
+        # The contract's records (events, states) first, by their header: most values are events.
+        if value[:2] == codec.MAGIC and bytes(value[2:10]) in self._contract:
+            self._contract_record(value)
+        elif PacketAssembler.accepts(value):
             try:
                 packet = self._packets.feed(value)
             except SchemaError:
@@ -54,12 +58,13 @@ class EvidenceBook:
                 return
             if packet is not None and (run := self._run(packet.run_id)) is not None:
                 run.inputs = [p for p in run.inputs if p.call != packet.call] + [packet]
-            return
-        receipt = self.decode_receipt(value)
-        if receipt is not None:
+        elif (receipt := self.decode_receipt(value)) is not None:
             if (run := self._run(receipt.run_id)) is not None:
                 run.receipts.append(receipt)
-            return
+        else:
+            self.unreadable += 1
+
+    def _contract_record(self, value: bytes) -> None:
         try:
             record = codec.decode(value)
         except SchemaError:

@@ -141,11 +141,13 @@ def test_the_comparison_uses_accepted_runs_only_and_counts_the_rejected():
     assert all(f.rejected_b == 1 for f in figures.values())
 
 
-def test_bootstrap_intervals_hold_the_mean_and_are_repeatable():
-    values = [0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0]
-    low, high = bootstrap(values)  # type: ignore[misc]
-    assert low <= sum(values) / len(values) <= high
-    assert bootstrap(values) == (low, high)
+def test_bootstrap_intervals_hold_the_mean_resample_tasks_and_are_repeatable():
+    clusters = [(3.0, 4), (1.0, 4), (4.0, 4), (0.0, 2)]  # (successes, runs) per task
+    low, high = bootstrap(clusters)  # type: ignore[misc]
+    assert low <= 8 / 14 <= high and low < high
+    assert bootstrap(clusters) == (low, high)
+    # One task alone: every resample is that task, so the interval is its mean.
+    assert bootstrap([(3.0, 4)]) == (0.75, 0.75)
     assert bootstrap([]) is None
 
 
