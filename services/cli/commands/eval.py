@@ -166,7 +166,7 @@ async def _read_topics(settings: Any, book: EvidenceBook) -> None:
 
 
 def _live_runs(args: argparse.Namespace, corpus: Corpus, bundles: list[Bundle]
-               ) -> list[RunEvidence]:
+               ) -> tuple[list[RunEvidence], dict[str, list[str]]]:
     settings = settings_from_args(args)
     plan = live.LivePlan(corpus, bundles, args.repeat, args.tenant, args.simulator,
                          args.timeout, args.api_key)
@@ -175,12 +175,12 @@ def _live_runs(args: argparse.Namespace, corpus: Corpus, bundles: list[Bundle]
         _say(note)
     ids = set(started.runs)
     if not ids:
-        raise ConfigError("no run was started; see the notes above")
+        raise ConfigError("no run was started: the gateway refused every one (above)")
     waiting = run_async(live.wait_settled(settings, ids, args.timeout, _say))
     if waiting:
         _say(f"{len(waiting)} runs had not settled after {args.timeout:.0f} s; scored as they "
              f"stand: {', '.join(sorted(waiting)[:5])}")
-    return run_async(live.read_evidence(settings, ids, _receipt))
+    return run_async(live.read_evidence(settings, ids, _receipt)), started.not_started
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -191,7 +191,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("eval run needs --bundle FILE (one or more) to run the corpus under, "
                           "or --from-archive DIR / --from-topic to re-score recorded runs")
     prices = load_prices(args.prices)
-    evidence = _frozen_runs(args) if frozen else _live_runs(args, corpus, bundles)
+    evidence, not_started = ((_frozen_runs(args), {}) if frozen
+                             else _live_runs(args, corpus, bundles))
     _say(f"scoring {len(evidence)} runs")
     by_id = {b.bundle_id: b for b in bundles}
     grouped, skipped = score_runs(corpus, evidence, by_id, prices,
@@ -201,7 +202,8 @@ def _run(args: argparse.Namespace) -> int:
     if not grouped or not any(grouped.values()):
         raise ConfigError(f"no run of a task of {corpus.ref} under a bundle was found")
     record = result.build_result(corpus.ref, "frozen" if frozen else "live", grouped,
-                                 {b.bundle_id: b.name for b in bundles})
+                                 {b.bundle_id: b.name for b in bundles},
+                                 not_started=not_started)
     if args.out is not None:
         args.out.write_bytes(result.to_json(record) + b"\n")
     if not args.no_publish:

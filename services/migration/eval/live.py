@@ -53,6 +53,7 @@ class LivePlan:
 class Started:
     runs: dict[str, str] = field(default_factory=dict)  # run id -> bundle id
     notes: list[str] = field(default_factory=list)
+    not_started: dict[str, list[str]] = field(default_factory=dict)  # bundle id -> why
 
 
 def request_for(bundle: Bundle, task: Task, run_id: str, plan: LivePlan) -> dict[str, Any]:
@@ -81,6 +82,15 @@ def settled(state: RunState) -> bool:
     return state.status == "waiting_for_tool" and not state.open_tool_calls
 
 
+def _problem(response: httpx.Response) -> str:
+    """The gateway's answer in one line: its status and the problem's detail."""
+    try:
+        detail = str(response.json().get("detail") or response.text)
+    except ValueError:
+        detail = response.text
+    return f"{response.status_code} {' '.join(detail.split())[:400]}"
+
+
 def start_runs(gateway_url: str, plan: LivePlan, progress: Progress) -> Started:
     started = Started()
     headers = {"authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
@@ -103,9 +113,10 @@ def start_runs(gateway_url: str, plan: LivePlan, progress: Progress) -> Started:
                                           f"({exc}); start it with `modelevents gateway`"
                                           ) from exc
                     if response.status_code != 202:
-                        started.notes.append(f"{run_id} ({bundle.name}): the gateway answered "
-                                             f"{response.status_code}: {response.text[:300]}")
-                        progress(started.notes[-1])
+                        why = _problem(response)
+                        started.not_started.setdefault(bundle.bundle_id, []).append(
+                            f"{task.id} (repeat {repeat}): {why}")
+                        progress(f"{run_id} ({bundle.name}) not started: {why}")
                         continue
                     started.runs[run_id] = bundle.bundle_id
             progress(f"{bundle.name}: {sum(b == bundle.bundle_id for b in started.runs.values())}"

@@ -53,8 +53,9 @@ def render(record: dict[str, Any], *, rejected_runs: int = 20) -> str:
     lines = [f"eval result {record['result_id']}",
              f"corpus {record['corpus']} · {record['mode']} · {when:%Y-%m-%d %H:%M:%S} UTC", "",
              "HARD GATES (a run failing any is rejected, whatever its score)"]
-    header = ["bundle", "runs", "accepted", "rejected", *GATES]
-    rows = [[_label(b), str(b["runs"]), str(b["accepted"]), str(b["rejected"]),
+    header = ["bundle", "runs", "not started", "accepted", "rejected", *GATES]
+    rows = [[_label(b), str(b["runs"]), str(len(b["not_started"])), str(b["accepted"]),
+             str(b["rejected"]),
              *(str(b["gate_failures"].get(g, 0)) for g in GATES)] for b in record["bundles"]]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
@@ -66,6 +67,9 @@ def render(record: dict[str, Any], *, rejected_runs: int = 20) -> str:
                   f"  errors {bundle['error_runs']} · refusals {bundle['refusal_runs']} · "
                   f"unknown events {bundle['unknown_event_rate']:.0%} of runs · "
                   f"needs_reconciliation {bundle['needs_reconciliation_rate']:.0%} of runs"]
+        if bundle["not_started"]:
+            lines.append(f"  not started ({len(bundle['not_started'])}): the gateway refused "
+                         + "; ".join(bundle["not_started"][:3]))
         if bundle["unpriced"]:
             lines.append(f"  no price for {', '.join(bundle['unpriced'])} (cost left out)")
         for f in bundle["figures"]:

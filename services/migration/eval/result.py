@@ -36,12 +36,13 @@ def _rate(count: int, total: int) -> float:
     return count / total if total else 0.0
 
 
-def _bundle_outcome(bundle: str, name: str | None, runs: list[ScoredRun]) -> dict[str, Any]:
+def _bundle_outcome(bundle: str, name: str | None, runs: list[ScoredRun],
+                    not_started: list[str]) -> dict[str, Any]:
     gates: Counter[str] = Counter()
     for run in runs:
         gates.update({failure.gate for failure in run.gates})
     return {
-        "bundle": bundle, "name": name, "runs": len(runs),
+        "bundle": bundle, "name": name, "runs": len(runs), "not_started": not_started,
         "accepted": sum(r.accepted for r in runs), "rejected": sum(not r.accepted for r in runs),
         "gate_failures": dict(sorted(gates.items())),
         "error_runs": sum(r.errored for r in runs), "refusal_runs": sum(r.refused for r in runs),
@@ -86,17 +87,19 @@ def result_id(record: dict[str, Any]) -> str:
 
 
 def build_result(corpus_ref: str, mode: str, runs_by_bundle: dict[str, list[ScoredRun]],
-                 names: dict[str, str] | None = None,
-                 created_at: int | None = None) -> dict[str, Any]:
+                 names: dict[str, str] | None = None, created_at: int | None = None,
+                 not_started: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """The record of one eval: bundles in the order given, each later one compared with the
-    first (A = the first bundle, B = each other)."""
-    names = names or {}
+    first (A = the first bundle, B = each other); ``not_started``: per bundle, the tasks the
+    gateway refused to start (they are no run, and the result says so)."""
+    names, not_started = names or {}, not_started or {}
     bundles = list(runs_by_bundle)
     record: dict[str, Any] = {
         "result_id": "", "corpus": corpus_ref,
         "created_at": int(time.time() * 1000) if created_at is None else created_at,
         "mode": mode,
-        "bundles": [_bundle_outcome(b, names.get(b), runs_by_bundle[b]) for b in bundles],
+        "bundles": [_bundle_outcome(b, names.get(b), runs_by_bundle[b], not_started.get(b, []))
+                    for b in bundles],
         "comparisons": [{"a": bundles[0], "b": other,
                          "figures": comparison(runs_by_bundle[bundles[0]], runs_by_bundle[other])}
                         for other in bundles[1:]],
