@@ -10,6 +10,7 @@ writes it). ``digest`` reads what the gates, the checkers and the comparison nee
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -110,6 +111,11 @@ class Digest:
     receipts: list[Any]
 
 
+# A packet's request is canonical JSON (keys sorted): its top-level "bundle" comes first, after
+# "background" alone, so the id is read without parsing the whole request (which may be large).
+_CANONICAL_BUNDLE = re.compile(r'\{(?:"background":(?:true|false),)?"bundle":"(bnd-[0-9a-f]{64})"')
+
+
 def _bundle_of(evidence: RunEvidence) -> str | None:
     for event in evidence.events:
         if event.kind == "run.started":
@@ -117,6 +123,10 @@ def _bundle_of(evidence: RunEvidence) -> str | None:
             if bundle:
                 return str(bundle)
     for packet in evidence.inputs:
+        if found := _CANONICAL_BUNDLE.match(packet.request):
+            return found.group(1)
+        if '"bundle"' not in packet.request:
+            continue
         try:
             request = orjson.loads(packet.request)
         except orjson.JSONDecodeError:
