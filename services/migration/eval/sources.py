@@ -16,6 +16,8 @@ from modelevents.schemas import codec
 from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.pieces import PieceAssembler
+from modelevents.schemas.run_input import decode as decode_run_input
+from modelevents.schemas.run_input import is_run_input
 from modelevents.schemas.run_input_pieces import PacketAssembler
 from modelevents.schemas.run_state import RunState
 from modelevents.services.migration.eval.evidence import RunEvidence
@@ -52,7 +54,9 @@ class EvidenceBook:
             self._contract_record(value)
         elif PacketAssembler.accepts(value):
             try:
-                packet = self._packets.feed(value)
+                # A whole packet as it is; pieces joined by the assembler.
+                packet = (decode_run_input(value) if is_run_input(value)
+                          else self._packets.feed(value))
             except SchemaError:
                 self.unreadable += 1
                 return
