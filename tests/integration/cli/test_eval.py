@@ -31,7 +31,7 @@ from tests.integration.simulated_gateway import (  # noqa: F401 (fixtures)
     sim,
     start_gateway,
 )
-from tests.integration.tools.test_executor import RunningExecutor
+from tests.integration.tools.test_executor import RunningExecutor, fault, invocations, rows
 from tests.services.migration.eval.runs import bundle
 
 pytestmark = pytest.mark.kafka
@@ -52,14 +52,23 @@ def simulator() -> Iterator[SimulatorHandle]:
 
 
 @pytest.fixture
-def executor(settings: PipelineSettings, tmp_path: Path) -> Iterator[str]:
-    """The tool executor with the SQLite example tools, for a tenant of its own."""
-    tenant = f"eval{uuid.uuid4().hex[:8]}"
+def db(tmp_path: Path) -> Path:
+    """The SQLite example tools' database. The first add_note commits and then takes longer than
+    its timeout: its outcome is unknown until the executor reconciles it (the uncertain side
+    effect, for real)."""
     db = tmp_path / "tools.db"
     make_registry(db)
     with sqlite3.connect(db) as conn:
         conn.executemany("INSERT INTO weather VALUES (?, ?, ?)",
                          [("Paris", 14.0, "cloudy"), ("Rome", 21.0, "sunny")])
+    fault(db, "add_note", "slow_after_commit", 1, 3.0)
+    return db
+
+
+@pytest.fixture
+def executor(settings: PipelineSettings, db: Path) -> Iterator[str]:
+    """The tool executor with the SQLite example tools, for a tenant of its own."""
+    tenant = f"eval{uuid.uuid4().hex[:8]}"
     policy = Policy.from_dict({"tenants": {tenant: {
         "tools": ["get_weather", "add_note"], "scopes": {"add_note": ["notebook:demo"]},
         "approve_writes": False}}})
@@ -84,7 +93,7 @@ def _bundle_files(tmp_path: Path) -> list[str]:
 
 def test_two_bundles_through_the_pipeline_one_rejected_by_a_gate(
         settings: PipelineSettings, sim: SimulatorHandle, gateway: ServedApp, executor: str,
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+        db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     code = main(["eval", "run", "--corpus", "example", *_bundle_files(tmp_path),
                  "--gateway", gateway.url, "--simulator", "--tenant", executor,
                  "--repeat", "2", "--timeout", "120", "--prices", str(EXAMPLE_CORPUS / "prices.example.yaml"),
@@ -116,10 +125,14 @@ def test_two_bundles_through_the_pipeline_one_rejected_by_a_gate(
     # The snapshots the simulator's recordings report, read from the events.
     assert responses["model_snapshots"] == ["gpt-5-mini-2025-08-07"]
     assert "gpt-4o-mini-2024-07-18" in chat["model_snapshots"]
-    # The tool executor ran the calls: the uncertain side effect's write has its receipt.
+    # The tool executor ran the calls. One write timed out after it committed; the executor
+    # reconciled it instead of running it again: every uncertain-side-effect run is accepted
+    # (no duplicated effect) and done, and each write ran once.
+    notes = [r for r in record["runs"] if r["task"] == "uncertain-side-effect"]
+    assert len(notes) == 4 and all(r["accepted"] and r["success"] for r in notes), notes
+    assert rows(db, "SELECT remaining FROM tool_faults") == [(0,)]  # the timeout happened
+    assert invocations(db, "add_note") == 4 == rows(db, "SELECT count(*) FROM notes")[0][0]
     by_task = {(r["task"], r["bundle"]): r for r in record["runs"] if r["repeat"] == 1}
-    note = by_task[("uncertain-side-effect", RESPONSES.bundle_id)]
-    assert note["success"], note["why"]
     assert by_task[("one-tool", RESPONSES.bundle_id)]["success"]
     # The interrupted stream was resumed by the gateway and completed.
     assert by_task[("interrupted-stream", RESPONSES.bundle_id)]["success"]
