@@ -3,7 +3,7 @@
     .venv/bin/python bench/frames_day.py OUT_DIR [--frames 1000000] [--partitions 4]
 
 Every recorded stream of the project's fixtures (tests/fixtures) and of the recorded provider
-corpus beside the checkout (../shared/fixtures, when present) is cut into frames as the feeder
+corpus beside the checkout (tests/corpus.py says where; when present) is cut into frames as the feeder
 cuts them (end-of-input markers included). Copies of them, each copy a run of its own (run key
 ``day-<copy>-<stream>``), are spread evenly over one day of log time and over ``--partitions``
 partitions of the frames topic (by run key), until at least ``--frames`` frames (markers not

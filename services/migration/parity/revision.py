@@ -106,10 +106,9 @@ class _RevisionLoader(importlib.machinery.SourceFileLoader):
         path = self.get_filename(fullname)
         source = self.get_data(path)
         tree = _Rewriter(self.package, path).visit(ast.parse(source, path))
+        # Compiled here, not through SourceLoader.get_code: that one would write the renamed
+        # code as the source's bytecode cache.
         return compile(tree, path, "exec", dont_inherit=True)
-
-    def set_data(self, path: str, data: bytes, *, _mode: int = 0o666) -> None:
-        return None
 
 
 class _RevisionFinder(importlib.abc.MetaPathFinder):

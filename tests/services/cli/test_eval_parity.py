@@ -7,7 +7,6 @@ The archive is written by the audit archive's own writer, as `modelevents audit 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,16 @@ from modelevents.services.run_logic.renormalize import renormalize
 from tests.paths import FIXTURES
 from tests.services.migration.parity.recorded import (
     BEFORE_CHAT_FIXES,
+    CHAT_FIX_RUNS,
     CHAT_FIXES,
     adapters_copy,
-    fixture_paths,
-    recorded_runs,
+    fixture_runs,
+    json_lines,
     run_id_of,
 )
 
 FRAMES, EVENTS = "modelevents.frames", "modelevents.events"
-RUNS = recorded_runs(fixture_paths())
-CHAT_FIX_RUNS = {run_id_of(FIXTURES / "openai-chat" / name) for name in CHAT_FIXES}
+RUNS = fixture_runs()
 
 
 def write_archive(root: Path, *, frames: bool = True, events: bool = True) -> Path:
@@ -60,10 +59,6 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def eval_parity(*args: str) -> int:
     return main(["eval", "parity", *args])
-
-
-def json_lines(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines()]
 
 
 def test_a_candidate_before_a_fix_is_reported_per_run_and_per_api(

@@ -4,7 +4,9 @@ included, each its own run; and the revisions the tests compare."""
 
 from __future__ import annotations
 
+import json
 import shutil
+from functools import cache
 from pathlib import Path
 
 from modelevents.schemas.end_of_input import with_end_markers
@@ -66,3 +68,16 @@ def edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert text.count(old) == 1, f"{path}: {old!r} is not there once"
     path.write_text(text.replace(old, new))
+
+
+@cache
+def fixture_runs() -> dict[str, list[ProviderFrame]]:
+    """Every project fixture as a run (the tests only read it)."""
+    return recorded_runs(fixture_paths())
+
+
+CHAT_FIX_RUNS = {run_id_of(FIXTURES / "openai-chat" / name) for name in CHAT_FIXES}
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines()]

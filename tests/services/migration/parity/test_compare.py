@@ -15,6 +15,7 @@ from modelevents.services.migration.parity.compare import ParityDiff, compare_ru
 from modelevents.services.migration.parity.revision import AdapterRevision, load_revision
 from modelevents.services.run_logic.renormalize import renormalize
 from tests.corpus import require_corpus
+from tests.paths import FIXTURES
 from tests.services.migration.parity.recorded import (
     BEFORE_CHAT_FIXES,
     CHAT_FIXES,
@@ -22,12 +23,12 @@ from tests.services.migration.parity.recorded import (
     corpus_paths,
     edit,
     fixture_paths,
+    fixture_runs,
     recorded_runs,
     run_id_of,
 )
-from tests.paths import FIXTURES
 
-FIXTURE_RUNS = recorded_runs(fixture_paths())
+FIXTURE_RUNS = fixture_runs()
 
 
 def parity(baseline: AdapterRevision, candidate: AdapterRevision,

@@ -14,8 +14,8 @@ from modelevents.adapters.registry import ADAPTERS
 from modelevents.schemas.errors import ConfigError
 from modelevents.schemas.events import ModelEvent
 from modelevents.services.migration.parity.revision import load_revision
-from modelevents.services.run_logic.renormalize import renormalize
 from modelevents.services.run_logic.normalizer import RunNormalizer
+from modelevents.services.run_logic.renormalize import renormalize
 from tests.paths import FIXTURES
 from tests.services.migration.parity.recorded import (
     BEFORE_CHAT_FIXES,
