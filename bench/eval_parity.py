@@ -1,13 +1,14 @@
 """Adapter parity over a day of recorded frames: ``eval parity --from-archive`` at 1 M frames.
 
-    .venv/bin/python bench/eval_parity.py [--frames 1000000] [--archive DIR]
+    .venv/bin/python bench/eval_parity.py [--frames 1000000] [--rounds 2] [--archive DIR]
         [--candidate git:REV] [--source DIR ...]
 
 Writes a day of recorded frames (bench/frames_day.py: real recorded streams repeated and
 re-keyed, ``--source`` directories of recordings, default the project's fixtures and the corpus
 beside the checkout) to an audit archive, unless ``--archive`` names one already written, then
-times three passes over it in this one process, each the whole of what the command does (read
-and decode the archive, group per run, translate by both revisions, compare):
+times three passes over it in this one process, taking turns for ``--rounds`` rounds so that a
+slow moment of the machine hits every pass; each pass is the whole of what the command does
+(read and decode the archive, group per run, translate by both revisions, compare):
 
   current vs current   the installed adapters against themselves — what ``replay parity``
                        does per frame, the baseline of the ratios
@@ -16,8 +17,9 @@ and decode the archive, group per run, translate by both revisions, compare):
   candidate            the installed adapters against ``--candidate`` (default: the Chat
                        Completions adapter before the compatible-server fixes of issue #29)
 
-Prints a Markdown table: seconds, frames/s, the ratio to the baseline, runs differing, and the
-peak resident memory of the process.
+Prints a Markdown table: per pass the median of its rounds' seconds and frames/s, its CPU time
+per frame, the ratio of its CPU time to the baseline's, runs differing, and the peak resident
+memory of the process.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -41,21 +44,24 @@ ROOT = Path(__file__).resolve().parents[1]
 BEFORE_CHAT_FIXES = "git:d0fbb6ea76b18e9fae57a808d559b7062444e343^"
 
 
-def one_pass(archive: Path, baseline_spec: str, candidate_spec: str) -> tuple[ParityDiff, float]:
-    began = time.perf_counter()
+def one_pass(archive: Path, baseline_spec: str,
+             candidate_spec: str) -> tuple[ParityDiff, float, float]:
+    """(the comparison, wall seconds, CPU seconds)."""
+    began, cpu = time.perf_counter(), time.process_time()
     baseline, candidate = load_revision(baseline_spec), load_revision(candidate_spec)
     unreadable: list[checks.Unreadable] = []
     runs = checks.archived_frames_by_run(archive, unreadable, None, baseline.normalizer)
     diff = revision_parity(baseline, candidate, runs)
-    seconds = time.perf_counter() - began
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     if unreadable:
         raise SystemExit(f"{len(unreadable)} unreadable records in {archive}")
-    return diff, seconds
+    return diff, seconds, cpu
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--frames", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--archive", type=Path, help="an archive bench/frames_day.py wrote")
     parser.add_argument("--candidate", default=BEFORE_CHAT_FIXES)
     parser.add_argument("--source", type=Path, action="append",
@@ -78,27 +84,38 @@ def main() -> int:
         shutil.copytree(ROOT / "adapters", copy / "adapters",
                         ignore=shutil.ignore_patterns("__pycache__"))
 
-        rows = []
-        for label, candidate in (("current vs current (baseline)", "installed"),
-                                 ("old vs old (noise)", str(copy)),
-                                 (f"candidate {args.candidate}", args.candidate)):
-            diff, seconds = one_pass(archive, "installed", candidate)
-            rows.append((label, diff, seconds))
-            print(f"  {label}: {seconds:.1f} s, {diff.count('differs')} runs differ",
-                  file=sys.stderr)
-            if candidate != args.candidate and not diff.ok:
-                raise SystemExit(f"{label}: {diff.count('differs')} runs differ; noise must be 0")
+        passes = (("current vs current (baseline)", "installed"),
+                  ("old vs old (noise)", str(copy)),
+                  (f"candidate {args.candidate}", args.candidate))
+        walls: dict[str, list[float]] = {label: [] for label, _ in passes}
+        cpus: dict[str, list[float]] = {label: [] for label, _ in passes}
+        diffs: dict[str, ParityDiff] = {}
+        for round_no in range(args.rounds):
+            for label, candidate in passes:
+                diff, seconds, cpu = one_pass(archive, "installed", candidate)
+                walls[label].append(seconds)
+                cpus[label].append(cpu)
+                diffs[label] = diff
+                print(f"  round {round_no + 1} {label}: {seconds:.1f} s ({cpu:.1f} s CPU), "
+                      f"{diff.count('differs')} runs differ", file=sys.stderr)
+                if candidate != args.candidate and not diff.ok:
+                    raise SystemExit(f"{label}: {diff.count('differs')} runs differ; noise "
+                                     "must be 0")
 
-        base = rows[0][2]
-        frames = rows[0][1].frames
+        base_label = passes[0][0]
+        base_cpu = statistics.median(cpus[base_label])
+        frames = diffs[base_label].frames
+        print(f"| {frames:,} frames, {len(diffs[base_label].runs):,} runs, median of "
+              f"{args.rounds} rounds | seconds | frames/s | CPU µs/frame | × baseline CPU | "
+              "runs differing | added / removed / changed events |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for label, _ in passes:
+            wall, cpu, t = (statistics.median(walls[label]), statistics.median(cpus[label]),
+                            diffs[label].totals())
+            print(f"| {label} | {wall:.1f} | {frames / wall:,.0f} | {cpu / frames * 1e6:.1f} | "
+                  f"{cpu / base_cpu:.2f} | {diffs[label].count('differs'):,} | "
+                  f"{t.added:,} / {t.removed:,} / {t.changed:,} |")
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"| {frames:,} frames, {len(rows[0][1].runs):,} runs | seconds | frames/s | "
-              "× baseline time | runs differing | added / removed / changed events |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for label, diff, seconds in rows:
-            t = diff.totals()
-            print(f"| {label} | {seconds:.1f} | {frames / seconds:,.0f} | {seconds / base:.2f} | "
-                  f"{diff.count('differs'):,} | {t.added:,} / {t.removed:,} / {t.changed:,} |")
         print(f"\npeak resident memory {rss_mb:,.0f} MB", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
