@@ -13,7 +13,9 @@ Two checks, each reading a bounded snapshot of the topics (``topic_snapshot``) i
   after dedupe, position by position: event id, kind, payload and source. Frames are grouped per
   run key in log order; a key that another run announced as its provider object id (a webhook or
   poll of that object) joins that run. That is adapter parity after a fix: which runs a changed
-  adapter would publish differently, and where the first difference is.
+  adapter would publish differently, and where the first difference is. Either check can read
+  an audit archive instead of the topics; ``frames_by_run`` and ``archived_frames_by_run`` take
+  another revision's normalizer too (``eval parity``, services/migration/parity/).
 
 Both answer with plain data (``StateReport``, ``ParityReport``); the command prints them.
 Compare on a quiet pipeline: events still on their way make a run look behind.

@@ -139,3 +139,22 @@ def test_a_frame_only_one_revision_dead_letters_is_a_difference(tmp_path: Path) 
                     load_revision(str(checkout)))
     assert r.verdict == "differs" and r.dead_letters_baseline == []
     assert any("RuntimeError('deliberate')" in note for note in r.dead_letters_candidate)
+
+
+def test_the_same_dead_letter_under_another_revision_number_is_no_difference(
+        tmp_path: Path) -> None:
+    def raising(root: Path, revision: str) -> AdapterRevision:
+        checkout = adapters_copy(root)
+        edit(checkout / "adapters" / "base.py", "        frame_id = frame.frame_id\n",
+             "        frame_id = frame.frame_id\n"
+             "        if frame_id.endswith(':2'):\n"
+             "            raise RuntimeError('deliberate')\n")
+        edit(checkout / "adapters" / "openai_chat.py", 'revision = "4"',
+             f'revision = "{revision}"')
+        return load_revision(str(checkout))
+
+    old, new = raising(tmp_path / "a", "4"), raising(tmp_path / "b", "5")
+    run_id = run_id_of(FIXTURES / "openai-chat" / "refusal.sse")
+    r = compare_run(run_id, FIXTURE_RUNS[run_id], old, new)
+    assert r.verdict == "equal", (r.dead_letters_baseline, r.dead_letters_candidate)
+    assert old.revisions()["openai-chat"] != new.revisions()["openai-chat"]
