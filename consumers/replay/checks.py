@@ -13,7 +13,9 @@ Two checks, each reading a bounded snapshot of the topics (``topic_snapshot``) i
   after dedupe, position by position: event id, kind, payload and source. Frames are grouped per
   run key in log order; a key that another run announced as its provider object id (a webhook or
   poll of that object) joins that run. That is adapter parity after a fix: which runs a changed
-  adapter would publish differently, and where the first difference is.
+  adapter would publish differently, and where the first difference is. Either check can read
+  an audit archive instead of the topics; ``frames_by_run`` and ``archived_frames_by_run`` take
+  another revision's normalizer too (``eval parity``, services/migration/parity/).
 
 Both answer with plain data (``StateReport``, ``ParityReport``); the command prints them.
 Compare on a quiet pipeline: events still on their way make a run look behind.
@@ -32,12 +34,14 @@ from modelevents.consumers.replay.topic_snapshot import RawRecord, Start, read_s
 from modelevents.schemas import codec
 from modelevents.schemas.end_of_input import is_end_of_input
 from modelevents.schemas.errors import InputError, SchemaError
-from modelevents.schemas.events import JUDGED_FIELDS, ModelEvent, Usage, payload_dict
+from modelevents.schemas.events import ModelEvent, Usage, payload_dict
 from modelevents.schemas.frames import ProviderFrame
 from modelevents.schemas.run_state import RunState
 from modelevents.services.kafka.clients import run_key_bytes
 from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.run_logic.event_parity import event_diff_fields
 from modelevents.services.run_logic.normalizer import RunNormalizer
+from modelevents.services.run_logic.renormalize import Renormalized, renormalize
 from modelevents.services.run_logic.run_machine import RunMachine
 from modelevents.services.run_logic.source_trust import ADAPTER as POLICY_ADAPTER
 
@@ -315,63 +319,6 @@ class ParityReport:
         return sum(1 for r in self.runs if r.verdict == verdict)
 
 
-def _source(event: ModelEvent) -> tuple:
-    s = event.source
-    return (s.frame_id, s.index, s.transport, s.cursor)
-
-
-def _payload(event: ModelEvent) -> tuple[str, dict[str, Any]]:
-    # The worker's trust verdicts come from its policy file, not from the frames.
-    fields = {k: v for k, v in payload_dict(event.payload).items() if k not in JUDGED_FIELDS}
-    return type(event.payload).__name__, fields
-
-
-def event_diff_fields(expected: ModelEvent, published: ModelEvent) -> tuple[str, ...]:
-    """What parity compares; seq is the position, received_at and adapter revision are not
-    content (a fixed adapter has a new revision by design)."""
-    out = []
-    if expected.event_id != published.event_id:
-        out.append("event_id")
-    if expected.kind != published.kind:
-        out.append("kind")
-    if _payload(expected) != _payload(published):
-        out.append("payload")
-    if _source(expected) != _source(published):
-        out.append("source")
-    return tuple(out)
-
-
-@dataclass
-class Renormalized:
-    """One run's frames through the current adapters."""
-
-    frames: list[ProviderFrame]  # log order, end-of-input markers included
-    events: list[ModelEvent]  # deduped by event id as the sequencer dedupes, seq by position
-    notes: list[str]  # frames the processor would dead-letter
-    claims: list[str]  # provider object ids the run announced (run.started)
-
-
-def renormalize(frames: list[ProviderFrame], run_id: str) -> Renormalized:
-    """One run's frames (log order) through the current adapters with the processor's own
-    per-run normalizer: one adapter per API of the run, closed where an end-of-input marker
-    says the input ended."""
-    normalizer = RunNormalizer(run_id)
-    out = Renormalized(frames, [], [], [])
-    seen: set[str] = set()
-    for frame in frames:
-        translation = normalizer.translate(frame)
-        if translation.failure is not None:
-            out.notes.append(f"dead letter: {translation.failure}")
-        out.claims += translation.claims
-        for event in translation.events:
-            if event.event_id not in seen:
-                seen.add(event.event_id)
-                out.events.append(event)
-    for position, event in enumerate(out.events):
-        event.seq = position
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class _Placed:
     timestamp: int
@@ -388,13 +335,14 @@ def _merged(lists: list[list[_Placed]]) -> list[ProviderFrame]:
                                                                  p.offset))]
 
 
-def renormalize_runs(by_key: dict[str, list[_Placed]],
-                     only: str | None = None) -> dict[str, Renormalized]:
+def renormalize_runs(by_key: dict[str, list[_Placed]], only: str | None = None,
+                     normalizer: type[RunNormalizer] = RunNormalizer) -> dict[str, Renormalized]:
     """Frames per run key → re-normalized runs. A key is its own run unless a run announced it
     as a provider object id (a webhook or a poll of that object arrives keyed by the id): then
     its frames join that run. ``only``: just that run (and the keys it claims)."""
     keys = [only] if only is not None else sorted(by_key, key=lambda k: by_key[k][0].timestamp)
-    results = {key: renormalize(_merged([by_key[key]]), key) for key in keys if key in by_key}
+    results = {key: renormalize(_merged([by_key[key]]), key, normalizer)
+               for key in keys if key in by_key}
     owner: dict[str, str] = {}
     for key in results:  # earliest run first: the first to claim an object id owns it
         for object_id in results[key].claims:
@@ -407,7 +355,7 @@ def renormalize_runs(by_key: dict[str, list[_Placed]],
     for run_id, extra in joined.items():
         # The claimed keys' frames change the run's input: translate the whole of it again.
         results[run_id] = renormalize(_merged([by_key[run_id], *(by_key[k] for k in extra)]),
-                                      run_id)
+                                      run_id, normalizer)
         for key in extra:
             results.pop(key, None)
     return results
@@ -471,23 +419,55 @@ def _drop_rerouted(by_key: dict[str, list[_Placed]], rerouted: list[_Placed]) ->
         placements[:] = keep[::-1]
 
 
+def _place(rec: RawRecord, out: dict[str, list[_Placed]], unreadable: list[Unreadable],
+           by_kafka_key: bool) -> None:
+    frame = _decode(rec, unreadable)
+    if isinstance(frame, ProviderFrame):
+        key = rec.key.decode("utf-8", "replace") if by_kafka_key and rec.key else frame.run_key
+        out.setdefault(key, []).append(_Placed(rec.timestamp, rec.partition, rec.offset, frame))
+    elif frame is not None:
+        unreadable.append(Unreadable(rec.topic, rec.partition, rec.offset,
+                                     f"a {type(frame).__name__}, not a ProviderFrame"))
+
+
 async def _placed_frames(settings: PipelineSettings, topic: str,
                          unreadable: list[Unreadable],
                          by_kafka_key: bool) -> dict[str, list[_Placed]]:
     out: dict[str, list[_Placed]] = {}
     async for rec in read_snapshot(settings, topic):
-        frame = _decode(rec, unreadable)
-        if isinstance(frame, ProviderFrame):
-            key = rec.key.decode("utf-8", "replace") if by_kafka_key and rec.key else frame.run_key
-            out.setdefault(key, []).append(_Placed(rec.timestamp, rec.partition, rec.offset, frame))
-        elif frame is not None:
-            unreadable.append(Unreadable(rec.topic, rec.partition, rec.offset,
-                                         f"a {type(frame).__name__}, not a ProviderFrame"))
+        _place(rec, out, unreadable, by_kafka_key)
     return out
 
 
-async def _frames(settings: PipelineSettings, unreadable: list[Unreadable],
-                  only: str | None = None) -> tuple[dict[str, Renormalized], bool]:
+def _archived_frames(archive: Path, unreadable: list[Unreadable]) -> dict[str, list[_Placed]]:
+    """The frames of an audit archive (``modelevents audit run --with-frames``) per run key,
+    in the order they were archived — the log order of their partition."""
+    from modelevents.consumers.audit.export import archived_records
+
+    out: dict[str, list[_Placed]] = {}
+    for rec in archived_records(Path(archive)):
+        if rec.topic.endswith("frames"):
+            _place(rec, out, unreadable, by_kafka_key=False)  # type: ignore[arg-type]
+    return out
+
+
+def archived_frames_by_run(archive: Path, unreadable: list[Unreadable], only: str | None = None,
+                           normalizer: type[RunNormalizer] = RunNormalizer
+                           ) -> dict[str, Renormalized]:
+    """An audit archive's frames, re-normalized per run. No processor log comes with an
+    archive: frames keyed by a provider object id join the run that claimed it
+    (``renormalize_runs``)."""
+    by_key = _archived_frames(archive, unreadable)
+    if not by_key:
+        raise EmptyRange(f"{archive} holds no frames (archive them with modelevents audit run "
+                         "--with-frames)")
+    return renormalize_runs(by_key, only, normalizer)
+
+
+async def frames_by_run(settings: PipelineSettings, unreadable: list[Unreadable],
+                  only: str | None = None,
+                  normalizer: type[RunNormalizer] = RunNormalizer
+                  ) -> tuple[dict[str, Renormalized], bool]:
     """Every frame, re-normalized per run. All partitions are read even for one run: a frame
     keyed by a provider object id may live on another partition.
 
@@ -504,13 +484,13 @@ async def _frames(settings: PipelineSettings, unreadable: list[Unreadable],
         rerouted = await _placed_frames(settings, internal_topics(settings)["rerouted"],
                                         unreadable, by_kafka_key=True)
     except MissingTopic:
-        return renormalize_runs(by_key, only), False
+        return renormalize_runs(by_key, only, normalizer), False
     _drop_rerouted(by_key, [p for placed in rerouted.values() for p in placed])
     runs: dict[str, Renormalized] = {}
     for run_id in sorted(by_key.keys() | rerouted.keys()) if only is None else [only]:
         lists = [lst for lst in (by_key.get(run_id), rerouted.get(run_id)) if lst]
         if lists:
-            runs[run_id] = renormalize(_merged(lists), run_id)
+            runs[run_id] = renormalize(_merged(lists), run_id, normalizer)
     return runs, True
 
 
@@ -538,15 +518,24 @@ def parity_of_run(run_id: str, run: Renormalized | None,
     return result
 
 
-async def check_parity(settings: PipelineSettings, *, run_id: str | None = None) -> ParityReport:
-    """Re-normalize ``frames`` through the current adapters and compare with ``events``."""
+async def check_parity(settings: PipelineSettings, *, run_id: str | None = None,
+                       normalizer: type[RunNormalizer] = RunNormalizer,
+                       archive: Path | None = None) -> ParityReport:
+    """Re-normalize ``frames`` through the current adapters (or those ``normalizer`` names)
+    and compare with ``events`` — both topics, or both from an audit archive (``archive``)."""
     unreadable: list[Unreadable] = []
-    runs, logged = await _frames(settings, unreadable, only=run_id)
-    events = await _events(settings, Start(), run_id, unreadable)
+    if archive is not None:
+        runs = archived_frames_by_run(archive, unreadable, run_id, normalizer)
+        logged = False
+        events = _archived_events(archive, run_id, unreadable)
+        where = f"no frames and no events in the archive {archive}"
+    else:
+        runs, logged = await frames_by_run(settings, unreadable, run_id, normalizer)
+        events = await _events(settings, Start(), run_id, unreadable)
+        where = (f"no frames on {settings.topic('frames')} and no events on "
+                 f"{settings.topic('events')}; check the topic prefix ({settings.topic_prefix!r})")
     if run_id is not None and run_id not in runs and run_id not in events:
-        raise NoSuchRun(f"no run {run_id}: no frames on {settings.topic('frames')} and no events "
-                        f"on {settings.topic('events')}; check the run id and the topic prefix "
-                        f"({settings.topic_prefix!r})")
+        raise NoSuchRun(f"no run {run_id}: {where} and the run id")
     results = [parity_of_run(rid, runs.get(rid), events.get(rid, []))
                for rid in sorted(runs.keys() | events.keys())]
     return ParityReport(results, unreadable,

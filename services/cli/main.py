@@ -31,9 +31,9 @@ COMMAND_MODULES = (
     "modelevents.services.cli.commands.ui",
     "modelevents.services.cli.commands.simulator",
     "modelevents.services.cli.commands.replay",
+    "modelevents.services.cli.commands.eval",
     "modelevents.services.cli.commands.audit",
     "modelevents.services.cli.commands.tools",
-    "modelevents.services.cli.commands.eval",
     "modelevents.services.cli.commands.otel",
 )
 

@@ -26,8 +26,9 @@ adapter unless it saw the provider's terminal signal, ``run`` closes every adapt
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from modelevents.adapters.base import Adapter
 from modelevents.adapters.registry import ADAPTERS
@@ -54,6 +55,11 @@ class Translation:
 
 @dataclass
 class RunNormalizer:
+    # Which adapter class reads each provider API: the installed ones. A subclass that names
+    # another table translates with another revision of the adapters (``eval parity``); a class
+    # attribute, so the pickled per-run state is the same either way.
+    adapter_classes: ClassVar[Mapping[str, type[Adapter]]] = ADAPTERS
+
     run_id: str
     adapters: dict[str, Adapter] = field(default_factory=dict)
     applied: dict[str, int] = field(default_factory=dict)
@@ -72,11 +78,11 @@ class RunNormalizer:
         """Feed one frame (or act on an end-of-input marker). Never raises."""
         if is_end_of_input(frame):
             return self._end_of_input(frame)
-        cls = ADAPTERS.get(frame.api)
+        cls = self.adapter_classes.get(frame.api)
         if cls is None:
             return Translation(
                 failure=f"frame {frame.frame_id} names provider API {frame.api!r}, which no adapter "
-                        f"reads; a gateway must stamp one of: {', '.join(ADAPTERS)}",
+                        f"reads; a gateway must stamp one of: {', '.join(self.adapter_classes)}",
                 error_type="UnknownApi")
         adapter = self.adapters.get(frame.api)
         if adapter is None:

@@ -1,7 +1,8 @@
-"""``modelevents eval run | show | compare``: run a corpus under bundles through the gateway, or
-re-score recorded runs (an audit archive, the topics) without a provider call; show a result;
-compare two. The scoring is services/migration/eval/; this module wires its sources: the
-gateway over HTTP, the topics, the audit archive and the tool executor's receipt decoder."""
+"""``modelevents eval run | show | compare | parity``: run a corpus under bundles through the
+gateway, or re-score recorded runs (an audit archive, the topics) without a provider call; show a
+result; compare two; diff adapter revisions on recorded frames (eval_parity.py). The scoring is
+services/migration/eval/; this module wires its sources: the gateway over HTTP, the topics, the
+audit archive and the tool executor's receipt decoder."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from modelevents.consumers.audit.export import archived_records
 from modelevents.consumers.tools.receipts import decode_receipt, is_receipt
 from modelevents.schemas.bundles import Bundle
 from modelevents.schemas.errors import ConfigError
+from modelevents.services.cli.commands import eval_parity
 from modelevents.services.cli.kafka_options import (
     ENV_HELP,
     add_kafka_options,
@@ -62,8 +64,8 @@ def load_bundle(spec: str) -> Bundle:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    ev = sub.add_parser("eval", help="run an eval corpus under bundles: hard gates first, then "
-                                     "a paired comparison of accepted runs")
+    ev = sub.add_parser("eval", help="run an eval corpus under bundles (hard gates first, then "
+                                     "a paired comparison of accepted runs); adapter parity")
     commands = ev.add_subparsers(dest="eval_command", required=True)
     p = commands.add_parser(
         "run", help="run a corpus under bundles through the gateway, or re-score recorded runs",
@@ -132,6 +134,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--json", action="store_true", help="the comparison as JSON")
     add_kafka_options(c)
     c.set_defaults(run=_compare)
+    eval_parity.register(commands)
 
 
 def _print_record(record: dict[str, Any], as_json: bool) -> None:

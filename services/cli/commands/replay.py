@@ -260,10 +260,17 @@ def _event_json(event: Any) -> Any:
 def run_parity(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     report = run_async(checks.check_parity(settings, run_id=args.run_id))
+    return print_parity(report, show_equal=args.show_equal, as_json=args.json)
+
+
+def print_parity(report: checks.ParityReport, *, show_equal: bool, as_json: bool,
+                 now: str = "now") -> int:
+    """Print a parity report (text or JSON lines); the exit status it means. ``now`` names the
+    re-normalization in the text (the current adapters, or a candidate revision)."""
     for r in report.runs:
-        if r.verdict == "equal" and not args.show_equal:
+        if r.verdict == "equal" and not show_equal:
             continue
-        if args.json:
+        if as_json:
             diff = r.first_diff
             _emit_json({
                 "run_id": r.run_id, "verdict": r.verdict, "frames": r.frames,
@@ -277,26 +284,26 @@ def run_parity(args: argparse.Namespace) -> int:
                     "expected": _event_json(diff.expected),
                     "published": _event_json(diff.published)}})
             continue
-        print(f"{r.verdict:<8} {r.run_id}  {r.frames} frames → {r.expected} events now, "
+        print(f"{r.verdict:<8} {r.run_id}  {r.frames} frames → {r.expected} events {now}, "
               f"{r.published} published")
         if r.first_diff is not None:
             d = r.first_diff
             print(f"           first difference at seq {d.position}: {', '.join(d.fields)}")
             print(_event_line("published", d.published))
-            print(_event_line("now", d.expected))
-            print(f"           {r.only_expected} only now, {r.only_published} only published, "
+            print(_event_line(now, d.expected))
+            print(f"           {r.only_expected} only {now}, {r.only_published} only published, "
                   f"{r.changed} changed")
             if r.prefix_only:
                 print("           what is published matches; its tail is missing (the processor "
                       "may not have caught up)")
         if r.published_adapters != r.current_adapters and r.published_adapters:
             print(f"           adapters: published {', '.join(r.published_adapters)}; "
-                  f"now {', '.join(r.current_adapters) or '-'}")
+                  f"{now} {', '.join(r.current_adapters) or '-'}")
         for note in r.notes:
             print(f"           {note}")
-    _unreadable(report.unreadable, args.json)
+    _unreadable(report.unreadable, as_json)
     counts = {v: report.count(v) for v in ("equal", "differs", "missing", "no_frames")}
-    if args.json:
+    if as_json:
         _emit_json({"summary": {"runs": len(report.runs), **counts,
                                 "frames_read": report.frames_read,
                                 "events_read": report.events_read,
@@ -337,4 +344,4 @@ def run_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-__all__ = ["register", "parse_time", "format_ms"]
+__all__ = ["register", "parse_time", "format_ms", "print_parity"]

@@ -1,0 +1,1 @@
+"""Adapter parity between two revisions of the adapters over the same recorded frames."""
