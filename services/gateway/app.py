@@ -17,15 +17,14 @@ more entry in :data:`ROUTERS`. OpenAPI: ``/openapi.json`` and ``/docs`` (``route
 local assets, every error an RFC 9457 problem, ``problems.py``).
 
 The app's lifespan starts what every request shares through ``app.state.gateway``
-(``services/gateway/state.py``): one idempotent Kafka producer (acks=all), the fetcher, the HTTP
-client to the providers, the capability manifest, the calls in flight, the proxy's frame tee
-(``proxy/journal.py``: its journal goes to Kafka first), the views of ``run-owners``, ``runs`` and
-``calls`` (read from their start: ``/readyz`` is 503 until they have read what the topics held), the
-view of ``eval-results`` (which readiness does not wait for) and the shared readers of followed runs, and takes up the background calls its instance id was polling
-before it stopped, or an instance silent for the lease was (``calls/handover.py``); it stops them
-on shutdown (calls in flight are cancelled: their frames so far are on Kafka, and the run's state
-says where it stopped). :class:`KafkaUnavailable` while a request waits for Kafka is 503 with
-``Retry-After``; a client's mistake, a 4xx saying what to change (``services/gateway/errors.py``).
+(``state.py``): one idempotent Kafka producer (acks=all), the fetcher, the HTTP client to the
+providers, the capability manifest, the calls in flight, the proxy's frame tee (its journal goes
+to Kafka first), the views of ``run-owners``, ``runs``, ``calls`` (``/readyz`` is 503 until they
+have read what the topics held) and ``eval-results``, the shared readers of followed runs, and
+takes up the background calls its instance id was polling before it stopped, or an instance
+silent for the lease was (``calls/handover.py``); it stops them on shutdown (calls in flight are
+cancelled: their frames so far are on Kafka). :class:`KafkaUnavailable` while a request waits
+for Kafka is 503 with ``Retry-After``; a client's mistake, a 4xx (``errors.py``).
 
 Every HTTP request first meets :class:`Edge`: the bearer token (``/v1/``), the route's body
 limit and the read timeout, each decided before the body is read.

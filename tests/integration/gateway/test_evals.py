@@ -165,3 +165,15 @@ def test_a_token_sees_the_results_whose_runs_are_its_tenants(settings, start_gat
     # No token at all: refused at the edge.
     refused = get(gateway, "/v1/evals")
     assert refused.status_code == 401 and refused.json()["code"] == "unauthorized"
+
+
+def test_the_openapi_document_describes_the_eval_routes(start_gateway):
+    gateway = start_gateway()
+    paths = get(gateway, "/openapi.json").json()["paths"]
+    listing, one = paths["/v1/evals"]["get"], paths["/v1/evals/{result_id}"]["get"]
+    for operation in (listing, one):
+        assert operation["security"] == [{"bearerToken": []}]
+        assert {"401", "503"} <= operation["responses"].keys()
+    assert {"404", "422"} <= one["responses"].keys()
+    assert "application/json" in one["responses"]["200"]["content"]
+    assert listing["parameters"][0]["name"] == "limit"

@@ -38,8 +38,10 @@ export function metricChart(name, bundles, figures, id) {
     const figure = figures[i];
     const y = 4 + i * ROW;
     const label = bundleLabel(bundle);
+    // The bundle's name alone fits beside the bars (the tables above name its id too).
+    const short = bundle.name || bundle.bundle.slice(0, 12);
     const parts = [svg("text", { x: LABEL - 6, y: y + ROW / 2 + 4, "text-anchor": "end", class: "chart-label" },
-      label.length > 22 ? label.slice(0, 21) + "…" : label)];
+      svg("title", {}, label), short.length > 18 ? short.slice(0, 17) + "…" : short)];
     const rejected = figure ? figure.rejected : bundle.rejected;
     if (!figure || figure.value === null) {
       said.push(`${label}: no accepted run with a value, ${rejected} rejected`);
