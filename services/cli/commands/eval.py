@@ -31,7 +31,7 @@ from modelevents.services.migration.eval.corpus import Corpus, load_corpus
 from modelevents.services.migration.eval.evidence import RunEvidence
 from modelevents.services.migration.eval.prices import load_prices
 from modelevents.services.migration.eval.scoring import score_runs
-from modelevents.services.migration.eval.sources import EvidenceBook
+from modelevents.services.migration.eval.sources import EvidenceBook, paused_cycle_collection
 
 
 def _say(message: str) -> None:
@@ -191,12 +191,13 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("eval run needs --bundle FILE (one or more) to run the corpus under, "
                           "or --from-archive DIR / --from-topic to re-score recorded runs")
     prices = load_prices(args.prices)
-    evidence, not_started = ((_frozen_runs(args), {}) if frozen
-                             else _live_runs(args, corpus, bundles))
-    _say(f"scoring {len(evidence)} runs")
-    by_id = {b.bundle_id: b for b in bundles}
-    grouped, skipped = score_runs(corpus, evidence, by_id, prices,
-                                  only=[b.bundle_id for b in bundles] or None)
+    with paused_cycle_collection():
+        evidence, not_started = ((_frozen_runs(args), {}) if frozen
+                                 else _live_runs(args, corpus, bundles))
+        _say(f"scoring {len(evidence)} runs")
+        by_id = {b.bundle_id: b for b in bundles}
+        grouped, skipped = score_runs(corpus, evidence, by_id, prices,
+                                      only=[b.bundle_id for b in bundles] or None)
     if skipped:
         _say(f"{len(skipped)} runs left out, e.g. {skipped[0]}")
     if not grouped or not any(grouped.values()):

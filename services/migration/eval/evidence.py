@@ -10,6 +10,7 @@ writes it). ``digest`` reads what the gates, the checkers and the comparison nee
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -110,6 +111,11 @@ class Digest:
     receipts: list[Any]
 
 
+# A packet's request is canonical JSON (keys sorted): its top-level "bundle" comes first, after
+# "background" alone, so the id is read without parsing the whole request (which may be large).
+_CANONICAL_BUNDLE = re.compile(r'\{(?:"background":(?:true|false),)?"bundle":"(bnd-[0-9a-f]{64})"')
+
+
 def _bundle_of(evidence: RunEvidence) -> str | None:
     for event in evidence.events:
         if event.kind == "run.started":
@@ -117,6 +123,10 @@ def _bundle_of(evidence: RunEvidence) -> str | None:
             if bundle:
                 return str(bundle)
     for packet in evidence.inputs:
+        if found := _CANONICAL_BUNDLE.match(packet.request):
+            return found.group(1)
+        if '"bundle"' not in packet.request:
+            continue
         try:
             request = orjson.loads(packet.request)
         except orjson.JSONDecodeError:
@@ -126,42 +136,42 @@ def _bundle_of(evidence: RunEvidence) -> str | None:
     return None
 
 
+_COUNTED = ("refusal", "citation", "hosted.result", "approval.requested", "error", "unknown")
+_READ = frozenset((*_COUNTED, "text.done", "structured.done", "tool.call"))
+
+
 def digest(evidence: RunEvidence) -> Digest:
     state = evidence.final_state()
     texts: list[str] = []
     structured: list[tuple[str, bool]] = []
     calls: list[tuple[str, str, str, bool | None]] = []
-    counts = dict.fromkeys(("refusal", "citation", "hosted.result", "approval.requested",
-                            "error", "unknown"), 0)
-    models: set[str] = set()
-    adapters: set[str] = set()
-    apis: set[str] = set()
-    first = last = None
-    for event in evidence.events:
-        kind, payload = event.kind, event.payload
+    counts = dict.fromkeys(_COUNTED, 0)
+    events = evidence.events
+    for event in events:
+        kind = event.kind
+        if kind not in _READ:
+            continue
+        payload = event.payload
         if kind in counts:
             counts[kind] += 1
-        if event.model:
-            models.add(event.model)
-        adapters.add(event.adapter)
-        apis.add(event.api)
-        at = event.received_at
-        first = at if first is None or at < first else first
-        last = at if last is None or at > last else last
-        if isinstance(payload, Text) and kind == "text.done":
+        elif isinstance(payload, Text):
             texts.append(payload.text)
         elif isinstance(payload, Structured):
             structured.append((payload.json, payload.valid))
-        elif isinstance(payload, ToolCall) and kind == "tool.call":
+        elif isinstance(payload, ToolCall):
             calls.append((payload.tool_name, payload.tool_call_id, payload.arguments,
                           payload.arguments_valid))
+    models = {e.model for e in events if e.model}
+    times = [e.received_at for e in events]
+    first, last = (min(times), max(times)) if times else (None, None)
     return Digest(
         run_id=evidence.run_id, bundle=_bundle_of(evidence), status=state.status,
         needs_reconciliation=state.needs_reconciliation, texts=texts, structured=structured,
         tool_calls=calls, refusals=counts["refusal"], citations=counts["citation"],
         hosted_evidence=counts["hosted.result"], approvals=counts["approval.requested"],
         errors=counts["error"], unknown_events=counts["unknown"],
-        models=sorted(models), adapters=sorted(adapters), apis=sorted(apis),
+        models=sorted(models), adapters=sorted({e.adapter for e in events}),
+        apis=sorted({e.api for e in events}),
         providers_sent=sorted({p.provider for p in evidence.inputs}),
         usage=state.usage,
         # The request's time: the gateway records the packet before it calls the provider.

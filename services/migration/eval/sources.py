@@ -9,18 +9,38 @@ owns it), and a value it does not recognise returns None.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import gc
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from modelevents.schemas import codec
 from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.pieces import PieceAssembler
+from modelevents.schemas.run_input import decode as decode_run_input
+from modelevents.schemas.run_input import is_run_input
 from modelevents.schemas.run_input_pieces import PacketAssembler
 from modelevents.schemas.run_state import RunState
 from modelevents.services.migration.eval.evidence import RunEvidence
 
 ReceiptDecoder = Callable[[bytes], Any | None]
+
+
+@contextmanager
+def paused_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector paused while a batch of runs is gathered and scored.
+
+    Gathering keeps every event of every run alive until the result is built, and the collector
+    would otherwise walk all of them again and again (it ran in ~40 % of a re-score's time).
+    Nothing built here holds a reference cycle; reference counting still frees everything."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class EvidenceBook:
@@ -52,7 +72,9 @@ class EvidenceBook:
             self._contract_record(value)
         elif PacketAssembler.accepts(value):
             try:
-                packet = self._packets.feed(value)
+                # A whole packet as it is; pieces joined by the assembler.
+                packet = (decode_run_input(value) if is_run_input(value)
+                          else self._packets.feed(value))
             except SchemaError:
                 self.unreadable += 1
                 return

@@ -1,6 +1,7 @@
 """``modelevents eval run`` end to end on the real broker, worker, gateway and tool executor, the
-providers played by the simulator: the shipped corpus run under two bundles (OpenAI Responses
-and Chat Completions), one rejected by a hard gate and the other compared on accepted runs only;
+providers played by the simulator: the shipped corpus run twice under two bundles (OpenAI
+Responses and Chat Completions), one rejected by a hard gate and the other compared on accepted
+runs only;
 the result on the eval-results topic, read back by ``eval show`` and ``eval compare``; the same
 runs re-scored from the topics (``--from-topic``) give the same verdicts."""
 
@@ -30,7 +31,7 @@ from tests.integration.simulated_gateway import (  # noqa: F401 (fixtures)
     sim,
     start_gateway,
 )
-from tests.integration.tools.test_executor import RunningExecutor
+from tests.integration.tools.test_executor import RunningExecutor, fault, invocations, rows
 from tests.services.migration.eval.runs import bundle
 
 pytestmark = pytest.mark.kafka
@@ -51,14 +52,23 @@ def simulator() -> Iterator[SimulatorHandle]:
 
 
 @pytest.fixture
-def executor(settings: PipelineSettings, tmp_path: Path) -> Iterator[str]:
-    """The tool executor with the SQLite example tools, for a tenant of its own."""
-    tenant = f"eval{uuid.uuid4().hex[:8]}"
+def db(tmp_path: Path) -> Path:
+    """The SQLite example tools' database. The first add_note commits and then takes longer than
+    its timeout: its outcome is unknown until the executor reconciles it (the uncertain side
+    effect, for real)."""
     db = tmp_path / "tools.db"
     make_registry(db)
     with sqlite3.connect(db) as conn:
         conn.executemany("INSERT INTO weather VALUES (?, ?, ?)",
                          [("Paris", 14.0, "cloudy"), ("Rome", 21.0, "sunny")])
+    fault(db, "add_note", "slow_after_commit", 1, 3.0)
+    return db
+
+
+@pytest.fixture
+def executor(settings: PipelineSettings, db: Path) -> Iterator[str]:
+    """The tool executor with the SQLite example tools, for a tenant of its own."""
+    tenant = f"eval{uuid.uuid4().hex[:8]}"
     policy = Policy.from_dict({"tenants": {tenant: {
         "tools": ["get_weather", "add_note"], "scopes": {"add_note": ["notebook:demo"]},
         "approve_writes": False}}})
@@ -83,10 +93,10 @@ def _bundle_files(tmp_path: Path) -> list[str]:
 
 def test_two_bundles_through_the_pipeline_one_rejected_by_a_gate(
         settings: PipelineSettings, sim: SimulatorHandle, gateway: ServedApp, executor: str,
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+        db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     code = main(["eval", "run", "--corpus", "example", *_bundle_files(tmp_path),
                  "--gateway", gateway.url, "--simulator", "--tenant", executor,
-                 "--timeout", "120", "--prices", str(EXAMPLE_CORPUS / "prices.example.yaml"),
+                 "--repeat", "2", "--timeout", "120", "--prices", str(EXAMPLE_CORPUS / "prices.example.yaml"),
                  "--json", *_kafka(settings)])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -94,42 +104,48 @@ def test_two_bundles_through_the_pipeline_one_rejected_by_a_gate(
     assert "runs settled" in err or "runs started" in err  # progress went to stderr
     responses, chat = record["bundles"]
     assert (responses["bundle"], chat["bundle"]) == (RESPONSES.bundle_id, CHAT.bundle_id)
-    # Every task of the corpus ran under each bundle that has a scenario for it, but one: the
-    # gateway refuses a background run on Chat Completions, and the result says so.
-    assert responses["runs"] == sum("openai-responses" in t.simulator for t in CORPUS.tasks)
+    # Every task of the corpus ran twice under each bundle that has a scenario for it, but one:
+    # the gateway refuses a background run on Chat Completions, and the result says so.
+    assert responses["runs"] == 2 * sum("openai-responses" in t.simulator for t in CORPUS.tasks)
     assert responses["not_started"] == []
-    assert chat["runs"] == sum("openai-chat" in t.simulator for t in CORPUS.tasks) - 1
-    (refused,) = chat["not_started"]
-    assert refused.startswith("interrupted-stream (repeat 0): 422") and "background" in refused
+    assert chat["runs"] == 2 * (sum("openai-chat" in t.simulator for t in CORPUS.tasks) - 1)
+    assert [r.split(":")[0] for r in chat["not_started"]] == [
+        "interrupted-stream (repeat 0)", "interrupted-stream (repeat 1)"]
+    assert all(": 422 " in r and "background" in r for r in chat["not_started"])
     # Chat's multi-tool run called get_time with a city its schema does not take: rejected.
-    assert chat["rejected"] == 1, [(r["task"], r["gates"]) for r in record["runs"]
+    assert chat["rejected"] == 2, [(r["task"], r["gates"]) for r in record["runs"]
                                    if not r["accepted"]]
-    assert chat["gate_failures"] == {"invalid_schema": 1}
+    assert chat["gate_failures"] == {"invalid_schema": 2}
     assert responses["rejected"] == 0
     rejected = [r for r in record["runs"] if not r["accepted"]]
-    assert [(r["task"], r["bundle"]) for r in rejected] == [("multi-tool", CHAT.bundle_id)]
+    assert [(r["task"], r["repeat"], r["bundle"]) for r in rejected] == [
+        ("multi-tool", 0, CHAT.bundle_id), ("multi-tool", 1, CHAT.bundle_id)]
     (gate,) = rejected[0]["gates"]
     assert "call_eval_time to get_time" in gate["evidence"]
     # The snapshots the simulator's recordings report, read from the events.
     assert responses["model_snapshots"] == ["gpt-5-mini-2025-08-07"]
     assert "gpt-4o-mini-2024-07-18" in chat["model_snapshots"]
-    # The tool executor ran the calls: the uncertain side effect's write has its receipt.
-    by_task = {(r["task"], r["bundle"]): r for r in record["runs"]}
-    note = by_task[("uncertain-side-effect", RESPONSES.bundle_id)]
-    assert note["success"], note["why"]
+    # The tool executor ran the calls. One write timed out after it committed; the executor
+    # reconciled it instead of running it again: every uncertain-side-effect run is accepted
+    # (no duplicated effect) and done, and each write ran once.
+    notes = [r for r in record["runs"] if r["task"] == "uncertain-side-effect"]
+    assert len(notes) == 4 and all(r["accepted"] and r["success"] for r in notes), notes
+    assert rows(db, "SELECT remaining FROM tool_faults") == [(0,)]  # the timeout happened
+    assert invocations(db, "add_note") == 4 == rows(db, "SELECT count(*) FROM notes")[0][0]
+    by_task = {(r["task"], r["bundle"]): r for r in record["runs"] if r["repeat"] == 1}
     assert by_task[("one-tool", RESPONSES.bundle_id)]["success"]
     # The interrupted stream was resumed by the gateway and completed.
     assert by_task[("interrupted-stream", RESPONSES.bundle_id)]["success"]
     # Compared on accepted runs only, the rejected count beside every figure.
     (comparison,) = record["comparisons"]
     for figure in comparison["figures"]:
-        assert (figure["rejected_a"], figure["rejected_b"]) == (0, 1)
+        assert (figure["rejected_a"], figure["rejected_b"]) == (0, 2)
     success = next(f for f in comparison["figures"] if f["name"] == "task_success")
     shared = {t.id for t in CORPUS.tasks
               if {"openai-responses", "openai-chat"} <= t.simulator.keys()}
     assert success["tasks"] == len(shared - {"multi-tool", "interrupted-stream"})
     chat_success = next(f for f in chat["figures"] if f["name"] == "task_success")
-    assert chat_success["n"] == chat["runs"] - 1 and chat_success["rejected"] == 1
+    assert chat_success["n"] == chat["runs"] - 2 and chat_success["rejected"] == 2
 
     # The result is on the topic: show and compare read it back.
     assert main(["eval", "show", record["result_id"][:24], "--json", *_kafka(settings)]) == 0
