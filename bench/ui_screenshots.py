@@ -6,7 +6,9 @@ Starts a broker of its own, the topics, a worker and the gateway (bench/ui_stack
 few recorded runs of the project's fixtures through the worker as the gateway would (a tool loop
 with reasoning and a citation, a pause_turn run, a refusal, grounded citations, a truncated
 stream) and one run whose tool call waits for an approval (the events the tool executor writes),
-then photographs the run list and two run views at 1280×800 and the list on a phone.
+writes an eval result to ``eval-results`` (the example corpus's recorded runs under two bundles,
+scored by the eval: tests/integration/gateway/test_evals.py), then photographs the run list, two
+run views and the eval result at 1280×800 and the list on a phone.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import sys
 import time
 
 from ui_stack import ROOT, Stack, chromium, run_off_loop, say, write_records
+
+sys.path.insert(0, str(ROOT))  # the eval result is built as the tests build it
 
 OUT = ROOT / "docs" / "img"
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -86,6 +90,16 @@ def approval_run(stack: Stack) -> str:
     return run_id
 
 
+def eval_result(stack: Stack) -> str:
+    """An eval result on the stack's eval-results topic; its id."""
+    from modelevents.services.migration.eval.store import publish
+    from tests.integration.gateway.test_evals import scored_result
+
+    record = scored_result("shots")
+    run_off_loop(publish(stack.settings, record))
+    return record["result_id"]
+
+
 def wait_for(page, selector: str, what: str) -> None:
     page.wait_for_selector(selector, timeout=120_000)
     say(f"  {what}")
@@ -100,6 +114,7 @@ def main() -> int:
         say("feeding recorded runs ...")
         run_ids = feed_recordings(stack)
         run_ids.append(approval_run(stack))
+        result_id = eval_result(stack)
         with sync_playwright() as playwright:
             browser = chromium(playwright)
             try:
@@ -117,6 +132,9 @@ def main() -> int:
                 desk.goto(f"{stack.url}/ui#/runs/run-note-needs-approval")
                 wait_for(desk, ".item.approval button.grant", "the approval's buttons")
                 desk.screenshot(path=OUT / "ui-approval.png")
+                desk.goto(f"{stack.url}/ui#/evals/{result_id}")
+                wait_for(desk, "#charts figure", "the eval result's charts")
+                desk.screenshot(path=OUT / "ui-eval.png", full_page=True)
                 phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
                 phone.goto(f"{stack.url}/ui")
                 wait_for(phone, '#runs-body tr[data-run-id="run-weather-tool-loop"]', "phone")
@@ -125,7 +143,7 @@ def main() -> int:
                 browser.close()
     finally:
         stack.stop()
-    for name in ("ui-list", "ui-run", "ui-approval", "ui-phone"):
+    for name in ("ui-list", "ui-run", "ui-approval", "ui-eval", "ui-phone"):
         print(OUT / f"{name}.png")
     return 0
 

@@ -9,6 +9,7 @@
     event_frames.py  GET /v1/runs/{run_id}/events/{seq}  (one event and its raw frame)
     event_streams.py GET /v1/events?run=…&run=…          (several runs' events on one SSE stream)
     approvals.py  POST /v1/runs/{run_id}/approvals/{id}  (grant/deny → approval.resolved)
+    evals.py      GET /v1/evals[/{result_id}]            (eval results, from eval-results)
     ui.py         GET /ui  ·  proxy_*.py  /proxy/{upstream}/… (the providers' own endpoints)
 
 Another resource is one more module of ``routes/`` with an ``APIRouter`` named ``router`` and one
@@ -16,15 +17,14 @@ more entry in :data:`ROUTERS`. OpenAPI: ``/openapi.json`` and ``/docs`` (``route
 local assets, every error an RFC 9457 problem, ``problems.py``).
 
 The app's lifespan starts what every request shares through ``app.state.gateway``
-(``services/gateway/state.py``): one idempotent Kafka producer (acks=all), the fetcher, the HTTP
-client to the providers, the capability manifest, the calls in flight, the proxy's frame tee
-(``proxy/journal.py``: its journal goes to Kafka first), the views of ``run-owners``, ``runs`` and
-``calls`` (read from their start: ``/readyz`` is 503 until they have read what the topics held) and
-the shared readers of followed runs, and takes up the background calls its instance id was polling
-before it stopped, or an instance silent for the lease was (``calls/handover.py``); it stops them
-on shutdown (calls in flight are cancelled: their frames so far are on Kafka, and the run's state
-says where it stopped). :class:`KafkaUnavailable` while a request waits for Kafka is 503 with
-``Retry-After``; a client's mistake, a 4xx saying what to change (``services/gateway/errors.py``).
+(``state.py``): one idempotent Kafka producer (acks=all), the fetcher, the HTTP client to the
+providers, the capability manifest, the calls in flight, the proxy's frame tee (its journal goes
+to Kafka first), the views of ``run-owners``, ``runs``, ``calls`` (``/readyz`` is 503 until they
+have read what the topics held) and ``eval-results``, the shared readers of followed runs, and
+takes up the background calls its instance id was polling before it stopped, or an instance
+silent for the lease was (``calls/handover.py``); it stops them on shutdown (calls in flight are
+cancelled: their frames so far are on Kafka). :class:`KafkaUnavailable` while a request waits
+for Kafka is 503 with ``Retry-After``; a client's mistake, a 4xx (``errors.py``).
 
 Every HTTP request first meets :class:`Edge`: the bearer token (``/v1/``), the route's body
 limit and the read timeout, each decided before the body is read.
@@ -57,6 +57,7 @@ from modelevents.services.gateway.calls.records import CallsView, new_incarnatio
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.connections import server_options
 from modelevents.services.gateway.errors import problem_of
+from modelevents.services.gateway.events.eval_results import EvalResults
 from modelevents.services.gateway.events.followers import RunFollowers
 from modelevents.services.gateway.events.owners import RunOwners
 from modelevents.services.gateway.events.run_states import RunStates
@@ -68,6 +69,7 @@ from modelevents.services.gateway.proxy.hub import ProxyHub
 from modelevents.services.gateway.proxy.limits import TenantLimiter
 from modelevents.services.gateway.routes import (
     approvals,
+    evals,
     event_frames,
     event_streams,
     forwarded_frames,
@@ -93,7 +95,7 @@ log = logging.getLogger("modelevents.gateway")
 
 # One router per concern; the order is the order of /docs.
 ROUTERS = (health.router, run_list.router, runs.router, event_streams.router, event_frames.router,
-           approvals.router,
+           approvals.router, evals.router,
            webhooks.router, forwarded_frames.router, forwarded_input.router,
            proxy_openai.router, proxy_anthropic.router, proxy_gemini.router, ui.router)
 
@@ -108,7 +110,10 @@ The edge of modelevents: provider output enters here and leaves as ProviderFrame
 * **Drop-in proxy** — `/proxy/{upstream}/…`: the providers' own endpoints (OpenAI Responses and
   Chat Completions, Claude Messages, Gemini), relayed byte for byte while every frame is teed to
   `frames`; an SDK only changes its base URL (docs/drop-in.md).
-* **UI** — `/ui`: the operator's page (run list, one run live), static files of the package.
+* **Evals** — the results of `modelevents eval run`: the hard gates, then the comparison of
+  accepted runs (docs/migration.md).
+* **UI** — `/ui`: the operator's page (run list, one run live, eval results), static files of
+  the package.
 * **Health** — liveness and readiness (Kafka reachable, topics present, run owners and states
   read).
 
@@ -166,6 +171,8 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
             if limits.tokens_per_day is not None})
         for view in gateway.views:
             await view.start()
+        gateway.eval_results = EvalResults(config.kafka)
+        await gateway.eval_results.start()
         app.state.gateway = gateway
         # The drop-in proxy (/proxy/{upstream}/…): its frames reach Kafka through the tee.
         app.state.proxy = ProxyHub(gateway, tee, limiter)
@@ -183,6 +190,7 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
             await gateway.followers.close()  # each reader's consumer closed
             for view in gateway.views:
                 await view.stop()  # its consumer closed
+            await gateway.eval_results.stop()
             await gateway.http.aclose()
             await gateway.fetcher.close()
             await producer.stop()

@@ -70,8 +70,8 @@ class ProblemCode(StrEnum):
                           "timestamp does not verify against the tenant's secrets")
     forbidden = ("forbidden", 403, "the token's tenant cannot act for the tenant the request "
                  "names")
-    not_found = ("not_found", 404, "no such route, run, event, UI asset, webhook provider or "
-                 "tenant secret (another tenant's run is not found either)")
+    not_found = ("not_found", 404, "no such route, run, event, eval result, UI asset, webhook "
+                 "provider or tenant secret (another tenant's run is not found either)")
     run_not_found = ("run_not_found", 404, "the run id is another tenant's: nothing was sent or "
                      "written; choose another run id")
     method_not_allowed = ("method_not_allowed", 405, "the path does not take this method "

@@ -1,22 +1,38 @@
 // @ts-check
 // modelevents UI: the page's entry (index.html loads it as a module): the token form and the
-// routing between the run list (#/) and one run live (#/runs/<id>). Plain JavaScript modules, no
+// routing between the run list (#/), one run live (#/runs/<id>), the eval results (#/evals) and
+// one result (#/evals/<id>). Plain JavaScript modules, no
 // build step, no library; the page talks only to the gateway that served it
 // (services/gateway/routes/ui.py says which routes). docs/ui.md has the modules' map.
 import { currentToken, setToken } from "./api.js";
 import { $ } from "./dom.js";
 import { closeSharedStreams } from "./shared.js";
+import { showEval, showEvalList } from "./views/evals.js";
 import { showList } from "./views/list.js";
 import { RunView } from "./views/run.js";
+
+const VIEWS = ["list-view", "run-view", "evals-view", "eval-view"];
 
 /** @type {{kind: string, stop(): void} | null} the view shown */
 let current = null;
 
+/** Whether a hash is the run list's (#/, with or without its filters). @param {string} hash */
+const isRunList = (hash) => /^(#\/?(\?.*)?)?$/.test(hash);
+
 function route() {
   if (current) current.stop();
+  for (const id of VIEWS) $(id).hidden = true;
   const match = location.hash.match(/^#\/runs\/([^?]+)/);
-  if (match) {
-    $("list-view").hidden = true;
+  const evalMatch = location.hash.match(/^#\/evals\/([^?]+)/);
+  const evals = Boolean(evalMatch) || /^#\/evals\/?$/.test(location.hash);
+  $(evals ? "nav-runs" : "nav-evals").removeAttribute("aria-current");
+  $(evals ? "nav-evals" : "nav-runs").setAttribute("aria-current", "page");
+  if (evalMatch) {
+    current = showEval(decodeURIComponent(evalMatch[1]));
+    $("main").focus({ preventScroll: true });
+  } else if (evals) {
+    current = showEvalList();
+  } else if (match) {
     $("run-view").hidden = false;
     const runId = decodeURIComponent(match[1]);
     document.title = `modelevents — ${runId}`;
@@ -44,9 +60,8 @@ function init() {
   });
   window.addEventListener("hashchange", (event) => {
     // A filter change rewrites the list's hash without leaving it.
-    const wasList = !/#\/runs\//.test(new URL(event.oldURL).hash);
-    const isList = !/^#\/runs\//.test(location.hash);
-    if (wasList && isList && current && current.kind === "list") return;
+    const wasList = isRunList(new URL(event.oldURL).hash);
+    if (wasList && isRunList(location.hash) && current && current.kind === "list") return;
     route();
   });
   route();

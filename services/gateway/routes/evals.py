@@ -1,0 +1,105 @@
+"""Eval results, for the UI and any client: ``GET /v1/evals`` and ``GET /v1/evals/{result_id}``.
+
+    GET /v1/evals                 every result the caller may see, newest first: id, corpus and
+                                  version, mode, date, and each bundle's runs, accepted, rejected
+    GET /v1/evals/{result_id}     one result whole (its id or a unique prefix of it): the same
+                                  JSON as ``modelevents eval show ID --json``
+
+Answered from the gateway's view of the compacted ``eval-results`` topic
+(``events/eval_results.py``), which ``modelevents eval run`` writes. Tenants: without
+``api_tokens`` every result is shown. With them, a result is shown to a token's tenant when
+each of its runs is that tenant's (the run's owner on ``run-owners``, else its state's tenant
+on ``runs``) — the result names the runs, their verdicts and the evidence of their gates, so it
+is the tenant's data as its runs are. A result with another tenant's run, or with a run whose
+owner the gateway does not know (an archive of another cluster re-scored), or with no run at
+all, is shown to no token: ``modelevents eval show`` reads it from Kafka.
+
+More on this module: docs/gateway-api.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+
+from modelevents.services.gateway.auth import caller_tenant
+from modelevents.services.gateway.dependencies import RunningGateway
+from modelevents.services.gateway.events.eval_results import StoredResult, decode_result
+from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
+from modelevents.services.gateway.state import Gateway
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["evals"])
+
+MAX_LIMIT = 500
+
+
+def _visible(gateway: Gateway, request: Request) -> list[StoredResult]:
+    """The results the caller may see (module docstring)."""
+    stored = list(gateway.eval_results.results.values())
+    if not gateway.config.api_tokens:
+        return stored
+    tenant = caller_tenant(request)
+    if not gateway.views_caught_up():
+        raise GatewayProblem(ProblemCode.unavailable, "this gateway is still reading the "
+                             "run-owners and runs topics, which say whose runs a result holds; "
+                             "retry in a moment")
+    return [result for result in stored if result.run_ids
+            and all(gateway.owner_of(run_id) == tenant for run_id in result.run_ids)]
+
+
+def _newest_first(result: StoredResult) -> tuple[int, str]:
+    return (-result.row["created_at"], result.row["result_id"])
+
+
+@router.get("/v1/evals", summary="The eval results the caller may see, newest first",
+            responses={200: {"description": "`results`: one row per result; `complete`: "
+                                            "false while the gateway is still reading "
+                                            "`eval-results`"},
+                       503: {"description": "the gateway is still reading `run-owners`"}})
+async def list_evals(request: Request, gateway: RunningGateway,
+                     limit: int = Query(100, ge=1, le=MAX_LIMIT,
+                                        description="at most this many results (the newest)"),
+                     ) -> dict[str, Any]:
+    """Each row: ``result_id``, ``corpus``, ``corpus_version``, ``mode`` (live | frozen),
+    ``created_at`` (epoch ms), ``bundles`` (each: ``bundle``, ``name``, ``runs``,
+    ``accepted``, ``rejected``, ``not_started``) and the totals ``runs``, ``accepted``,
+    ``rejected``."""
+    shown = sorted(_visible(gateway, request), key=_newest_first)
+    return {"results": [result.row for result in shown[:limit]],
+            "more": len(shown) > limit,
+            "complete": gateway.eval_results.caught_up.is_set()}
+
+
+@router.get("/v1/evals/{result_id}", summary="One eval result, whole",
+            response_class=Response,
+            responses={200: {"content": {"application/json": {}},
+                             "description": "the result record (docs/migration.md): corpus, "
+                                            "date, each bundle's gates, observed model "
+                                            "snapshots and API revisions and figures of "
+                                            "accepted runs, the paired comparisons, every "
+                                            "run's verdict with the evidence of its gates"},
+                       404: {"description": "no such result, or not the caller's"},
+                       422: {"description": "the prefix names several results"},
+                       503: {"description": "the gateway is still reading `eval-results` or "
+                                            "`run-owners`"}})
+async def get_eval(result_id: str, request: Request, gateway: RunningGateway) -> Response:
+    visible = {result.row["result_id"]: result for result in _visible(gateway, request)}
+    found = visible.get(result_id)
+    if found is None:
+        matches = [rid for rid in visible if rid.startswith(result_id)]
+        if len(matches) > 1:
+            raise GatewayProblem(ProblemCode.invalid_input, f"{result_id!r} names "
+                                 f"{len(matches)} eval results; give more of the id")
+        if not matches:
+            if not gateway.eval_results.caught_up.is_set():
+                raise GatewayProblem(ProblemCode.unavailable, "this gateway is still reading "
+                                     "the eval-results topic; retry in a moment")
+            raise GatewayProblem(ProblemCode.not_found, f"no eval result {result_id!r} on the "
+                                 "eval-results topic (that this caller may see)")
+        found = visible[matches[0]]
+    return Response(orjson.dumps(decode_result(found.value)), media_type="application/json")
