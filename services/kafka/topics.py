@@ -92,6 +92,8 @@ COMPACTED_CONFIGS: dict[str, dict[str, str]] = {
     # The latest head of each archive is kept for ever; every head for a week before compaction
     # may drop it, so that a verifier sees the heads published recently, not only the last.
     "audit-heads": {"retention.ms": "-1", "min.compaction.lag.ms": str(WEEK_MS)},
+    # A decision's latest revision is kept for ever: a demoted one is the historical evidence.
+    "decisions": {"retention.ms": "-1"},
 }
 
 
