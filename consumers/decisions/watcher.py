@@ -70,8 +70,9 @@ class Watcher:
         producer = await start_producer(self.settings)
         try:
             assigned = []
-            for full in self._topics:
+            for full in self._topics:  # each call assigns its own topic's: collect, then all
                 assigned += await assign_partitions(consumer, self.settings, full)
+            consumer.assign(assigned)
             await self._load_decisions(consumer, [tp for tp in assigned
                                                   if self._topics[tp.topic] == TOPIC])
             live = [tp for tp in assigned if self._topics[tp.topic] != TOPIC]

@@ -1,0 +1,113 @@
+"""A decision recorded with `modelevents decide`, watched by `modelevents decisions watch`, on
+the real broker with the real worker normalizing real recorded frames: runs that report the
+decided snapshot leave it current; a run whose provider reports another snapshot demotes it —
+the new revision names the trigger and the event that showed it, `decide show` and `decide list`
+say so, the gauge reads 0 and the watcher logs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from modelevents.services.migration.decisions import store
+from tests.helpers import free_port
+from tests.integration.pipeline import HANG_GUARD_S, feed, fixture_frames, kafka_args, run
+from tests.paths import FIXTURES
+from tests.services.migration.decisions import examples
+
+pytestmark = pytest.mark.kafka
+
+RECORDING = FIXTURES / "openai-responses" / "text-with-usage.sse"
+SNAPSHOT = "gpt-5-mini-2025-08-07"  # what the recording's provider reports
+NEWER = "gpt-5-mini-2026-01-15"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "modelevents.services.cli", *args],
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
+
+
+def _gauge(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {s.labels["decision_id"]: s.value for f in text_string_to_metric_families(text)
+            for s in f.samples if s.name == "modelevents_decision_current"}
+
+
+def _wait(predicate, what: str, log: Path, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not predicate():
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise AssertionError(f"{what}:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.2)
+
+
+def test_another_snapshot_on_live_events_demotes_the_decision_and_matching_runs_do_not(
+        settings, start_worker, tmp_path: Path):
+    bundle = examples.bundle(model="gpt-5-mini", snapshot=SNAPSHOT)
+    bundle_file = tmp_path / "bundle.yaml"
+    bundle_file.write_text(yaml.safe_dump(bundle.model_dump(mode="json")))
+    result_file = tmp_path / "result.json"
+    result_file.write_text(json.dumps({
+        "result_id": "evr-live", "bundle": bundle.bundle_id, "runs": 16, "rejected": 0,
+        "errors": 0, "refusals": 1, "unknown_event_rate": 0.0,
+        "needs_reconciliation_rate": 0.0}))
+    recorded = _cli("decide", "--bundle", str(bundle_file), "--eval", str(result_file),
+                    "--owner", "platform", "--evidence", "https://wiki.example.com/r",
+                    "--out", str(tmp_path / "decision.md"), "--json", *kafka_args(settings))
+    assert recorded.returncode == 0, recorded.stderr
+    decision_id = json.loads(recorded.stdout)["decision_id"]
+    assert "status: current" in (tmp_path / "decision.md").read_text()
+
+    port = free_port()
+    log = tmp_path / "watch.log"
+    with log.open("wb") as out:
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "modelevents.services.cli", "decisions", "watch",
+             "--metrics-port", str(port), *kafka_args(settings)],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        _wait(lambda: "watching 1 current decisions" in log.read_text(), "watcher not ready",
+              log, watcher)
+        assert _gauge(port) == {decision_id: 1.0}
+        start_worker()
+        # Two runs as recorded (the decided snapshot), then one whose provider reports a newer.
+        newer = tmp_path / "newer.sse"
+        newer.write_bytes(RECORDING.read_bytes().replace(SNAPSHOT.encode(), NEWER.encode()))
+        for path, run_id in ((RECORDING, "run_same_1"), (RECORDING, "run_same_2"),
+                             (newer, "run_newer")):
+            run(feed(settings, fixture_frames(path, run_id=run_id)[1]))
+        _wait(lambda: _gauge(port).get(decision_id) == 0.0, "decision not demoted", log,
+              watcher)
+    finally:
+        os.killpg(watcher.pid, signal.SIGTERM)
+        watcher.wait(timeout=30)
+
+    decision = run(store.read_decisions(settings))[decision_id]
+    assert (decision.status, decision.revision) == ("historical", 1)
+    demotion = decision.demotion
+    assert demotion is not None
+    assert (demotion.trigger, demotion.expected, demotion.observed) == \
+        ("model_snapshot", SNAPSHOT, NEWER)
+    # The runs that matched the bundle did not demote it: the evidence is the newer run's.
+    assert demotion.run_id == "run_newer" and demotion.event_id
+    assert demotion.topic == settings.topic("events") and demotion.offset is not None
+    assert f"decision {decision_id}" in log.read_text() and "demoted" in log.read_text()
+
+    shown = _cli("decide", "show", decision_id[:12], *kafka_args(settings))
+    assert shown.returncode == 0, shown.stderr
+    assert "**Status:** historical (revision 1" in shown.stdout and NEWER in shown.stdout
+    listed = _cli("decide", "list", *kafka_args(settings))
+    assert listed.returncode == 0 and "historical" in listed.stdout
+    assert "model_snapshot" in listed.stdout
