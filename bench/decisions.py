@@ -31,7 +31,6 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer
 from broker import bench_broker
 
-from modelevents.schemas import codec
 from modelevents.schemas.events import Envelope, EventSource, ModelEvent, Text
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
@@ -128,7 +127,8 @@ async def measure(settings: PipelineSettings, triggers: int, log: Path
             start = time.perf_counter()
             await clients.await_acks(settings, [await clients.send_record(
                 producer, settings, "events", run_id, event(run_id, "nobody-model"))])
-            end = await read_until(events, lambda m, k=run_id.encode(): m.key == k)
+            key = run_id.encode()
+            end = await read_until(events, lambda m, key=key: m.key == key)
             round_trips.append(end - start)
             # The trigger: another snapshot of decision i's model.
             run_id, wanted = f"run-trigger-{i}", decision(i).decision_id

@@ -2,7 +2,8 @@
 the real broker with the real worker normalizing real recorded frames: runs that report the
 decided snapshot leave it current; a run whose provider reports another snapshot demotes it —
 the new revision names the trigger and the event that showed it, `decide show` and `decide list`
-say so, the gauge reads 0 and the watcher logs it."""
+say so, the gauge reads 0 and the watcher logs it. A capability manifest whose entry for the
+target changed demotes the decision when the watcher starts."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from modelevents.services.gateway.calls.capabilities import MANIFEST_PATH
 from modelevents.services.migration.decisions import store
 from tests.helpers import free_port
 from tests.integration.pipeline import HANG_GUARD_S, feed, fixture_frames, kafka_args, run
@@ -52,9 +54,16 @@ def _wait(predicate, what: str, log: Path, process: subprocess.Popen) -> None:
         time.sleep(0.2)
 
 
-def test_another_snapshot_on_live_events_demotes_the_decision_and_matching_runs_do_not(
-        settings, start_worker, tmp_path: Path):
-    bundle = examples.bundle(model="gpt-5-mini", snapshot=SNAPSHOT)
+def _start_watcher(settings, log: Path, *options: str) -> subprocess.Popen:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "modelevents.services.cli", "decisions", "watch", *options,
+             *kafka_args(settings)],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def _record(settings, tmp_path: Path, bundle) -> str:
     bundle_file = tmp_path / "bundle.yaml"
     bundle_file.write_text(yaml.safe_dump(bundle.model_dump(mode="json")))
     result_file = tmp_path / "result.json"
@@ -66,17 +75,18 @@ def test_another_snapshot_on_live_events_demotes_the_decision_and_matching_runs_
                     "--owner", "platform", "--evidence", "https://wiki.example.com/r",
                     "--out", str(tmp_path / "decision.md"), "--json", *kafka_args(settings))
     assert recorded.returncode == 0, recorded.stderr
-    decision_id = json.loads(recorded.stdout)["decision_id"]
+    return json.loads(recorded.stdout)["decision_id"]
+
+
+def test_another_snapshot_on_live_events_demotes_the_decision_and_matching_runs_do_not(
+        settings, start_worker, tmp_path: Path):
+    decision_id = _record(settings, tmp_path,
+                          examples.bundle(model="gpt-5-mini", snapshot=SNAPSHOT))
     assert "status: current" in (tmp_path / "decision.md").read_text()
 
     port = free_port()
     log = tmp_path / "watch.log"
-    with log.open("wb") as out:
-        watcher = subprocess.Popen(
-            [sys.executable, "-m", "modelevents.services.cli", "decisions", "watch",
-             "--metrics-port", str(port), *kafka_args(settings)],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    watcher = _start_watcher(settings, log, "--metrics-port", str(port))
     try:
         _wait(lambda: "watching 1 current decisions" in log.read_text(), "watcher not ready",
               log, watcher)
@@ -111,3 +121,25 @@ def test_another_snapshot_on_live_events_demotes_the_decision_and_matching_runs_
     listed = _cli("decide", "list", *kafka_args(settings))
     assert listed.returncode == 0 and "historical" in listed.stdout
     assert "model_snapshot" in listed.stdout
+
+
+def test_a_capability_manifest_that_changed_demotes_at_the_watchers_start(settings,
+                                                                          tmp_path: Path):
+    decision_id = _record(settings, tmp_path, examples.bundle())
+    # The shipped manifest with one fact of the target's API changed.
+    manifest = yaml.safe_load(MANIFEST_PATH.read_text())
+    entry = next(a for a in manifest["apis"] if a["api"] == examples.API)
+    entry["capabilities"]["tools"] = False
+    changed = tmp_path / "capabilities.yaml"
+    changed.write_text(yaml.safe_dump(manifest))
+    log = tmp_path / "watch.log"
+    watcher = _start_watcher(settings, log, "--manifest", str(changed))
+    try:
+        _wait(lambda: "demoted" in log.read_text(), "not demoted", log, watcher)
+    finally:
+        os.killpg(watcher.pid, signal.SIGTERM)
+        watcher.wait(timeout=30)
+    demotion = run(store.read_decisions(settings))[decision_id].demotion
+    assert demotion is not None and demotion.trigger == "capabilities"
+    assert (json.loads(demotion.expected or ""), json.loads(demotion.observed or "")) == \
+        ({"tools": True}, {"tools": False})

@@ -1,7 +1,8 @@
 """The decision record (services/migration/decisions/record.py) is readable by clients nobody
 here wrote: the official Apache Avro library reads what the codec writes and the other way
 round, the single-object header carries the fingerprint official Avro computes from the shipped
-file alone, and the frozen sample (samples/decision.v1.*, never rewritten) stays decodable."""
+file alone (and Java's BinaryMessageDecoder, given that file, decodes it), and the frozen sample
+(samples/decision.v1.*, never rewritten) stays decodable."""
 
 from __future__ import annotations
 
@@ -128,3 +129,30 @@ _rate = st.none() | st.floats(min_value=0, max_value=1)
                                    st.none() | st.integers(0, 2**63 - 1))))
 def test_every_decision_round_trips(decision: Decision):
     assert decode_decision(encode_decision(decision)) == decision
+
+
+@pytest.mark.kafka  # needs java and mvn, as the broker does (tests/consumers/replay/...interop)
+def test_the_java_reference_implementation_decodes_a_decision(tmp_path: Path):
+    """Java's BinaryMessageDecoder, given only the shipped schema file, computes the fingerprint
+    itself and decodes the frozen sample and a fresh record the codec writes."""
+    import shutil
+    import subprocess
+
+    from tests.consumers.replay.test_archive_interop import MESSAGE_READER, avro_jars
+
+    data, expected = _frozen()
+    fresh = encode_decision(decision_from_dict({**expected, "revision": 0, "status": "current",
+                                                "demotion": None}))
+    (tmp_path / "frozen.bin").write_bytes(data)
+    (tmp_path / "fresh.bin").write_bytes(fresh)
+    source = tmp_path / "ReadMessages.java"
+    source.write_text(MESSAGE_READER)
+    proc = subprocess.run([shutil.which("java") or "java", "-cp", f"{avro_jars()}/*",
+                           str(source), str(SCHEMA_PATH), str(tmp_path / "frozen.bin"),
+                           str(tmp_path / "fresh.bin")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"schema modelevents.migration.Decision {data[2:10].hex()}",
+        f"read frozen.bin updated_at={expected['updated_at']}",  # the one field the reader prints
+        f"read fresh.bin updated_at={expected['updated_at']}"]
