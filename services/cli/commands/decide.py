@@ -200,7 +200,6 @@ def _resolver(path: Path | None) -> Any:
 
 
 def _watch(args: argparse.Namespace) -> int:
-    from modelevents.consumers.decisions.metrics import serve_metrics
     from modelevents.consumers.decisions.watcher import Watcher
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -208,6 +207,9 @@ def _watch(args: argparse.Namespace) -> int:
                       capabilities_every=args.capabilities_every, window=args.window,
                       margin=args.margin, from_beginning=args.from_beginning)
     if args.metrics_port is not None:
+        # prometheus-client comes with the tools, worker and gateway extras: needed only here.
+        from modelevents.consumers.decisions.metrics import serve_metrics
+
         server = serve_metrics(watcher, args.metrics_port, args.metrics_host)
         logging.getLogger("modelevents.decisions").info(
             "metrics on http://%s:%d/metrics", args.metrics_host, server.server_port)
