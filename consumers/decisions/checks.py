@@ -25,7 +25,7 @@ Each demotion carries the record that showed it: run, event id, topic, partition
 from __future__ import annotations
 
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +95,8 @@ class Checker:
         self.decisions: dict[str, Decision] = {}
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._windows: dict[str, _Window] = {}
+        # Runs found under each decision: what says the watcher sees the decision's traffic.
+        self.runs_matched: Counter[str] = Counter()
 
     # --- decisions ------------------------------------------------------------------------
 
@@ -129,6 +131,7 @@ class Checker:
                 d.decision_id for d in self.current()
                 if d.target.provider == provider and d.target.api == api
                 and model_matches(d.target.model, d.target.snapshot, model))
+        self.runs_matched.update(run.decisions or ())
         return run.decisions or ()
 
     def _under(self, ids: tuple[str, ...]) -> list[Decision]:

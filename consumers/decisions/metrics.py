@@ -3,7 +3,8 @@
 
 ``modelevents_decision_current{decision_id, bundle, bundle_id, owner}`` is 1 while a decision
 is current, 0 once demoted to historical evidence; ``modelevents_decision_demotions_total
-{trigger}`` counts the demotions this watcher wrote (acknowledged). Read from the watcher at
+{trigger}`` counts the demotions this watcher wrote (acknowledged);
+``modelevents_decision_runs_total{decision_id}`` the live runs found under each decision. Read from the watcher at
 scrape time; served by prometheus-client's HTTP server in a daemon thread.
 """
 
@@ -39,6 +40,12 @@ class _WatcherCollector:
         for trigger, count in self.watcher.demoted.copy().items():
             demotions.add_metric((trigger,), count)
         yield demotions
+        runs = CounterMetricFamily(
+            "modelevents_decision_runs", "Live runs found under each decision (by its bundle, "
+            "else its target)", labels=("decision_id",))
+        for decision_id, count in self.watcher.checker.runs_matched.copy().items():
+            runs.add_metric((decision_id,), count)
+        yield runs
 
 
 def serve_metrics(watcher: Watcher, port: int, host: str = "127.0.0.1") -> Any:

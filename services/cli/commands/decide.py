@@ -99,7 +99,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus metrics on GET http://HOST:PORT/metrics: "
                         "modelevents_decision_current{decision_id,bundle,bundle_id,owner}, "
-                        "modelevents_decision_demotions_total{trigger}")
+                        "modelevents_decision_demotions_total{trigger}, "
+                        "modelevents_decision_runs_total{decision_id}")
     w.add_argument("--metrics-host", default="127.0.0.1", metavar="ADDRESS",
                    help="the address of the metrics endpoint (default 127.0.0.1)")
     add_kafka_options(w)

@@ -3,7 +3,8 @@ the real broker with the real worker normalizing real recorded frames: runs that
 decided snapshot leave it current; a run whose provider reports another snapshot demotes it —
 the new revision names the trigger and the event that showed it, `decide show` and `decide list`
 say so, the gauge reads 0 and the watcher logs it. A capability manifest whose entry for the
-target changed demotes the decision when the watcher starts."""
+target changed demotes the decision when the watcher starts; a tool receipt of a run under it
+naming another contract version of a bundle tool demotes it."""
 
 from __future__ import annotations
 
@@ -20,10 +21,18 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from modelevents.consumers.tools.receipts import ToolReceipt, encode_receipt
 from modelevents.services.gateway.calls.capabilities import MANIFEST_PATH
 from modelevents.services.migration.decisions import store
 from tests.helpers import free_port
-from tests.integration.pipeline import HANG_GUARD_S, feed, fixture_frames, kafka_args, run
+from tests.integration.pipeline import (
+    HANG_GUARD_S,
+    feed,
+    fixture_frames,
+    kafka_args,
+    produce_raw,
+    run,
+)
 from tests.paths import FIXTURES
 from tests.services.migration.decisions import examples
 
@@ -143,3 +152,43 @@ def test_a_capability_manifest_that_changed_demotes_at_the_watchers_start(settin
     assert demotion is not None and demotion.trigger == "capabilities"
     assert (json.loads(demotion.expected or ""), json.loads(demotion.observed or "")) == \
         ({"tools": True}, {"tools": False})
+
+
+def _runs_under(port: int, decision_id: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "modelevents_decision_runs_total"
+               and s.labels["decision_id"] == decision_id)
+
+
+def test_a_receipt_under_another_tool_contract_version_demotes(settings, start_worker,
+                                                               tmp_path: Path):
+    decision_id = _record(settings, tmp_path,
+                          examples.bundle(model="gpt-5-mini", snapshot=SNAPSHOT))
+    port = free_port()
+    log = tmp_path / "watch.log"
+    watcher = _start_watcher(settings, log, "--metrics-port", str(port))
+    try:
+        _wait(lambda: "watching 1 current decisions" in log.read_text(), "watcher not ready",
+              log, watcher)
+        start_worker()
+        run(feed(settings, fixture_frames(RECORDING, run_id="run_tools")[1]))
+        _wait(lambda: _runs_under(port, decision_id) == 1, "run not found under the decision",
+              log, watcher)
+        for version in ("2", "3"):  # the bundle's get_weather is version 2
+            receipt = ToolReceipt(f"op-{version}", "key", "run_tools", "default", "get_weather",
+                                  f"call-{version}", version, 1, "started", 1796630400000)
+            run(produce_raw(settings, "receipts", b"run_tools", encode_receipt(receipt)))
+        _wait(lambda: _gauge(port).get(decision_id) == 0.0, "decision not demoted", log,
+              watcher)
+    finally:
+        os.killpg(watcher.pid, signal.SIGTERM)
+        watcher.wait(timeout=30)
+    demotion = run(store.read_decisions(settings))[decision_id].demotion
+    assert demotion is not None
+    assert (demotion.trigger, demotion.expected, demotion.observed) == \
+        ("tool_contract", "get_weather@2", "get_weather@3")
+    # The receipt of version 2 did not demote it: the evidence is the second one.
+    assert (demotion.run_id, demotion.topic, demotion.offset) == \
+        ("run_tools", settings.topic("receipts"), 1)
