@@ -8,6 +8,7 @@ naming another contract version of a bundle tool demotes it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -72,6 +73,21 @@ def _start_watcher(settings, log: Path, *options: str) -> subprocess.Popen:
             env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
+@contextlib.contextmanager
+def _watching(settings, tmp_path: Path, *options: str):
+    """``decisions watch`` with metrics, ready (it logged the decisions it watches); yields
+    (process, metrics port, log) and stops it."""
+    port = free_port()
+    log = tmp_path / "watch.log"
+    watcher = _start_watcher(settings, log, "--metrics-port", str(port), *options)
+    try:
+        _wait(lambda: "watching " in log.read_text(), "watcher not ready", log, watcher)
+        yield watcher, port, log
+    finally:
+        os.killpg(watcher.pid, signal.SIGTERM)
+        watcher.wait(timeout=30)
+
+
 def _record(settings, tmp_path: Path, bundle) -> str:
     bundle_file = tmp_path / "bundle.yaml"
     bundle_file.write_text(yaml.safe_dump(bundle.model_dump(mode="json")))
@@ -93,12 +109,7 @@ def test_another_snapshot_on_live_events_demotes_the_decision_and_matching_runs_
                           examples.bundle(model="gpt-5-mini", snapshot=SNAPSHOT))
     assert "status: current" in (tmp_path / "decision.md").read_text()
 
-    port = free_port()
-    log = tmp_path / "watch.log"
-    watcher = _start_watcher(settings, log, "--metrics-port", str(port))
-    try:
-        _wait(lambda: "watching 1 current decisions" in log.read_text(), "watcher not ready",
-              log, watcher)
+    with _watching(settings, tmp_path) as (watcher, port, log):
         assert _gauge(port) == {decision_id: 1.0}
         start_worker()
         # Two runs as recorded (the decided snapshot), then one whose provider reports a newer.
@@ -109,9 +120,6 @@ def test_another_snapshot_on_live_events_demotes_the_decision_and_matching_runs_
             run(feed(settings, fixture_frames(path, run_id=run_id)[1]))
         _wait(lambda: _gauge(port).get(decision_id) == 0.0, "decision not demoted", log,
               watcher)
-    finally:
-        os.killpg(watcher.pid, signal.SIGTERM)
-        watcher.wait(timeout=30)
 
     decision = run(store.read_decisions(settings))[decision_id]
     assert (decision.status, decision.revision) == ("historical", 1)
@@ -141,13 +149,9 @@ def test_a_capability_manifest_that_changed_demotes_at_the_watchers_start(settin
     entry["capabilities"]["tools"] = False
     changed = tmp_path / "capabilities.yaml"
     changed.write_text(yaml.safe_dump(manifest))
-    log = tmp_path / "watch.log"
-    watcher = _start_watcher(settings, log, "--manifest", str(changed))
-    try:
-        _wait(lambda: "demoted" in log.read_text(), "not demoted", log, watcher)
-    finally:
-        os.killpg(watcher.pid, signal.SIGTERM)
-        watcher.wait(timeout=30)
+    with _watching(settings, tmp_path, "--manifest", str(changed)) as (_, port, log):
+        assert "demoted to historical evidence" in log.read_text()  # before it watched
+        assert _gauge(port) == {decision_id: 0.0}
     demotion = run(store.read_decisions(settings))[decision_id].demotion
     assert demotion is not None and demotion.trigger == "capabilities"
     assert (json.loads(demotion.expected or ""), json.loads(demotion.observed or "")) == \
@@ -166,12 +170,7 @@ def test_a_receipt_under_another_tool_contract_version_demotes(settings, start_w
                                                                tmp_path: Path):
     decision_id = _record(settings, tmp_path,
                           examples.bundle(model="gpt-5-mini", snapshot=SNAPSHOT))
-    port = free_port()
-    log = tmp_path / "watch.log"
-    watcher = _start_watcher(settings, log, "--metrics-port", str(port))
-    try:
-        _wait(lambda: "watching 1 current decisions" in log.read_text(), "watcher not ready",
-              log, watcher)
+    with _watching(settings, tmp_path) as (watcher, port, log):
         start_worker()
         run(feed(settings, fixture_frames(RECORDING, run_id="run_tools")[1]))
         _wait(lambda: _runs_under(port, decision_id) == 1, "run not found under the decision",
@@ -182,9 +181,6 @@ def test_a_receipt_under_another_tool_contract_version_demotes(settings, start_w
             run(produce_raw(settings, "receipts", b"run_tools", encode_receipt(receipt)))
         _wait(lambda: _gauge(port).get(decision_id) == 0.0, "decision not demoted", log,
               watcher)
-    finally:
-        os.killpg(watcher.pid, signal.SIGTERM)
-        watcher.wait(timeout=30)
     demotion = run(store.read_decisions(settings))[decision_id].demotion
     assert demotion is not None
     assert (demotion.trigger, demotion.expected, demotion.observed) == \
