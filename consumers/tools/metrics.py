@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 from prometheus_client.core import CounterMetricFamily
+
+from modelevents.consumers.prometheus import serve_collector
 
 if TYPE_CHECKING:
     from modelevents.consumers.tools.executor import Executor
@@ -38,10 +39,5 @@ class _ExecutorCollector:
 
 
 def serve_metrics(executor: Executor, port: int, host: str = "127.0.0.1") -> Any:
-    """Serve ``GET /metrics`` on ``host:port`` (0: a free port); returns the server, whose
-    ``server_port`` says which and whose ``shutdown()`` stops it."""
-    registry = CollectorRegistry()
-    registry.register(_ExecutorCollector(executor))
-    ProcessCollector(registry=registry)
-    server, _thread = start_http_server(port, addr=host, registry=registry)
-    return server
+    """Serve ``GET /metrics`` on ``host:port`` (0: a free port); returns the server."""
+    return serve_collector(_ExecutorCollector(executor), port, host)

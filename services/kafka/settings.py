@@ -3,7 +3,8 @@
 The topics are :data:`TOPICS`: the pipeline's (``frames``, ``ingest``, ``events``, ``runs``,
 ``dlq``), the gateway's (``run-owners``: which tenant owns each run id, kept for ever;
 ``run-inputs``: the runs' input packets; ``calls``: the calls the replicas share), the tool
-executor's ``receipts``, the audit archives' ``audit-heads`` and migration's ``eval-results``.
+executor's ``receipts``, the audit archives' ``audit-heads`` and migration's ``eval-results``
+and ``decisions``.
 
 Every value has a default that works with the project's own local broker and can be set in the
 ``kafka:`` section of the config file (``$MODELEVENTS_CONFIG``) or, over it, from the
@@ -64,6 +65,9 @@ TOPICS: dict[str, bool] = {
     # Eval results (EvalResult, key result id; services/migration/eval/result.py): each result
     # once, for ever (compaction keeps a key's latest record, and a result id names its content).
     "eval-results": True,
+    # Decision records (Decision, key decision id; services/migration/decisions/record.py): the
+    # latest revision of each decision — current, or demoted to historical evidence.
+    "decisions": True,
 }
 
 

@@ -94,6 +94,8 @@ COMPACTED_CONFIGS: dict[str, dict[str, str]] = {
     "audit-heads": {"retention.ms": "-1", "min.compaction.lag.ms": str(WEEK_MS)},
     # An eval result is evidence a decision record names: never expired.
     "eval-results": {"retention.ms": "-1"},
+    # A decision's latest revision is kept for ever: a demoted one is the historical evidence.
+    "decisions": {"retention.ms": "-1"},
 }
 
 

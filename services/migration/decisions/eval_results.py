@@ -1,0 +1,111 @@
+"""The fields of an eval result a decision reads, from the ``eval-results`` topic (key: result
+id) or a JSON file (``eval run --json``): the result's id, its bundle, its runs and rejected
+runs, the error and refusal counts, and the unknown-event and needs_reconciliation rates.
+
+One module on purpose: the eval result record is the eval command's (services/migration/eval/);
+this reader names only what a decision needs, so aligning with that record happens here alone.
+A topic value is read as JSON; a document holding several bundles' results (``results`` or
+``bundles``, a list) yields the one of the bundle asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from modelevents.schemas.errors import InputError
+from modelevents.services.kafka.clients import read_records
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.migration.decisions.store import full_topic
+
+__all__ = ["EvalSummary", "summary_of", "read_eval_file", "read_eval_topic", "TOPIC"]
+
+TOPIC = "eval-results"
+
+
+@dataclass(frozen=True)
+class EvalSummary:
+    result_id: str
+    bundle_id: str
+    runs: int
+    rejected: int
+    errors: int
+    refusals: int
+    unknown_event_rate: float | None
+    needs_reconciliation_rate: float | None
+
+
+def _first(doc: dict[str, Any], *names: str) -> Any:
+    for name in names:
+        if doc.get(name) is not None:
+            return doc[name]
+    return None
+
+
+def _count(doc: dict[str, Any], *names: str) -> int:
+    value = _first(doc, *names)
+    return int(value) if isinstance(value, int | float) else 0
+
+
+def _rate(doc: dict[str, Any], *names: str) -> float | None:
+    value = _first(doc, *names)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def summary_of(doc: Any, source: str, bundle_id: str | None = None) -> EvalSummary:
+    """The summary of one eval result document; ``bundle_id`` picks a bundle's part of a
+    document with several. InputError naming ``source`` when a field is missing."""
+    if not isinstance(doc, dict):
+        raise InputError(f"eval result {source} is not a JSON object")
+    parts = _first(doc, "results", "bundles")
+    if isinstance(parts, list) and bundle_id is not None:
+        for part in parts:
+            if isinstance(part, dict) and _first(part, "bundle", "bundle_id") == bundle_id:
+                return summary_of({**doc, **part, "results": None, "bundles": None}, source)
+        raise InputError(f"eval result {source} has no result for bundle {bundle_id}")
+    result_id = _first(doc, "result_id", "id")
+    bundle = _first(doc, "bundle", "bundle_id")
+    if isinstance(bundle, dict):
+        bundle = _first(bundle, "bundle_id", "id")
+    if not isinstance(result_id, str) or not isinstance(bundle, str):
+        raise InputError(f"eval result {source} names no result_id and bundle: is it the output "
+                         f"of `modelevents eval run --json`?")
+    return EvalSummary(
+        result_id=result_id, bundle_id=bundle, runs=_count(doc, "runs", "run_count"),
+        rejected=_count(doc, "rejected", "rejected_count"),
+        errors=_count(doc, "errors", "error_count"),
+        refusals=_count(doc, "refusals", "refusal_count"),
+        unknown_event_rate=_rate(doc, "unknown_event_rate"),
+        needs_reconciliation_rate=_rate(doc, "needs_reconciliation_rate"))
+
+
+def read_eval_file(path: Path, bundle_id: str | None = None) -> EvalSummary:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise InputError(f"cannot read eval result {path}: {exc.strerror}") from None
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"eval result {path} is not JSON: {exc}") from None
+    return summary_of(doc, str(path), bundle_id)
+
+
+async def read_eval_topic(settings: PipelineSettings, result_id: str,
+                          bundle_id: str | None = None, timeout: float = 10.0) -> EvalSummary:
+    """The latest record of ``result_id`` on eval-results; InputError when there is none."""
+    latest: bytes | None = None
+    async for record in read_records(settings, full_topic(settings, TOPIC), run_id=result_id, to_end=True,
+                                     timeout=timeout):
+        if record is not None and record.raw is not None:
+            latest = record.raw
+    if latest is None:
+        raise InputError(f"no eval result {result_id} on {full_topic(settings, TOPIC)}; give the id "
+                         f"`eval run` printed, or the result's JSON file")
+    try:
+        doc = orjson.loads(latest)
+    except orjson.JSONDecodeError:
+        raise InputError(f"eval result {result_id} on {full_topic(settings, TOPIC)} is not JSON; pass "
+                         f"its JSON file instead (`eval show {result_id} --json`)") from None
+    return summary_of(doc, f"{result_id} ({full_topic(settings, TOPIC)})", bundle_id)
