@@ -61,6 +61,9 @@ TOPICS: dict[str, bool] = {
     # The audit archives' signed heads (JSON, key archive id; consumers/audit/heads.py): the
     # anchor `audit verify --heads` compares an archive with, kept out of the archive's reach.
     "audit-heads": True,
+    # What `capabilities probe` observed of a target (CapabilityProbe, key probe id;
+    # services/migration/probes/record.py): evidence for decision records.
+    "capability-probes": True,
 }
 
 
