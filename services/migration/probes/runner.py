@@ -17,6 +17,7 @@ import orjson
 
 from modelevents.adapters.requests.anthropic_messages import ANTHROPIC_VERSION
 from modelevents.adapters.requests.gemini_interactions import API_REVISION
+from modelevents.schemas.errors import ConfigError
 from modelevents.schemas.transcript import APIS
 from modelevents.services.errors import ProbeError
 from modelevents.services.gateway.calls.capabilities import Manifest, Resolved
@@ -84,9 +85,20 @@ def run_probes(resolved: Resolved, probes: list[Probe], client: GatewayClient, *
 
 async def publish(record: rec.CapabilityProbe, settings: PipelineSettings) -> None:
     """Write the record on ``<prefix>capability-probes`` (key probe_id), acknowledged."""
+    topic = clients.topic_name(settings, rec.TOPIC)
+    # Without the topic the producer would wait out its metadata timeout to say so.
+    admin = await clients.start_client(clients.make_admin(settings), settings)
+    try:
+        exists = topic in await admin.list_topics()
+    finally:
+        await admin.close()
+    if not exists:
+        raise ConfigError(f"topic {topic} does not exist on {settings.bootstrap_servers}; "
+                          f"create it with `modelevents topics create --prefix "
+                          f"{settings.topic_prefix}` (the record above is not lost: pass --out)")
     producer = await clients.start_producer(settings)
     try:
-        await producer.send_and_wait(clients.topic_name(settings, rec.TOPIC),
-                                     key=record.probe_id.encode(), value=rec.encode(record))
+        await producer.send_and_wait(topic, key=record.probe_id.encode(),
+                                     value=rec.encode(record))
     finally:
         await producer.stop()

@@ -136,3 +136,15 @@ def test_a_claim_the_provider_refuses_is_contradicted_with_its_evidence(
     refused = [r for r in creates(sim) if r["scenario"] == "openai-responses/image-unsupported"]
     assert len(refused) == 1
     assert not [r for r in published(settings) if r.model == "gpt-4.1-nano"]
+
+
+def test_a_missing_topic_fails_the_publish_but_keeps_the_record(
+        capsys, gateway: ServedApp, settings: PipelineSettings, tmp_path: Path):
+    out = tmp_path / "probe.json"
+    code = main(["capabilities", "probe", "--target", "openai/openai-responses/gpt-4.1-mini",
+                 "--gateway", gateway.url, "--out", str(out), "--bootstrap-servers",
+                 settings.bootstrap_servers, "--prefix", "nowhere."])
+    err = capsys.readouterr().err
+    assert code == 2 and "topic nowhere.capability-probes does not exist" in err, err
+    assert "modelevents topics create --prefix nowhere." in err
+    assert by_capability(json.loads(out.read_text()))["tools"]["observed"] == "confirmed"
