@@ -118,6 +118,11 @@ def test_each_claim_is_confirmed_by_the_events_its_run_produced(
     on_topic = [r for r in published(settings) if r.probe_id == doc["probe_id"]]
     assert len(on_topic) == 1 and on_topic[0].as_json() == doc
     assert on_topic[0].with_id().probe_id == doc["probe_id"]
+    # `modelevents tail` prints it as --json did.
+    assert main(["tail", "--topic", "capability-probes", "--timeout", "2", "--bootstrap-servers",
+                 settings.bootstrap_servers, "--prefix", settings.topic_prefix]) == 0
+    tailed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert doc in tailed
 
 
 def test_a_claim_the_provider_refuses_is_contradicted_with_its_evidence(
