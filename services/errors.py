@@ -16,7 +16,8 @@ __all__ = ["how_to_reach_kafka", "KafkaUnavailable", "KafkaAuthenticationFailed"
            "PortInUseError", "StorageFormatError", "BrokerStartError", "BrokerStartTimeout",
            "ProviderHTTPError", "FollowUpFailed", "RequestRefused", "Unauthorized",
            "WebhookRejected", "DemoError", "UnreadableState", "CapabilityRejected",
-           "UnknownScenario", "ManifestError", "MissingSDKError", "MissingExtra", "Rejection"]
+           "UnknownScenario", "ManifestError", "MissingSDKError", "MissingExtra", "Rejection",
+           "ProbeError"]
 
 # --- Kafka -------------------------------------------------------------------------------------
 
@@ -208,3 +209,8 @@ class MissingExtra(ConfigError):
 
 class DemoError(ModelEventsError):
     """The demo could not finish (the worker died, or runs did not settle in time)."""
+
+
+class ProbeError(ModelEventsError):
+    """A capability probe cannot be made: the target is malformed or not in the manifest, or
+    the gateway cannot be reached (``modelevents capabilities probe`` exits 2)."""

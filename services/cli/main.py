@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "modelevents.services.cli.commands.tools",
     "modelevents.services.cli.commands.otel",
     "modelevents.services.cli.commands.decide",
+    "modelevents.services.cli.commands.capabilities",
 )
 
 

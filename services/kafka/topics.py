@@ -4,7 +4,8 @@ The topics of docs/architecture.md: frames, ingest, events, runs (compacted) and
 executor's receipts (never expired: consumers/tools/receipts.py), and the gateway's
 run-owners (never expired nor compacted: services/gateway/events/owners.py), run-inputs and calls
 (compacted: services/gateway/calls/records.py), the audit archives' audit-heads (compacted, the latest
-head of each archive kept for ever: consumers/audit/heads.py), created explicitly because
+head of each archive kept for ever: consumers/audit/heads.py) and capability-probes (compacted:
+services/migration/probes/record.py), created explicitly because
 the broker's auto-create is off. Every topic has ``settings.partitions`` partitions: Faust creates
 its changelog and repartition topics with that same count and stops with PartitionsMismatch (an
 agent crash loop) when a source topic differs — so a mismatch is refused here, with

@@ -181,6 +181,9 @@ class Simulator:
         named = request.headers.get(HEADER_PREFIX + "scenario")
         if named is None and isinstance(model, str) and model.startswith(SCENARIO_MODEL_PREFIX):
             named = model.removeprefix(SCENARIO_MODEL_PREFIX)
+        if named is None:
+            named = self.registry.match(api, model if isinstance(model, str) else None,
+                                        call.body)
         try:
             call.scenario = self.registry.resolve(named, api)
             call.knobs = replace(call.scenario.knobs, **Knobs.from_headers(request.headers))

@@ -11,7 +11,10 @@ A scenario is a recorded file, the API it belongs to, and behaviour knobs. Scena
   use. A VCR cassette serves its first model call; ``name#N`` its Nth.
 
 A request picks its scenario with the ``x-simulator-scenario`` header or a model named
-``sim:<scenario>``; knobs come from the scenario and from ``x-simulator-*`` headers (headers
+``sim:<scenario>``; one that names none is matched against the ``by_request`` rules of
+``scenarios.yaml`` (API, model glob, strings its compact JSON body contains; first match wins —
+how a real model name gets the answer that shows a capability or its absence), else gets the
+endpoint's default. Knobs come from the scenario and from ``x-simulator-*`` headers (headers
 win), see ``Knobs.from_headers``. A gateway pointed at the simulator routes such models with
 ``manifest_with_scenarios`` of ``modelevents demo`` (services/cli/commands/demo.py; the shipped
 capability manifest knows real model names only).
@@ -19,12 +22,14 @@ capability manifest knows real model names only).
 
 from __future__ import annotations
 
+import fnmatch
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from modelevents.schemas.errors import ConfigError
@@ -108,12 +113,31 @@ class Scenario:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class RequestRule:
+    """A scenario for requests that name none: of ``api``, a model matching one of ``models``
+    (globs; empty: any), whose compact JSON body contains every string of ``contains``."""
+
+    api: str
+    scenario: str
+    models: tuple[str, ...] = ()
+    contains: tuple[str, ...] = ()
+
+    def matches(self, api: str, model: str | None, body: str) -> bool:
+        return (api == self.api
+                and (not self.models or (model is not None and any(
+                    fnmatch.fnmatchcase(model, glob) for glob in self.models)))
+                and all(text in body for text in self.contains))
+
+
 class ScenarioRegistry:
-    """Scenarios by name, their recordings loaded on first use, and the endpoint defaults."""
+    """Scenarios by name, their recordings loaded on first use, the request rules and the
+    endpoint defaults."""
 
     def __init__(self) -> None:
         self.scenarios: dict[str, Scenario] = {}
         self.defaults: dict[str, str] = {}
+        self.rules: list[RequestRule] = []
         self._recordings: dict[str, Recording] = {}
         self._lock = threading.Lock()
 
@@ -171,10 +195,34 @@ class ScenarioRegistry:
             description = entry.pop("description", "")
             knobs = Knobs(**Knobs.parse(entry, f"{path}: scenario {name}"))
             self.scenarios[name] = Scenario(name, file, api, knobs, call, description)
+        for index, rule in enumerate(doc.get("by_request") or ()):
+            self.rules.append(self._rule(rule, f"{path}: by_request[{index}]"))
         for api, name in self.defaults.items():
             if name not in self.scenarios:
                 raise ConfigError(f"{path}: the default for {api} is {name!r}, "
                                   "which is no scenario")
+
+    def _rule(self, entry: Any, where: str) -> RequestRule:
+        if not isinstance(entry, dict) or set(entry) - {"api", "model", "contains", "scenario"}:
+            raise ConfigError(f"{where}: a rule has api, scenario and optionally model (globs) "
+                              f"and contains (strings); got {entry!r}")
+        if entry.get("api") not in STREAM_APIS:
+            raise ConfigError(f"{where}: unknown API {entry.get('api')!r}; use one of "
+                              f"{', '.join(STREAM_APIS)}")
+        if entry.get("scenario") not in self.scenarios:
+            raise ConfigError(f"{where}: {entry.get('scenario')!r} is no scenario")
+
+        def strings(value: Any) -> tuple[str, ...]:
+            return tuple(str(v) for v in ([value] if isinstance(value, str) else value or ()))
+        return RequestRule(entry["api"], entry["scenario"], strings(entry.get("model")),
+                           strings(entry.get("contains")))
+
+    def match(self, api: str, model: str | None, body: Any) -> str | None:
+        """The scenario of the first request rule the request matches, if any."""
+        if not self.rules:
+            return None
+        text = orjson.dumps(body).decode() if body is not None else ""
+        return next((r.scenario for r in self.rules if r.matches(api, model, text)), None)
 
     def resolve(self, name: str | None, api: str) -> Scenario:
         """The scenario ``name`` (or the endpoint's default); UnknownScenario if none."""

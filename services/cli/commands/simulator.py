@@ -22,8 +22,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "streams: real SSE split at random byte offsets, resume cursors "
                     "(starting_after, last_event_id), background runs, and request validation "
                     "against the official SDKs' request types. Pick a recording with the "
-                    "x-simulator-scenario header or a model named sim:<scenario>; "
-                    "GET /_simulator/scenarios lists them.",
+                    "x-simulator-scenario header or a model named sim:<scenario>; a request "
+                    "that names none is answered by the first by_request rule of "
+                    "scenarios.yaml it matches (API, model, what its body asks for), else by "
+                    "the endpoint's default. GET /_simulator/scenarios lists them.",
         epilog="knob headers: x-simulator-cut-after-frame N, x-simulator-fail STATUS[:COUNT], "
                "x-simulator-delay-ms MS, x-simulator-chunk-seed N|off, "
                "x-simulator-interval-ms MS (one frame every MS from the stream's start), "

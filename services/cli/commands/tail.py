@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tail",
         help="print the records of a pipeline topic (events, runs, dlq, frames, ingest, run-owners, "
-             "run-inputs, receipts, calls) as JSON lines",
+             "run-inputs, receipts, calls, capability-probes) as JSON lines",
         description="Read a pipeline topic and print one JSON object per record: a ModelEvent as "
                     "`modelevents normalize` prints it (kind, seq, payload fields, run_id, "
                     "event_id, frame_id, ...), a RunState with all its fields, a DeadLetter with "
@@ -56,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "run-inputs with all its fields (one cut into pieces once, at its last "
                     "piece, with _pieces; a piece before it as {\"piece\": ...}), a gateway's "
                     "calls record (a run's latest call, or an Idempotency-Key's answer) as the "
-                    "JSON object it wrote. Stops "
+                    "JSON object it wrote, a capability probe as `capabilities probe --json` "
+                    "prints it. Stops "
                     "after --timeout seconds without a record, or with --until-terminal when the "
                     "run's terminal state is reached.",
         epilog=ENV_HELP + f" Exit status: 0 ok, {EXIT_NOT_TERMINAL} --until-terminal timed out "
@@ -171,6 +172,16 @@ def receipt_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]
         return {}, f"not a ToolReceipt: {exc}"
 
 
+def probe_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
+    """A ``capability-probes`` record: the CapabilityProbe as ``--json`` prints it."""
+    from modelevents.services.migration.probes.record import decode
+
+    try:
+        return decode(rec.raw or b"").as_json(), None
+    except SchemaError as exc:
+        return {}, str(exc)
+
+
 def terminal_predicate(topic: str, run_id: str) -> Callable[[Any], bool]:
     """True for the record that ends ``run_id`` on ``topic`` (events, ingest or runs)."""
     if topic == "runs":
@@ -201,6 +212,7 @@ async def tail(settings: PipelineSettings, topic: str, out: BinaryIO, *, run_id:
             else None)
     receipts = full == settings.topic("receipts")
     calls = full == settings.topic("calls")
+    probes = full == settings.topic("capability-probes")
     async for rec in clients.read_records(settings, topic, run_id=run_id, timeout=idle,
                                            until=until, from_beginning=from_beginning, keys=keys):
         if rec is None:
@@ -213,6 +225,8 @@ async def tail(settings: PipelineSettings, topic: str, out: BinaryIO, *, run_id:
             line, error = receipt_projection(rec)
         elif calls:
             line, error = calls_projection(rec)
+        elif probes:
+            line, error = probe_projection(rec)
         elif rec.error is not None:
             line, error = {}, rec.error
         else:

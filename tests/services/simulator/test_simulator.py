@@ -647,3 +647,31 @@ def test_extra_fixtures_folder_becomes_scenarios(tmp_path, http):
     registry = ScenarioRegistry.default([tmp_path / "mine"], with_corpus=False)
     scenario = registry.resolve("mine/refusal", "openai-chat")
     assert registry.recording(scenario).api == "openai-chat"  # detected
+
+
+# --- request rules (scenarios.yaml by_request) ----------------------------------------------
+
+
+def test_a_request_naming_no_scenario_is_answered_by_the_rule_it_matches(sim, http):
+    sim.simulator.reset()
+    asked = {"model": "gpt-4.1-nano", "stream": True, "max_output_tokens": 16,
+             "input": [{"role": "user", "content": [
+                 {"type": "input_text", "text": "colour?"},
+                 {"type": "input_image", "image_url": "https://example.com/a.png",
+                  "detail": "auto"}]}]}
+    refused = http.post("/v1/responses", json=asked)
+    assert refused.status_code == 400
+    assert "image_url is only supported by certain models" in refused.json()["error"]["message"]
+    # The same request to a model no rule names gets the endpoint's default.
+    answered = http.post("/v1/responses", json={**asked, "model": "gpt-5"})
+    assert answered.status_code == 200
+    assert [r["scenario"] for r in sim.simulator.requests("openai-responses")] == [
+        "openai-responses/image-unsupported", "openai-responses/text-with-usage"]
+
+
+def test_a_rule_naming_no_scenario_is_refused_with_its_place(tmp_path):
+    from modelevents.schemas.errors import ConfigError
+    path = tmp_path / "scenarios.yaml"
+    path.write_text("by_request:\n  - {api: openai-chat, scenario: openai-chat/nothing}\n")
+    with pytest.raises(ConfigError, match=r"by_request\[0\]: 'openai-chat/nothing' is no scenario"):
+        ScenarioRegistry().add_scenario_file(path, PROJECT_FIXTURES)
