@@ -100,8 +100,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the gateway's bearer token, when it asks for one")
     p.add_argument("--tenant", default=None, help="the tenant the runs are started for")
     p.add_argument("--simulator", action="store_true",
-                   help="the gateway's providers are the simulator: send each task to the "
-                        "scenario it names for the bundle's API")
+                   help="the gateway's providers are the simulator started with this corpus "
+                        "(modelevents simulator --corpus): it answers each task with the "
+                        "scenario it names for the API; tasks that name none for a bundle's "
+                        "API are not sent")
     p.add_argument("--timeout", type=positive_float, default=300.0, metavar="SECONDS",
                    help="how long to wait for the runs to settle (default 300)")
     p.add_argument("--prices", type=Path, default=None, metavar="FILE",

@@ -6,6 +6,12 @@ request is answered as before (``sim:`` models, the endpoint's default)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +26,7 @@ from modelevents.services.simulator.app import Simulator
 from modelevents.services.simulator.eval_tasks import TaskIndex, conversation_key
 from modelevents.services.simulator.scenarios import ScenarioRegistry
 from modelevents.services.simulator.server import SimulatorHandle, run_in_thread
+from tests.paths import REPO_ROOT
 from tests.services.migration.eval.test_corpus import copy_example
 
 TASKS = TaskIndex.load("example")
@@ -141,3 +148,43 @@ def test_a_corpus_naming_a_scenario_that_does_not_exist_is_refused(tmp_path: Pat
     with pytest.raises(ConfigError, match="openai-chat/no-such"):
         Simulator(ScenarioRegistry.default(with_corpus=False), validate=False,
                   tasks=TaskIndex.load(root))
+
+
+def test_the_command_serves_the_corpus_and_its_recordings():
+    """``modelevents simulator --corpus example`` as a user starts it: a task on an API whose
+    scenario is one of the corpus's own recordings."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = "import sys; from modelevents.services.cli import main; sys.exit(main())"
+    proc = subprocess.Popen([sys.executable, "-c", code, "simulator", "--port", str(port),
+                             "--no-corpus", "--corpus", "example"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    task = TASKS.corpus.task("schema-extraction")
+    try:
+        lines = [proc.stdout.readline() for _ in range(6)]
+        assert any("eval corpus   example@1" in line for line in lines), lines
+        base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 30
+        while True:
+            try:
+                answer = httpx.post(base + PATHS["openai-chat"], timeout=60,
+                                    json=_body("openai-chat", _user_text(task)))
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline, proc.stderr.read()
+                time.sleep(0.1)
+        assert answer.status_code == 200, answer.text
+        (received,) = httpx.get(base + "/_simulator/requests", timeout=30).json()
+        assert received["task"] == task.id
+        assert received["scenario"] == task.simulator["openai-chat"] \
+            == "openai-chat/eval-structured-city"
+    finally:
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(10)
+
+
+def test_the_command_refuses_a_corpus_that_does_not_load(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]):
+    from modelevents.services.cli.main import main
+    assert main(["simulator", "--no-corpus", "--corpus", str(tmp_path)]) == 2
+    assert "is not an eval corpus" in capsys.readouterr().err
