@@ -31,10 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from modelevents.consumers.audit.export import archived_records
 from modelevents.consumers.tools.receipts import decode_receipt, is_receipt
+from modelevents.services.migration.eval.codec import encode
 from modelevents.services.migration.eval.corpus import EXAMPLE_CORPUS, load_corpus
 from modelevents.services.migration.eval.evidence import digest
 from modelevents.services.migration.eval.prices import load_prices
-from modelevents.services.migration.eval.result import build_result, encode
+from modelevents.services.migration.eval.result import build_result
 from modelevents.services.migration.eval.scoring import score_runs
 from modelevents.services.migration.eval.sources import EvidenceBook, paused_cycle_collection
 from tests.services.migration.eval.runs import (

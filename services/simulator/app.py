@@ -15,7 +15,10 @@ Endpoints as the providers spell them (their API references, docs/design-notes.m
     POST /v1beta/models/{model}:generateContent
     (/v1/models/… and /v1/interactions… the same: google-genai uses v1 with a custom base_url)
 
-and the simulator's own: ``GET /_simulator/scenarios``, ``GET|DELETE /_simulator/requests``
+A request's scenario: the ``x-simulator-scenario`` header; else, on a simulator given an eval
+corpus, the scenario the task its conversation is names for its API (eval_tasks.py); else a
+``sim:<scenario>`` model; else the endpoint's default (scenarios.py). The simulator's own:
+``GET /_simulator/scenarios``, ``GET|DELETE /_simulator/requests``
 (every request received, secrets removed), ``POST /_simulator/reset``.
 
 Every request is validated against the provider's request schema (services/simulator/provider_schemas.py)
@@ -48,6 +51,7 @@ from modelevents.services.errors import UnknownScenario
 from modelevents.services.simulator import provider_http as http
 from modelevents.services.simulator import provider_schemas
 from modelevents.services.simulator.assemble import complete_object, first_object
+from modelevents.services.simulator.eval_tasks import TaskIndex
 from modelevents.services.simulator.provider_schemas import validate_request
 from modelevents.services.simulator.recordings import Recording, WireFrame
 from modelevents.services.simulator.scenarios import (
@@ -116,8 +120,16 @@ class Simulator:
     """The app plus its state: request log, attempt counters, stored runs."""
 
     def __init__(self, registry: ScenarioRegistry | None = None, *, validate: bool = True,
-                 warm: bool = True):
+                 warm: bool = True, tasks: TaskIndex | None = None):
         self.registry = registry or ScenarioRegistry.default()
+        self.tasks = tasks
+        if tasks is not None:
+            missing = sorted(n for n in tasks.scenario_names()
+                             if n.partition("#")[0] not in self.registry.scenarios)
+            if missing:
+                raise ConfigError(f"corpus {tasks.corpus.ref} names simulator scenarios that do "
+                                  f"not exist: {', '.join(missing)}; add their recordings under "
+                                  "its recordings/ folder or pass --fixtures DIR")
         self.validate = validate
         if validate:
             provider_schemas.require_sdks()
@@ -179,6 +191,18 @@ class Simulator:
                            isinstance(call.body, dict) and call.body.get("stream") is True)
         model = model or (call.body.get("model") if isinstance(call.body, dict) else None)
         named = request.headers.get(HEADER_PREFIX + "scenario")
+        tasks = self.tasks
+        task = tasks.match(api, call.body) if named is None and tasks is not None else None
+        if tasks is not None and task is not None:
+            record["task"] = task.id
+            named = task.simulator.get(api)
+            if named is None:
+                return self.error(call, 400, f"simulator: this conversation is task {task.id!r} "
+                                             f"of eval corpus {tasks.corpus.ref} "
+                                             f"(--corpus), which names no simulator scenario "
+                                             f"for {api} (it names "
+                                             f"{', '.join(sorted(task.simulator)) or 'none'}); "
+                                             "add one under simulator: in its file")
         if named is None and isinstance(model, str) and model.startswith(SCENARIO_MODEL_PREFIX):
             named = model.removeprefix(SCENARIO_MODEL_PREFIX)
         if named is None:
@@ -635,6 +659,7 @@ def _resume_knobs(sim: Simulator, call: Call, run: StoredRun) -> Knobs:
         return run.knobs
 
 
-def create_app(registry: ScenarioRegistry | None = None, *, validate: bool = True) -> FastAPI:
+def create_app(registry: ScenarioRegistry | None = None, *, validate: bool = True,
+               tasks: TaskIndex | None = None) -> FastAPI:
     """A fresh simulator app; ``app.state.simulator`` is its Simulator (requests(), reset())."""
-    return Simulator(registry, validate=validate).app
+    return Simulator(registry, validate=validate, tasks=tasks).app

@@ -100,8 +100,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the gateway's bearer token, when it asks for one")
     p.add_argument("--tenant", default=None, help="the tenant the runs are started for")
     p.add_argument("--simulator", action="store_true",
-                   help="the gateway's providers are the simulator: send each task to the "
-                        "scenario it names for the bundle's API")
+                   help="the gateway's providers are the simulator started with this corpus "
+                        "(modelevents simulator --corpus): it answers each task with the "
+                        "scenario it names for the API; tasks that name none for a bundle's "
+                        "API are not sent")
     p.add_argument("--timeout", type=positive_float, default=300.0, metavar="SECONDS",
                    help="how long to wait for the runs to settle (default 300)")
     p.add_argument("--prices", type=Path, default=None, metavar="FILE",
@@ -186,6 +188,15 @@ def _live_runs(args: argparse.Namespace, corpus: Corpus, bundles: list[Bundle]
     return run_async(live.read_evidence(settings, ids, _receipt)), started.not_started
 
 
+def _tenant(args: argparse.Namespace, evidence: list[RunEvidence]) -> str | None:
+    """The tenant a live eval ran as: --tenant, else the one every run's state names (the
+    gateway's default, or the --api-key token's tenant)."""
+    if args.tenant:
+        return str(args.tenant)
+    named = {r.state.tenant for r in evidence if r.state is not None}
+    return named.pop() if len(named) == 1 else None
+
+
 def _run(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.corpus)
     bundles = [load_bundle(spec) for spec in args.bundle]
@@ -207,12 +218,13 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"no run of a task of {corpus.ref} under a bundle was found")
     record = result.build_result(corpus.ref, "frozen" if frozen else "live", grouped,
                                  {b.bundle_id: b.name for b in bundles},
-                                 not_started=not_started)
+                                 not_started=not_started,
+                                 tenant=None if frozen else _tenant(args, evidence))
     if args.out is not None:
         args.out.write_bytes(result.to_json(record) + b"\n")
     if not args.no_publish:
         run_async(store.publish(settings_from_args(args), record))
-        _say(f"result {record['result_id']} written to the {result.TOPIC} topic")
+        _say(f"result {record['result_id']} written to the {store.TOPIC} topic")
     _print_record(record, args.json)
     return 0
 

@@ -22,8 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "streams: real SSE split at random byte offsets, resume cursors "
                     "(starting_after, last_event_id), background runs, and request validation "
                     "against the official SDKs' request types. Pick a recording with the "
-                    "x-simulator-scenario header or a model named sim:<scenario>; a request "
-                    "that names none is answered by the first by_request rule of "
+                    "x-simulator-scenario header or a model named sim:<scenario>. With "
+                    "--corpus, a request whose conversation is an eval task (the same user "
+                    "text) is answered with the scenario the task names for the request's API, "
+                    "whatever model it names (docs/migration.md, 'Running on the simulator'). "
+                    "A request that names none is answered by the first by_request rule of "
                     "scenarios.yaml it matches (API, model, what its body asks for), else by "
                     "the endpoint's default. GET /_simulator/scenarios lists them.",
         epilog="knob headers: x-simulator-cut-after-frame N, x-simulator-fail STATUS[:COUNT], "
@@ -42,8 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fixtures", type=Path, action="append", default=[], metavar="DIR",
                    help="a folder of recordings to serve as well (repeatable); every file "
                         "becomes a scenario named <folder>/<path without suffix>")
+    p.add_argument("--corpus", default=None, metavar="DIR",
+                   help="an eval corpus (a directory, or `example` for the one shipped): "
+                        "answer each of its tasks with the scenario it names for the "
+                        "request's API, and serve its recordings/ folder too")
     p.add_argument("--no-corpus", action="store_true",
-                   help="do not serve the recorded provider corpus (a shared/fixtures "
+                   help="do not serve the recorded provider corpus (recordings, not an eval corpus: a shared/fixtures "
                         "folder beside the checkout) even when it is present")
     p.add_argument("--no-validate", action="store_true",
                    help="answer requests without checking them against the providers' schemas")
@@ -56,15 +63,22 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn
 
         from modelevents.services.simulator.app import Simulator
+        from modelevents.services.simulator.eval_tasks import TaskIndex
         from modelevents.services.simulator.scenarios import ScenarioRegistry
         from modelevents.services.simulator.server import base_urls, quiet_cuts
     except ImportError as exc:
         raise ConfigError(f"the simulator needs its extra dependencies ({exc}); install them "
                           "with: pip install 'modelevents[simulator]'") from exc
-    registry = ScenarioRegistry.default(args.fixtures, with_corpus=not args.no_corpus)
-    simulator = Simulator(registry, validate=not args.no_validate)
+    tasks = TaskIndex.load(args.corpus) if args.corpus else None
+    extra = [tasks.recordings] if tasks is not None and tasks.recordings else []
+    registry = ScenarioRegistry.default([*args.fixtures, *extra],
+                                        with_corpus=not args.no_corpus)
+    simulator = Simulator(registry, validate=not args.no_validate, tasks=tasks)
     base = f"http://{args.host}:{args.port}"
     print(f"provider simulator on {base} ({len(registry.scenarios)} scenarios)")
+    if tasks is not None:
+        print(f"  eval corpus   {tasks.corpus.ref}: {len(tasks.corpus.tasks)} tasks answered "
+              "with the scenarios they name")
     for sdk, url in base_urls(base).items():
         print(f"  {sdk:<13} base_url={url}")
     print(f"  scenarios     {base}/_simulator/scenarios")

@@ -5,11 +5,8 @@ docs/migration.md): for each result the row the list shows, the ids of its runs 
 decide which tenant may see it: ``routes/evals.py``) and its value as written, decoded again
 only when the result is asked for — a result holds every run's verdict, the list needs none of
 them. A tombstone (a null value) removes its result; a value that is not an ``EvalResult`` is
-skipped.
-
-The record's codec is its Avro schema's (``schemas/avro/migration/eval_result.avsc``), read
-here rather than through ``services/migration/eval/result.py``, which needs the ``eval``
-extra (jsonschema) that a gateway is not installed with.
+skipped. The codec is the eval's own (``services/migration/eval/codec.py``, which needs no
+extra). A result names the tenant ``eval run`` ran as (``tenant``) when it ran as one.
 """
 
 from __future__ import annotations
@@ -17,21 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from modelevents.schemas.codec import AVRO_DIR
 from modelevents.schemas.errors import SchemaError
-from modelevents.schemas.run_input import SingleObjectCodec
 from modelevents.services.gateway.events.topic_view import TopicView
 from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.migration.eval.codec import TOPIC, decode
 
-__all__ = ["EvalResults", "StoredResult", "TOPIC", "decode_result", "result_row"]
-
-TOPIC = "eval-results"
-_CODEC = SingleObjectCodec(AVRO_DIR / "migration" / "eval_result.avsc", "EvalResult")
-
-
-def decode_result(value: bytes) -> dict[str, Any]:
-    """The record of an ``eval-results`` value; SchemaError for anything else."""
-    return _CODEC.decode(value)
+__all__ = ["EvalResults", "StoredResult", "TOPIC", "result_row"]
 
 
 def result_row(record: dict[str, Any]) -> dict[str, Any]:
@@ -53,6 +41,7 @@ def result_row(record: dict[str, Any]) -> dict[str, Any]:
 class StoredResult:
     row: dict[str, Any]
     run_ids: frozenset[str]
+    tenant: str | None  # the tenant ``eval run`` ran as, when the result names one
     value: bytes  # as written: decoded again for GET /v1/evals/{id}
 
 
@@ -68,9 +57,10 @@ class EvalResults(TopicView):
             key = message.key.decode("utf-8", "replace") if message.key else ""
             return self.results.pop(key, None) is not None
         try:
-            record = decode_result(message.value)
+            record = decode(message.value)
         except SchemaError:
             return False
         self.results[record["result_id"]] = StoredResult(
-            result_row(record), frozenset(r["run_id"] for r in record["runs"]), message.value)
+            result_row(record), frozenset(r["run_id"] for r in record["runs"]),
+            record.get("tenant"), message.value)
         return True

@@ -7,12 +7,14 @@
 
 Answered from the gateway's view of the compacted ``eval-results`` topic
 (``events/eval_results.py``), which ``modelevents eval run`` writes. Tenants: without
-``api_tokens`` every result is shown. With them, a result is shown to a token's tenant when
-each of its runs is that tenant's (the run's owner on ``run-owners``, else its state's tenant
-on ``runs``) — the result names the runs, their verdicts and the evidence of their gates, so it
-is the tenant's data as its runs are. A result with another tenant's run, or with a run whose
-owner the gateway does not know (an archive of another cluster re-scored), or with no run at
-all, is shown to no token: ``modelevents eval show`` reads it from Kafka.
+``api_tokens`` every result is shown. With them, a result that names the tenant ``eval run``
+ran as (``tenant``) is shown to that tenant's tokens, unless one of its runs is known to be
+another tenant's. A result that names none is shown to a token's tenant when each of its runs
+is that tenant's (the run's owner on ``run-owners``, else its state's tenant on ``runs``) — the
+result names the runs, their verdicts and the evidence of their gates, so it is the tenant's
+data as its runs are. A result with another tenant's run, one without a tenant holding a run
+whose owner the gateway does not know (an archive of another cluster re-scored), or one with no
+run at all, is shown to no token: ``modelevents eval show`` reads it from Kafka.
 
 More on this module: docs/gateway-api.md.
 """
@@ -27,9 +29,10 @@ from fastapi.responses import Response
 
 from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.dependencies import RunningGateway
-from modelevents.services.gateway.events.eval_results import StoredResult, decode_result
+from modelevents.services.gateway.events.eval_results import StoredResult
 from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 from modelevents.services.gateway.state import Gateway
+from modelevents.services.migration.eval.codec import decode
 
 __all__ = ["router"]
 
@@ -48,8 +51,18 @@ def _visible(gateway: Gateway, request: Request) -> list[StoredResult]:
         raise GatewayProblem(ProblemCode.unavailable, "this gateway is still reading the "
                              "run-owners and runs topics, which say whose runs a result holds; "
                              "retry in a moment")
-    return [result for result in stored if result.run_ids
-            and all(gateway.owner_of(run_id) == tenant for run_id in result.run_ids)]
+    return [result for result in stored if _shown_to(gateway, result, tenant)]
+
+
+def _shown_to(gateway: Gateway, result: StoredResult, tenant: str) -> bool:
+    """A result that names its tenant is that tenant's unless a run of it is known to be
+    another's; one that names none, only when each of its runs is the tenant's."""
+    if not result.run_ids:
+        return False
+    if result.tenant is not None:
+        return result.tenant == tenant and all(
+            gateway.owner_of(run_id) in (None, tenant) for run_id in result.run_ids)
+    return all(gateway.owner_of(run_id) == tenant for run_id in result.run_ids)
 
 
 def _newest_first(result: StoredResult) -> tuple[int, str]:
@@ -102,4 +115,4 @@ async def get_eval(result_id: str, request: Request, gateway: RunningGateway) ->
             raise GatewayProblem(ProblemCode.not_found, f"no eval result {result_id!r} on the "
                                  "eval-results topic (that this caller may see)")
         found = visible[matches[0]]
-    return Response(orjson.dumps(decode_result(found.value)), media_type="application/json")
+    return Response(orjson.dumps(decode(found.value)), media_type="application/json")

@@ -4,7 +4,8 @@
     DIR/tasks/<id>.yaml      one task: class, transcript (neutral messages, multimodal parts
                              allowed), tools, structured_output, expect, data_policy, simulator
     DIR/recordings/<api>/    hand-written provider streams the tasks' simulator scenarios name
-                             (serve them with ``modelevents simulator --fixtures DIR/recordings``)
+                             (``modelevents simulator --corpus DIR`` serves them and answers
+                             each task with its scenario: services/simulator/eval_tasks.py)
 
 ``--corpus example`` is the corpus shipped in this package (``example/``). A task's ``expect``
 names its checker (checkers.py) and what the gates need to know: ``citations: true`` (an

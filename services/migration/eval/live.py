@@ -3,10 +3,11 @@ gateway (``POST /v1/runs`` of ``bundle.render(task transcript)``), its outcome r
 
 A run is settled when its state on ``runs`` is terminal, waits for an approval, or waits for
 tools whose every call has its result (the tool executor answered; the eval does not continue
-the loop: a task's expectation is about what the run did up to there). ``on_simulator`` sends
-each task to the simulator scenario it names for the bundle's API (``target.model =
-"sim:<scenario>"``, how the simulator is told which recording answers); a task that names none
-for that API is not run, and says so. Then the evidence of the runs is read from ``events``,
+the loop: a task's expectation is about what the run did up to there). Each request is sent
+exactly as ``bundle.render`` made it (the bundle's own model): a simulator started with the
+corpus (``modelevents simulator --corpus``) knows each task by its conversation and answers the
+scenario the task names for the API. ``on_simulator``: a task that names no scenario for the
+bundle's API is not run, and says so. Then the evidence of the runs is read from ``events``,
 ``runs``, ``run-inputs`` and ``receipts``.
 """
 
@@ -31,7 +32,6 @@ from modelevents.services.migration.eval.corpus import Corpus, Task
 from modelevents.services.migration.eval.evidence import RunEvidence, eval_run_id
 from modelevents.services.migration.eval.sources import EvidenceBook, ReceiptDecoder
 
-SCENARIO_MODEL_PREFIX = "sim:"  # the simulator's (services/simulator/scenarios.py)
 TERMINAL = {"completed", "incomplete", "failed", "cancelled"}
 EVIDENCE_TOPICS = ("events", "runs", "run-inputs", "receipts")
 
@@ -65,10 +65,6 @@ def request_for(bundle: Bundle, task: Task, run_id: str, plan: LivePlan) -> dict
     update: dict[str, Any] = {}
     if task.structured_output is not None and request.structured_output is None:
         update["structured_output"] = task.structured_output
-    if plan.on_simulator and request.target is not None:
-        scenario = task.scenario(bundle.target.api)
-        update["target"] = request.target.model_copy(
-            update={"model": SCENARIO_MODEL_PREFIX + scenario})
     if update:
         request = request.model_copy(update=update)
     body: dict[str, Any] = orjson.loads(request.model_dump_json(by_alias=True,

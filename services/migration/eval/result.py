@@ -4,7 +4,8 @@ revisions its events actually reported, its gate failures, its figures over acce
 the rejected count beside each, the paired comparisons, and every run's verdict.
 
 The record is a plain dict: its JSON form (``--json``, ``--out``) is the same dict, and its Kafka
-value (topic ``eval-results``, key ``result_id``) the Avro single-object encoding of it. The id
+value (topic ``eval-results``, key ``result_id``) the Avro single-object encoding of it
+(codec.py). The id
 is ``evr-`` + SHA-256 of its canonical JSON without the id, so a re-score of the same runs at
 the same time gives the same id.
 """
@@ -19,17 +20,11 @@ from typing import Any
 
 import orjson
 
-from modelevents.schemas.codec import AVRO_DIR
-from modelevents.schemas.errors import SchemaError
-from modelevents.schemas.run_input import SingleObjectCodec
 from modelevents.services.migration.eval.compare import bundle_figures, paired
 from modelevents.services.migration.eval.gates import GateFailure
 from modelevents.services.migration.eval.scoring import ScoredRun
 
-SCHEMA_PATH = AVRO_DIR / "migration" / "eval_result.avsc"
 RESULT_ID_PREFIX = "evr-"
-TOPIC = "eval-results"
-_CODEC = SingleObjectCodec(SCHEMA_PATH, "EvalResult")
 
 
 def _rate(count: int, total: int) -> float:
@@ -88,16 +83,18 @@ def result_id(record: dict[str, Any]) -> str:
 
 def build_result(corpus_ref: str, mode: str, runs_by_bundle: dict[str, list[ScoredRun]],
                  names: dict[str, str] | None = None, created_at: int | None = None,
-                 not_started: dict[str, list[str]] | None = None) -> dict[str, Any]:
+                 not_started: dict[str, list[str]] | None = None,
+                 tenant: str | None = None) -> dict[str, Any]:
     """The record of one eval: bundles in the order given, each later one compared with the
     first (A = the first bundle, B = each other); ``not_started``: per bundle, the tasks the
-    gateway refused to start (they are no run, and the result says so)."""
+    gateway refused to start (they are no run, and the result says so); ``tenant``: the tenant
+    a live eval ran as (the gateway shows the result to it: routes/evals.py)."""
     names, not_started = names or {}, not_started or {}
     bundles = list(runs_by_bundle)
     record: dict[str, Any] = {
         "result_id": "", "corpus": corpus_ref,
         "created_at": int(time.time() * 1000) if created_at is None else created_at,
-        "mode": mode,
+        "mode": mode, "tenant": tenant,
         "bundles": [_bundle_outcome(b, names.get(b), runs_by_bundle[b], not_started.get(b, []))
                     for b in bundles],
         "comparisons": [{"a": bundles[0], "b": other,
@@ -107,21 +104,6 @@ def build_result(corpus_ref: str, mode: str, runs_by_bundle: dict[str, list[Scor
     }
     record["result_id"] = result_id(record)
     return record
-
-
-def encode(record: dict[str, Any]) -> bytes:
-    try:
-        return _CODEC.encode(record)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise SchemaError(f"an eval result that breaks its schema: {exc}") from exc
-
-
-def decode(value: bytes) -> dict[str, Any]:
-    return _CODEC.decode(value)
-
-
-def is_eval_result(value: bytes | None) -> bool:
-    return _CODEC.matches(value)
 
 
 def to_json(record: dict[str, Any]) -> bytes:

@@ -13,7 +13,7 @@ from modelevents.services.kafka.clients import (
     topic_name,
 )
 from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.migration.eval.result import TOPIC, decode, encode, is_eval_result
+from modelevents.services.migration.eval.codec import TOPIC, decode, encode, is_eval_result
 
 
 async def publish(settings: PipelineSettings, record: dict[str, Any]) -> None:

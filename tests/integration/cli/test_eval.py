@@ -1,7 +1,7 @@
 """``modelevents eval run`` end to end on the real broker, worker, gateway and tool executor, the
-providers played by the simulator: the shipped corpus run twice under two bundles (OpenAI
-Responses and Chat Completions), one rejected by a hard gate and the other compared on accepted
-runs only;
+providers played by the simulator given the corpus (each task answered by its scenario, the
+bundles' own models named): the shipped corpus run twice under two bundles (OpenAI Responses
+and Chat Completions), one rejected by a hard gate and the other compared on accepted runs only;
 the result on the eval-results topic, read back by ``eval show`` and ``eval compare``; the same
 runs re-scored from the topics (``--from-topic``) give the same verdicts."""
 
@@ -23,6 +23,7 @@ from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.local.asgi_thread import ServedApp
 from modelevents.services.migration.eval.corpus import EXAMPLE_CORPUS, load_corpus
 from modelevents.services.simulator.app import Simulator
+from modelevents.services.simulator.eval_tasks import TaskIndex
 from modelevents.services.simulator.scenarios import ScenarioRegistry
 from modelevents.services.simulator.server import SimulatorHandle, run_in_thread
 from tests.integration.simulated_gateway import (  # noqa: F401 (fixtures)
@@ -44,9 +45,13 @@ CHAT = bundle("chat", "openai", "openai-chat", "gpt-4o-mini", TOOLS)
 
 @pytest.fixture(scope="module")
 def simulator() -> Iterator[SimulatorHandle]:
-    """The simulator with the corpus's own recordings beside the project's."""
-    registry = ScenarioRegistry.default([EXAMPLE_CORPUS / "recordings"], with_corpus=False)
-    handle = run_in_thread(Simulator(registry).app)
+    """The simulator given the corpus (``modelevents simulator --corpus example``): each task
+    answered with the scenario it names for the request's API, its recordings beside the
+    project's."""
+    tasks = TaskIndex.load("example")
+    assert tasks.recordings is not None
+    registry = ScenarioRegistry.default([tasks.recordings], with_corpus=False)
+    handle = run_in_thread(Simulator(registry, tasks=tasks).app)
     yield handle
     handle.stop()
 
@@ -102,6 +107,15 @@ def test_two_bundles_through_the_pipeline_one_rejected_by_a_gate(
     assert code == 0, err
     record = json.loads(out)
     assert "runs settled" in err or "runs started" in err  # progress went to stderr
+    assert record["tenant"] == executor
+    # Every call reached the simulator as the bundle rendered it, the bundle's own model named,
+    # and the simulator knew the task by its conversation.
+    calls = [r for r in sim.simulator.requests()
+             if r["method"] == "POST" and r["path"] in ("/v1/responses", "/v1/chat/completions")]
+    assert calls and all("task" in r for r in calls), [r["body"] for r in calls if "task" not in r]
+    assert {(r["api"], r["body"]["model"]) for r in calls} == {
+        ("openai-responses", "gpt-5-mini"), ("openai-chat", "gpt-4o-mini")}
+    assert all(r["scenario"] == CORPUS.task(r["task"]).simulator[r["api"]] for r in calls)
     responses, chat = record["bundles"]
     assert (responses["bundle"], chat["bundle"]) == (RESPONSES.bundle_id, CHAT.bundle_id)
     # Every task of the corpus ran twice under each bundle that has a scenario for it, but one:

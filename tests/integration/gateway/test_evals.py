@@ -3,7 +3,7 @@ results written to the real broker's ``eval-results`` topic by the eval's own co
 (``services/migration/eval/store.py``): the example corpus's runs under two bundles, normalized
 by the adapters from the corpus's recordings and scored by the eval (one run of the second
 bundle rejected by a hard gate); and whose results a token's tenant sees, decided by the
-owners of the runs on ``run-owners``.
+tenant a result names and the owners of its runs on ``run-owners``.
 """
 
 from __future__ import annotations
@@ -40,9 +40,11 @@ pytestmark = pytest.mark.kafka
 PRICES = load_prices(EXAMPLE_CORPUS / "prices.example.yaml")
 
 
-def scored_result(nonce: str, created_at: int | None = None) -> dict[str, Any]:
+def scored_result(nonce: str, created_at: int | None = None, tenant: str | None = None
+                  ) -> dict[str, Any]:
     """The result of the example corpus under RESPONSES and CHAT, its runs' ids ending in
-    ``nonce``: Chat's multi-tool run fails the invalid_schema gate."""
+    ``nonce``: Chat's multi-tool run fails the invalid_schema gate; ``tenant``: the tenant the
+    result names."""
     evidence = [run_of(task.id, task.simulator[b.target.api], b, nonce=f"{b.name}-{nonce}")
                 for b in (RESPONSES, CHAT) for task in CORPUS.tasks
                 if b.target.api in task.simulator]
@@ -51,7 +53,7 @@ def scored_result(nonce: str, created_at: int | None = None) -> dict[str, Any]:
     assert skipped == []
     record = build_result(CORPUS.ref, "frozen", grouped,
                           {RESPONSES.bundle_id: "responses", CHAT.bundle_id: "chat"},
-                          created_at=created_at)
+                          created_at=created_at, tenant=tenant)
     assert any(not r["accepted"] for r in record["runs"]), "the result has a rejected run"
     return record
 
@@ -145,9 +147,14 @@ def test_a_token_sees_the_results_whose_runs_are_its_tenants(settings, start_gat
                                                                        uuid.uuid4().hex]}
     mine = scored_result(uuid.uuid4().hex[:6])
     unowned = scored_result(uuid.uuid4().hex[:6])
+    # Named for acme: its runs' owners unknown here (shown to acme), or known to be default's
+    # (shown to nobody: the name does not hand another tenant's runs over).
+    named = scored_result(uuid.uuid4().hex[:6], tenant="acme")
+    misnamed = scored_result(uuid.uuid4().hex[:6], tenant="acme")
     claim_runs(settings, mine, "default")
-    write_result(settings, mine)
-    write_result(settings, unowned)
+    claim_runs(settings, misnamed, "default")
+    for record in (mine, unowned, named, misnamed):
+        write_result(settings, record)
     open_gateway = start_gateway()
     wait_listed(open_gateway, unowned["result_id"])  # without tokens: every result
     gateway = start_gateway(api_tokens=tokens)
@@ -156,9 +163,12 @@ def test_a_token_sees_the_results_whose_runs_are_its_tenants(settings, start_gat
     listed = read_whole_topic(gateway, default)
     assert mine["result_id"] in listed
     assert unowned["result_id"] not in listed  # runs nobody here owns: no token's
+    assert not {named["result_id"], misnamed["result_id"]} & listed
     assert get(gateway, f"/v1/evals/{mine['result_id']}", default).json() == mine
-    # Another tenant: not listed, and not found, as for another tenant's run.
-    assert read_whole_topic(gateway, acme) == set()
+    # Another tenant: not listed, and not found, as for another tenant's run; but the result
+    # that names it is its own.
+    assert read_whole_topic(gateway, acme) == {named["result_id"]}
+    assert get(gateway, f"/v1/evals/{named['result_id']}", acme).json() == named
     other = get(gateway, f"/v1/evals/{mine['result_id']}", acme)
     assert other.status_code == 404 and other.json()["code"] == "not_found"
     assert get(gateway, f"/v1/evals/{unowned['result_id']}", default).status_code == 404

@@ -45,14 +45,15 @@ def test_a_multimodal_task_carries_its_image():
     assert [p.type for p in parts] == ["text", "image"]
 
 
-def _copy(tmp_path: Path) -> Path:
+def copy_example(tmp_path: Path) -> Path:
+    """The example corpus copied under ``tmp_path`` (to be broken by a test)."""
     root = tmp_path / "corpus"
     shutil.copytree(EXAMPLE_CORPUS, root)
     return root
 
 
 def test_every_problem_is_named_by_file_and_field(tmp_path: Path):
-    root = _copy(tmp_path)
+    root = copy_example(tmp_path)
     (root / "tasks" / "refusal.yaml").write_text(
         "id: refusal\nclass: refusl\ntranscript: []\nexpect: {checker: refusal}\n")
     (root / "tasks" / "one-tool.yaml").write_text(

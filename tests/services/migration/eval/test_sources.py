@@ -68,18 +68,20 @@ def test_only_the_wanted_runs_are_kept():
     assert [r.run_id for r in book.runs()] == [a.run_id]
 
 
-def test_a_live_request_is_the_bundle_rendering_of_the_task_on_its_scenario():
+def test_a_live_request_is_the_bundle_rendering_of_the_task_with_the_bundles_model():
     task = CORPUS.task("schema-extraction")
     body = request_for(CHAT, task, "eval.schema-extraction.0.x", LivePlan(
         CORPUS, [CHAT], tenant="acme", on_simulator=True))
     assert body["bundle"] == CHAT.bundle_id and body["run_id"] == "eval.schema-extraction.0.x"
     assert body["instructions"] == CHAT.instruction.text and body["tenant"] == "acme"
+    # On the simulator too: the bundle's own target (the simulator knows the task by its
+    # conversation, services/simulator/eval_tasks.py).
     assert body["target"] == {"provider": "openai", "api": "openai-chat",
-                              "model": "sim:openai-chat/eval-structured-city"}
+                              "model": "gpt-4o-mini"}
     # The task's schema, since the bundle sets none.
     assert body["structured_output"]["name"] == "city"
-    off_simulator = request_for(CHAT, task, "r", LivePlan(CORPUS, [CHAT]))
-    assert off_simulator["target"]["model"] == "gpt-4o-mini"
+    assert request_for(CHAT, task, "eval.schema-extraction.0.x", LivePlan(
+        CORPUS, [CHAT], tenant="acme")) == body
 
 
 def test_a_run_is_settled_when_it_ended_or_waits_on_nothing_the_executor_owes():
