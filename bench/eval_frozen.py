@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from modelevents.consumers.audit.export import archived_records
 from modelevents.consumers.tools.receipts import decode_receipt, is_receipt
-from modelevents.services.migration.eval.codec import encode
+from modelevents.schemas.eval_results import encode
 from modelevents.services.migration.eval.corpus import EXAMPLE_CORPUS, load_corpus
 from modelevents.services.migration.eval.evidence import digest
 from modelevents.services.migration.eval.prices import load_prices

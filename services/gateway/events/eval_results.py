@@ -5,7 +5,7 @@ docs/migration.md): for each result the row the list shows, the ids of its runs 
 decide which tenant may see it: ``routes/evals.py``) and its value as written, decoded again
 only when the result is asked for — a result holds every run's verdict, the list needs none of
 them. A tombstone (a null value) removes its result; a value that is not an ``EvalResult`` is
-skipped. The codec is the eval's own (``services/migration/eval/codec.py``, which needs no
+skipped. The codec is the eval's own (``schemas/eval_results.py``, which needs no
 extra). A result names the tenant ``eval run`` ran as (``tenant``) when it ran as one.
 """
 
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelevents.schemas.errors import SchemaError
+from modelevents.schemas.eval_results import TOPIC, decode
 from modelevents.services.gateway.events.topic_view import TopicView
 from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.migration.eval.codec import TOPIC, decode
 
 __all__ = ["EvalResults", "StoredResult", "TOPIC", "result_row"]
 

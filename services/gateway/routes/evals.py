@@ -27,12 +27,12 @@ import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from modelevents.schemas.eval_results import decode
 from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.events.eval_results import StoredResult
 from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
 from modelevents.services.gateway.state import Gateway
-from modelevents.services.migration.eval.codec import decode
 
 __all__ = ["router"]
 

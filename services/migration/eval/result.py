@@ -5,7 +5,7 @@ the rejected count beside each, the paired comparisons, and every run's verdict.
 
 The record is a plain dict: its JSON form (``--json``, ``--out``) is the same dict, and its Kafka
 value (topic ``eval-results``, key ``result_id``) the Avro single-object encoding of it
-(codec.py). The id
+(schemas/eval_results.py). The id
 is ``evr-`` + SHA-256 of its canonical JSON without the id, so a re-score of the same runs at
 the same time gives the same id.
 """

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from modelevents.schemas.errors import ConfigError
+from modelevents.schemas.eval_results import TOPIC, decode, encode, is_eval_result
 from modelevents.services.kafka.clients import (
     await_acks,
     read_records,
@@ -13,7 +14,6 @@ from modelevents.services.kafka.clients import (
     topic_name,
 )
 from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.migration.eval.codec import TOPIC, decode, encode, is_eval_result
 
 
 async def publish(settings: PipelineSettings, record: dict[str, Any]) -> None:

@@ -1,6 +1,7 @@
-"""The eval result record (services/migration/eval/result.py, codec.py): the frozen sample stays readable,
-the header is the spec's single-object encoding, the official Apache Avro library reads what we
-write and writes what we read, and a record that breaks the schema is refused."""
+"""The eval result record (services/migration/eval/result.py, schemas/eval_results.py): the
+frozen sample stays readable, the header is the spec's single-object encoding, the official
+Apache Avro library reads what we write and writes what we read, and a record that breaks the
+schema is refused."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import avro.schema
 import pytest
 
 from modelevents.schemas.errors import SchemaError
-from modelevents.services.migration.eval.codec import SCHEMA_PATH, decode, encode, is_eval_result
+from modelevents.schemas.eval_results import SCHEMA_PATH, decode, encode, is_eval_result
 from modelevents.services.migration.eval.result import result_id
 from tests.schemas.test_interop import official_fingerprint
 

@@ -1,9 +1,9 @@
 """The eval result record's Kafka value: the Avro single-object encoding of
 ``schemas/avro/migration/eval_result.avsc`` (topic ``eval-results``, key the result id).
 
-Kept apart from the rest of the eval, which needs the ``eval`` extra (jsonschema): this module
-imports the schemas only, so the gateway reads the topic with the same codec
-(services/gateway/events/eval_results.py) without that extra.
+With the record schemas rather than the eval (services/migration/eval/), which needs the
+``eval`` extra (jsonschema): the gateway reads the topic with the same codec
+(services/gateway/events/eval_results.py) without that extra or an import of the migration.
 """
 
 from __future__ import annotations
