@@ -4,8 +4,8 @@ runs, the error and refusal counts, and the unknown-event and needs_reconciliati
 
 One module on purpose: the eval result record is the eval command's (services/migration/eval/);
 this reader names only what a decision needs, so aligning with that record happens here alone.
-A topic value is read as JSON; a document holding several bundles' results (``results`` or
-``bundles``, a list) yields the one of the bundle asked for.
+A topic value is the EvalResult record (schemas/eval_results.py; JSON is read too); a document
+holding several bundles' results (``bundles``, a list) yields the one of the bundle asked for.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from modelevents.schemas.errors import InputError
+from modelevents.schemas.eval_results import decode, is_eval_result
 from modelevents.services.kafka.clients import read_records
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.migration.decisions.store import full_topic
@@ -76,8 +77,8 @@ def summary_of(doc: Any, source: str, bundle_id: str | None = None) -> EvalSumma
     return EvalSummary(
         result_id=result_id, bundle_id=bundle, runs=_count(doc, "runs", "run_count"),
         rejected=_count(doc, "rejected", "rejected_count"),
-        errors=_count(doc, "errors", "error_count"),
-        refusals=_count(doc, "refusals", "refusal_count"),
+        errors=_count(doc, "error_runs", "errors", "error_count"),
+        refusals=_count(doc, "refusal_runs", "refusals", "refusal_count"),
         unknown_event_rate=_rate(doc, "unknown_event_rate"),
         needs_reconciliation_rate=_rate(doc, "needs_reconciliation_rate"))
 
@@ -103,9 +104,13 @@ async def read_eval_topic(settings: PipelineSettings, result_id: str,
     if latest is None:
         raise InputError(f"no eval result {result_id} on {full_topic(settings, TOPIC)}; give the id "
                          f"`eval run` printed, or the result's JSON file")
-    try:
-        doc = orjson.loads(latest)
-    except orjson.JSONDecodeError:
-        raise InputError(f"eval result {result_id} on {full_topic(settings, TOPIC)} is not JSON; pass "
-                         f"its JSON file instead (`eval show {result_id} --json`)") from None
+    if is_eval_result(latest):
+        doc = decode(latest)
+    else:
+        try:
+            doc = orjson.loads(latest)
+        except orjson.JSONDecodeError:
+            raise InputError(f"eval result {result_id} on {full_topic(settings, TOPIC)} is "
+                             f"neither an EvalResult record nor JSON; pass its JSON file instead "
+                             f"(`eval show {result_id} --json`)") from None
     return summary_of(doc, f"{result_id} ({full_topic(settings, TOPIC)})", bundle_id)
