@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "modelevents.services.cli.commands.audit",
     "modelevents.services.cli.commands.tools",
     "modelevents.services.cli.commands.otel",
+    "modelevents.services.cli.commands.bundle",
 )
 
 

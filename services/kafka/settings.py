@@ -3,7 +3,7 @@
 The topics are :data:`TOPICS`: the pipeline's (``frames``, ``ingest``, ``events``, ``runs``,
 ``dlq``), the gateway's (``run-owners``: which tenant owns each run id, kept for ever;
 ``run-inputs``: the runs' input packets; ``calls``: the calls the replicas share), the tool
-executor's ``receipts`` and the audit archives' ``audit-heads``.
+executor's ``receipts``, the audit archives' ``audit-heads`` and the migration's ``bundles``.
 
 Every value has a default that works with the project's own local broker and can be set in the
 ``kafka:`` section of the config file (``$MODELEVENTS_CONFIG``) or, over it, from the
@@ -61,6 +61,9 @@ TOPICS: dict[str, bool] = {
     # The audit archives' signed heads (JSON, key archive id; consumers/audit/heads.py): the
     # anchor `audit verify --heads` compares an archive with, kept out of the archive's reach.
     "audit-heads": True,
+    # Bundles (schemas/bundle_record.py, key bundle id): immutable and content-addressed, so a
+    # key's latest record is its only content; kept for ever, as compaction keeps it.
+    "bundles": True,
 }
 
 
