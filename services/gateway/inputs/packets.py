@@ -89,7 +89,7 @@ class InputPackets:
             provider_object_id=provider_object_id, last_cursor=last_cursor,
             expires_at=(now + int(self.config.terminal_timeout_s * 1000)
                         if origin == "gateway" else None),
-            cancellable_by=[tenant] if cancellable else [])
+            cancellable_by=[tenant] if cancellable else [], bundle=neutral.bundle)
 
     def native_packet(self, native: dict[str, Any], *, run_id: str, tenant: str, call: str,
                       provider: str, api: str, model: str,
@@ -132,7 +132,7 @@ async def latest_packet(settings: PipelineSettings, run_id: str, tenant: str) ->
 
 def packet_summary(packet: RunInput) -> dict[str, Any]:
     """What ``/messages`` says of the packet besides its transcript."""
-    return {"origin": packet.origin, "call": packet.call, "revision": packet.revision,
+    summary = {"origin": packet.origin, "call": packet.call, "revision": packet.revision,
             "fingerprint": packet.fingerprint, "adapter": packet.adapter,
             "provider": packet.provider, "api": packet.api, "model": packet.model,
             "correlation_id": packet.correlation_id,
@@ -142,3 +142,6 @@ def packet_summary(packet: RunInput) -> dict[str, Any]:
             "redaction": {"name": packet.redaction.name,
                           "fingerprint": packet.redaction.fingerprint,
                           "redactions": packet.redaction.redactions}}
+    if packet.bundle is not None:
+        summary["bundle"] = packet.bundle
+    return summary

@@ -5,7 +5,9 @@ simulator over HTTP, the real worker.
 A request that names a bundle and leaves the rest out is sent with the bundle's target,
 instruction, tools and sampling (what the simulator received says so); one that repeats the
 bundle's values is run too; one that contradicts it, or names a bundle nobody created, is
-refused 422 with its own code — and nothing reaches the provider.
+refused 422 with its own code — and nothing reaches the provider. A run under a bundle names it
+in its input packet (``run-inputs``) and on its ``run.started`` event (``events``, as the
+worker derived it from the gateway's frames); a run under none has neither.
 """
 
 from __future__ import annotations
@@ -19,16 +21,21 @@ import pytest
 from modelevents.schemas.bundles import Bundle
 from modelevents.services.cli.commands.demo import manifest_with_scenarios
 from modelevents.services.gateway.calls.capabilities import load_manifest
+from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.migration.bundles import store
 from modelevents.services.migration.bundles.bundle_file import BundleFile, resolve
+from tests.integration.gateway.test_input_packet import packets_of
+from tests.integration.pipeline import run
 from tests.integration.simulated_gateway import (  # noqa: F401  (fixtures used by name)
     gateway,
+    neutral,
     requests_to,
     settings,
     settled,
     sim,
     simulator,
+    sse_events,
     start_gateway,
     start_run,
     wait_run,
@@ -52,6 +59,13 @@ def make_bundle(name: str = "support", model: str = TEXT, **sampling: object) ->
                                   "properties": {"order_id": {"type": "string"}}}}],
         "sampling": {"temperature": 0.3, "max_output_tokens": 300, **sampling}})
     return resolve(file, "test", manifest_with_scenarios(load_manifest()))
+
+
+def events_on_topic(settings: PipelineSettings, run_id: str) -> list:
+    async def read() -> list:
+        return [r.value async for r in clients.read_records(
+            settings, "events", run_id=run_id, to_end=True, timeout=30) if r is not None]
+    return run(read())
 
 
 def put(settings: PipelineSettings, bundle: Bundle) -> Bundle:
@@ -130,3 +144,29 @@ def test_a_bundle_created_after_the_gateway_read_the_topic_is_found(gateway, set
     assert started["bundle"] == later.bundle_id
     wait_run(gateway, started["run_id"], settled("completed"), "completed")
     assert requests_to(sim, "openai-responses")[-1]["body"]["temperature"] == 0.9
+
+
+def test_the_bundle_is_in_the_input_packet_and_on_run_started(gateway, settings, sim):
+    bundle = put(settings, make_bundle())
+    under = start_run(gateway, {"transcript": HELLO, "bundle": bundle.bundle_id})["run_id"]
+    plain = start_run(gateway, neutral("openai", "openai-responses", TEXT))["run_id"]
+    for run_id in (under, plain):
+        wait_run(gateway, run_id, settled("completed"), "completed")
+    assert [p.bundle for p in packets_of(settings, under)] == [bundle.bundle_id] * 2
+    assert [p.bundle for p in packets_of(settings, plain)] == [None, None]
+    messages = httpx.get(f"{gateway.url}/v1/runs/{under}/messages", timeout=30).json()
+    assert messages["input"]["bundle"] == bundle.bundle_id
+    # On the events topic, as the worker wrote them: run.started names the bundle, read back
+    # through the codec; the SSE projection shows it, and shows none for the plain run.
+    events = [e for run_id in (under, plain) for e in events_on_topic(settings, run_id)]
+    started = {e.run_id: e.payload.bundle for e in events if e.kind == "run.started"}
+    assert started == {under: bundle.bundle_id, plain: None}
+    assert all(getattr(e.payload, "bundle", None) is None for e in events
+               if e.kind != "run.started")
+    [first] = [d for _, kind, d in sse_events(gateway, under, follow="false")
+               if kind == "run.started"]
+    assert first["bundle"] == bundle.bundle_id
+    [other] = [d for _, kind, d in sse_events(gateway, plain, follow="false")
+               if kind == "run.started"]
+    assert "bundle" not in other
+
