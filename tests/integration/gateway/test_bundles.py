@@ -170,3 +170,23 @@ def test_the_bundle_is_in_the_input_packet_and_on_run_started(gateway, settings,
                if kind == "run.started"]
     assert "bundle" not in other
 
+
+
+def test_the_simulator_can_report_another_snapshot_and_the_events_say_so(gateway, settings,
+                                                                         sim):
+    """What a retest trigger watches: the snapshot the provider reports, in each event's model,
+    beside the bundle on run.started — changed here through the simulator's model knob."""
+    bundle = put(settings, make_bundle())
+    before = start_run(gateway, {"transcript": HELLO, "bundle": bundle.bundle_id})["run_id"]
+    wait_run(gateway, before, settled("completed"), "completed")
+    moved = httpx.put(f"{sim.base_url}/_simulator/model", json={"model": "gpt-4o-mini-2099"},
+                      timeout=30)
+    assert moved.status_code == 200
+    after = start_run(gateway, {"transcript": HELLO, "bundle": bundle.bundle_id})["run_id"]
+    wait_run(gateway, after, settled("completed"), "completed")
+    old, new = events_on_topic(settings, before), events_on_topic(settings, after)
+    assert {e.model for e in old} and "gpt-4o-mini-2099" not in {e.model for e in old}
+    assert {e.model for e in new} == {"gpt-4o-mini-2099"}
+    [started] = [e for e in new if e.kind == "run.started"]
+    assert started.payload.bundle == bundle.bundle_id
+    assert started.model != bundle.target.snapshot
