@@ -93,7 +93,7 @@ class InputPackets:
 
     def native_packet(self, native: dict[str, Any], *, run_id: str, tenant: str, call: str,
                       provider: str, api: str, model: str,
-                      correlation_id: str | None = None) -> RunInput:
+                      correlation_id: str | None = None, bundle: str | None = None) -> RunInput:
         """The packet of a proxied call: its request is the provider's own, redacted under the
         same policy and stored as ``{"native": {"method", "path", "body"}}`` (there is no
         neutral request: the application sent the provider's; readers tell it by ``native``)."""
@@ -105,7 +105,7 @@ class InputPackets:
             recorded_at=_now_ms(), request=request, fingerprint=request_fingerprint(request),
             adapter=f"{adapter.name}@{adapter.revision}", provider=provider, api=api,
             model=model, redaction=self.redactor.record(redactions),
-            correlation_id=correlation_id)
+            correlation_id=correlation_id, bundle=bundle)
 
     @staticmethod
     def after_call(packet: RunInput, object_id: str | None, cursor: str | None) -> RunInput:

@@ -25,6 +25,7 @@ from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.migration.bundles import store
 from modelevents.services.migration.bundles.bundle_file import BundleFile, resolve
+from tests.integration.gateway.proxy_clients import RUN_ID_HEADER, proxy_urls, wait_state
 from tests.integration.gateway.test_input_packet import packets_of
 from tests.integration.pipeline import run
 from tests.integration.simulated_gateway import (  # noqa: F401  (fixtures used by name)
@@ -190,3 +191,33 @@ def test_the_simulator_can_report_another_snapshot_and_the_events_say_so(gateway
     [started] = [e for e in new if e.kind == "run.started"]
     assert started.payload.bundle == bundle.bundle_id
     assert started.model != bundle.target.snapshot
+
+
+def test_a_proxied_call_under_a_bundle_names_it_and_one_against_it_is_refused(gateway,
+                                                                              settings, sim):
+    """The drop-in proxy's x-modelevents-bundle: the call's packet and run.started name the
+    bundle; a call for another model than the bundle's, or under an unknown bundle, is refused
+    in the provider's error shape and reaches no provider."""
+    bundle = put(settings, make_bundle())
+    url = proxy_urls(gateway)["openai"] + "/responses"
+    body = {"model": TEXT, "input": "hi", "stream": True}
+    sent = httpx.post(url, json=body, timeout=60,
+                      headers={"x-modelevents-bundle": bundle.bundle_id})
+    assert sent.status_code == 200, sent.text
+    run_id = sent.headers[RUN_ID_HEADER]
+    assert wait_state(gateway, run_id)["status"] == "completed"
+    [started] = [e for e in events_on_topic(settings, run_id) if e.kind == "run.started"]
+    assert started.payload.bundle == bundle.bundle_id
+    assert {p.bundle for p in packets_of(settings, run_id)} == {bundle.bundle_id}
+    calls = len(requests_to(sim, "openai-responses"))
+
+    other = httpx.post(url, json={**body, "model": "sim:openai-responses/other"}, timeout=60,
+                       headers={"x-modelevents-bundle": bundle.bundle_id})
+    assert other.status_code == 400
+    assert other.headers["x-modelevents-error"] == "bundle_mismatch"
+    assert "model 'sim:openai-responses/other'" in other.json()["error"]["message"]
+    unknown = httpx.post(url, json=body, timeout=60,
+                         headers={"x-modelevents-bundle": "bnd-" + "0" * 64})
+    assert unknown.status_code == 400
+    assert unknown.headers["x-modelevents-error"] == "unknown_bundle"
+    assert len(requests_to(sim, "openai-responses")) == calls
