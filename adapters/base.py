@@ -40,10 +40,11 @@ from modelevents.schemas.events import (
     EventSource,
     ModelEvent,
     Payload,
+    RunStarted,
     ToolCall,
     Unknown,
 )
-from modelevents.schemas.frames import INDEX_TEXT, INDEXED, ProviderFrame
+from modelevents.schemas.frames import BUNDLE_FRAME_HEADER, INDEX_TEXT, INDEXED, ProviderFrame
 from modelevents.schemas.limits import PIECE_BYTES
 from modelevents.schemas.pieces import split_events
 from modelevents.schemas.vocabulary import HOSTILE_INPUT_ERRORS
@@ -508,6 +509,9 @@ class Adapter:
         event.seq = -1
         event.piece = None
         event.elided = None
+        if kind == "run.started" and frame.headers and isinstance(payload, RunStarted):
+            # The gateway names the call's bundle on its frames; the pure adapter passes it on.
+            payload.bundle = frame.headers.get(BUNDLE_FRAME_HEADER)
         out.append(event)
 
     def elide_last(self, parts: Parts, field: str, from_kind: str) -> None:

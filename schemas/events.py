@@ -49,6 +49,9 @@ from modelevents.schemas.vocabulary import (
 class RunStarted:
     status: RunStartedStatus
     provider_object_id: str | None = None
+    # The bundle the call runs under (schemas/bundles.py): set from its frames' header
+    # (frames.BUNDLE_FRAME_HEADER) by the adapter; None for runs under none.
+    bundle: str | None = None
 
 
 @dataclass(slots=True)
@@ -355,4 +358,9 @@ _PAYLOAD_FIELDS: dict[type, tuple[str, ...]] = {
 
 
 def payload_dict(payload: Payload) -> dict[str, Any]:
-    return {name: getattr(payload, name) for name in _PAYLOAD_FIELDS[type(payload)]}
+    out = {name: getattr(payload, name) for name in _PAYLOAD_FIELDS[type(payload)]}
+    if type(payload) is RunStarted and payload.bundle is None:
+        # Shown only when set: the projections (tail, SSE, conformance files) of runs under no
+        # bundle stay what they were before runs had bundles.
+        del out["bundle"]
+    return out

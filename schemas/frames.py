@@ -41,6 +41,10 @@ class ProviderFrame:
     piece: FramePiece | None = None  # set on each frame of a delivery cut into pieces
 
 
+# The frame header that names the bundle a gateway call runs under (schemas/bundles.py): the
+# adapters, pure, read it from the frame and put it on the call's run.started.
+BUNDLE_FRAME_HEADER = "x-modelevents-bundle"
+
 _new = object.__new__
 # The decimal text of the first indices, made once: every frame id and event id holds one, and
 # formatting an int costs several times a look-up here.

@@ -40,6 +40,8 @@ __all__ = ["RunInput", "RedactionPolicy", "RedactionPattern", "SCHEMA_PATH", "en
            "NOT_IN_FINGERPRINT", "SingleObjectCodec"]
 
 SCHEMA_PATH = Path(__file__).parent / "avro" / "inputs" / "run_input.avsc"
+# Earlier versions of the packet's schema, still read (their new fields at their defaults).
+HISTORY_PATHS = sorted((SCHEMA_PATH.parent / "history").glob("run_input.*.avsc"))
 MAGIC = b"\xc3\x01"
 
 # Fields of the neutral request that say who and which run, not what was asked.
@@ -81,6 +83,7 @@ class RunInput:
     last_cursor: str | None = None
     expires_at: int | None = None
     cancellable_by: list[str] = field(default_factory=list)
+    bundle: str | None = None  # v2: the bundle the run was started under
 
     def request_doc(self) -> dict[str, Any]:
         """The stored (redacted) neutral request as a JSON object."""
@@ -107,8 +110,20 @@ class SingleObjectCodec:
     record schema in ``path``, written and read by fastavro (without logical types: the same
     bytes, timestamps stay epoch-ms ints). The packet's, and its pieces' (run_input_pieces.py)."""
 
-    def __init__(self, path: Path, name: str) -> None:
+    def __init__(self, path: Path, name: str, history: list[Path] | None = None) -> None:
         self.path, self.name = path, name
+        self.history = history or []
+
+    @cached_property
+    def _older(self) -> dict[bytes, dict[str, Any]]:
+        """Fingerprint → the writer schema of each earlier version (``history``)."""
+        found = {}
+        for path in self.history:
+            parsed = fastavro.parse_schema(without_logical_types(json.loads(path.read_text())),
+                                           {})
+            if isinstance(parsed, dict):
+                found[fingerprint_of(parsed)] = parsed
+        return found
 
     @cached_property
     def _parsed(self) -> tuple[dict[str, Any], bytes]:
@@ -123,8 +138,9 @@ class SingleObjectCodec:
         return self._parsed[1]
 
     def matches(self, value: bytes | None) -> bool:
-        """Whether the value's header names this schema."""
-        return value is not None and value[:2] == MAGIC and value[2:10] == self._parsed[1]
+        """Whether the value's header names this schema (or an earlier version of it)."""
+        return value is not None and value[:2] == MAGIC and (
+            value[2:10] == self._parsed[1] or value[2:10] in self._older)
 
     def encode(self, doc: dict[str, Any]) -> bytes:
         parsed, fp = self._parsed
@@ -138,8 +154,10 @@ class SingleObjectCodec:
         if not self.matches(value):
             raise SchemaError(f"not a {self.name} record: its header does not name the "
                               f"{self.path.name} schema")
+        writer = self._older.get(value[2:10], self._parsed[0])
+        reader = None if writer is self._parsed[0] else self._parsed[0]
         try:
-            doc = fastavro.schemaless_reader(io.BytesIO(value[10:]), self._parsed[0], None)
+            doc = fastavro.schemaless_reader(io.BytesIO(value[10:]), writer, reader)
         except Exception as exc:  # fastavro raises what the bytes provoke (EOF, bad union index…)
             raise SchemaError(f"a {self.name} record that cannot be read: {exc!r}") from exc
         if not isinstance(doc, dict):
@@ -147,7 +165,7 @@ class SingleObjectCodec:
         return doc
 
 
-_CODEC = SingleObjectCodec(SCHEMA_PATH, "RunInput")
+_CODEC = SingleObjectCodec(SCHEMA_PATH, "RunInput", HISTORY_PATHS)
 
 
 def schema_fingerprint() -> bytes:

@@ -338,9 +338,14 @@ class NeutralRequest(_Strict):
 
     @model_validator(mode="after")
     def _whole(self) -> NeutralRequest:
-        if (self.target is None) == (not self.preferences):
+        if self.target is not None and self.preferences:
             raise ValueError("give exactly one of target (one provider/model) or preferences "
                              "(a ranked list of them)")
+        # A request run under a bundle may leave the target to it: the gateway fills it from
+        # the bundle before routing (services/gateway/calls/bundled.py).
+        if self.target is None and not self.preferences and self.bundle is None:
+            raise ValueError("give exactly one of target (one provider/model) or preferences "
+                             "(a ranked list of them), or a bundle that names the target")
         names = [t.name for t in self.tools]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

@@ -33,7 +33,19 @@ RENDERERS: dict[str, ModuleType] = {
                    gemini_generate)
 }
 
-__all__ = ["RENDERERS", "Endpoint", "WireRequest", "build", "render"]
+# Each renderer's revision: bump it when the body or endpoint it renders for the same neutral
+# request changes. A bundle names the revision its runs were rendered by (schemas/bundles.py).
+REVISIONS: dict[str, str] = {api: "1" for api in RENDERERS}
+
+__all__ = ["RENDERERS", "REVISIONS", "Endpoint", "WireRequest", "build", "render",
+           "request_adapter_id"]
+
+
+def request_adapter_id(api: str) -> str:
+    """``requests/<api>@<revision>``: the renderer of ``api`` installed now."""
+    if api not in RENDERERS:
+        raise RenderError(f"no request renderer for api {api!r}; known: {', '.join(RENDERERS)}")
+    return f"requests/{api}@{REVISIONS[api]}"
 
 
 def build(request: NeutralRequest, api: str, model: str, *, stream: bool,

@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "modelevents.services.cli.commands.otel",
     "modelevents.services.cli.commands.decide",
     "modelevents.services.cli.commands.capabilities",
+    "modelevents.services.cli.commands.bundle",
 )
 
 

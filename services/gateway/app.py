@@ -57,6 +57,7 @@ from modelevents.services.gateway.calls.records import CallsView, new_incarnatio
 from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.connections import server_options
 from modelevents.services.gateway.errors import problem_of
+from modelevents.services.gateway.events.bundles import BundleView
 from modelevents.services.gateway.events.eval_results import EvalResults
 from modelevents.services.gateway.events.followers import RunFollowers
 from modelevents.services.gateway.events.owners import RunOwners
@@ -150,6 +151,8 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
         gateway.run_states = RunStates(config.kafka)
         # The calls records the replicas share (services/gateway/calls/records.py, handover.py).
         gateway.calls = CallsView(config.kafka)
+        # Started by the first request that names a bundle (events/bundles.py).
+        gateway.bundles = BundleView(config.kafka)
         gateway.incarnation = new_incarnation()
         gateway.calls.listeners.append(lambda record: handover.nudge_on_cancel(gateway, record))
         gateway.followers = RunFollowers(
@@ -191,6 +194,7 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
             for view in gateway.views:
                 await view.stop()  # its consumer closed
             await gateway.eval_results.stop()
+            await gateway.bundles.stop()
             await gateway.http.aclose()
             await gateway.fetcher.close()
             await producer.stop()

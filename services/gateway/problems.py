@@ -106,6 +106,11 @@ class ProblemCode(StrEnum):
                            "requires (candidates: what each one lacks)")
     egress_rejected = ("egress_rejected", 422, "a hosted tool the tenant's policy refuses, or "
                        "domain rules a target cannot enforce (candidates[].refused)")
+    unknown_bundle = ("unknown_bundle", 422, "the request names a bundle that is not on the "
+                      "bundles topic (`modelevents bundle list`): nothing was sent")
+    bundle_mismatch = ("bundle_mismatch", 422, "the request gives a target, instructions, "
+                       "tools or sampling other than its bundle's (conflicts: each field, "
+                       "the request's value and the bundle's): nothing was sent")
     idempotency_key_reused = ("idempotency_key_reused", 422, "the Idempotency-Key was used for "
                               "another request body")
     busy = ("busy", 429, "too many provider calls in flight on this gateway",

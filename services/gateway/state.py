@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from modelevents.services.gateway.calls.fetch import Fetcher
     from modelevents.services.gateway.calls.in_flight import LocalRuns
     from modelevents.services.gateway.calls.records import CallsView
+    from modelevents.services.gateway.events.bundles import BundleView
     from modelevents.services.gateway.events.eval_results import EvalResults
     from modelevents.services.gateway.events.followers import RunFollowers
     from modelevents.services.gateway.events.owners import RunOwners
@@ -106,6 +107,7 @@ class Gateway:
     run_states: RunStates = field(init=False)
     owners: RunOwners = field(init=False)
     calls: CallsView = field(init=False)
+    bundles: BundleView = field(init=False)  # started by the first request naming a bundle
     incarnation: str = field(init=False)  # this process among those of its instance id
     followers: RunFollowers = field(init=False)
     # The eval results (GET /v1/evals): a view of its own, not one /readyz waits for.

@@ -3,8 +3,8 @@
 The topics are :data:`TOPICS`: the pipeline's (``frames``, ``ingest``, ``events``, ``runs``,
 ``dlq``), the gateway's (``run-owners``: which tenant owns each run id, kept for ever;
 ``run-inputs``: the runs' input packets; ``calls``: the calls the replicas share), the tool
-executor's ``receipts``, the audit archives' ``audit-heads`` and migration's ``eval-results``,
-``decisions`` and ``capability-probes``.
+executor's ``receipts``, the audit archives' ``audit-heads`` and migration's ``bundles``,
+``eval-results``, ``decisions`` and ``capability-probes``.
 
 Every value has a default that works with the project's own local broker and can be set in the
 ``kafka:`` section of the config file (``$MODELEVENTS_CONFIG``) or, over it, from the
@@ -71,6 +71,9 @@ TOPICS: dict[str, bool] = {
     # What `capabilities probe` observed of a target (CapabilityProbe, key probe id;
     # services/migration/probes/record.py): evidence for decision records.
     "capability-probes": True,
+    # Bundles (schemas/bundle_record.py, key bundle id): immutable and content-addressed, so a
+    # key's latest record is its only content; kept for ever, as compaction keeps it.
+    "bundles": True,
 }
 
 

@@ -19,7 +19,9 @@ A request's scenario: the ``x-simulator-scenario`` header; else, on a simulator 
 corpus, the scenario the task its conversation is names for its API (eval_tasks.py); else a
 ``sim:<scenario>`` model; else the endpoint's default (scenarios.py). The simulator's own:
 ``GET /_simulator/scenarios``, ``GET|DELETE /_simulator/requests``
-(every request received, secrets removed), ``POST /_simulator/reset``.
+(every request received, secrets removed), ``POST /_simulator/reset``, ``GET|PUT
+/_simulator/model`` (the model every answer reports as the one that answered, in place of the
+recorded one; the ``model`` knob does it for one request).
 
 Every request is validated against the provider's request schema (services/simulator/provider_schemas.py)
 and answered 400 in the provider's error shape when it does not fit. Streams go out as real SSE:
@@ -53,7 +55,7 @@ from modelevents.services.simulator import provider_schemas
 from modelevents.services.simulator.assemble import complete_object, first_object
 from modelevents.services.simulator.eval_tasks import TaskIndex
 from modelevents.services.simulator.provider_schemas import validate_request
-from modelevents.services.simulator.recordings import Recording, WireFrame
+from modelevents.services.simulator.recordings import Recording, WireFrame, reporting_model
 from modelevents.services.simulator.scenarios import (
     HEADER_PREFIX,
     SCENARIO_MODEL_PREFIX,
@@ -143,6 +145,10 @@ class Simulator:
         self._attempts: Counter[tuple[str, str]] = Counter()
         self._runs: dict[str, StoredRun] = {}
         self._ids = itertools.count(1)
+        # The model every answer reports (PUT /_simulator/model, --report-model), unless a
+        # request's x-simulator-model says another; None: the recorded one.
+        self.report_model: str | None = None
+        self._reporting: dict[tuple[str, str], Recording] = {}
         self.app = _build_app(self)
 
     # --- accessors for tests and the demo -----------------------------------------------------
@@ -153,8 +159,9 @@ class Simulator:
             return [dict(r) for r in self._requests if api is None or r["api"] == api]
 
     def reset(self) -> None:
-        """Forget requests, attempt counters and stored runs."""
+        """Forget requests, attempt counters, stored runs and the model to report."""
         with self._lock:
+            self.report_model = None
             self._requests.clear()
             self._attempts.clear()
             self._runs.clear()
@@ -249,7 +256,17 @@ class Simulator:
             return self.error(call, 400, f"simulator: scenario {scenario.name!r} is a "
                                          f"recording of {recording.api}; this endpoint serves "
                                          f"{call.api}. Pick a scenario of {call.api}.")
-        return recording
+        model = call.knobs.model or self.report_model
+        if model is None:
+            return recording
+        key = (scenario.name, model)
+        with self._lock:
+            rewritten = self._reporting.get(key)
+            if rewritten is None:
+                if len(self._reporting) >= 256:  # bounded, as the request log is
+                    self._reporting.clear()
+                rewritten = self._reporting[key] = reporting_model(recording, model)
+        return rewritten
 
     # --- answers ----------------------------------------------------------------------------
 
@@ -606,6 +623,26 @@ def _build_app(sim: Simulator) -> FastAPI:
     @app.get("/_simulator/requests")
     async def requests_received(api: str | None = None) -> Response:
         return Response(orjson.dumps(sim.requests(api)), media_type="application/json")
+
+    @app.get("/_simulator/model")
+    async def reported_model() -> Response:
+        return Response(orjson.dumps({"model": sim.report_model}),
+                        media_type="application/json")
+
+    @app.put("/_simulator/model")
+    async def report_model(request: Request) -> Response:
+        # {"model": "gpt-4o-mini-2025-01-31"} or {"model": null} (the recorded models again).
+        try:
+            doc = orjson.loads(await request.body())
+        except orjson.JSONDecodeError:
+            doc = None
+        model = doc.get("model", "") if isinstance(doc, dict) else ""
+        if model is not None and (not isinstance(model, str) or not model):
+            return Response(orjson.dumps({"error": {
+                "message": 'simulator: send {"model": "<name>"} or {"model": null}'}}),
+                status_code=400, media_type="application/json")
+        sim.report_model = model
+        return Response(orjson.dumps({"model": model}), media_type="application/json")
 
     @app.delete("/_simulator/requests")
     @app.post("/_simulator/reset")

@@ -85,6 +85,72 @@ class Recording:
         return self.body if self.body is not None else self.stream_bytes()
 
 
+# Where each API reports the model that answered (its snapshot): a key of the frame's or the
+# object's JSON, at any depth (OpenAI Responses nests it in `response`, Claude in `message`).
+MODEL_KEYS = ("model", "modelVersion")
+
+
+def reported_models(doc: Any) -> set[str]:
+    """Every model name ``doc`` reports under :data:`MODEL_KEYS`."""
+    found: set[str] = set()
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if key in MODEL_KEYS and isinstance(value, str):
+                found.add(value)
+            else:
+                found |= reported_models(value)
+    elif isinstance(doc, list):
+        for item in doc:
+            found |= reported_models(item)
+    return found
+
+
+def _replaced(doc: Any, model: str) -> Any:
+    if isinstance(doc, dict):
+        return {key: model if key in MODEL_KEYS and isinstance(value, str)
+                else _replaced(value, model) for key, value in doc.items()}
+    if isinstance(doc, list):
+        return [_replaced(item, model) for item in doc]
+    return doc
+
+
+def _reporting(raw: bytes, doc: Any, model: str) -> tuple[bytes, Any]:
+    """``raw`` (and its decoded ``doc``) with every reported model replaced by ``model``; the
+    rest of the bytes as recorded (a JSON string replaced by another: framing unchanged)."""
+    recorded = reported_models(doc)
+    new = orjson.dumps(model)
+    for old in recorded:
+        raw = raw.replace(orjson.dumps(old), new)
+    return raw, (_replaced(doc, model) if recorded else doc)
+
+
+def reporting_model(recording: Recording, model: str) -> Recording:
+    """A copy of ``recording`` whose frames and objects report ``model`` as the model that
+    answered (the simulator's ``model`` knob: a provider that moved to another snapshot)."""
+    frames = None
+    if recording.frames is not None:
+        frames = []
+        for frame in recording.frames:
+            raw, payload = _reporting(frame.raw, frame.payload, model)
+            frames.append(WireFrame(raw, payload, frame.cursor))
+    body = json_array = None
+    if recording.body is not None:
+        body = _reporting(recording.body, _json_or_none(recording.body), model)[0]
+    if recording.json_array is not None:
+        json_array = _reporting(recording.json_array, _json_or_none(recording.json_array),
+                                model)[0]
+    return Recording(recording.name, recording.api, recording.path, frames=frames, body=body,
+                     status=recording.status, json_array=json_array,
+                     headers=dict(recording.headers))
+
+
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
 def load_recording(name: str, path: Path, api: str | None = None, call: int = 0) -> Recording:
     """Read ``path`` as a recording of ``api`` (detected when None). Raises InputError."""
     try:

@@ -68,6 +68,9 @@ class Knobs:
     # Each frame's STAMP_MARKER replaced by the time of its write (CLOCK_MONOTONIC, ns): what a
     # client on the same machine subtracts from its arrival time (bench/proxy.py).
     stamp: bool = False
+    # The model every frame and object reports as the one that answered (its snapshot), in
+    # place of the recorded one: a provider that moved its alias to another snapshot.
+    model: str | None = None
 
     @classmethod
     def parse(cls, values: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -86,6 +89,8 @@ class Knobs:
                     out[name] = int(value)
                 elif name in ("delay_ms", "poll_delay_ms", "interval_ms"):
                     out[name] = float(value)
+                elif name == "model":
+                    out[name] = str(value) or None
                 elif name in ("chunking", "stamp"):
                     out[name] = str(value).lower() not in ("0", "false", "off", "no")
                 else:

@@ -7,14 +7,18 @@ fallback with the raw value kept (never a "normalized" value invented from the r
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 
 import orjson
+import pytest
 
 from modelevents.adapters.framing import frames_from_bytes
 from modelevents.adapters.registry import ADAPTERS
 from modelevents.schemas.events import ModelEvent
+from modelevents.schemas.frames import BUNDLE_FRAME_HEADER
 from modelevents.schemas.vocabulary_check import check_event
 from tests.helpers import of_kind
+from tests.paths import FIXTURES
 
 RUN = "run-shared"
 
@@ -218,3 +222,25 @@ def test_responses_image_with_characters_outside_the_alphabet_reads_as_javascrip
     events = normalize("openai-responses", responses(
         {"type": "response.output_item.done", "output_index": 0, "item": item}))
     assert [m.data for m in of_kind(events, "media.done")] == [png]
+
+
+@pytest.mark.parametrize(("api", "recording"), [
+    ("openai-responses", "openai-responses/text-with-usage.sse"),
+    ("openai-chat", "openai-chat/reasoning-then-text.sse"),
+    ("anthropic-messages", "anthropic-messages/pause-turn-then-continuation.sse"),
+    ("gemini-interactions", "gemini-interactions/google-search-cited-event-ids.sse"),
+    ("gemini-generate", "gemini-generate/grounding-citations.sse"),
+])
+def test_run_started_names_the_bundle_its_frames_carry(api, recording):
+    """The gateway names a call's bundle on its frames (BUNDLE_FRAME_HEADER); every adapter's
+    run.started carries it — pure: from the frame, so replay of frames gives it again — and
+    frames without the header give run.started under no bundle."""
+    body = (FIXTURES / recording).read_bytes()
+    bundle = "bnd-" + "c4" * 32
+    plain = frames_from_bytes(body, run_key=RUN, provider="p", api=api)
+    tagged = [replace(f, headers={**f.headers, BUNDLE_FRAME_HEADER: bundle}) for f in plain]
+    for frames, expected in ((tagged, bundle), (plain, None)):
+        adapter = ADAPTERS[api](RUN)
+        events = [e for f in frames for e in adapter.feed(f)] + adapter.close()
+        started = of_kind(events, "run.started")
+        assert started and [p.bundle for p in started] == [expected] * len(started)

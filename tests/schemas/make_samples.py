@@ -1,6 +1,6 @@
 """Freeze encoded samples of the current schema version. Run once per release:
 
-    python -m tests.schemas.make_samples v4
+    python -m tests.schemas.make_samples v5
 
 Samples of a released version are never rewritten: the test suite proves that they stay
 decodable by every later reader.

@@ -8,7 +8,8 @@ from modelevents.schemas.frames import FramePiece, ProviderFrame
 from modelevents.schemas.run_state import DeadLetter, RunState
 
 PAYLOADS: dict[str, ev.Payload] = {
-    "run.started": ev.RunStarted(status="in_progress", provider_object_id="resp_1"),
+    "run.started": ev.RunStarted(status="in_progress", provider_object_id="resp_1",
+                                 bundle="bnd-" + "5e" * 32),
     "run.status": ev.RunStatus(status="queued", raw_status="queued"),
     "run.awaiting": ev.RunAwaiting(reason="tool_results", raw_reason="tool_use"),
     "run.finished": ev.RunFinished(status="completed", reason="end_turn", raw_reason="end_turn"),

@@ -145,11 +145,16 @@ def test_samples_exist_for_the_current_release():
     assert (hosted.trust, hosted.source_trust) == ("unknown", {})
     assert (v3["run_state"].untrusted_sources, v3["run_state"].blocked_sources,
             v3["run_state"].policy_violations) == (0, 0, 0)
+    # v5's new field is in its run.started sample; a v4 run.started reads as under no bundle.
+    started = codec.decode((SAMPLES / "v5" / "model_event.run.started.bin").read_bytes())
+    assert started.payload == ev.RunStarted("in_progress", "resp_1", "bnd-" + "5e" * 32)
+    assert codec.decode((SAMPLES / "v4" / "model_event.run.started.bin").read_bytes()
+                        ).payload == ev.RunStarted("in_progress", "resp_1", None)
 
 
-def test_v4_samples_carry_the_current_fingerprints():
+def test_v5_samples_carry_the_current_fingerprints():
     current = set(codec.schemas().current_fingerprint.values())
-    assert {p.read_bytes()[2:10] for p in SAMPLES.glob("v4/*.bin")} == current
+    assert {p.read_bytes()[2:10] for p in SAMPLES.glob("v5/*.bin")} == current
 
 
 def test_timestamps_stay_ints_when_fastavro_resolves_an_older_writer(tmp_path, monkeypatch):
@@ -158,7 +163,7 @@ def test_timestamps_stay_ints_when_fastavro_resolves_an_older_writer(tmp_path, m
     new_dir = tmp_path / "avro"
     shutil.copytree(codec.AVRO_DIR, new_dir)
     for name in codec.CURRENT_FILES:
-        shutil.copy(codec.AVRO_DIR / name, new_dir / "history" / name.replace(".avsc", ".v4.avsc"))
+        shutil.copy(codec.AVRO_DIR / name, new_dir / "history" / name.replace(".avsc", ".v5.avsc"))
         schema = json.loads((new_dir / name).read_text())
         # A change the Python types do not see but resolution must handle: the field order.
         schema["fields"][:2] = schema["fields"][1::-1]

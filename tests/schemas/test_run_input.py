@@ -1,7 +1,8 @@
 """The input packet's record (schemas/avro/inputs/run_input.avsc) is readable by clients nobody
 here wrote: the official Apache Avro library reads what schemas/run_input.py writes and the
 other way round, the single-object header carries the fingerprint official Avro computes, and
-the frozen sample of v1 (run_input_samples/v1.*, never rewritten) stays decodable."""
+the frozen samples of each version (run_input_samples/v1.*, v2.*, never rewritten) stay
+decodable: a v1 packet (before ``bundle``) reads with no bundle."""
 
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ def _official_schema() -> avro.schema.RecordSchema:
     return avro.schema.parse(run_input.SCHEMA_PATH.read_text())
 
 
-def _frozen() -> tuple[bytes, dict]:
-    return (SAMPLE / "v1.bin").read_bytes(), json.loads((SAMPLE / "v1.json").read_text())
+def _frozen(version: int = 2) -> tuple[bytes, dict]:
+    return (SAMPLE / f"v{version}.bin").read_bytes(), json.loads(
+        (SAMPLE / f"v{version}.json").read_text())
 
 
 def test_the_schema_file_parses_alone_and_its_fingerprint_is_official_avros():
@@ -45,6 +47,19 @@ def test_the_frozen_sample_decodes_to_its_record():
     data, expected = _frozen()
     assert asdict(run_input.decode(data)) == expected
     assert run_input.encode(run_input.decode(data)) == data
+    assert expected["bundle"].startswith("bnd-")
+
+
+def test_a_v1_packet_reads_with_no_bundle_and_official_avro_reads_it_with_its_schema():
+    data, expected = _frozen(1)
+    assert run_input.is_run_input(data)
+    assert data[2:10] != run_input.schema_fingerprint()
+    assert asdict(run_input.decode(data)) == {**expected, "bundle": None}
+    [v1] = run_input.HISTORY_PATHS
+    assert data[2:10] == official_fingerprint(v1)
+    record = avro.io.DatumReader(avro.schema.parse(v1.read_text())).read(
+        avro.io.BinaryDecoder(io.BytesIO(data[10:])))
+    assert record == _as_datetimes(expected)
 
 
 def test_official_avro_reads_what_the_codec_writes():

@@ -36,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                "its write), "
                "x-simulator-retry-after-ms MS, x-simulator-poll-steps N, "
                "x-simulator-poll-delay-ms MS, x-simulator-cancel-polls N, "
-               "x-simulator-resume-overlap N, x-simulator-session ID (separate attempt "
-               "counters). Needs the SDKs: pip install 'modelevents[simulator]'.")
+               "x-simulator-resume-overlap N, x-simulator-model NAME (the model the answer "
+               "reports), x-simulator-session ID (separate attempt counters). Needs the SDKs: pip install 'modelevents[simulator]'.")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default: %(default)s)")
     p.add_argument("--port", type=int, default=8765,
@@ -52,6 +52,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-corpus", action="store_true",
                    help="do not serve the recorded provider corpus (recordings, not an eval corpus: a shared/fixtures "
                         "folder beside the checkout) even when it is present")
+    p.add_argument("--report-model", default=None, metavar="MODEL",
+                   help="every answer reports MODEL as the model that answered (its snapshot), "
+                        "in place of the recorded one — a provider that moved to another "
+                        "snapshot; change it while running with PUT /_simulator/model "
+                        '{"model": "…"} (null: the recorded ones again), or per request with '
+                        "the x-simulator-model header")
     p.add_argument("--no-validate", action="store_true",
                    help="answer requests without checking them against the providers' schemas")
     p.set_defaults(run=run)
@@ -74,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     registry = ScenarioRegistry.default([*args.fixtures, *extra],
                                         with_corpus=not args.no_corpus)
     simulator = Simulator(registry, validate=not args.no_validate, tasks=tasks)
+    simulator.report_model = args.report_model
     base = f"http://{args.host}:{args.port}"
     print(f"provider simulator on {base} ({len(registry.scenarios)} scenarios)")
     if tasks is not None:

@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from modelevents.consumers.tools.receipts import decode_receipt
+from modelevents.schemas import bundle_record
 from modelevents.schemas.errors import ConfigError, SchemaError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.frames import ProviderFrame
@@ -180,6 +181,14 @@ def probe_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
         return decode(rec.raw or b"").as_json(), None
     except SchemaError as exc:
         return {}, str(exc)
+def bundle_projection(rec: clients.Record) -> tuple[dict[str, Any], str | None]:
+    """A ``bundles`` record: the Bundle's record (schemas/bundle_record.py), its free-form JSON
+    parts as JSON strings, or why it is not one."""
+    try:
+        stored = bundle_record.decode(rec.raw or b"")
+    except SchemaError as exc:
+        return {}, str(exc)
+    return bundle_record.record_of(stored.bundle, stored.created_at), None
 
 
 def terminal_predicate(topic: str, run_id: str) -> Callable[[Any], bool]:
@@ -213,6 +222,7 @@ async def tail(settings: PipelineSettings, topic: str, out: BinaryIO, *, run_id:
     receipts = full == settings.topic("receipts")
     calls = full == settings.topic("calls")
     probes = full == settings.topic("capability-probes")
+    bundles = full == settings.topic("bundles")
     async for rec in clients.read_records(settings, topic, run_id=run_id, timeout=idle,
                                            until=until, from_beginning=from_beginning, keys=keys):
         if rec is None:
@@ -227,6 +237,8 @@ async def tail(settings: PipelineSettings, topic: str, out: BinaryIO, *, run_id:
             line, error = calls_projection(rec)
         elif probes:
             line, error = probe_projection(rec)
+        elif bundles:
+            line, error = bundle_projection(rec)
         elif rec.error is not None:
             line, error = {}, rec.error
         else:

@@ -1,6 +1,6 @@
 """``modelevents topics create|verify|check|apply|delete``: the pipeline's Kafka topics.
 
-create: create the missing topics (frames, ingest, events, runs, run-inputs and calls compacted,
+create: create the missing topics (frames, ingest, events, runs, run-inputs, calls and bundles compacted,
 dlq, run-owners, receipts) with the configured partition count and verify the existing ones; verify:
 only check what a worker needs (partitions, cleanup policy); check: every difference between the
 existing topics and the configured ones (services/kafka/topic_drift.py), exit 1 when any; apply:
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "topics",
         help="create, verify, check or apply the pipeline's Kafka topics (frames, ingest, "
-             "events, runs, dlq, run-owners, run-inputs, receipts, calls)",
+             "events, runs, dlq, run-owners, run-inputs, receipts, calls, audit-heads, bundles)",
         description="Create the pipeline's topics that are missing and verify the ones that exist "
                     "(create), or only verify them (verify): each must have the configured number "
                     "of partitions — Faust's changelogs get the same count and a worker refuses a "

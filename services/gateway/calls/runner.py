@@ -31,7 +31,7 @@ from modelevents.adapters.requests import WireRequest
 from modelevents.adapters.sse import SSEDecoder
 from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.errors import ModelEventsError
-from modelevents.schemas.frames import ProviderFrame
+from modelevents.schemas.frames import BUNDLE_FRAME_HEADER, ProviderFrame
 from modelevents.services.errors import FollowUpFailed, ProviderHTTPError
 from modelevents.services.gateway.calls.http import json_request, send
 
@@ -54,6 +54,9 @@ class ProviderCall:
     base_url: str = ""
     # Plain text only here, in memory; never logged (not in the repr) or published.
     api_key: str | None = field(default=None, repr=False)
+    # The bundle the run is started under: on every frame of the call (BUNDLE_FRAME_HEADER),
+    # where the adapters put it on run.started.
+    bundle: str | None = None
 
     @property
     def provider(self) -> str:
@@ -117,6 +120,8 @@ class CallRunner:
         self.timing = timing or CallTiming()
         self.outcome = CallOutcome()
         self._adapter = ADAPTERS[call.api](call.run_id, tenant=call.tenant, provider=call.provider)
+        self._frame_headers = ({} if call.bundle is None
+                               else {BUNDLE_FRAME_HEADER: call.bundle})
         self._cursor: str | None = None
         self._objects = 0  # poll frames published (their ids)
         self._last_stream_frame: ProviderFrame | None = None
@@ -407,7 +412,8 @@ class CallRunner:
             frame_id=f"{stream_id}:{index}", run_key=self.call.run_id, provider=self.call.provider,
             api=self.call.api, transport="sse", received_at=_now_ms(),
             content_type="text/event-stream", body=data, tenant=self.call.tenant,
-            stream_id=stream_id, index=index, sse_event=event, cursor=sse_id)
+            stream_id=stream_id, index=index, sse_event=event, cursor=sse_id,
+            headers={**self._frame_headers})
 
     def _object_frame(self, body: bytes, what: str, status: int,
                       headers: dict[str, str]) -> ProviderFrame:
@@ -417,7 +423,8 @@ class CallRunner:
             frame_id=f"{stream_id}:{what}", run_key=self.call.run_id, provider=self.call.provider,
             api=self.call.api, transport="poll", received_at=_now_ms(),
             content_type="application/json", body=body, tenant=self.call.tenant,
-            stream_id=stream_id, index=0, headers=headers, http_status=status)
+            stream_id=stream_id, index=0, headers={**headers, **self._frame_headers},
+            http_status=status)
 
     async def _emit(self, frames: list[ProviderFrame]) -> None:
         if not frames:

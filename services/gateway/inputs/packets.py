@@ -89,11 +89,11 @@ class InputPackets:
             provider_object_id=provider_object_id, last_cursor=last_cursor,
             expires_at=(now + int(self.config.terminal_timeout_s * 1000)
                         if origin == "gateway" else None),
-            cancellable_by=[tenant] if cancellable else [])
+            cancellable_by=[tenant] if cancellable else [], bundle=neutral.bundle)
 
     def native_packet(self, native: dict[str, Any], *, run_id: str, tenant: str, call: str,
                       provider: str, api: str, model: str,
-                      correlation_id: str | None = None) -> RunInput:
+                      correlation_id: str | None = None, bundle: str | None = None) -> RunInput:
         """The packet of a proxied call: its request is the provider's own, redacted under the
         same policy and stored as ``{"native": {"method", "path", "body"}}`` (there is no
         neutral request: the application sent the provider's; readers tell it by ``native``)."""
@@ -105,7 +105,7 @@ class InputPackets:
             recorded_at=_now_ms(), request=request, fingerprint=request_fingerprint(request),
             adapter=f"{adapter.name}@{adapter.revision}", provider=provider, api=api,
             model=model, redaction=self.redactor.record(redactions),
-            correlation_id=correlation_id)
+            correlation_id=correlation_id, bundle=bundle)
 
     @staticmethod
     def after_call(packet: RunInput, object_id: str | None, cursor: str | None) -> RunInput:
@@ -132,7 +132,7 @@ async def latest_packet(settings: PipelineSettings, run_id: str, tenant: str) ->
 
 def packet_summary(packet: RunInput) -> dict[str, Any]:
     """What ``/messages`` says of the packet besides its transcript."""
-    return {"origin": packet.origin, "call": packet.call, "revision": packet.revision,
+    summary = {"origin": packet.origin, "call": packet.call, "revision": packet.revision,
             "fingerprint": packet.fingerprint, "adapter": packet.adapter,
             "provider": packet.provider, "api": packet.api, "model": packet.model,
             "correlation_id": packet.correlation_id,
@@ -142,3 +142,6 @@ def packet_summary(packet: RunInput) -> dict[str, Any]:
             "redaction": {"name": packet.redaction.name,
                           "fingerprint": packet.redaction.fingerprint,
                           "redactions": packet.redaction.redactions}}
+    if packet.bundle is not None:
+        summary["bundle"] = packet.bundle
+    return summary

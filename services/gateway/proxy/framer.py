@@ -28,7 +28,7 @@ from typing import Literal
 
 from modelevents.adapters.framing import JSONArraySplitter
 from modelevents.adapters.sse import SSEDecoder, as_tuple
-from modelevents.schemas.frames import ProviderFrame, stream_frames
+from modelevents.schemas.frames import BUNDLE_FRAME_HEADER, ProviderFrame, stream_frames
 
 __all__ = ["Framer", "Framing", "now_ms"]
 
@@ -48,11 +48,17 @@ class Framer:
 
     def __init__(self, framing: Framing, *, run_key: str, provider: str, api: str, tenant: str,
                  stream_id: str, what: str = "create", status: int = 200,
-                 headers: dict[str, str] | None = None, content_encoding: str = "") -> None:
+                 headers: dict[str, str] | None = None, content_encoding: str = "",
+                 bundle: str | None = None) -> None:
         self.framing = framing
         self.run_key, self.provider, self.api, self.tenant = run_key, provider, api, tenant
         self.stream_id, self.what, self.status = stream_id, what, status
         self.headers = {k: v for k, v in (headers or {}).items() if k in _KEPT_HEADERS}
+        # A call under a bundle names it on each of its frames (the adapters put it on
+        # run.started): the whole body's headers, and each stream frame's.
+        self.bundle = bundle
+        if bundle is not None:
+            self.headers[BUNDLE_FRAME_HEADER] = bundle
         self.count = 0  # frames cut so far
         self.broken: str | None = None  # why framing stopped
         encoding = content_encoding.strip().lower()
@@ -113,6 +119,9 @@ class Framer:
             return []
         frames = stream_frames(messages, self.count, self.stream_id, self.run_key,
                                self.provider, self.api, "sse", received, self.tenant)
+        if self.bundle is not None:
+            for frame in frames:
+                frame.headers = {BUNDLE_FRAME_HEADER: self.bundle}
         self.count += len(frames)
         return frames
 
@@ -121,7 +130,8 @@ class Framer:
         for body in bodies:
             frames.append(ProviderFrame(
                 f"{self.stream_id}:{self.count}", self.run_key, self.provider, self.api, "sse",
-                received, "application/json", body, self.tenant, self.stream_id, self.count))
+                received, "application/json", body, self.tenant, self.stream_id, self.count,
+                headers={BUNDLE_FRAME_HEADER: self.bundle} if self.bundle is not None else {}))
             self.count += 1
         return frames
 

@@ -24,6 +24,7 @@ __all__ = ["KEY_HEADERS", "RUN_ID", "TENANT", "TOKEN", "has_key", "request_heade
 TOKEN = "x-modelevents-token"  # the gateway's bearer token (api_tokens), when it requires one
 TENANT = "x-modelevents-tenant"  # the tenant the call is for (must match the token's)
 RUN_ID = "x-modelevents-run-id"  # the run the call belongs to; answered with the run's id
+BUNDLE = "x-modelevents-bundle"  # the bundle a create call runs under (docs/migration.md)
 OWN_PREFIX = "x-modelevents-"
 
 # Headers that carry a provider key (OpenAI and compatible servers, Claude, Gemini, Azure).

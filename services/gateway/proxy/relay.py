@@ -38,10 +38,16 @@ from starlette.responses import Response, StreamingResponse
 from modelevents.adapters.registry import api_facts
 from modelevents.schemas.end_of_input import end_of_input
 from modelevents.schemas.frames import ProviderFrame
+from modelevents.services.errors import KafkaUnavailable
 from modelevents.services.gateway.problems import ProblemCode
 from modelevents.services.gateway.proxy.errors import provider_error
 from modelevents.services.gateway.proxy.framer import Framer, Framing
-from modelevents.services.gateway.proxy.headers import RUN_ID, request_headers, response_headers
+from modelevents.services.gateway.proxy.headers import (
+    BUNDLE,
+    RUN_ID,
+    request_headers,
+    response_headers,
+)
 from modelevents.services.gateway.proxy.hub import ProxyHub, Target
 from modelevents.services.gateway.proxy.identity import Refused, asked_run_id, caller_tenant
 from modelevents.services.gateway.proxy.limits import Slot
@@ -121,6 +127,11 @@ async def _sent(hub: ProxyHub, request: Request, call: ProxiedCall, target: Targ
     doc = _json_object(body)
     model = call.model or (doc.get("model") if doc is not None else None)
     model = model if isinstance(model, str) else None
+    bundle = request.headers.get(BUNDLE) if call.what == "create" else None
+    if bundle is not None:
+        mismatch = await _bundle_refusal(hub, bundle, target.provider(api), api, model)
+        if mismatch is not None:
+            return mismatch
     if call.what == "create" and doc is not None:
         refused = refusal(gateway.manifest, target.provider(api), api, model, doc)
         if refused is not None:
@@ -141,9 +152,10 @@ async def _sent(hub: ProxyHub, request: Request, call: ProxiedCall, target: Targ
         correlation_id = request.headers.get("x-correlation-id")
         hub.open_run(run_id, tenant, fresh=fresh, packet=lambda: _packet(
             hub, request.method, call, doc, run_id=run_id, tenant=tenant, tag=tag,
-            provider=target.provider(api), model=model, correlation_id=correlation_id))
+            provider=target.provider(api), model=model, correlation_id=correlation_id,
+            bundle=bundle))
     framer = _framer(call, response, run_id=run_id, tenant=tenant, tag=tag,
-                     provider=target.provider(api))
+                     provider=target.provider(api), bundle=bundle)
     resumable = _resumable(call, doc)
     relayed = StreamingResponse(_relayed(hub, call, response, framer, tenant, run_id, resumable,
                                          slot),
@@ -152,6 +164,32 @@ async def _sent(hub: ProxyHub, request: Request, call: ProxiedCall, target: Targ
     if run_id != call.object_id:  # else the worker finds the object's run: not known here
         relayed.raw_headers.append((RUN_ID.encode(), run_id.encode()))
     return relayed
+
+
+async def _bundle_refusal(hub: ProxyHub, bundle_id: str, provider: str, api: str,
+                          model: str | None) -> Response | None:
+    """The refusal of a create call under bundle ``bundle_id`` (x-modelevents-bundle) whose
+    bundle is unknown or names another target; None: it runs under it. The body is the
+    provider's own, so only the target is checked (the instructions, tools and sampling are
+    the application's to send as the bundle says)."""
+    try:
+        stored = await hub.gateway.bundles.find(bundle_id, hub.gateway.config.ack_timeout_s)
+    except KafkaUnavailable as exc:
+        return provider_error(api, ProblemCode.kafka_unavailable,
+                              f"modelevents gateway: {exc}; nothing was sent to the provider")
+    if stored is None:
+        return provider_error(api, ProblemCode.unknown_bundle,
+                              f"modelevents gateway: no bundle {bundle_id[:80]!r} on the bundles "
+                              "topic (`modelevents bundle list`); nothing was sent")
+    want = stored.bundle.target
+    wrong = [f"{name} {given!r} (the bundle's: {wanted!r})" for name, given, wanted in (
+        ("provider", provider, want.provider), ("api", api, want.api),
+        ("model", model, want.model)) if given != wanted]
+    if wrong:
+        return provider_error(api, ProblemCode.bundle_mismatch,
+                              f"modelevents gateway: the call contradicts bundle {bundle_id} in "
+                              f"{', '.join(wrong)}; nothing was sent")
+    return None
 
 
 def _run_of(hub: ProxyHub, request: Request, call: ProxiedCall, tenant: str
@@ -203,7 +241,7 @@ def _upstream_request(client: httpx.AsyncClient, request: Request, target: Targe
 
 
 def _framer(call: ProxiedCall, response: httpx.Response, *, run_id: str, tenant: str,
-            tag: str, provider: str) -> Framer | None:
+            tag: str, provider: str, bundle: str | None = None) -> Framer | None:
     status = response.status_code
     if status >= 400 and call.what != "create":
         return None  # a poll or cancel that failed says nothing of the run
@@ -219,7 +257,8 @@ def _framer(call: ProxiedCall, response: httpx.Response, *, run_id: str, tenant:
     return Framer(framing, run_key=run_id, provider=provider, api=call.api, tenant=tenant,
                   stream_id=f"{tag}.{'p' if framing == 'json' else 's'}0", what=what,
                   status=status, headers=dict(response.headers),
-                  content_encoding=response.headers.get("content-encoding", ""))
+                  content_encoding=response.headers.get("content-encoding", ""),
+                  bundle=bundle)
 
 
 def _resumable(call: ProxiedCall, doc: dict[str, Any] | None) -> bool:
@@ -234,13 +273,13 @@ def _resumable(call: ProxiedCall, doc: dict[str, Any] | None) -> bool:
 
 def _packet(hub: ProxyHub, method: str, call: ProxiedCall, doc: dict[str, Any] | None,
             *, run_id: str, tenant: str, tag: str, provider: str, model: str | None,
-            correlation_id: str | None) -> Any:
+            correlation_id: str | None, bundle: str | None = None) -> Any:
     if doc is None:
         return None
     native = {"method": method, "path": call.path, "body": doc}
     return hub.gateway.packets.native_packet(
         native, run_id=run_id, tenant=tenant, call=tag, provider=provider, api=call.api,
-        model=model or "", correlation_id=correlation_id)
+        model=model or "", correlation_id=correlation_id, bundle=bundle)
 
 
 async def _relayed(hub: ProxyHub, call: ProxiedCall, response: httpx.Response,

@@ -40,6 +40,7 @@ from modelevents.schemas.transcript import NeutralRequest, messages_from_events
 from modelevents.services.errors import CapabilityRejected, FollowUpFailed
 from modelevents.services.gateway.auth import caller_tenant, may_see
 from modelevents.services.gateway.calls import handover, idempotency
+from modelevents.services.gateway.calls.bundled import apply_bundle
 from modelevents.services.gateway.calls.records import ENDED, CallRecord, KeyRecord
 from modelevents.services.gateway.calls.router import Route, admit, route
 from modelevents.services.gateway.calls.runner import CallRunner, ProviderCall
@@ -113,6 +114,8 @@ async def _start(gateway: Gateway, limiter: TenantLimiter, neutral: NeutralReque
                  ) -> Response:
     config = gateway.config
     policy = gateway.hosted_policy(tenant)
+    if neutral.bundle is not None:
+        neutral = await _under_bundle(gateway, neutral)
     try:
         # What is rendered, recorded and sent is the request under the tenant's policy.
         neutral = admit(neutral, policy)
@@ -146,6 +149,20 @@ async def _start(gateway: Gateway, limiter: TenantLimiter, neutral: NeutralReque
         raise
 
 
+async def _under_bundle(gateway: Gateway, neutral: NeutralRequest) -> NeutralRequest:
+    """The request with what it leaves out taken from its bundle (calls/bundled.py): 422
+    unknown_bundle when no bundle has its id, bundle_mismatch when it contradicts it."""
+    bundle_id = neutral.bundle
+    assert bundle_id is not None
+    stored = await gateway.bundles.find(bundle_id, gateway.config.ack_timeout_s)
+    if stored is None:
+        raise GatewayProblem(ProblemCode.unknown_bundle, f"no bundle {bundle_id} on "
+                             f"{gateway.bundles.topic}: create it with `modelevents bundle "
+                             "create FILE` (`modelevents bundle list` lists them)",
+                             bundle=bundle_id)
+    return apply_bundle(neutral, stored.bundle)
+
+
 async def _call(gateway: Gateway, neutral: NeutralRequest, tenant: str,
                 claim: KeyRecord | None, correlation_id: str | None, target: Route,
                 wire: WireRequest, run_id: str, slot: Slot) -> Response:
@@ -169,6 +186,7 @@ async def _call(gateway: Gateway, neutral: NeutralRequest, tenant: str,
     call = ProviderCall(
         run_id=run_id, tenant=tenant, wire=wire, call_tag=gateway.runs.next_tag(run_id),
         stream=neutral.streams, background=neutral.background, base_url=provider.base_url,
+        bundle=neutral.bundle,
         api_key=provider.api_key.get_secret_value() if provider.api_key else None)
     # The run's call in flight on every replica (409 while another one is), then the input
     # packet and the key's answer, each acknowledged (KafkaUnavailable → 503 with nothing
@@ -185,6 +203,8 @@ async def _call(gateway: Gateway, neutral: NeutralRequest, tenant: str,
                   "api": target.api, "model": target.model, "background": neutral.background,
                   "stream": neutral.streams, "preferred_met": list(target.preferred_met),
                   "input_fingerprint": packet.fingerprint, "links": links}
+        if neutral.bundle is not None:
+            answer["bundle"] = neutral.bundle
         if neutral.hosted_tools:
             # As sent: with the tenant's domain rules merged in (the caller sees the narrowing).
             answer["hosted_tools"] = [t.model_dump(mode="json") for t in neutral.hosted_tools]
