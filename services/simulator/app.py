@@ -15,13 +15,12 @@ Endpoints as the providers spell them (their API references, docs/design-notes.m
     POST /v1beta/models/{model}:generateContent
     (/v1/models/… and /v1/interactions… the same: google-genai uses v1 with a custom base_url)
 
-A request's scenario: the ``x-simulator-scenario`` header; else, on a simulator given an eval
-corpus, the scenario the task its conversation is names for its API (eval_tasks.py); else a
-``sim:<scenario>`` model; else the endpoint's default (scenarios.py). The simulator's own:
-``GET /_simulator/scenarios``, ``GET|DELETE /_simulator/requests``
-(every request received, secrets removed), ``POST /_simulator/reset``, ``GET|PUT
-/_simulator/model`` (the model every answer reports as the one that answered, in place of the
-recorded one; the ``model`` knob does it for one request).
+A request's scenario: the ``x-simulator-scenario`` header; else, given an eval corpus, the one
+its task names for its API (eval_tasks.py); else a ``sim:<scenario>`` model; else a by_request
+rule or the endpoint's default (scenarios.py). The simulator's own: ``GET
+/_simulator/scenarios``, ``GET|DELETE /_simulator/requests`` (secrets removed), ``POST
+/_simulator/reset``, ``GET|PUT /_simulator/model`` (the model every answer reports, in place of
+the recorded one; the ``model`` knob does it for one request).
 
 Every request is validated against the provider's request schema (services/simulator/provider_schemas.py)
 and answered 400 in the provider's error shape when it does not fit. Streams go out as real SSE:
