@@ -31,12 +31,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer
 from broker import bench_broker
 
-from modelevents.schemas.events import Envelope, EventSource, ModelEvent, Text
-from modelevents.services.kafka import clients
-from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.kafka.topics import ensure_topics
-from modelevents.services.migration.decisions import store
-from modelevents.services.migration.decisions.record import (
+from modelevents.schemas.decision_record import (
     Availability,
     Decision,
     DecisionTarget,
@@ -44,6 +39,11 @@ from modelevents.services.migration.decisions.record import (
     decode_decision,
     is_decision,
 )
+from modelevents.schemas.events import Envelope, EventSource, ModelEvent, Text
+from modelevents.services.kafka import clients
+from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.kafka.topics import ensure_topics
+from modelevents.services.migration.decisions import store
 
 COMMAND = ".venv/bin/python bench/decisions.py"
 TARGET_P99_S = 5.0

@@ -7,8 +7,9 @@ few recorded runs of the project's fixtures through the worker as the gateway wo
 with reasoning and a citation, a pause_turn run, a refusal, grounded citations, a truncated
 stream) and one run whose tool call waits for an approval (the events the tool executor writes),
 writes an eval result to ``eval-results`` (the example corpus's recorded runs under two bundles,
-scored by the eval: tests/integration/gateway/test_evals.py), then photographs the run list, two
-run views and the eval result at 1280×800 and the list on a phone.
+scored by the eval: tests/integration/gateway/test_evals.py) and a decision on it, demoted by one
+of the fed runs, then photographs the run list, two run views, the eval result and the demoted
+decision at 1280×800 and the list on a phone.
 """
 
 from __future__ import annotations
@@ -90,14 +91,33 @@ def approval_run(stack: Stack) -> str:
     return run_id
 
 
-def eval_result(stack: Stack) -> str:
-    """An eval result on the stack's eval-results topic; its id."""
+def eval_result(stack: Stack) -> dict:
+    """An eval result on the stack's eval-results topic."""
     from modelevents.services.migration.eval.store import publish
     from tests.integration.gateway.test_evals import scored_result
 
     record = scored_result("shots")
     run_off_loop(publish(stack.settings, record))
-    return record["result_id"]
+    return record
+
+
+def demoted_decision(stack: Stack, result: dict) -> str:
+    """A decision on ``result`` and its revision demoted by the tool loop's run, whose events
+    another adapter revision wrote (as the watcher records it); the decision's id."""
+    from modelevents.schemas.decision_record import Demotion
+    from modelevents.services.migration.decisions.make import demoted
+    from tests.integration.gateway.test_decisions import recorded, write
+
+    decision = recorded(result)
+    expected = decision.triggers.event_adapters["openai-responses"]
+    observed = "openai_responses@5"
+    write(stack.settings, demoted(decision, Demotion(
+        trigger="event_adapter", at=int(time.time() * 1000), expected=expected,
+        observed=observed, reason=f"events of openai-responses written by adapter {observed}, "
+                                  f"not {expected}",
+        run_id="run-weather-tool-loop", event_id="run-weather-tool-loop-0",
+        topic=stack.settings.topic("events"), partition=0, offset=0)))
+    return decision.decision_id
 
 
 def wait_for(page, selector: str, what: str) -> None:
@@ -114,7 +134,9 @@ def main() -> int:
         say("feeding recorded runs ...")
         run_ids = feed_recordings(stack)
         run_ids.append(approval_run(stack))
-        result_id = eval_result(stack)
+        result = eval_result(stack)
+        result_id = result["result_id"]
+        decision_id = demoted_decision(stack, result)
         with sync_playwright() as playwright:
             browser = chromium(playwright)
             try:
@@ -135,6 +157,9 @@ def main() -> int:
                 desk.goto(f"{stack.url}/ui#/evals/{result_id}")
                 wait_for(desk, "#charts figure", "the eval result's charts")
                 desk.screenshot(path=OUT / "ui-eval.png", full_page=True)
+                desk.goto(f"{stack.url}/ui#/decisions/{decision_id}")
+                wait_for(desk, "#demotion", "the decision's demotion")
+                desk.screenshot(path=OUT / "ui-decision.png", full_page=True)
                 phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
                 phone.goto(f"{stack.url}/ui")
                 wait_for(phone, '#runs-body tr[data-run-id="run-weather-tool-loop"]', "phone")
@@ -143,7 +168,7 @@ def main() -> int:
                 browser.close()
     finally:
         stack.stop()
-    for name in ("ui-list", "ui-run", "ui-approval", "ui-eval", "ui-phone"):
+    for name in ("ui-list", "ui-run", "ui-approval", "ui-eval", "ui-decision", "ui-phone"):
         print(OUT / f"{name}.png")
     return 0
 

@@ -29,9 +29,9 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from modelevents.schemas.decision_record import Decision, Demotion
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.run_state import RunState
-from modelevents.services.migration.decisions.record import Decision, Demotion
 from modelevents.services.migration.decisions.triggers import (
     capability_difference,
     event_schema_of,

@@ -28,6 +28,7 @@ from aiokafka.errors import KafkaError
 from modelevents.consumers.decisions.checks import DEFAULT_WINDOW, Checker, Fired, Where
 from modelevents.consumers.tools.receipts import decode_receipt, is_receipt
 from modelevents.schemas import codec
+from modelevents.schemas.decision_record import decode_decision, is_decision
 from modelevents.schemas.errors import SchemaError
 from modelevents.schemas.events import ModelEvent
 from modelevents.schemas.run_state import RunState
@@ -41,7 +42,6 @@ from modelevents.services.kafka.clients import (
 )
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.migration.decisions.make import demoted
-from modelevents.services.migration.decisions.record import decode_decision, is_decision
 from modelevents.services.migration.decisions.store import TOPIC, full_topic, publish
 
 __all__ = ["Watcher"]

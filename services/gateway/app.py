@@ -9,7 +9,7 @@
     event_frames.py  GET /v1/runs/{run_id}/events/{seq}  (one event and its raw frame)
     event_streams.py GET /v1/events?run=…&run=…          (several runs' events on one SSE stream)
     approvals.py  POST /v1/runs/{run_id}/approvals/{id}  (grant/deny → approval.resolved)
-    evals.py      GET /v1/evals[/{result_id}]            (eval results, from eval-results)
+    evals.py, decisions.py  GET /v1/evals[/{id}], /v1/decisions[/{id}]  (from their topics)
     ui.py         GET /ui  ·  proxy_*.py  /proxy/{upstream}/… (the providers' own endpoints)
 
 Another resource is one more module of ``routes/`` with an ``APIRouter`` named ``router`` and one
@@ -20,9 +20,9 @@ The app's lifespan starts what every request shares through ``app.state.gateway`
 (``state.py``): one idempotent Kafka producer (acks=all), the fetcher, the HTTP client to the
 providers, the capability manifest, the calls in flight, the proxy's frame tee (its journal goes
 to Kafka first), the views of ``run-owners``, ``runs``, ``calls`` (``/readyz`` is 503 until they
-have read what the topics held) and ``eval-results``, the shared readers of followed runs, and
-takes up the background calls its instance id was polling before it stopped, or an instance
-silent for the lease was (``calls/handover.py``); it stops them on shutdown (calls in flight are
+have read what the topics held), ``eval-results`` and ``decisions``, the shared readers of
+followed runs, and takes up the background calls its instance id was polling before it
+stopped, or an instance silent for the lease was (``calls/handover.py``); it stops them on shutdown (calls in flight are
 cancelled: their frames so far are on Kafka). :class:`KafkaUnavailable` while a request waits
 for Kafka is 503 with ``Retry-After``; a client's mistake, a 4xx (``errors.py``).
 
@@ -58,6 +58,7 @@ from modelevents.services.gateway.config import GatewayConfig
 from modelevents.services.gateway.connections import server_options
 from modelevents.services.gateway.errors import problem_of
 from modelevents.services.gateway.events.bundles import BundleView
+from modelevents.services.gateway.events.decisions import DecisionRecords
 from modelevents.services.gateway.events.eval_results import EvalResults
 from modelevents.services.gateway.events.followers import RunFollowers
 from modelevents.services.gateway.events.owners import RunOwners
@@ -70,6 +71,7 @@ from modelevents.services.gateway.proxy.hub import ProxyHub
 from modelevents.services.gateway.proxy.limits import TenantLimiter
 from modelevents.services.gateway.routes import (
     approvals,
+    decisions,
     evals,
     event_frames,
     event_streams,
@@ -96,7 +98,7 @@ log = logging.getLogger("modelevents.gateway")
 
 # One router per concern; the order is the order of /docs.
 ROUTERS = (health.router, run_list.router, runs.router, event_streams.router, event_frames.router,
-           approvals.router, evals.router,
+           approvals.router, evals.router, decisions.router,
            webhooks.router, forwarded_frames.router, forwarded_input.router,
            proxy_openai.router, proxy_anthropic.router, proxy_gemini.router, ui.router)
 
@@ -113,8 +115,10 @@ The edge of modelevents: provider output enters here and leaves as ProviderFrame
   `frames`; an SDK only changes its base URL (docs/drop-in.md).
 * **Evals** — the results of `modelevents eval run`: the hard gates, then the comparison of
   accepted runs (docs/migration.md).
-* **UI** — `/ui`: the operator's page (run list, one run live, eval results), static files of
-  the package.
+* **Decisions** — the decision records of `modelevents decide`, current or demoted to
+  historical evidence by a retest trigger, with the evidence of the demotion.
+* **UI** — `/ui`: the operator's page (run list, one run live, eval results, decisions), static
+  files of the package.
 * **Health** — liveness and readiness (Kafka reachable, topics present, run owners and states
   read).
 
@@ -176,6 +180,8 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
             await view.start()
         gateway.eval_results = EvalResults(config.kafka)
         await gateway.eval_results.start()
+        gateway.decisions = DecisionRecords(config.kafka)
+        await gateway.decisions.start()
         app.state.gateway = gateway
         # The drop-in proxy (/proxy/{upstream}/…): its frames reach Kafka through the tee.
         app.state.proxy = ProxyHub(gateway, tee, limiter)
@@ -195,6 +201,7 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
                 await view.stop()  # its consumer closed
             await gateway.eval_results.stop()
             await gateway.bundles.stop()
+            await gateway.decisions.stop()
             await gateway.http.aclose()
             await gateway.fetcher.close()
             await producer.stop()

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from modelevents.services.gateway.calls.in_flight import LocalRuns
     from modelevents.services.gateway.calls.records import CallsView
     from modelevents.services.gateway.events.bundles import BundleView
+    from modelevents.services.gateway.events.decisions import DecisionRecords
     from modelevents.services.gateway.events.eval_results import EvalResults
     from modelevents.services.gateway.events.followers import RunFollowers
     from modelevents.services.gateway.events.owners import RunOwners
@@ -112,6 +113,8 @@ class Gateway:
     followers: RunFollowers = field(init=False)
     # The eval results (GET /v1/evals): a view of its own, not one /readyz waits for.
     eval_results: EvalResults = field(init=False)
+    # The decision records (GET /v1/decisions): a view of its own too.
+    decisions: DecisionRecords = field(init=False)
     packets: InputPackets = field(init=False)
     acked: AckedDeliveries = field(init=False)
     # The drop-in proxy's frames go here: to Kafka, to the local journal while it is away

@@ -65,7 +65,7 @@ TOPICS: dict[str, bool] = {
     # Eval results (EvalResult, key result id; services/migration/eval/result.py): each result
     # once, for ever (compaction keeps a key's latest record, and a result id names its content).
     "eval-results": True,
-    # Decision records (Decision, key decision id; services/migration/decisions/record.py): the
+    # Decision records (Decision, key decision id; schemas/decision_record.py): the
     # latest revision of each decision — current, or demoted to historical evidence.
     "decisions": True,
     # What `capabilities probe` observed of a target (CapabilityProbe, key probe id;

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from modelevents.schemas.decision_record import Decision
 from modelevents.schemas.errors import InputError
 from modelevents.services.cli.kafka_options import (
     ENV_HELP,
@@ -32,7 +33,6 @@ from modelevents.services.migration.decisions.eval_results import (
     read_eval_topic,
 )
 from modelevents.services.migration.decisions.make import new_decision
-from modelevents.services.migration.decisions.record import Decision
 
 
 def register(sub: argparse._SubParsersAction) -> None:

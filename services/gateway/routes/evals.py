@@ -28,10 +28,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from modelevents.schemas.eval_results import decode
-from modelevents.services.gateway.auth import caller_tenant
 from modelevents.services.gateway.dependencies import RunningGateway
 from modelevents.services.gateway.events.eval_results import StoredResult
-from modelevents.services.gateway.problems import GatewayProblem, ProblemCode
+from modelevents.services.gateway.routes.topic_records import (
+    by_id_or_prefix,
+    caller_tenant_once_read,
+    runs_of,
+)
 from modelevents.services.gateway.state import Gateway
 
 __all__ = ["router"]
@@ -44,25 +47,11 @@ MAX_LIMIT = 500
 def _visible(gateway: Gateway, request: Request) -> list[StoredResult]:
     """The results the caller may see (module docstring)."""
     stored = list(gateway.eval_results.results.values())
-    if not gateway.config.api_tokens:
+    tenant = caller_tenant_once_read(gateway, request, "a result's runs")
+    if tenant is None:
         return stored
-    tenant = caller_tenant(request)
-    if not gateway.views_caught_up():
-        raise GatewayProblem(ProblemCode.unavailable, "this gateway is still reading the "
-                             "run-owners and runs topics, which say whose runs a result holds; "
-                             "retry in a moment")
-    return [result for result in stored if _shown_to(gateway, result, tenant)]
-
-
-def _shown_to(gateway: Gateway, result: StoredResult, tenant: str) -> bool:
-    """A result that names its tenant is that tenant's unless a run of it is known to be
-    another's; one that names none, only when each of its runs is the tenant's."""
-    if not result.run_ids:
-        return False
-    if result.tenant is not None:
-        return result.tenant == tenant and all(
-            gateway.owner_of(run_id) in (None, tenant) for run_id in result.run_ids)
-    return all(gateway.owner_of(run_id) == tenant for run_id in result.run_ids)
+    return [result for result in stored
+            if runs_of(gateway, result.run_ids, tenant, named=result.tenant)]
 
 
 def _newest_first(result: StoredResult) -> tuple[int, str]:
@@ -102,17 +91,5 @@ async def list_evals(request: Request, gateway: RunningGateway,
                                             "`run-owners`"}})
 async def get_eval(result_id: str, request: Request, gateway: RunningGateway) -> Response:
     visible = {result.row["result_id"]: result for result in _visible(gateway, request)}
-    found = visible.get(result_id)
-    if found is None:
-        matches = [rid for rid in visible if rid.startswith(result_id)]
-        if len(matches) > 1:
-            raise GatewayProblem(ProblemCode.invalid_input, f"{result_id!r} names "
-                                 f"{len(matches)} eval results; give more of the id")
-        if not matches:
-            if not gateway.eval_results.caught_up.is_set():
-                raise GatewayProblem(ProblemCode.unavailable, "this gateway is still reading "
-                                     "the eval-results topic; retry in a moment")
-            raise GatewayProblem(ProblemCode.not_found, f"no eval result {result_id!r} on the "
-                                 "eval-results topic (that this caller may see)")
-        found = visible[matches[0]]
+    found = by_id_or_prefix(visible, result_id, gateway.eval_results, "eval result")
     return Response(orjson.dumps(decode(found.value)), media_type="application/json")

@@ -3,7 +3,8 @@ in the package (``services/gateway/static/``) — no build step, nothing from a 
 offline and behind any firewall.
 
     GET /ui                 the page (a run list, one run live: ``#/runs/<run id>``, the eval
-                            results: ``#/evals``, one result: ``#/evals/<result id>``)
+                            results: ``#/evals``, one result: ``#/evals/<result id>``, the
+                            decisions: ``#/decisions``, one: ``#/decisions/<decision id>``)
     GET /ui/{asset}         its ES modules (the entry ``app.js``, the API client, the SSE reader,
                             the formatters, the state folding, the link allow-list, the views
                             under ``views/``, the backoff of a run view waiting for its run, the
@@ -16,7 +17,8 @@ browser keeps at most 6 connections to one host — with ``fetch`` so that it ca
 token, and resumed after each run's last seq after a cut; a browser without SharedWorker reads
 ``GET /v1/runs/{id}/events`` per run view, resumed with ``Last-Event-ID``), ``GET /v1/runs/{id}/events/{seq}`` (an event's raw frame) and
 ``POST /v1/runs/{id}/approvals/{approval_id}`` (Grant / Deny), ``GET /v1/evals`` and
-``GET /v1/evals/{id}`` (the eval results). A token typed into the page is
+``GET /v1/evals/{id}`` (the eval results), ``GET /v1/decisions`` and ``GET /v1/decisions/{id}``
+(the decision records). A token typed into the page is
 kept in the browser's session storage and sent as ``Authorization: Bearer``; the gateway decides
 what it shows, as for any API client. Every answer carries a Content-Security-Policy that allows
 the gateway's own origin only.
@@ -40,7 +42,8 @@ _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=
 # Only the files shipped; nothing else can be asked for by name.
 ASSETS = ("index.html", "app.css", "app.js", "api.js", "dom.js", "format.js", "links.js", "state.js",
           "sse.js", "shared.js", "run-wait.js", "stream-worker.js", "views/list.js", "views/run.js",
-          "views/cards.js", "views/raw.js", "evals.js", "views/evals.js", "views/chart.js")
+          "views/cards.js", "views/raw.js", "evals.js", "views/evals.js", "views/chart.js",
+          "decisions.js", "views/decisions.js")
 _HEADERS = {
     "content-security-policy": ("default-src 'self'; img-src 'self' data:; "
                                 "style-src 'self'; script-src 'self'; frame-ancestors 'none'"),

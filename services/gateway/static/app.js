@@ -1,17 +1,19 @@
 // @ts-check
 // modelevents UI: the page's entry (index.html loads it as a module): the token form and the
-// routing between the run list (#/), one run live (#/runs/<id>), the eval results (#/evals) and
-// one result (#/evals/<id>). Plain JavaScript modules, no
-// build step, no library; the page talks only to the gateway that served it
-// (services/gateway/routes/ui.py says which routes). docs/ui.md has the modules' map.
+// routing between the run list (#/), one run live (#/runs/<id>), the eval results (#/evals), one
+// result (#/evals/<id>), the decisions (#/decisions) and one decision (#/decisions/<id>). Plain
+// JavaScript modules, no build step, no library; the page talks only to the gateway that served
+// it (services/gateway/routes/ui.py says which routes). docs/ui.md has the modules' map.
 import { currentToken, setToken } from "./api.js";
 import { $ } from "./dom.js";
 import { closeSharedStreams } from "./shared.js";
+import { showDecision, showDecisionList } from "./views/decisions.js";
 import { showEval, showEvalList } from "./views/evals.js";
 import { showList } from "./views/list.js";
 import { RunView } from "./views/run.js";
 
-const VIEWS = ["list-view", "run-view", "evals-view", "eval-view"];
+const VIEWS = ["list-view", "run-view", "evals-view", "eval-view", "decisions-view", "decision-view"];
+const NAV = ["nav-runs", "nav-evals", "nav-decisions"];
 
 /** @type {{kind: string, stop(): void} | null} the view shown */
 let current = null;
@@ -25,9 +27,17 @@ function route() {
   const match = location.hash.match(/^#\/runs\/([^?]+)/);
   const evalMatch = location.hash.match(/^#\/evals\/([^?]+)/);
   const evals = Boolean(evalMatch) || /^#\/evals\/?$/.test(location.hash);
-  $(evals ? "nav-runs" : "nav-evals").removeAttribute("aria-current");
-  $(evals ? "nav-evals" : "nav-runs").setAttribute("aria-current", "page");
-  if (evalMatch) {
+  const decisionMatch = location.hash.match(/^#\/decisions\/([^?]+)/);
+  const decisions = Boolean(decisionMatch) || /^#\/decisions\/?$/.test(location.hash);
+  const nav = decisions ? "nav-decisions" : evals ? "nav-evals" : "nav-runs";
+  for (const id of NAV) $(id).removeAttribute("aria-current");
+  $(nav).setAttribute("aria-current", "page");
+  if (decisionMatch) {
+    current = showDecision(decodeURIComponent(decisionMatch[1]));
+    $("main").focus({ preventScroll: true });
+  } else if (decisions) {
+    current = showDecisionList();
+  } else if (evalMatch) {
     current = showEval(decodeURIComponent(evalMatch[1]));
     $("main").focus({ preventScroll: true });
   } else if (evals) {

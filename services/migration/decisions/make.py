@@ -16,14 +16,14 @@ import time
 from collections.abc import Sequence
 
 from modelevents.schemas.bundles import Bundle
-from modelevents.schemas.errors import InputError
-from modelevents.services.migration.decisions.eval_results import EvalSummary
-from modelevents.services.migration.decisions.record import (
+from modelevents.schemas.decision_record import (
     Availability,
     Decision,
     DecisionTarget,
     Demotion,
 )
+from modelevents.schemas.errors import InputError
+from modelevents.services.migration.decisions.eval_results import EvalSummary
 from modelevents.services.migration.decisions.triggers import triggers_of
 
 __all__ = ["new_decision", "demoted", "DECISION_ID_PREFIX"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from modelevents.services.migration.decisions.record import Decision
+from modelevents.schemas.decision_record import Decision
 
 __all__ = ["render", "write"]
 

@@ -12,19 +12,19 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from modelevents.schemas.errors import InputError
-from modelevents.services.kafka.clients import read_records, run_key_bytes
-from modelevents.services.kafka.settings import TOPICS, PipelineSettings
-from modelevents.services.migration.decisions.record import (
+from modelevents.schemas.decision_record import (
+    TOPIC,
     Decision,
     decode_decision,
     encode_decision,
     is_decision,
 )
+from modelevents.schemas.errors import InputError
+from modelevents.services.kafka.clients import read_records, run_key_bytes
+from modelevents.services.kafka.settings import TOPICS, PipelineSettings
 
 __all__ = ["TOPIC", "publish", "read_decisions", "find", "full_topic"]
 
-TOPIC = "decisions"
 
 
 def full_topic(settings: PipelineSettings, name: str) -> str:

@@ -21,7 +21,7 @@ import orjson
 
 from modelevents.schemas.bundles import Bundle
 from modelevents.schemas.codec import AVRO_DIR, HISTORY_DIR, MAGIC, fingerprint_of
-from modelevents.services.migration.decisions.record import RetestTriggers
+from modelevents.schemas.decision_record import RetestTriggers
 
 __all__ = ["triggers_of", "event_schema_of", "current_event_schema", "same_event_schema",
            "capabilities_json", "capability_difference", "EVENT_SCHEMA_NAME"]

@@ -85,26 +85,30 @@ def get(gateway: ServedApp, path: str, token: str | None = None) -> httpx.Respon
     return httpx.get(f"{gateway.url}{path}", headers=headers, timeout=30)
 
 
-def wait_listed(gateway: ServedApp, result_id: str, token: str | None = None
-                ) -> dict[str, Any]:
+def wait_listed(gateway: ServedApp, result_id: str, token: str | None = None,
+                path: str = "/v1/evals", rows_key: str = "results", id_key: str = "result_id",
+                revision: int | None = None) -> dict[str, Any]:
+    """The row of ``result_id`` once ``path`` lists it (at ``revision`` or a later one)."""
     deadline = time.monotonic() + SETTLE_S
     while True:
-        answer = get(gateway, "/v1/evals", token)
+        answer = get(gateway, f"{path}?limit=500", token)
         assert answer.status_code == 200, answer.text
-        rows = {row["result_id"]: row for row in answer.json()["results"]}
-        if result_id in rows:
-            return rows[result_id]
+        rows = {row[id_key]: row for row in answer.json()[rows_key]}
+        found = rows.get(result_id)
+        if found is not None and (revision is None or found["revision"] >= revision):
+            return found
         assert time.monotonic() < deadline, f"{result_id} not listed: {answer.json()}"
         time.sleep(0.2)
 
 
-def read_whole_topic(gateway: ServedApp, token: str) -> set[str]:
-    """The ids listed once the gateway has read what eval-results held at its start."""
+def read_whole_topic(gateway: ServedApp, token: str, path: str = "/v1/evals",
+                     rows_key: str = "results", id_key: str = "result_id") -> set[str]:
+    """The ids listed once the gateway has read what the topic held at its start."""
     deadline = time.monotonic() + SETTLE_S
-    while not (answer := get(gateway, "/v1/evals", token).json())["complete"]:
+    while not (answer := get(gateway, f"{path}?limit=500", token).json())["complete"]:
         assert time.monotonic() < deadline, answer
         time.sleep(0.2)
-    return {row["result_id"] for row in answer["results"]}
+    return {row[id_key] for row in answer[rows_key]}
 
 
 def test_a_result_on_the_topic_is_listed_and_served_whole(settings, start_gateway):
@@ -177,13 +181,18 @@ def test_a_token_sees_the_results_whose_runs_are_its_tenants(settings, start_gat
     assert refused.status_code == 401 and refused.json()["code"] == "unauthorized"
 
 
-def test_the_openapi_document_describes_the_eval_routes(start_gateway):
-    gateway = start_gateway()
+def assert_described(gateway: ServedApp, listing_path: str, one_path: str) -> None:
+    """The OpenAPI document describes a list route and its one-record route: bearer token,
+    401/503, 404/422 and a JSON body for one, ``limit`` for the list."""
     paths = get(gateway, "/openapi.json").json()["paths"]
-    listing, one = paths["/v1/evals"]["get"], paths["/v1/evals/{result_id}"]["get"]
+    listing, one = paths[listing_path]["get"], paths[one_path]["get"]
     for operation in (listing, one):
         assert operation["security"] == [{"bearerToken": []}]
         assert {"401", "503"} <= operation["responses"].keys()
     assert {"404", "422"} <= one["responses"].keys()
     assert "application/json" in one["responses"]["200"]["content"]
     assert listing["parameters"][0]["name"] == "limit"
+
+
+def test_the_openapi_document_describes_the_eval_routes(start_gateway):
+    assert_described(start_gateway(), "/v1/evals", "/v1/evals/{result_id}")

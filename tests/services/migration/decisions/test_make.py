@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from modelevents.schemas import codec
+from modelevents.schemas.decision_record import Demotion
 from modelevents.schemas.errors import InputError
 from modelevents.services.migration.decisions import markdown
 from modelevents.services.migration.decisions.bundle_source import bundle_from_file
 from modelevents.services.migration.decisions.eval_results import read_eval_file, summary_of
 from modelevents.services.migration.decisions.make import demoted, new_decision
-from modelevents.services.migration.decisions.record import Demotion
 from modelevents.services.migration.decisions.triggers import (
     capability_difference,
     current_event_schema,

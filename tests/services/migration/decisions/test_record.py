@@ -1,4 +1,4 @@
-"""The decision record (services/migration/decisions/record.py) is readable by clients nobody
+"""The decision record (schemas/decision_record.py) is readable by clients nobody
 here wrote: the official Apache Avro library reads what the codec writes and the other way
 round, the single-object header carries the fingerprint official Avro computes from the shipped
 file alone (and Java's BinaryMessageDecoder, given that file, decodes it), and the frozen sample
@@ -18,8 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelevents.schemas.errors import SchemaError
-from modelevents.services.migration.decisions.record import (
+from modelevents.schemas.decision_record import (
     SCHEMA_PATH,
     Availability,
     Decision,
@@ -31,6 +30,7 @@ from modelevents.services.migration.decisions.record import (
     encode_decision,
     is_decision,
 )
+from modelevents.schemas.errors import SchemaError
 from tests.schemas.test_interop import official_fingerprint
 
 SAMPLES = Path(__file__).parent / "samples"

@@ -21,6 +21,8 @@ import fastavro
 from modelevents.schemas.codec import AVRO_DIR, MAGIC, fingerprint_of, without_logical_types
 from modelevents.schemas.errors import SchemaError
 
+TOPIC = "decisions"  # compacted, key the decision id
+
 __all__ = ["Decision", "DecisionTarget", "Availability", "RetestTriggers", "Demotion",
            "encode_decision", "decode_decision", "is_decision", "SCHEMA_PATH", "STATUSES",
            "TRIGGERS"]
