@@ -46,10 +46,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import litellm_proxy  # bench/, beside this script
-from proc_stats import cpu_seconds
+from proc_stats import cpu_seconds, pin
 
 ROOT = Path(__file__).resolve().parents[1]
 PACED, BURST = "bench/paced", "bench/burst"
+# After the warm-up's bursts, before the paced streams: the worker digests their frames.
+SETTLE_S = 5.0
 
 
 def say(message: str) -> None:
@@ -210,6 +212,11 @@ def load_main(args: argparse.Namespace) -> int:
                 mine["failures"].append(f"200, but {result.deltas} of {deltas} deltas: "
                                         f"{result.body_head[:200]!r}")
 
+    def turns(round_: int) -> list[dict]:
+        # Taking turns, the order rotated each round: a slow moment of the machine is shared
+        # out, not all one arm's.
+        return arms[round_ % len(arms):] + arms[:round_ % len(arms)]
+
     async def go() -> None:
         for arm in arms:
             say(f"  load: warming up {arm['name']} ...")
@@ -217,11 +224,12 @@ def load_main(args: argparse.Namespace) -> int:
                                        requests(arm, BURST, 2 * args.concurrency),
                                        args.concurrency)
             note(arm, results, args.burst_chunks)
+        # Every paced round before the first burst, and a pause after the warm-up: the
+        # latencies are of streams at a steady pace, not of the seconds after a burst (the
+        # broker, the worker and the gateway's tee still busy with its thousands of frames).
+        await asyncio.sleep(SETTLE_S)
         for round_ in range(args.rounds):
-            # Taking turns, the order rotated each round: a slow moment of the machine is
-            # shared out, not all one arm's.
-            order = arms[round_ % len(arms):] + arms[:round_ % len(arms)]
-            for arm in order:
+            for arm in turns(round_):
                 say(f"  load: round {round_ + 1}, {arm['name']}: {args.streams} paced streams "
                     f"({args.concurrency} at once) ...")
                 cpu = cpu_seconds(arm.get("pid"))
@@ -237,7 +245,8 @@ def load_main(args: argparse.Namespace) -> int:
                         mine["ttfb"].append(result.ttfb_ns)
                         mine["first"].append(result.first_frame_ns)
                         mine["paced_chunks"].append(result.chunks)
-            for arm in order:
+        for round_ in range(args.rounds):
+            for arm in turns(round_):
                 say(f"  load: round {round_ + 1}, {arm['name']}: {args.burst_streams} streams "
                     f"of {args.burst_chunks} chunks, {args.burst_concurrency} at once ...")
                 batch = requests(arm, BURST, args.burst_streams)
@@ -357,6 +366,9 @@ def main() -> int:
     parser.add_argument("--burst-concurrency", type=int, default=32, help="unpaced streams at once")
     parser.add_argument("--rounds", type=int, default=3, help="turns of every arm")
     parser.add_argument("--no-litellm", action="store_true", help="leave LiteLLM's arm out")
+    parser.add_argument("--pin", action="store_true", help="run the process in between (the "
+                        "gateway or LiteLLM) on a core of its own, everything else on the others "
+                        "(default: every process free to run on any core)")
     parser.add_argument("--no-modelevents", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--litellm-version", help="a LiteLLM release (default: the newest)")
     parser.add_argument("--port", type=int, default=19900, help="port of the bench's broker "
@@ -378,6 +390,9 @@ def main() -> int:
 
     from broker import bench_topics  # bench/, beside this script
 
+    args.cores = cores(args)
+    if args.cores is not None:
+        os.sched_setaffinity(0, args.cores[1])  # the broker, the worker, the simulator, the load
     workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-proxy-"))
     result = None
     try:
@@ -392,6 +407,15 @@ def main() -> int:
     return 0 if verdicts(result) else 1
 
 
+def cores(args: argparse.Namespace) -> tuple[set[int], set[int]] | None:
+    """The core of the process in between (the gateway or LiteLLM) and the cores of everything
+    else, or None: not pinned (no ``--pin``, or one core)."""
+    available = sorted(os.sched_getaffinity(0))
+    if not args.pin or len(available) < 2:
+        return None
+    return {available[0]}, set(available[1:])
+
+
 def run_arms(args: argparse.Namespace, settings, workdir: Path, litellm: Path | None) -> dict:
     """Start the simulator, the worker, the gateway and LiteLLM, run the load, count frames."""
     processes: list[subprocess.Popen] = []
@@ -400,6 +424,9 @@ def run_arms(args: argparse.Namespace, settings, workdir: Path, litellm: Path | 
              "--burst-chunks", str(args.burst_chunks), "--sim-port", str(args.sim_port)]
     try:
         arms = start_arms(args, settings, workdir, litellm, shape, processes)
+        if args.cores is not None:
+            for arm in arms[1:]:  # each in turn, so they never run at once
+                pin(arm["pid"], args.cores[0])
         say("all up; the load generator starts ...")
         load = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--mode", "load",
                                *shape, "--streams", str(args.streams),
@@ -489,7 +516,10 @@ def print_table(result: dict, args: argparse.Namespace, litellm_version: str | N
     heads = {"direct": "direct (baseline)", "modelevents": "modelevents",
              "LiteLLM": f"LiteLLM {litellm_version}"}
     print(f"commit {commit()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; OpenAI "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+          + (f" (the process in between on core {min(args.cores[0])}, the rest on "
+             f"{', '.join(map(str, sorted(args.cores[1])))})" if args.cores else ", not pinned")
+          + "; OpenAI "
           f"{'Chat Completions' if args.api == 'chat' else 'Responses'} streams, "
           f"`{APIS[args.api].path}`")
     print("| figure | " + " | ".join(heads[n] for n in names) + " |")
