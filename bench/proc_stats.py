@@ -24,24 +24,3 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def pin(pid: int, cpus: set[int]) -> None:
-    """Run a process — every thread of it, and of the processes it started — on ``cpus`` only
-    (``os.sched_setaffinity`` sets one thread's)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(stat.parent.name))
-    todo = [pid]
-    while todo:
-        process = todo.pop()
-        todo += children.get(process, [])
-        for task in Path(f"/proc/{process}/task").glob("*"):
-            try:
-                os.sched_setaffinity(int(task.name), cpus)
-            except (OSError, ValueError):
-                pass  # a thread that ended meanwhile

@@ -9,7 +9,10 @@ the provider simulator (its own process, serving the bench's Chat Completions or
 streams), the gateway (``modelevents gateway``, OpenAI pointed at the simulator) and LiteLLM's
 proxy (``litellm --config … --port …`` from a venv of its own, bench/litellm_proxy.py; every
 model an OpenAI-compatible upstream at the simulator). A raw asyncio client in a fifth process
-(bench/stream_client.py) streams the same requests to each arm, taking turns per round:
+(bench/stream_client.py) streams the same requests to each arm, taking turns per round — every
+paced round first, 5 s after the warm-up, then the unpaced bursts (a burst's tens of thousands
+of frames keep the broker, the worker and the gateway's tee busy for seconds after it, on the
+same cores: paced streams right after one measure that, not the proxy):
 
 - direct: ``POST /v1/chat/completions`` (or ``/v1/responses``) at the simulator — the baseline;
 - modelevents: the same request at the gateway's drop-in route (bytes passed through, every
@@ -46,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import litellm_proxy  # bench/, beside this script
-from proc_stats import cpu_seconds, pin
+from proc_stats import cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 PACED, BURST = "bench/paced", "bench/burst"
@@ -366,9 +369,6 @@ def main() -> int:
     parser.add_argument("--burst-concurrency", type=int, default=32, help="unpaced streams at once")
     parser.add_argument("--rounds", type=int, default=3, help="turns of every arm")
     parser.add_argument("--no-litellm", action="store_true", help="leave LiteLLM's arm out")
-    parser.add_argument("--pin", action="store_true", help="run the process in between (the "
-                        "gateway or LiteLLM) on a core of its own, everything else on the others "
-                        "(default: every process free to run on any core)")
     parser.add_argument("--no-modelevents", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--litellm-version", help="a LiteLLM release (default: the newest)")
     parser.add_argument("--port", type=int, default=19900, help="port of the bench's broker "
@@ -390,9 +390,6 @@ def main() -> int:
 
     from broker import bench_topics  # bench/, beside this script
 
-    args.cores = cores(args)
-    if args.cores is not None:
-        os.sched_setaffinity(0, args.cores[1])  # the broker, the worker, the simulator, the load
     workdir = Path(tempfile.mkdtemp(prefix="modelevents-bench-proxy-"))
     result = None
     try:
@@ -407,15 +404,6 @@ def main() -> int:
     return 0 if verdicts(result) else 1
 
 
-def cores(args: argparse.Namespace) -> tuple[set[int], set[int]] | None:
-    """The core of the process in between (the gateway or LiteLLM) and the cores of everything
-    else, or None: not pinned (no ``--pin``, or one core)."""
-    available = sorted(os.sched_getaffinity(0))
-    if not args.pin or len(available) < 2:
-        return None
-    return {available[0]}, set(available[1:])
-
-
 def run_arms(args: argparse.Namespace, settings, workdir: Path, litellm: Path | None) -> dict:
     """Start the simulator, the worker, the gateway and LiteLLM, run the load, count frames."""
     processes: list[subprocess.Popen] = []
@@ -424,9 +412,6 @@ def run_arms(args: argparse.Namespace, settings, workdir: Path, litellm: Path | 
              "--burst-chunks", str(args.burst_chunks), "--sim-port", str(args.sim_port)]
     try:
         arms = start_arms(args, settings, workdir, litellm, shape, processes)
-        if args.cores is not None:
-            for arm in arms[1:]:  # each in turn, so they never run at once
-                pin(arm["pid"], args.cores[0])
         say("all up; the load generator starts ...")
         load = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--mode", "load",
                                *shape, "--streams", str(args.streams),
@@ -516,10 +501,7 @@ def print_table(result: dict, args: argparse.Namespace, litellm_version: str | N
     heads = {"direct": "direct (baseline)", "modelevents": "modelevents",
              "LiteLLM": f"LiteLLM {litellm_version}"}
     print(f"commit {commit()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
-          + (f" (the process in between on core {min(args.cores[0])}, the rest on "
-             f"{', '.join(map(str, sorted(args.cores[1])))})" if args.cores else ", not pinned")
-          + "; OpenAI "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; OpenAI "
           f"{'Chat Completions' if args.api == 'chat' else 'Responses'} streams, "
           f"`{APIS[args.api].path}`")
     print("| figure | " + " | ".join(heads[n] for n in names) + " |")
