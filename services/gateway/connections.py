@@ -1,8 +1,8 @@
 """How the gateway's connections are served: uvloop, httptools, and a deadline on request headers.
 
 uvicorn serves the gateway on uvloop's event loop with httptools' HTTP/1.1 parser (C, both):
-the pure-Python h11 on asyncio's loop cost the drop-in proxy several times its added latency
-per relayed chunk (docs/performance.md, "The drop-in proxy").
+with the pure-Python h11 on asyncio's loop a chunk the drop-in proxy relays cost 1.7 times the
+CPU (docs/performance.md, "The drop-in proxy").
 
 uvicorn closes a keep-alive connection that stays idle after a response, but a new connection
 that sends nothing, or that trickles its request line and header lines a byte at a time, is
