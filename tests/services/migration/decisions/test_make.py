@@ -1,5 +1,5 @@
 """A decision from a bundle and its eval results (make.py, triggers.py), the eval result
-reader (eval_results.py), a bundle file (bundle_source.py) and the Markdown file (markdown.py)."""
+reader (eval_results.py) and the Markdown file (markdown.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from modelevents.schemas import codec
 from modelevents.schemas.decision_record import Demotion
 from modelevents.schemas.errors import InputError
 from modelevents.services.migration.decisions import markdown
-from modelevents.services.migration.decisions.bundle_source import bundle_from_file
 from modelevents.services.migration.decisions.eval_results import read_eval_file, summary_of
 from modelevents.services.migration.decisions.make import demoted, new_decision
 from modelevents.services.migration.decisions.triggers import (
@@ -115,16 +114,6 @@ def test_a_document_with_several_bundles_yields_the_one_asked_for():
     assert summary_of(doc, "doc", "bnd-b").runs == 5
     with pytest.raises(InputError, match="no result for bundle bnd-c"):
         summary_of(doc, "doc", "bnd-c")
-
-
-def test_a_bundle_file_is_read_and_a_wrong_one_named(tmp_path: Path):
-    bundle = examples.bundle()
-    path = tmp_path / "bundle.yaml"
-    path.write_text(yaml.safe_dump(bundle.model_dump(mode="json")))
-    assert bundle_from_file(path).bundle_id == bundle.bundle_id
-    path.write_text(yaml.safe_dump({"name": "x"}))
-    with pytest.raises(InputError, match="bundle.yaml is not a bundle — instruction"):
-        bundle_from_file(path)
 
 
 def test_the_markdown_file_front_matter_is_the_record(tmp_path: Path):
