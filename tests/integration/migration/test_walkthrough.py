@@ -4,7 +4,8 @@ bundles created from the shipped files; the shipped corpus run under both throug
 (one rejected by a hard gate, the other compared on accepted runs only, as ``eval show`` reads
 the result back); a decision recorded from the eval result's id on the topic; ``decisions
 watch`` started; the model snapshot the simulator reports changed; one live run under the
-bundle; the decision demoted (``decide show``, ``decide list``, the gauge, the gateway's
+bundle (after one as decided, which leaves it current); the decision demoted by that run
+(``decide show``, ``decide list``, the gauge, the gateway's
 decisions API the UI reads)."""
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from tests.integration.simulated_gateway import (  # noqa: F401 (fixtures)
     gateway,
     settings,
     sim,
+    settled,
     start_gateway,
     start_run,
+    wait_run,
 )
 
 pytestmark = pytest.mark.kafka
@@ -107,13 +110,16 @@ def test_the_migration_walkthrough(settings: PipelineSettings, sim: SimulatorHan
 
     # 5. The watcher; 6. the simulator reports another snapshot; 7. one live run under the
     # bundle — the conversation of the corpus's simple-generation task, the rest the bundle's.
+    # A run before the change, as decided, must not be what demotes it.
+    transcript = [m.model_dump(mode="json", exclude_none=True)
+                  for m in CORPUS.task("simple-generation").transcript]
     with watching(settings, tmp_path) as (watcher, port, log):
         assert gauge(port).get(decision_id) == 1.0
+        as_decided = start_run(gateway, {"bundle": responses, "transcript": transcript})
+        wait_run(gateway, as_decided["run_id"], settled("completed"), "completed")
         changed = httpx.put(f"{sim.base_url}/_simulator/model", json={"model": NEWER},
                             timeout=30)
         assert changed.status_code == 200, changed.text
-        transcript = [m.model_dump(mode="json", exclude_none=True)
-                      for m in CORPUS.task("simple-generation").transcript]
         run_id = start_run(gateway, {"bundle": responses, "transcript": transcript})["run_id"]
         # 8. Demoted.
         wait_for(lambda: gauge(port).get(decision_id) == 0.0, "decision not demoted", log,

@@ -12,6 +12,7 @@ import yaml
 from modelevents.schemas import codec
 from modelevents.schemas.decision_record import Demotion
 from modelevents.schemas.errors import InputError
+from modelevents.services.migration.bundles.bundle_file import EXAMPLE_PATH, read_bundle_file
 from modelevents.services.migration.decisions import markdown
 from modelevents.services.migration.decisions.eval_results import read_eval_file, summary_of
 from modelevents.services.migration.decisions.make import demoted, new_decision
@@ -79,6 +80,14 @@ def test_the_event_schema_of_a_record_is_read_from_its_header():
     assert not same_event_schema("modelevents.ModelEvent@v4", "modelevents.ModelEvent@v3")
     unknown = b"\xc3\x01" + bytes(8) + event[10:]
     assert event_schema_of(unknown) == "modelevents.ModelEvent@" + "00" * 8
+
+
+def test_a_bundle_files_event_schema_is_the_version_events_are_written_with():
+    # `bundle create` names the schema by its fingerprint; the watcher reads events' versions.
+    created = read_bundle_file(EXAMPLE_PATH).event_schema
+    assert same_event_schema(created, current_event_schema())
+    assert same_event_schema(created, event_schema_of(codec.encode(model_event("text.delta"))))
+    assert not same_event_schema(created, "modelevents.ModelEvent@v1")
 
 
 def test_capabilities_compare_the_fields_both_name():
