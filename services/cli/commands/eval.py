@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from modelevents.consumers.audit.export import archived_records
 from modelevents.consumers.tools.receipts import decode_receipt, is_receipt
 from modelevents.schemas.bundles import Bundle

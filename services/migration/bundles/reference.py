@@ -24,7 +24,11 @@ from modelevents.schemas.bundles import BUNDLE_ID_PREFIX, Bundle
 from modelevents.schemas.errors import InputError
 from modelevents.services.kafka.settings import PipelineSettings
 from modelevents.services.migration.bundles import store
-from modelevents.services.migration.bundles.bundle_file import BundleFile, parse_bundle_file, resolve
+from modelevents.services.migration.bundles.bundle_file import (
+    BundleFile,
+    parse_bundle_file,
+    resolve,
+)
 
 __all__ = ["Named", "read_bundle", "resolve_all", "ensure_on_topic"]
 

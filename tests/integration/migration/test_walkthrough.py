@@ -28,8 +28,8 @@ from tests.integration.pipeline import kafka_args
 from tests.integration.simulated_gateway import (  # noqa: F401 (fixtures)
     gateway,
     settings,
-    sim,
     settled,
+    sim,
     start_gateway,
     start_run,
     wait_run,
