@@ -9,7 +9,10 @@ the provider simulator (its own process, serving the bench's Chat Completions or
 streams), the gateway (``modelevents gateway``, OpenAI pointed at the simulator) and LiteLLM's
 proxy (``litellm --config … --port …`` from a venv of its own, bench/litellm_proxy.py; every
 model an OpenAI-compatible upstream at the simulator). A raw asyncio client in a fifth process
-(bench/stream_client.py) streams the same requests to each arm, taking turns per round:
+(bench/stream_client.py) streams the same requests to each arm, taking turns per round — every
+paced round first, 5 s after the warm-up, then the unpaced bursts (a burst's tens of thousands
+of frames keep the broker, the worker and the gateway's tee busy for seconds after it, on the
+same cores: paced streams right after one measure that, not the proxy):
 
 - direct: ``POST /v1/chat/completions`` (or ``/v1/responses``) at the simulator — the baseline;
 - modelevents: the same request at the gateway's drop-in route (bytes passed through, every
@@ -50,6 +53,8 @@ from proc_stats import cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 PACED, BURST = "bench/paced", "bench/burst"
+# After the warm-up's bursts, before the paced streams: the worker digests their frames.
+SETTLE_S = 5.0
 
 
 def say(message: str) -> None:
@@ -210,6 +215,11 @@ def load_main(args: argparse.Namespace) -> int:
                 mine["failures"].append(f"200, but {result.deltas} of {deltas} deltas: "
                                         f"{result.body_head[:200]!r}")
 
+    def turns(round_: int) -> list[dict]:
+        # Taking turns, the order rotated each round: a slow moment of the machine is shared
+        # out, not all one arm's.
+        return arms[round_ % len(arms):] + arms[:round_ % len(arms)]
+
     async def go() -> None:
         for arm in arms:
             say(f"  load: warming up {arm['name']} ...")
@@ -217,11 +227,12 @@ def load_main(args: argparse.Namespace) -> int:
                                        requests(arm, BURST, 2 * args.concurrency),
                                        args.concurrency)
             note(arm, results, args.burst_chunks)
+        # Every paced round before the first burst, and a pause after the warm-up: the
+        # latencies are of streams at a steady pace, not of the seconds after a burst (the
+        # broker, the worker and the gateway's tee still busy with its thousands of frames).
+        await asyncio.sleep(SETTLE_S)
         for round_ in range(args.rounds):
-            # Taking turns, the order rotated each round: a slow moment of the machine is
-            # shared out, not all one arm's.
-            order = arms[round_ % len(arms):] + arms[:round_ % len(arms)]
-            for arm in order:
+            for arm in turns(round_):
                 say(f"  load: round {round_ + 1}, {arm['name']}: {args.streams} paced streams "
                     f"({args.concurrency} at once) ...")
                 cpu = cpu_seconds(arm.get("pid"))
@@ -237,7 +248,8 @@ def load_main(args: argparse.Namespace) -> int:
                         mine["ttfb"].append(result.ttfb_ns)
                         mine["first"].append(result.first_frame_ns)
                         mine["paced_chunks"].append(result.chunks)
-            for arm in order:
+        for round_ in range(args.rounds):
+            for arm in turns(round_):
                 say(f"  load: round {round_ + 1}, {arm['name']}: {args.burst_streams} streams "
                     f"of {args.burst_chunks} chunks, {args.burst_concurrency} at once ...")
                 batch = requests(arm, BURST, args.burst_streams)

@@ -33,6 +33,7 @@ limit and the read timeout, each decided before the body is read.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -188,6 +189,12 @@ def create_app(config: GatewayConfig, *, manifest: Manifest | None = None) -> Ga
         # This instance's heartbeat; the background calls it was polling before it stopped, and
         # those of instances silent for the lease, taken up.
         taking_up = asyncio.create_task(handover.keep_calls(gateway), name="keep calls")
+        if getattr(app, "freeze_after_startup", False):
+            # What is alive now (the modules, the views read so far) lives as long as the
+            # process: kept out of the collector's full passes, which otherwise stop every
+            # stream the gateway relays for tens of ms each.
+            gc.collect()
+            gc.freeze()
         try:
             yield
         finally:
@@ -233,6 +240,9 @@ class GatewayApp(FastAPI):
     edge_config: GatewayConfig | None = None  # set by create_app
     # What uvicorn serves it with (services/gateway/connections.py), set by create_app.
     server_options: dict[str, Any] = {}
+    # gc.freeze() once started: set by `modelevents gateway`, whose process is the gateway's
+    # alone (not by a test or an application serving it beside its own objects).
+    freeze_after_startup = False
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or self.edge_config is None:

@@ -63,6 +63,10 @@ if TYPE_CHECKING:
 
 __all__ = ["AckedDeliveries", "Gateway"]
 
+# Frames encoded and queued for the producer between two yields to the event loop (about a
+# millisecond's work).
+_FRAMES_PER_STEP = 32
+
 
 class AckedDeliveries:
     """An LRU of webhook deliveries Kafka acknowledged: ``(provider, tenant, webhook-id)``.
@@ -259,7 +263,13 @@ class Gateway:
         ``within`` seconds at most (default ``ack_timeout_s``)."""
 
         async def send_and_wait() -> list[Any]:
-            futures = [await send_frame(self.producer, self.settings, f) for f in frames]
+            futures = []
+            for index, frame in enumerate(frames, 1):
+                futures.append(await send_frame(self.producer, self.settings, frame))
+                if index % _FRAMES_PER_STEP == 0:
+                    # Encoding and queueing a frame does not yield: thousands at once would
+                    # hold the event loop for tens of ms, and the proxied streams with it.
+                    await asyncio.sleep(0)
             return await await_acks(self.settings, futures)
 
         written = await self._bounded(send_and_wait(), within)

@@ -95,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     config = build_config(args)
     run_async(topics.verify_topics(config.kafka))
     app = create_app(config)
+    app.freeze_after_startup = True
     base = f"http://{config.host}:{config.port}"
     secrets = {name: sorted(p.webhook_secrets) for name, p in config.providers.items()
                if p.webhook_secrets}

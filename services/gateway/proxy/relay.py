@@ -14,8 +14,8 @@ Then the request goes upstream as the client sent it (body untouched, headers: `
 and the answer comes back with the upstream's status and headers; every chunk is written to the
 client as it arrives and only then cut into frames (``framer.py``) and offered to the tee — the
 client never waits for Kafka. The proxy does not retry: the client's SDK does, as against the
-provider. A create call opens its run in the background (``ProxyHub.open_run``: the id's claim
-and the input packet). Follow-ups (retrieve, resume, cancel) are teed to the run that created
+provider. A create call opens its run in the background once the answer's first chunk is
+relayed (``ProxyHub.open_run``: the id's claim and the input packet). Follow-ups (retrieve, resume, cancel) are teed to the run that created
 the object; their error answers are not (the run did not fail because a poll did), a create
 call's are. A stream that ends, or is cut where it cannot be resumed, is followed by the
 end-of-stream marker; a resumable one cut midway is not (the client resumes it).
@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -148,17 +148,20 @@ async def _sent(hub: ProxyHub, request: Request, call: ProxiedCall, target: Targ
         return provider_error(api, ProblemCode.provider_error,
                               f"modelevents gateway: upstream {target.name} could not be reached")
     tag = f"x{secrets.token_hex(5)}"
+    opening: Callable[[], None] | None = None
     if call.what == "create":
         correlation_id = request.headers.get("x-correlation-id")
-        hub.open_run(run_id, tenant, fresh=fresh, packet=lambda: _packet(
-            hub, request.method, call, doc, run_id=run_id, tenant=tenant, tag=tag,
-            provider=target.provider(api), model=model, correlation_id=correlation_id,
-            bundle=bundle))
+
+        def opening() -> None:
+            hub.open_run(run_id, tenant, fresh=fresh, packet=lambda: _packet(
+                hub, request.method, call, doc, run_id=run_id, tenant=tenant, tag=tag,
+                provider=target.provider(api), model=model, correlation_id=correlation_id,
+                bundle=bundle))
     framer = _framer(call, response, run_id=run_id, tenant=tenant, tag=tag,
                      provider=target.provider(api), bundle=bundle)
     resumable = _resumable(call, doc)
     relayed = StreamingResponse(_relayed(hub, call, response, framer, tenant, run_id, resumable,
-                                         slot),
+                                         slot, opening),
                                 status_code=response.status_code)
     relayed.raw_headers = response_headers(response.headers.raw)
     if run_id != call.object_id:  # else the worker finds the object's run: not known here
@@ -284,8 +287,10 @@ def _packet(hub: ProxyHub, method: str, call: ProxiedCall, doc: dict[str, Any] |
 
 async def _relayed(hub: ProxyHub, call: ProxiedCall, response: httpx.Response,
                    framer: Framer | None, tenant: str, run_id: str, resumable: bool,
-                   slot: Slot) -> AsyncIterator[bytes]:
-    """The upstream's body, chunk by chunk as it arrives; each chunk teed after it is sent."""
+                   slot: Slot, opening: Callable[[], None] | None) -> AsyncIterator[bytes]:
+    """The upstream's body, chunk by chunk as it arrives; each chunk teed after it is sent.
+    ``opening`` (a create call's run claim and input packet) starts once the first chunk is
+    sent: the client's first byte does not wait for it."""
     tee = hub.tee
     learner = _ObjectLearner(hub, call, run_id, tenant) if framer is not None else None
     last: ProviderFrame | None = None
@@ -294,6 +299,9 @@ async def _relayed(hub: ProxyHub, call: ProxiedCall, response: httpx.Response,
     try:
         async for chunk in response.aiter_raw():
             yield chunk
+            if opening is not None:
+                opening()
+                opening = None
             if framer is not None:
                 frames = framer.feed(chunk)
                 if frames:
@@ -306,6 +314,8 @@ async def _relayed(hub: ProxyHub, call: ProxiedCall, response: httpx.Response,
         log.warning("proxy: run %s: the upstream %s cut the answer: %r", run_id, call.path, exc)
         raise  # the client's connection is cut as well: it sees what a cut looks like
     finally:
+        if opening is not None:  # an answer without a body, or cut before its first chunk
+            opening()
         hub.in_flight -= 1
         slot.release()
         await response.aclose()

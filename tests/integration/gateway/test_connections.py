@@ -2,7 +2,8 @@
 sockets to a real gateway (uvicorn on loopback, the real broker), a connection that sends
 nothing and one that trickles its header lines are closed after ``header_timeout_s``, while a
 request sent at once, keep-alive between requests, and a body slower than the header deadline
-(it has ``read_timeout_s``) still work (services/gateway/connections.py)."""
+(it has ``read_timeout_s``) still work; headers over ``max_header_bytes`` are a 400 problem
+whether they arrive whole or are still coming (services/gateway/connections.py)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,14 @@ from tests.integration.pipeline import start_gateway_process
 pytestmark = pytest.mark.kafka
 
 HEADER_TIMEOUT_S = 1.0
+MAX_HEADER_BYTES = 4096
 # Far longer than the header timeout: a connection still open then was not closed by it.
 WAIT_S = 15.0
 
 
 @pytest.fixture
 def gateway(start_gateway) -> ServedApp:
-    return start_gateway(header_timeout_s=HEADER_TIMEOUT_S)
+    return start_gateway(header_timeout_s=HEADER_TIMEOUT_S, max_header_bytes=MAX_HEADER_BYTES)
 
 
 def test_a_connection_that_sends_nothing_is_closed(gateway) -> None:
@@ -85,6 +87,24 @@ def test_a_body_slower_than_the_header_deadline_is_still_read(gateway) -> None:
         sock.sendall(body)
         status, data, _ = read_answer(sock)
         assert status == 200, data
+
+
+def test_headers_over_max_header_bytes_are_a_400_and_close(gateway) -> None:
+    fits = head("GET", "/healthz", f"X-Fits: {'a' * (MAX_HEADER_BYTES - 200)}\r\n")
+    whole = head("GET", "/healthz", f"X-Big: {'a' * MAX_HEADER_BYTES}\r\n")
+    unfinished = whole[:-4] + b"X-More: " + b"b" * MAX_HEADER_BYTES  # never ends its headers
+    with connect(gateway) as sock:
+        sock.sendall(fits)
+        status, data, closed = read_answer(sock)
+        assert status == 200 and not closed, data
+    for request in (whole, unfinished):
+        with connect(gateway) as sock:
+            sock.sendall(request)
+            status, data, closed = read_answer(sock)
+            # At once, not after the header deadline: the bytes are there.
+            assert status == 400, data
+            assert b"malformed_request" in data and b"max_header_bytes" in data, data
+            assert closed or closed_after(sock, WAIT_S), "the connection stays open"
 
 
 def test_the_gateway_command_closes_an_idle_connection(pipeline_settings, tmp_path) -> None:
