@@ -25,8 +25,8 @@ from modelevents.services.cli.kafka_options import (
 )
 from modelevents.services.kafka.clients import start_producer
 from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.migration.bundles.reference import resolve_all
 from modelevents.services.migration.decisions import markdown, store
-from modelevents.services.migration.decisions.bundle_source import load_bundle
 from modelevents.services.migration.decisions.eval_results import (
     EvalSummary,
     read_eval_file,
@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "decide", help="record a decision on a bundle (with its retest triggers); list or show "
                        "decisions",
         description="`decide --bundle B --eval R… --owner NAME` records a decision on bundle B "
-                    "(an id or prefix on the bundles topic, or a bundle file) resting on eval "
+                    "(an id or unique prefix on the bundles topic, a bundle file as `bundle create` takes "
+                    "or a bundle as `bundle show --json` prints it) resting on eval "
                     "results R (ids on eval-results, or JSON files of `eval run --json`): "
                     "availability from the results, the retest triggers from the bundle "
                     "(model snapshot, event adapters, event schema, tool contracts, capability "
@@ -137,7 +138,8 @@ async def _record(args: argparse.Namespace, settings: PipelineSettings) -> Decis
     if not args.owner:
         raise InputError("a decision needs an owner: --owner NAME")
     _check_urls(args.evidence)
-    bundle = await load_bundle(settings, args.bundle)
+    (named,) = await resolve_all(settings, [args.bundle])
+    bundle = named.bundle
     results = await _results(settings, args.eval, bundle.bundle_id)
     decision = new_decision(bundle, results, owner=args.owner, exceptions=args.exception,
                             evidence=args.evidence, require=args.require)

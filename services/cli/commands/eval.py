@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
-from pydantic import ValidationError
 
 from modelevents.consumers.audit.export import archived_records
 from modelevents.consumers.tools.receipts import decode_receipt, is_receipt
@@ -28,6 +26,8 @@ from modelevents.services.cli.kafka_options import (
     run_async,
     settings_from_args,
 )
+from modelevents.services.migration.bundles import reference
+from modelevents.services.migration.bundles import store as bundle_store
 from modelevents.services.migration.eval import live, report, result, store
 from modelevents.services.migration.eval.corpus import Corpus, load_corpus
 from modelevents.services.migration.eval.evidence import RunEvidence
@@ -44,23 +44,19 @@ def _receipt(value: bytes) -> Any | None:
     return decode_receipt(value) if is_receipt(value) else None
 
 
-def load_bundle(spec: str) -> Bundle:
-    """A bundle file (YAML or JSON, the fields of schemas/bundles.py)."""
-    path = Path(spec)
-    if not path.is_file():
-        raise ConfigError(f"--bundle {spec}: no such file; pass a bundle file (YAML or JSON with "
-                          "the fields of a bundle: name, instruction, target, request_adapter, "
-                          "event_adapters, event_schema, capabilities …) — `modelevents bundle "
-                          "show ID --json > FILE` writes one")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--bundle {spec} is not valid YAML or JSON: {exc}") from exc
-    try:
-        return Bundle.model_validate(doc)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"--bundle {spec} is not a bundle: {problems}") from None
+def _bundles(args: argparse.Namespace, frozen: bool) -> list[Bundle]:
+    """The --bundle references resolved (services/migration/bundles/reference.py). Live, each
+    is made sure to be on the bundles topic first — the gateway runs only bundles it finds
+    there; frozen, nothing is written."""
+    if not args.bundle:
+        return []
+    settings = settings_from_args(args)
+    named = run_async(reference.resolve_all(settings, args.bundle))
+    if not frozen:
+        for item in run_async(reference.ensure_on_topic(settings, named)):
+            _say(f"bundle {item.bundle.bundle_id[:16]}… ({item.bundle.name}) from {item.path} "
+                 f"is on {settings.topic(bundle_store.TOPIC)}")
+    return [item.bundle for item in named]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,10 +78,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "load, the gateway or Kafka unreachable).")
     p.add_argument("--corpus", required=True, metavar="DIR",
                    help="the corpus directory, or `example` for the one shipped")
-    p.add_argument("--bundle", action="append", default=[], metavar="FILE",
-                   help="a bundle file (YAML or JSON; repeat: the first is A, each other is "
-                        "compared with it). Frozen: only these bundles' runs (default: every "
-                        "bundle the runs name)")
+    p.add_argument("--bundle", action="append", default=[], metavar="ID|FILE",
+                   help="a bundle: an id or unique prefix on the bundles topic, a bundle file "
+                        "(the YAML `bundle create` takes) or a bundle as `bundle show --json` "
+                        "prints it; repeat: the first is A, each other is compared with it. "
+                        "Live, a bundle from a file is written on the bundles topic first (the "
+                        "gateway runs only bundles it finds there). Frozen: only these "
+                        "bundles' runs (default: every bundle the runs name)")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--from-archive", type=Path, metavar="DIR",
                         help="re-score the runs an audit archive holds (modelevents audit run)")
@@ -199,10 +198,10 @@ def _tenant(args: argparse.Namespace, evidence: list[RunEvidence]) -> str | None
 
 def _run(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.corpus)
-    bundles = [load_bundle(spec) for spec in args.bundle]
     frozen = args.from_archive is not None or args.from_topic
+    bundles = _bundles(args, frozen)
     if not frozen and not bundles:
-        raise ConfigError("eval run needs --bundle FILE (one or more) to run the corpus under, "
+        raise ConfigError("eval run needs --bundle ID|FILE (one or more) to run the corpus under, "
                           "or --from-archive DIR / --from-topic to re-score recorded runs")
     prices = load_prices(args.prices)
     with paused_cycle_collection():

@@ -6,7 +6,9 @@ the tools and the sampling settings. For each, a request that names a bundle may
 out — it is taken from the bundle — or give the bundle's own value; any other value is a
 contradiction, answered 422 ``bundle_mismatch`` with each field at fault in ``conflicts``, so no
 run is ever recorded under a bundle it did not run under. A target without ``api`` matches the
-bundle's provider and model and gets its API; ``preferences`` (a ranked list of targets) cannot
+bundle's provider and model and gets its API. A bundle that names no structured output leaves
+it to each request (an eval task's extraction schema is the task's, not the bundle's); one that
+names it fixes it like the rest. ``preferences`` (a ranked list of targets) cannot
 go with a bundle, which names one. The transcript and the run's own options (run id, tenant,
 session, stream, background, hosted tools, capabilities) are the request's.
 
@@ -61,6 +63,8 @@ def _filled(request: NeutralRequest, bundle: Bundle
     }
     for name, value in wanted.items():
         given = getattr(request, name)
+        if name == "structured_output" and value is None:
+            continue  # the bundle leaves it to the request (module docstring)
         if given is None or (name == "tools" and not given):
             fills[name] = value
         elif name == "tools":

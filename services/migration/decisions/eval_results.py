@@ -4,7 +4,8 @@ runs, the error and refusal counts, and the unknown-event and needs_reconciliati
 
 One module on purpose: the eval result record is the eval command's (services/migration/eval/);
 this reader names only what a decision needs, so aligning with that record happens here alone.
-A topic value is the EvalResult record (schemas/eval_results.py; JSON is read too); a document
+A topic value is the EvalResult record (schemas/eval_results.py), read as ``eval show`` reads it
+(services/migration/eval/store.py: an id or a unique prefix); a document
 holding several bundles' results (``bundles``, a list) yields the one of the bundle asked for.
 """
 
@@ -16,15 +17,12 @@ from typing import Any
 
 import orjson
 
-from modelevents.schemas.errors import InputError
-from modelevents.schemas.eval_results import decode, is_eval_result
-from modelevents.services.kafka.clients import read_records
+from modelevents.schemas.errors import ConfigError, InputError
+from modelevents.schemas.eval_results import TOPIC
 from modelevents.services.kafka.settings import PipelineSettings
-from modelevents.services.migration.decisions.store import full_topic
+from modelevents.services.migration.eval.store import pick, read_all
 
 __all__ = ["EvalSummary", "summary_of", "read_eval_file", "read_eval_topic", "TOPIC"]
-
-TOPIC = "eval-results"
 
 
 @dataclass(frozen=True)
@@ -93,24 +91,12 @@ def read_eval_file(path: Path, bundle_id: str | None = None) -> EvalSummary:
     return summary_of(doc, str(path), bundle_id)
 
 
-async def read_eval_topic(settings: PipelineSettings, result_id: str,
-                          bundle_id: str | None = None, timeout: float = 10.0) -> EvalSummary:
-    """The latest record of ``result_id`` on eval-results; InputError when there is none."""
-    latest: bytes | None = None
-    async for record in read_records(settings, full_topic(settings, TOPIC), run_id=result_id, to_end=True,
-                                     timeout=timeout):
-        if record is not None and record.raw is not None:
-            latest = record.raw
-    if latest is None:
-        raise InputError(f"no eval result {result_id} on {full_topic(settings, TOPIC)}; give the id "
-                         f"`eval run` printed, or the result's JSON file")
-    if is_eval_result(latest):
-        doc = decode(latest)
-    else:
-        try:
-            doc = orjson.loads(latest)
-        except orjson.JSONDecodeError:
-            raise InputError(f"eval result {result_id} on {full_topic(settings, TOPIC)} is "
-                             f"neither an EvalResult record nor JSON; pass its JSON file instead "
-                             f"(`eval show {result_id} --json`)") from None
-    return summary_of(doc, f"{result_id} ({full_topic(settings, TOPIC)})", bundle_id)
+async def read_eval_topic(settings: PipelineSettings, reference: str,
+                          bundle_id: str | None = None) -> EvalSummary:
+    """The result ``reference`` (its id or a unique prefix, as ``eval show`` takes it) on
+    eval-results; InputError when there is none, or several."""
+    try:
+        doc = pick(await read_all(settings), reference)
+    except ConfigError as exc:
+        raise InputError(f"{exc}; or pass the result's JSON file (`eval run --json`)") from None
+    return summary_of(doc, f"{doc['result_id']} ({settings.topic(TOPIC)})", bundle_id)

@@ -66,9 +66,22 @@ def _version_part(text: str) -> str:
     return version.lower().removeprefix("v")
 
 
+@cache
+def _version_of_fingerprint() -> dict[str, str]:
+    return {head[2:].hex(): _version_part(name) for head, name in _versions().items()}
+
+
+def _schema_version(text: str) -> str:
+    # ``bundle create`` names the schema by its fingerprint (name@<16 hex digits>), events by
+    # their place in the history (name@vK): a known fingerprint is read as its version.
+    version = _version_part(text)
+    return _version_of_fingerprint().get(version, version)
+
+
 def same_event_schema(recorded: str, observed: str) -> bool:
-    """Whether two name@version spellings name one schema (``@v4`` and ``@4`` are one)."""
-    return _version_part(recorded) == _version_part(observed)
+    """Whether two name@version spellings name one schema (``@v4``, ``@4`` and ``@`` the
+    fingerprint of v4 are one)."""
+    return _schema_version(recorded) == _schema_version(observed)
 
 
 def capabilities_json(entry: dict[str, Any]) -> str:

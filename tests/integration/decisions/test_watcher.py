@@ -8,13 +8,7 @@ naming another contract version of a bundle tool demotes it."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -25,9 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from modelevents.consumers.tools.receipts import ToolReceipt, encode_receipt
 from modelevents.services.gateway.calls.capabilities import MANIFEST_PATH
 from modelevents.services.migration.decisions import store
-from tests.helpers import free_port
+from tests.integration.decisions.watching import cli, gauge, wait_for, watching
 from tests.integration.pipeline import (
-    HANG_GUARD_S,
     feed,
     fixture_frames,
     kafka_args,
@@ -44,50 +37,6 @@ SNAPSHOT = "gpt-5-mini-2025-08-07"  # what the recording's provider reports
 NEWER = "gpt-5-mini-2026-01-15"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "modelevents.services.cli", *args],
-                          capture_output=True, text=True, timeout=HANG_GUARD_S)
-
-
-def _gauge(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {s.labels["decision_id"]: s.value for f in text_string_to_metric_families(text)
-            for s in f.samples if s.name == "modelevents_decision_current"}
-
-
-def _wait(predicate, what: str, log: Path, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not predicate():
-        if time.monotonic() > deadline or process.poll() is not None:
-            raise AssertionError(f"{what}:\n{log.read_text(errors='replace')[-3000:]}")
-        time.sleep(0.2)
-
-
-def _start_watcher(settings, log: Path, *options: str) -> subprocess.Popen:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "modelevents.services.cli", "decisions", "watch", *options,
-             *kafka_args(settings)],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-
-
-@contextlib.contextmanager
-def _watching(settings, tmp_path: Path, *options: str):
-    """``decisions watch`` with metrics, ready (it logged the decisions it watches); yields
-    (process, metrics port, log) and stops it."""
-    port = free_port()
-    log = tmp_path / "watch.log"
-    watcher = _start_watcher(settings, log, "--metrics-port", str(port), *options)
-    try:
-        _wait(lambda: "watching " in log.read_text(), "watcher not ready", log, watcher)
-        yield watcher, port, log
-    finally:
-        os.killpg(watcher.pid, signal.SIGTERM)
-        watcher.wait(timeout=30)
-
-
 def _record(settings, tmp_path: Path, bundle) -> str:
     bundle_file = tmp_path / "bundle.yaml"
     bundle_file.write_text(yaml.safe_dump(bundle.model_dump(mode="json")))
@@ -96,7 +45,7 @@ def _record(settings, tmp_path: Path, bundle) -> str:
         "result_id": "evr-live", "bundle": bundle.bundle_id, "runs": 16, "rejected": 0,
         "errors": 0, "refusals": 1, "unknown_event_rate": 0.0,
         "needs_reconciliation_rate": 0.0}))
-    recorded = _cli("decide", "--bundle", str(bundle_file), "--eval", str(result_file),
+    recorded = cli("decide", "--bundle", str(bundle_file), "--eval", str(result_file),
                     "--owner", "platform", "--evidence", "https://wiki.example.com/r",
                     "--out", str(tmp_path / "decision.md"), "--json", *kafka_args(settings))
     assert recorded.returncode == 0, recorded.stderr
@@ -109,8 +58,8 @@ def test_another_snapshot_on_live_events_demotes_the_decision_and_matching_runs_
                           examples.bundle(model="gpt-5-mini", snapshot=SNAPSHOT))
     assert "status: current" in (tmp_path / "decision.md").read_text()
 
-    with _watching(settings, tmp_path) as (watcher, port, log):
-        assert _gauge(port) == {decision_id: 1.0}
+    with watching(settings, tmp_path) as (watcher, port, log):
+        assert gauge(port) == {decision_id: 1.0}
         start_worker()
         # Two runs as recorded (the decided snapshot), then one whose provider reports a newer.
         newer = tmp_path / "newer.sse"
@@ -118,7 +67,7 @@ def test_another_snapshot_on_live_events_demotes_the_decision_and_matching_runs_
         for path, run_id in ((RECORDING, "run_same_1"), (RECORDING, "run_same_2"),
                              (newer, "run_newer")):
             run(feed(settings, fixture_frames(path, run_id=run_id)[1]))
-        _wait(lambda: _gauge(port).get(decision_id) == 0.0, "decision not demoted", log,
+        wait_for(lambda: gauge(port).get(decision_id) == 0.0, "decision not demoted", log,
               watcher)
 
     decision = run(store.read_decisions(settings))[decision_id]
@@ -132,10 +81,10 @@ def test_another_snapshot_on_live_events_demotes_the_decision_and_matching_runs_
     assert demotion.topic == settings.topic("events") and demotion.offset is not None
     assert f"decision {decision_id}" in log.read_text() and "demoted" in log.read_text()
 
-    shown = _cli("decide", "show", decision_id[:12], *kafka_args(settings))
+    shown = cli("decide", "show", decision_id[:12], *kafka_args(settings))
     assert shown.returncode == 0, shown.stderr
     assert "**Status:** historical (revision 1" in shown.stdout and NEWER in shown.stdout
-    listed = _cli("decide", "list", *kafka_args(settings))
+    listed = cli("decide", "list", *kafka_args(settings))
     assert listed.returncode == 0 and "historical" in listed.stdout
     assert "model_snapshot" in listed.stdout
 
@@ -149,9 +98,9 @@ def test_a_capability_manifest_that_changed_demotes_at_the_watchers_start(settin
     entry["capabilities"]["tools"] = False
     changed = tmp_path / "capabilities.yaml"
     changed.write_text(yaml.safe_dump(manifest))
-    with _watching(settings, tmp_path, "--manifest", str(changed)) as (_, port, log):
+    with watching(settings, tmp_path, "--manifest", str(changed)) as (_, port, log):
         assert "demoted to historical evidence" in log.read_text()  # before it watched
-        assert _gauge(port) == {decision_id: 0.0}
+        assert gauge(port) == {decision_id: 0.0}
     demotion = run(store.read_decisions(settings))[decision_id].demotion
     assert demotion is not None and demotion.trigger == "capabilities"
     assert (json.loads(demotion.expected or ""), json.loads(demotion.observed or "")) == \
@@ -170,16 +119,16 @@ def test_a_receipt_under_another_tool_contract_version_demotes(settings, start_w
                                                                tmp_path: Path):
     decision_id = _record(settings, tmp_path,
                           examples.bundle(model="gpt-5-mini", snapshot=SNAPSHOT))
-    with _watching(settings, tmp_path) as (watcher, port, log):
+    with watching(settings, tmp_path) as (watcher, port, log):
         start_worker()
         run(feed(settings, fixture_frames(RECORDING, run_id="run_tools")[1]))
-        _wait(lambda: _runs_under(port, decision_id) == 1, "run not found under the decision",
+        wait_for(lambda: _runs_under(port, decision_id) == 1, "run not found under the decision",
               log, watcher)
         for version in ("2", "3"):  # the bundle's get_weather is version 2
             receipt = ToolReceipt(f"op-{version}", "key", "run_tools", "default", "get_weather",
                                   f"call-{version}", version, 1, "started", 1796630400000)
             run(produce_raw(settings, "receipts", b"run_tools", encode_receipt(receipt)))
-        _wait(lambda: _gauge(port).get(decision_id) == 0.0, "decision not demoted", log,
+        wait_for(lambda: gauge(port).get(decision_id) == 0.0, "decision not demoted", log,
               watcher)
     demotion = run(store.read_decisions(settings))[decision_id].demotion
     assert demotion is not None

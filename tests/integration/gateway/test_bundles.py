@@ -5,7 +5,8 @@ simulator over HTTP, the real worker.
 A request that names a bundle and leaves the rest out is sent with the bundle's target,
 instruction, tools and sampling (what the simulator received says so); one that repeats the
 bundle's values is run too; one that contradicts it, or names a bundle nobody created, is
-refused 422 with its own code — and nothing reaches the provider. A run under a bundle names it
+refused 422 with its own code — and nothing reaches the provider; a structured output the
+bundle leaves unnamed is the request's, one it names is fixed. A run under a bundle names it
 in its input packet (``run-inputs``) and on its ``run.started`` event (``events``, as the
 worker derived it from the gateway's frames); a run under none has neither.
 """
@@ -99,6 +100,25 @@ def test_a_request_that_repeats_the_bundles_values_runs(gateway, settings, sim):
     started = start_run(gateway, body)
     assert started["api"] == "openai-responses"
     wait_run(gateway, started["run_id"], settled("completed"), "completed")
+
+
+SCHEMA = {"name": "answer", "schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                                       "required": ["city"], "additionalProperties": False}}
+
+
+def test_a_structured_output_the_bundle_leaves_unnamed_is_the_requests(gateway, settings, sim):
+    free = put(settings, make_bundle("free"))
+    started = start_run(gateway, {"transcript": HELLO, "bundle": free.bundle_id,
+                                  "structured_output": SCHEMA})
+    wait_run(gateway, started["run_id"], settled("completed"), "completed")
+    [sent] = requests_to(sim, "openai-responses")
+    assert sent["body"]["text"]["format"]["schema"] == SCHEMA["schema"]
+    fixed = put(settings, make_bundle("fixed", structured_output=SCHEMA))
+    other = {**SCHEMA, "name": "other"}
+    answer = httpx.post(f"{gateway.url}/v1/runs", timeout=30, json={
+        "transcript": HELLO, "bundle": fixed.bundle_id, "structured_output": other})
+    assert answer.status_code == 422, answer.text
+    assert [c["field"] for c in answer.json()["conflicts"]] == ["structured_output"]
 
 
 def test_a_request_that_contradicts_its_bundle_is_refused_and_nothing_sent(gateway, settings,

@@ -42,7 +42,7 @@ def test_a_file_that_is_no_bundle_is_named_with_the_field(capsys, tmp_path: Path
     path = tmp_path / "b.yaml"
     path.write_text("name: only-a-name\n")
     err = _refused(capsys, "--bundle", str(path), "--eval", "x.json", "--owner", "me")
-    assert "is not a bundle — instruction" in err
+    assert "does not fit — instruction" in err
 
 
 def test_an_eval_result_of_another_bundle_is_refused(capsys, files):

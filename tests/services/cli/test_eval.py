@@ -90,9 +90,9 @@ def test_a_bundle_file_that_is_not_a_bundle_is_refused_by_field(
     path.write_text("name: x\ntarget: {provider: openai}\n")
     assert main(["eval", "run", "--corpus", "example", "--bundle", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "is not a bundle" in err and "target.api: Field required" in err
+    assert "does not fit" in err and "target.api: Field required" in err
 
 
 def test_a_live_eval_without_a_bundle_says_what_it_needs(capsys: pytest.CaptureFixture[str]):
     assert main(["eval", "run", "--corpus", "example"]) == 2
-    assert "needs --bundle FILE" in capsys.readouterr().err
+    assert "needs --bundle ID|FILE" in capsys.readouterr().err

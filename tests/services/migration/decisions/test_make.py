@@ -1,5 +1,5 @@
 """A decision from a bundle and its eval results (make.py, triggers.py), the eval result
-reader (eval_results.py), a bundle file (bundle_source.py) and the Markdown file (markdown.py)."""
+reader (eval_results.py) and the Markdown file (markdown.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import yaml
 from modelevents.schemas import codec
 from modelevents.schemas.decision_record import Demotion
 from modelevents.schemas.errors import InputError
+from modelevents.services.migration.bundles.bundle_file import EXAMPLE_PATH, read_bundle_file
 from modelevents.services.migration.decisions import markdown
-from modelevents.services.migration.decisions.bundle_source import bundle_from_file
 from modelevents.services.migration.decisions.eval_results import read_eval_file, summary_of
 from modelevents.services.migration.decisions.make import demoted, new_decision
 from modelevents.services.migration.decisions.triggers import (
@@ -82,6 +82,14 @@ def test_the_event_schema_of_a_record_is_read_from_its_header():
     assert event_schema_of(unknown) == "modelevents.ModelEvent@" + "00" * 8
 
 
+def test_a_bundle_files_event_schema_is_the_version_events_are_written_with():
+    # `bundle create` names the schema by its fingerprint; the watcher reads events' versions.
+    created = read_bundle_file(EXAMPLE_PATH).event_schema
+    assert same_event_schema(created, current_event_schema())
+    assert same_event_schema(created, event_schema_of(codec.encode(model_event("text.delta"))))
+    assert not same_event_schema(created, "modelevents.ModelEvent@v1")
+
+
 def test_capabilities_compare_the_fields_both_name():
     recorded = json.dumps({"manifest_version": 1,
                            "capabilities": {"tools": True, "input": ["text", "image"]}})
@@ -115,16 +123,6 @@ def test_a_document_with_several_bundles_yields_the_one_asked_for():
     assert summary_of(doc, "doc", "bnd-b").runs == 5
     with pytest.raises(InputError, match="no result for bundle bnd-c"):
         summary_of(doc, "doc", "bnd-c")
-
-
-def test_a_bundle_file_is_read_and_a_wrong_one_named(tmp_path: Path):
-    bundle = examples.bundle()
-    path = tmp_path / "bundle.yaml"
-    path.write_text(yaml.safe_dump(bundle.model_dump(mode="json")))
-    assert bundle_from_file(path).bundle_id == bundle.bundle_id
-    path.write_text(yaml.safe_dump({"name": "x"}))
-    with pytest.raises(InputError, match="bundle.yaml is not a bundle — instruction"):
-        bundle_from_file(path)
 
 
 def test_the_markdown_file_front_matter_is_the_record(tmp_path: Path):
