@@ -2,7 +2,11 @@
 call goes through the gateway — ``POST /v1/runs`` with the run id and the run's neutral history
 (``GET /v1/runs/{id}/messages``, which holds the tool results from ``events``) — for tenants whose
 policy says ``auto_continue``, on their ``continue_target`` (any provider). Other tenants'
-applications continue their runs themselves.
+applications continue their runs themselves. A run started under a bundle continues under it:
+the bundle id is read from the run's latest input packet (``input.bundle`` of the messages just
+fetched — the very call being continued, so no state of the executor's own), and the call names
+only the bundle, whose target, instructions, tools and sampling the gateway fills in; the
+policy's ``continue_target`` and the registry's tools are for runs under none.
 
 Stateless on purpose: whether a run is ready is read from its state on the gateway (status
 ``waiting_for_tool``, no open tool call) after the state caught up with the result just seen, so
@@ -56,22 +60,31 @@ class Continuation:
             return  # other results are still to come (the last one continues), or it moved on
         messages = await self.http.get(f"/v1/runs/{result.run_id}/messages", headers=headers)
         messages.raise_for_status()
+        history = messages.json()
         # The continuation acts for the run's tenant (a gateway without api_tokens would take
         # the request for its default tenant's, and refuse a run id another tenant owns).
         body: dict[str, Any] = {
             "run_id": result.run_id, "tenant": result.tenant,
-            "transcript": messages.json()["messages"],
-            "target": rules.continue_target,
-            "tools": [contract.declaration() for contract in self.registry]}
+            "transcript": history["messages"]}
+        bundle = (history.get("input") or {}).get("bundle")
+        if bundle is not None:
+            # Under its bundle still: the gateway fills the target, instructions, tools and
+            # sampling from it (and would refuse others), so the run never leaves it.
+            body["bundle"] = bundle
+            where = f"bundle {bundle}"
+        else:
+            body["target"] = rules.continue_target
+            body["tools"] = [contract.declaration() for contract in self.registry]
+            where = str(rules.continue_target)
         answer = await self.http.post(
             "/v1/runs", json=body,
             headers={**headers, "Idempotency-Key": f"continue-{result.run_id}-{result.seq}"})
         if answer.status_code == 202:
             self.posted.append(result.run_id)
-            log.info("run %s continued on %s", result.run_id, rules.continue_target)
+            log.info("run %s continued on %s", result.run_id, where)
         else:
-            log.warning("run %s not continued: %s %s", result.run_id, answer.status_code,
-                        answer.text[:500])
+            log.warning("run %s not continued on %s: %s %s", result.run_id, where,
+                        answer.status_code, answer.text[:500])
 
     async def _caught_up_state(self, result: ModelEvent, headers: dict[str, str]
                                ) -> dict[str, Any] | None:

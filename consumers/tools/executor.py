@@ -266,8 +266,11 @@ class Executor:
         name = call.payload.tool_name
         call.contract = self.registry.get(name)
         if call.contract is None:
+            # A model offers tools the executor may not have (a bundle's, an application's
+            # own): the model and the audit read which ones this executor runs.
             await self._refuse(call, "invalid", f"unknown tool {name!r}: this application "
-                               "offers no such tool")
+                               "offers no such tool (its executor runs "
+                               f"{', '.join(sorted(c.name for c in self.registry)) or 'none'})")
             return
         try:
             arguments = parse_arguments(await self._arguments_text(call),

@@ -43,9 +43,15 @@ from modelevents.schemas.events import (
     RunStarted,
     ToolCall,
 )
+from modelevents.schemas.run_input import RunInput
+from modelevents.schemas.run_input_pieces import PacketAssembler, is_packet_key
+from modelevents.services.cli.commands.demo import manifest_with_scenarios
 from modelevents.services.cli.commands.tail import tail
+from modelevents.services.gateway.calls.capabilities import load_manifest
 from modelevents.services.kafka import clients
 from modelevents.services.kafka.settings import PipelineSettings
+from modelevents.services.migration.bundles import store as bundle_store
+from modelevents.services.migration.bundles.bundle_file import BundleFile, resolve
 from tests.integration.pipeline import run
 from tests.integration.simulated_gateway import (  # noqa: F401 (fixtures)
     call_over,
@@ -221,6 +227,16 @@ def receipts_of(settings: PipelineSettings, run_id: str) -> list[ToolReceipt]:
     return run(read())
 
 
+def packets_of(settings: PipelineSettings, run_id: str) -> list[RunInput]:
+    """The run's input packets on run-inputs, in the order written (pieces joined)."""
+    async def read() -> list[bytes]:
+        return [r.raw async for r in clients.read_records(
+            settings, "run-inputs", run_id=run_id, to_end=True, timeout=30,
+            keys=lambda key: is_packet_key(key, run_id)) if r is not None and r.raw is not None]
+    assembler = PacketAssembler()
+    return [p for raw in run(read()) if (p := assembler.feed(raw)) is not None]
+
+
 def rows(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     with sqlite3.connect(db) as conn:
         return conn.execute(sql, args).fetchall()
@@ -302,6 +318,58 @@ def test_a_recorded_tool_run_is_executed_under_policy_and_continued_to_completio
         (r.tool_call_id, r.phase) for r in receipts)
     assert len(report.input_packets[run_id]) >= 2  # the first call and the continuation
     assert [n for n in report.notes if n.check == "receipts" and run_id in n.where] == []
+
+
+def test_a_run_under_a_bundle_is_continued_under_the_same_bundle(settings, gateway, sim,
+                                                                start_executor, db):
+    # The bundle offers get_weather and probe_clock, which this executor does not have; the
+    # simulator's gpt-4.1-mini asks for get_weather twice, then answers the results in text.
+    # The run continues under the bundle — its target, not the policy's continue_target
+    # (Claude), its tools, not the registry's — so the continuation's input packet (the one
+    # run-inputs keeps) and its run.started name the bundle, as the first call's do.
+    weather = make_registry(db).get("get_weather")
+    assert weather is not None
+    bundle = resolve(BundleFile.model_validate({
+        "name": f"weather-{uuid.uuid4().hex[:6]}",
+        "instruction": {"text": "Use the tools.", "version": "1"},
+        "target": {"provider": "openai", "api": "openai-responses", "model": "gpt-4.1-mini"},
+        "tools": [{"name": "get_weather", "schema_version": weather.schema_version,
+                   "description": weather.description, "parameters": weather.parameters},
+                  {"name": "probe_clock", "schema_version": "1", "description": "the time",
+                   "parameters": {"type": "object", "properties": {}}}],
+        "sampling": {"max_output_tokens": 256}}), "test", manifest_with_scenarios(load_manifest()))
+    run(bundle_store.put(settings, bundle))
+    policy = policy_for("default", tools=["get_weather"], auto_continue=True,
+                        continue_target={"provider": "anthropic", "api": "anthropic-messages",
+                                         "model": "sim:anthropic-messages/text"})
+    executor = start_executor(policy, tenant="default", gateway_url=gateway.url)
+    hello = [{"role": "user", "parts": [{"type": "text", "text": "Weather in Paris and Rome?"}]}]
+    run_id = start_run(gateway, {"transcript": hello, "bundle": bundle.bundle_id})["run_id"]
+    body = wait_run(gateway, run_id, lambda b: len(b["calls"]) == 2 and call_over(b)
+                    and b["state"]["status"] == "completed", "the continued run completing",
+                    timeout=SETTLE_S)
+    assert [(c["api"], c["model"]) for c in body["calls"]] == [
+        ("openai-responses", "gpt-4.1-mini")] * 2
+    events = events_of(settings, run_id, lambda es: any(e.kind == "run.finished" for e in es),
+                       "run.finished")
+    started = [e for e in events if e.kind == "run.started"]
+    assert [e.payload.bundle for e in started] == [bundle.bundle_id] * 2
+    assert len(results_of(settings, run_id, 2)) == 2
+    assert executor.executor.continuation is not None
+    assert executor.executor.continuation.posted == [run_id]
+    # run-inputs: every revision of both calls' packets names the bundle; the continuation's
+    # was rendered from it (its instruction and tools) with the executor's results.
+    packets = packets_of(settings, run_id)
+    assert {p.call for p in packets} == {c["call"] for c in body["calls"]}
+    assert {p.bundle for p in packets} == {bundle.bundle_id}
+    continued = [p for p in packets if p.call == body["calls"][1]["call"]][-1]
+    request = continued.request_doc()
+    assert request["instructions"] == "Use the tools."
+    assert {t["name"] for t in request["tools"]} == {"get_weather", "probe_clock"}
+    [sent] = [r for r in requests_to(sim, "openai-responses")
+              if "function_call_output" in orjson.dumps(r["body"]).decode()]
+    assert sent["body"]["model"] == "gpt-4.1-mini"
+    assert requests_to(sim, "anthropic-messages") == []
 
 
 # --- refusals -----------------------------------------------------------------------------
