@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -148,20 +148,19 @@ async def _sent(hub: ProxyHub, request: Request, call: ProxiedCall, target: Targ
         return provider_error(api, ProblemCode.provider_error,
                               f"modelevents gateway: upstream {target.name} could not be reached")
     tag = f"x{secrets.token_hex(5)}"
-    opening: Callable[[], None] | None = None
     if call.what == "create":
+        # In the background (a task), but before the first chunk is relayed: a replica that
+        # reads the call's object id must find its run (test_proxy_replicas.py).
         correlation_id = request.headers.get("x-correlation-id")
-
-        def opening() -> None:
-            hub.open_run(run_id, tenant, fresh=fresh, packet=lambda: _packet(
-                hub, request.method, call, doc, run_id=run_id, tenant=tenant, tag=tag,
-                provider=target.provider(api), model=model, correlation_id=correlation_id,
-                bundle=bundle))
+        hub.open_run(run_id, tenant, fresh=fresh, packet=lambda: _packet(
+            hub, request.method, call, doc, run_id=run_id, tenant=tenant, tag=tag,
+            provider=target.provider(api), model=model, correlation_id=correlation_id,
+            bundle=bundle))
     framer = _framer(call, response, run_id=run_id, tenant=tenant, tag=tag,
                      provider=target.provider(api), bundle=bundle)
     resumable = _resumable(call, doc)
     relayed = StreamingResponse(_relayed(hub, call, response, framer, tenant, run_id, resumable,
-                                         slot, opening),
+                                         slot),
                                 status_code=response.status_code)
     relayed.raw_headers = response_headers(response.headers.raw)
     if run_id != call.object_id:  # else the worker finds the object's run: not known here
@@ -287,10 +286,8 @@ def _packet(hub: ProxyHub, method: str, call: ProxiedCall, doc: dict[str, Any] |
 
 async def _relayed(hub: ProxyHub, call: ProxiedCall, response: httpx.Response,
                    framer: Framer | None, tenant: str, run_id: str, resumable: bool,
-                   slot: Slot, opening: Callable[[], None] | None) -> AsyncIterator[bytes]:
-    """The upstream's body, chunk by chunk as it arrives; each chunk teed after it is sent.
-    ``opening`` (a create call's run claim and input packet) starts once the first chunk is
-    sent: the client's first byte does not wait for it."""
+                   slot: Slot) -> AsyncIterator[bytes]:
+    """The upstream's body, chunk by chunk as it arrives; each chunk teed after it is sent."""
     tee = hub.tee
     learner = _ObjectLearner(hub, call, run_id, tenant) if framer is not None else None
     last: ProviderFrame | None = None
@@ -299,9 +296,6 @@ async def _relayed(hub: ProxyHub, call: ProxiedCall, response: httpx.Response,
     try:
         async for chunk in response.aiter_raw():
             yield chunk
-            if opening is not None:
-                opening()
-                opening = None
             if framer is not None:
                 frames = framer.feed(chunk)
                 if frames:
@@ -314,8 +308,6 @@ async def _relayed(hub: ProxyHub, call: ProxiedCall, response: httpx.Response,
         log.warning("proxy: run %s: the upstream %s cut the answer: %r", run_id, call.path, exc)
         raise  # the client's connection is cut as well: it sees what a cut looks like
     finally:
-        if opening is not None:  # an answer without a body, or cut before its first chunk
-            opening()
         hub.in_flight -= 1
         slot.release()
         await response.aclose()

@@ -21,7 +21,7 @@ from tests.integration.gateway.test_followers import (
     expected_kinds,
     forward,
     hub_of,
-    running_consumers,
+    running_consumers,  # noqa: F401 - a fixture, used by name
 )
 from tests.integration.gateway.test_ownership import new_run_id, wait_for
 from tests.integration.pipeline import HANG_GUARD_S, run
@@ -100,7 +100,8 @@ def test_several_runs_on_one_stream_each_in_order_and_a_stranger_ended_alone(sta
     assert not by_run(again) and set(ends(again)) == set(runs)
 
 
-def test_followed_runs_share_one_consumer_of_events(start_gateway, start_worker):
+def test_followed_runs_share_one_consumer_of_events(start_gateway, start_worker,
+                                                   running_consumers):
     start_worker()
     gateway = start_gateway()
     runs = [new_run_id() for _ in range(6)]

@@ -8,11 +8,12 @@ with ``Last-Event-ID`` where it stopped. Memory is measured by bench/followers.p
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import socket
 import threading
 import time
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +68,35 @@ def expected_kinds(run_id: str, events: list[bytes]) -> list[str]:
                                             api="openai-chat", framing="sse").events]
 
 
-def running_consumers() -> int:
-    """Kafka consumers started and not stopped in this process (the gateway is served in a
-    thread of it). Counted as objects, not as broker connections: a consumer opens and drops
-    connections (bootstrap, coordinator, leaders) on its own schedule, and a count of sockets
-    read at one instant made these tests fail on a loaded machine."""
-    return sum(1 for o in gc.get_objects()
-               if isinstance(o, AIOKafkaConsumer) and o._closed is False
-               and o._fetcher is not None)
+@pytest.fixture
+def running_consumers(monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    """Counts the Kafka consumers started and not stopped in this process (the gateway is
+    served in a thread of it) from now on: the real consumers, their start and stop wrapped to
+    note them. Not a count of sockets (a consumer opens and drops connections on its own
+    schedule, and a count read at one instant failed on a loaded machine), nor a walk of
+    gc.get_objects(), which from this thread could see a tuple the gateway's thread was still
+    building and made CPython raise SystemError in aiokafka's decoder."""
+    running: weakref.WeakSet[AIOKafkaConsumer] = weakref.WeakSet()
+    lock = threading.Lock()
+    start, stop = AIOKafkaConsumer.start, AIOKafkaConsumer.stop
+
+    async def started(self: AIOKafkaConsumer) -> None:
+        await start(self)
+        with lock:
+            running.add(self)
+
+    async def stopped(self: AIOKafkaConsumer) -> None:
+        with lock:
+            running.discard(self)
+        await stop(self)
+
+    monkeypatch.setattr(AIOKafkaConsumer, "start", started)
+    monkeypatch.setattr(AIOKafkaConsumer, "stop", stopped)
+
+    def count() -> int:
+        with lock:
+            return sum(1 for consumer in running if consumer._closed is False)
+    return count
 
 
 def broker_connections(bootstrap: str) -> int:
@@ -103,7 +125,8 @@ def hub_of(gateway: ServedApp) -> Any:
 
 
 def test_followers_of_a_run_share_one_reader_that_stops_when_they_leave(start_gateway,
-                                                                       start_worker):
+                                                                       start_worker,
+                                                                       running_consumers):
     start_worker()
     gateway = start_gateway()
     run_id, stream, followers = new_run_id(), chat_stream(200), 40
